@@ -1,0 +1,64 @@
+"""The project's exception types. Pure: no Airflow, no boto3.
+
+``SpecValidationError`` is the one error for invalid specs: it carries every problem as a
+``(field path, message)`` pair, and its text (one ``path: message`` line per problem) is what the
+CLI prints and what the Airflow task log shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in a spec: where (dotted field path) and what is wrong."""
+
+    path: str
+    message: str
+    severity: str = "error"  # "error" or "warning"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecValidationError(ValueError):
+    """A spec (or another user input) is invalid; nothing was launched."""
+
+    def __init__(self, problems: Iterable[Problem | tuple[str, str]], source: str | None = None):
+        self.problems: list[Problem] = [
+            p if isinstance(p, Problem) else Problem(path=p[0], message=p[1]) for p in problems
+        ]
+        self.source = source
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        prefix = f"{self.source}: " if self.source else ""
+        return "\n".join(f"{prefix}{p}" for p in self.problems)
+
+    @property
+    def errors(self) -> list[tuple[str, str]]:
+        return [(p.path, p.message) for p in self.problems]
+
+
+class TrainingJobError(RuntimeError):
+    """A training job ended without success (Failed, Stopped, MaxRuntimeExceeded, ...)."""
+
+    def __init__(self, message: str, *, job_name: str, status: str, failure_reason: str | None = None):
+        self.job_name = job_name
+        self.status = status
+        self.failure_reason = failure_reason
+        super().__init__(message)
+
+
+class CapacityError(TrainingJobError):
+    """The job could not get capacity or hit an account limit: retry later, it is not a bug.
+
+    Raised for ``InsufficientCapacityError`` and ``ResourceLimitExceeded`` so that a DAG can
+    handle it (retries with a long delay, a fallback instance type) separately from real failures.
+    """
+
+
+class AwsPermissionError(PermissionError):
+    """AWS refused an action: names the action, the resource and the IAM permission to grant."""

@@ -1,0 +1,320 @@
+"""The typed, declarative training-job spec: one model for Python objects, dicts and YAML.
+
+Pure: imports only the standard library and pydantic. Every model is frozen and forbids unknown
+fields, so a typo in YAML is an error naming the field rather than a silently ignored key.
+Cross-field rules that need catalogs (instance types, framework versions) live in
+``airflow_dist_training.spec.validation`` and ``airflow_dist_training.sagemaker.strategies``.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
+ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$"
+KMS_KEY = r"^[\w\-:/]+$"
+
+PositiveInt = Annotated[int, Field(gt=0)]
+HyperparameterValue = str | int | float | bool | list[Any] | dict[str, Any]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Strategy(StrEnum):
+    """Every distribution strategy of the SageMaker distributed-training guide, plus our launcher."""
+
+    NONE = "none"
+    SMDDP = "smddp"  # smdistributed.dataparallel
+    PYTORCHDDP = "pytorchddp"  # encoded as SMDDP, as SageMaker SDK >= 2.221.1 does
+    TORCH_DISTRIBUTED = "torch_distributed"  # torchrun, GPU and Trainium
+    SMP_V1 = "smp_v1"  # SageMaker model parallel v1: modelparallel + MPI
+    SMP_V2 = "smp_v2"  # SageMaker model parallel v2: torch_distributed + modelparallel, SMP image
+    MPI = "mpi"  # plain MPI, Horovod
+    PARAMETER_SERVER = "parameter_server"  # TensorFlow
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"  # TensorFlow MultiWorkerMirroredStrategy
+    LAUNCHER = "launcher"  # our launcher: torchrun/mpirun on any image, no training toolkit
+
+
+class ImageSpec(_Model):
+    """The training image: an explicit URI, or a framework version resolved to the AWS DLC URI."""
+
+    uri: str | None = Field(default=None, description="Explicit ECR image URI; skips version rules.")
+    framework: Literal["pytorch", "tensorflow"] | None = None
+    framework_version: str | None = Field(default=None, description="e.g. 2.8.0")
+    py_version: str | None = Field(default=None, description="e.g. py312")
+
+    @model_validator(mode="after")
+    def _uri_or_framework(self) -> ImageSpec:
+        if self.uri is None and (self.framework is None or self.framework_version is None):
+            raise ValueError("give either uri, or framework and framework_version")
+        if self.uri is not None and not self.uri.strip():
+            raise ValueError("uri must not be empty")
+        return self
+
+
+class SourceSpec(_Model):
+    """Where the training code comes from."""
+
+    entry_point: str = Field(description="Script path relative to source_dir, e.g. train.py")
+    source_dir: str | None = Field(
+        default=None,
+        description="An s3:// URI of a sourcedir.tar.gz, or a local directory the operator packs and uploads.",
+    )
+
+    @field_validator("entry_point")
+    @classmethod
+    def _relative_entry_point(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        if value.startswith("/") or "://" in value:
+            raise ValueError("must be a path relative to source_dir, e.g. train.py")
+        return value
+
+    @property
+    def is_s3(self) -> bool:
+        return bool(self.source_dir and self.source_dir.startswith("s3://"))
+
+
+class InstanceGroup(_Model):
+    """One group of a heterogeneous cluster."""
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}$")
+    instance_type: str
+    instance_count: PositiveInt
+
+
+class ComputeSpec(_Model):
+    """The cluster: instance type and count, or heterogeneous instance groups."""
+
+    instance_type: str | None = None
+    instance_count: int | None = Field(default=None, ge=1)
+    instance_groups: list[InstanceGroup] | None = None
+    volume_size_gb: int = Field(default=30, ge=1, le=16384)
+    volume_kms_key: str | None = None
+    keep_alive_seconds: int | None = Field(default=None, ge=0, le=21600)
+
+    @model_validator(mode="after")
+    def _type_count_or_groups(self) -> ComputeSpec:
+        if self.instance_groups:
+            if self.instance_type is not None or self.instance_count is not None:
+                raise ValueError("instance_count and instance_type cannot be set when instance_groups is set")
+            names = [g.name for g in self.instance_groups]
+            if len(set(names)) != len(names):
+                raise ValueError("instance group names must be unique")
+        elif self.instance_type is None:
+            raise ValueError("instance_type is required when instance_groups is not set")
+        return self
+
+    @property
+    def groups(self) -> list[InstanceGroup]:
+        """The cluster as groups (a homogeneous cluster is one group)."""
+        if self.instance_groups:
+            return list(self.instance_groups)
+        assert self.instance_type is not None
+        return [InstanceGroup(name="main", instance_type=self.instance_type, instance_count=self.count)]
+
+    @property
+    def count(self) -> int:
+        if self.instance_groups:
+            return sum(g.instance_count for g in self.instance_groups)
+        return self.instance_count if self.instance_count is not None else 1
+
+
+class SmpSpec(_Model):
+    """SageMaker model parallel (SMP) settings; ``parameters`` become ``mp_parameters``."""
+
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class DistributionSpec(_Model):
+    """How the job's processes are launched and talk to each other."""
+
+    strategy: Strategy = Strategy.NONE
+    processes_per_host: int | None = Field(
+        default=None, ge=1, description="MPI processes or torchrun workers per host; default: devices per host."
+    )
+    custom_mpi_options: str | None = Field(default=None, description="Extra mpirun options (SMDDP, MPI, SMP v1).")
+    torch_distributed: bool = Field(
+        default=False, description="SMDDP only: launch through torchrun (required on ml.p5 instances)."
+    )
+    smp: SmpSpec | None = None
+    launcher: Literal["torchrun", "mpirun"] = Field(
+        default="torchrun", description="Launcher strategy only: which launcher our entrypoint runs."
+    )
+    instance_group: str | None = Field(
+        default=None, description="Heterogeneous clusters: the instance group that runs the distributed job."
+    )
+
+
+class InputMode(StrEnum):
+    FILE = "File"
+    PIPE = "Pipe"
+    FAST_FILE = "FastFile"
+
+
+class S3Channel(_Model):
+    """An S3 prefix or manifest as a training channel."""
+
+    type: Literal["s3"] = "s3"
+    uri: str = Field(pattern=S3_URI)
+    data_type: Literal["S3Prefix", "ManifestFile", "AugmentedManifestFile"] = "S3Prefix"
+    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
+    input_mode: InputMode | None = None
+    content_type: str | None = None
+    compression: Literal["None", "Gzip"] | None = None
+    instance_groups: list[str] | None = None
+    local_source: str | None = Field(
+        default=None, description="Local backend: a local path or file:// URI used instead of the S3 URI."
+    )
+
+
+class FSxChannel(_Model):
+    """An FSx for Lustre file system as a training channel (needs VPC subnets and security groups)."""
+
+    type: Literal["fsx"] = "fsx"
+    file_system_id: str = Field(pattern=r"^fs-[0-9a-f]{8,}$", min_length=11, max_length=21)
+    directory_path: str = Field(max_length=4096, description="/<mount name>/<path>")
+    access_mode: Literal["ro", "rw"] = "ro"
+    content_type: str | None = None
+    local_source: str | None = Field(
+        default=None, description="Local backend: the local path standing in for this file system path."
+    )
+
+    @field_validator("directory_path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must be absolute and start with the file system's mount name, e.g. /abcdefgh/data")
+        return value
+
+
+class EFSChannel(_Model):
+    """An EFS file system as a training channel (needs VPC subnets and security groups)."""
+
+    type: Literal["efs"] = "efs"
+    file_system_id: str = Field(pattern=r"^fs-[0-9a-f]{8,}$", min_length=11, max_length=21)
+    directory_path: str = Field(max_length=4096)
+    access_mode: Literal["ro", "rw"] = "ro"
+    content_type: str | None = None
+    local_source: str | None = None
+
+
+Channel = Annotated[S3Channel | FSxChannel | EFSChannel, Field(discriminator="type")]
+
+
+class OutputSpec(_Model):
+    s3_path: str = Field(pattern=S3_URI, description="Where model.tar.gz and output.tar.gz go.")
+    kms_key: str | None = None
+    compression: Literal["GZIP", "NONE"] = "GZIP"
+
+
+class CheckpointSpec(_Model):
+    s3_uri: str = Field(pattern=S3_URI)
+    local_path: str | None = Field(default=None, description="In-container path; service default /opt/ml/checkpoints")
+
+
+class SpotSpec(_Model):
+    enabled: bool = False
+    max_wait_seconds: int | None = Field(default=None, ge=1)
+
+
+class StoppingSpec(_Model):
+    max_runtime_seconds: int = Field(default=86400, ge=1)
+
+
+class NetworkSpec(_Model):
+    subnets: list[str] = Field(default_factory=list)
+    security_group_ids: list[str] = Field(default_factory=list)
+    network_isolation: bool = False
+    inter_container_encryption: bool = False
+
+
+class MetricDefinition(_Model):
+    name: str = Field(min_length=1, max_length=255)
+    regex: str = Field(min_length=1, max_length=500)
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"is not a valid regular expression ({exc})") from None
+        return value
+
+
+class TensorBoardSpec(_Model):
+    s3_path: str = Field(pattern=S3_URI)
+    local_path: str | None = None
+
+
+class DebuggerSpec(_Model):
+    """SageMaker Debugger hook and profiler switches (the SDK's defaults: both on)."""
+
+    hook: bool = True
+    profiler: bool = True
+
+
+class BatchSpec(_Model):
+    """The scaling facts: global batch = data-parallel replicas x per-replica batch.
+
+    Give the per-device batch (global batch follows the cluster size) or the global batch (the
+    per-device batch shrinks as the cluster grows). ``min_per_device_batch_size`` is the floor
+    below which convergence suffers: the plan warns when the cluster pushes the batch under it.
+    """
+
+    per_device_batch_size: int | None = Field(default=None, ge=1)
+    global_batch_size: int | None = Field(default=None, ge=1)
+    min_per_device_batch_size: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> BatchSpec:
+        if self.per_device_batch_size is not None and self.global_batch_size is not None:
+            raise ValueError("give per_device_batch_size or global_batch_size, not both")
+        return self
+
+
+class TrainingJobSpec(_Model):
+    """A distributed training job, independent of where it runs (SageMaker or the local backend)."""
+
+    name: str = Field(min_length=1, description="Job name base; the job name adds a run identity hash.")
+    image: ImageSpec
+    source: SourceSpec
+    role_arn: str | None = Field(default=None, pattern=ROLE_ARN, description="SageMaker execution role.")
+    compute: ComputeSpec
+    distribution: DistributionSpec = Field(default_factory=DistributionSpec)
+    hyperparameters: dict[str, HyperparameterValue] = Field(default_factory=dict)
+    environment: dict[str, str] = Field(default_factory=dict)
+    channels: dict[str, Channel] = Field(default_factory=dict)
+    input_mode: InputMode = InputMode.FILE
+    output: OutputSpec | None = None
+    checkpoint: CheckpointSpec | None = None
+    spot: SpotSpec = Field(default_factory=SpotSpec)
+    stopping: StoppingSpec = Field(default_factory=StoppingSpec)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    metric_definitions: list[MetricDefinition] = Field(default_factory=list)
+    max_retry_attempts: int | None = Field(default=None, ge=1, le=30)
+    tags: dict[str, str] = Field(default_factory=dict)
+    tensorboard: TensorBoardSpec | None = None
+    debugger: DebuggerSpec = Field(default_factory=DebuggerSpec)
+    batch: BatchSpec | None = None
+
+    @field_validator("channels")
+    @classmethod
+    def _channel_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9\.\-_]{1,64}", name):
+                raise ValueError(f"channel name {name!r} must match [A-Za-z0-9.-_]{{1,64}}")
+        return value
+
+    def with_overrides(self, **changes: Any) -> TrainingJobSpec:
+        """A copy with top-level fields replaced, re-validated (frozen models never mutate)."""
+        data = self.model_dump(mode="json", exclude_unset=False)
+        data.update(changes)
+        return TrainingJobSpec.model_validate(data)

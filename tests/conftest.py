@@ -1,0 +1,88 @@
+"""Shared test fixtures.
+
+Each pytest-xdist worker gets its own AIRFLOW_HOME (and so its own SQLite metadata DB), migrated
+once per worker and reused by every test on it. Services (moto server) are started and stopped by
+the fixtures that need them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Must happen before anything imports airflow.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+_home = Path(tempfile.gettempdir()) / f"adt-airflow-home-{os.getpid()}-{_worker}"
+_home.mkdir(parents=True, exist_ok=True)
+os.environ["AIRFLOW_HOME"] = str(_home)
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
+os.environ.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
+os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_home}/airflow.db")
+# Never reach real AWS from tests.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_SECURITY_TOKEN", "testing")
+os.environ.setdefault("AWS_SESSION_TOKEN", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.pop("AWS_PROFILE", None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Iterator[Path]:
+    """A migrated Airflow metadata DB for this worker (created once, reused)."""
+    marker = _home / ".migrated"
+    if not marker.exists():
+        from airflow.utils.db import resetdb
+
+        resetdb()
+        marker.touch()
+    yield _home
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """A moto server on 127.0.0.1 (server mode: aiobotocore cannot use ``mock_aws``).
+
+    Yields the endpoint URL; ``AWS_ENDPOINT_URL`` is set so boto3, aiobotocore and the Amazon
+    provider's hooks all talk to it.
+    """
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    old = os.environ.get("AWS_ENDPOINT_URL")
+    os.environ["AWS_ENDPOINT_URL"] = url
+    try:
+        yield url
+    finally:
+        server.stop()
+        if old is None:
+            os.environ.pop("AWS_ENDPOINT_URL", None)
+        else:
+            os.environ["AWS_ENDPOINT_URL"] = old
+
+
+@pytest.fixture
+def moto_reset(moto_server: str) -> Iterator[str]:
+    """Reset moto's state before a test that uses the shared server."""
+    import requests
+
+    requests.post(f"{moto_server}/moto-api/reset", timeout=10)
+    yield moto_server

@@ -212,11 +212,19 @@ class OutputSpec(_Model):
     s3_path: str = Field(pattern=S3_URI, description="Where model.tar.gz and output.tar.gz go.")
     kms_key: str | None = None
     compression: Literal["GZIP", "NONE"] = "GZIP"
+    local_uri: str | None = Field(
+        default=None,
+        description="Local backend: a local directory or file:// URI used instead of s3_path.",
+    )
 
 
 class CheckpointSpec(_Model):
     s3_uri: str = Field(pattern=S3_URI)
     local_path: str | None = Field(default=None, description="In-container path; service default /opt/ml/checkpoints")
+    local_uri: str | None = Field(
+        default=None,
+        description="Local backend: a local directory or file:// URI used instead of s3_uri as the checkpoint store.",
+    )
 
 
 class SpotSpec(_Model):

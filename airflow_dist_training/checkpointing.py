@@ -1,0 +1,388 @@
+"""Write and find complete checkpoints from inside a training script (stdlib only).
+
+This module is meant to run *inside the training container*: it imports nothing but the standard
+library (no Airflow, no boto3, no torch), and it is self-contained, so it can also be copied into an
+image as a single file.
+
+Layout (one directory per checkpoint, under the job's checkpoint root)::
+
+    <root>/step-000000000120/model.pt
+    <root>/step-000000000120/optimizer.pt
+    <root>/step-000000000120/_MANIFEST.json      <- written LAST, by an atomic rename
+
+A checkpoint is *complete* when its ``_MANIFEST.json`` exists and every file it lists is present with
+the listed size. SageMaker uploads the checkpoint directory to S3 file by file, in no guaranteed order;
+the size check is what keeps a half-uploaded checkpoint from ever looking complete.
+
+Usage::
+
+    from airflow_dist_training.checkpointing import CheckpointWriter, latest_complete_checkpoint
+
+    root = os.environ.get("SM_CHECKPOINT_DIR", "/opt/ml/checkpoints")
+    resume = latest_complete_checkpoint(root)          # a pathlib.Path or None
+    if resume is not None:
+        state = torch.load(resume / "model.pt")
+
+    writer = CheckpointWriter(root)                    # rank taken from $RANK; only rank 0 writes
+    with writer.checkpoint(step=120, epoch=3, metrics={"loss": 0.4}, world_size=2) as directory:
+        torch.save(state, directory / "model.pt")
+
+Only rank 0 writes. On other ranks ``writer.checkpoint(...)`` yields a throw-away temporary directory
+(removed on exit), so the same code runs on every rank without writing duplicate checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import pathlib
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "LATEST_HINT_NAME",
+    "MANIFEST_NAME",
+    "CheckpointWriter",
+    "ManifestError",
+    "checkpoint_dir_name",
+    "latest_complete_checkpoint",
+    "list_checkpoints",
+    "parse_step",
+    "read_manifest",
+    "validate_manifest",
+    "verify_checkpoint",
+]
+
+FORMAT = "airflow-dist-training/checkpoint"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "_MANIFEST.json"
+LATEST_HINT_NAME = "_LATEST.json"  # at the root: {"step": N, "path": "step-.../"}; a hint, never trusted alone
+_TMP_MANIFEST_PREFIX = "._MANIFEST.json.tmp"
+_STEP_RE = re.compile(r"^step-(\d{1,20})$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ManifestError(ValueError):
+    """A manifest is missing fields or has fields of the wrong type.
+
+    ``problems`` is a list of ``(field, message)``; the text names the manifest path and each field.
+    """
+
+    def __init__(self, manifest_path: str, problems: list[tuple[str, str]]):
+        self.manifest_path = manifest_path
+        self.problems = problems
+        lines = [f"{manifest_path}: field {field!r}: {message}" for field, message in problems]
+        super().__init__("malformed checkpoint manifest\n" + "\n".join(lines))
+
+
+def checkpoint_dir_name(step: int) -> str:
+    """``step-<step:012d>``: zero padded, so lexical order (S3 listing order) is step order."""
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError(f"step must be a non-negative integer, got {step!r}")
+    return f"step-{step:012d}"
+
+
+def parse_step(name: str) -> int | None:
+    """The step of a checkpoint directory name (``step-000000000120`` -> 120), else None."""
+    match = _STEP_RE.match(name.rstrip("/").rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)) and math.isfinite(value)
+
+
+def validate_manifest(data: Any) -> list[tuple[str, str]]:
+    """Return ``(field, message)`` problems of a decoded manifest; ``[]`` when it is well formed."""
+    if not isinstance(data, dict):
+        return [("", f"must be a JSON object, got {type(data).__name__}")]
+    problems: list[tuple[str, str]] = []
+    version: Any = data["format_version"] if "format_version" in data else None
+    if "format_version" not in data:
+        problems.append(("format_version", "missing"))
+    elif not _is_int(version) or version < 1:
+        problems.append(("format_version", f"must be a positive integer, got {version!r}"))
+    elif version > FORMAT_VERSION:
+        problems.append(
+            ("format_version", f"version {version} is newer than this reader supports ({FORMAT_VERSION})")
+        )
+    if "step" not in data:
+        problems.append(("step", "missing"))
+    elif not _is_int(data["step"]) or data["step"] < 0:
+        problems.append(("step", f"must be a non-negative integer, got {data['step']!r}"))
+    if data.get("epoch") is not None and (not _is_int(data["epoch"]) or data["epoch"] < 0):
+        problems.append(("epoch", f"must be a non-negative integer or null, got {data['epoch']!r}"))
+    if data.get("world_size") is not None and (not _is_int(data["world_size"]) or data["world_size"] < 1):
+        problems.append(("world_size", f"must be a positive integer or null, got {data['world_size']!r}"))
+    metrics = data.get("metrics", {})
+    if not isinstance(metrics, dict):
+        problems.append(("metrics", f"must be an object of name -> number, got {type(metrics).__name__}"))
+    else:
+        for name, value in metrics.items():
+            if value is not None and not _is_number(value):
+                problems.append((f"metrics.{name}", f"must be a finite number, got {value!r}"))
+    if "created_at" in data and not isinstance(data["created_at"], str):
+        problems.append(("created_at", f"must be an ISO 8601 string, got {data['created_at']!r}"))
+    files = data.get("files")
+    if "files" not in data:
+        problems.append(("files", "missing"))
+    elif not isinstance(files, list):
+        problems.append(("files", f"must be a list, got {type(files).__name__}"))
+    else:
+        for i, entry in enumerate(files):
+            where = f"files[{i}]"
+            if not isinstance(entry, dict):
+                problems.append((where, "must be an object with path, size, sha256"))
+                continue
+            path = entry.get("path")
+            if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
+                problems.append(
+                    (f"{where}.path", f"must be a relative path inside the checkpoint, got {path!r}")
+                )
+            if not _is_int(entry.get("size")) or entry["size"] < 0:
+                problems.append(
+                    (f"{where}.size", f"must be a non-negative integer, got {entry.get('size')!r}")
+                )
+            sha = entry.get("sha256")
+            if sha is not None and (not isinstance(sha, str) or not _SHA256_RE.match(sha)):
+                problems.append((f"{where}.sha256", f"must be 64 lowercase hex characters, got {sha!r}"))
+    return problems
+
+
+def parse_manifest(raw: bytes | str, manifest_path: str) -> dict[str, Any]:
+    """Decode and validate manifest bytes; raise :class:`ManifestError` naming ``manifest_path``."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(manifest_path, [("", f"not valid JSON ({exc})")]) from None
+    problems = validate_manifest(data)
+    if problems:
+        raise ManifestError(manifest_path, problems)
+    return data
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate a manifest; ``path`` is the checkpoint directory or the manifest file."""
+    p = pathlib.Path(path)
+    manifest = p if p.name == MANIFEST_NAME else p / MANIFEST_NAME
+    return parse_manifest(manifest.read_bytes(), str(manifest))
+
+
+def _sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _is_internal(name: str) -> bool:
+    return name == MANIFEST_NAME or name.startswith(_TMP_MANIFEST_PREFIX)
+
+
+def _atomic_write(target: pathlib.Path, body: bytes) -> None:
+    tmp = target.parent / f"{_TMP_MANIFEST_PREFIX}-{target.name}-{os.getpid()}"
+    with tmp.open("wb") as fh:
+        fh.write(body)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    with contextlib.suppress(OSError):  # make the rename durable where the OS allows it
+        fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def verify_checkpoint(path: str | os.PathLike[str], *, checksums: bool = False) -> list[str]:
+    """Problems that make a local checkpoint incomplete; ``[]`` means complete.
+
+    Checks that the manifest exists and parses and every listed file exists with its size;
+    with ``checksums=True`` also recomputes each sha256 (reads every byte).
+    """
+    directory = pathlib.Path(path)
+    manifest_path = directory / MANIFEST_NAME
+    if not manifest_path.is_file():
+        return [f"{manifest_path}: missing (checkpoint not finished)"]
+    manifest = read_manifest(directory)
+    problems = []
+    for entry in manifest["files"]:
+        file_path = directory / entry["path"]
+        if not file_path.is_file():
+            problems.append(f"{file_path}: missing")
+            continue
+        size = file_path.stat().st_size
+        if size != entry["size"]:
+            problems.append(f"{file_path}: size {size}, manifest says {entry['size']}")
+        elif checksums and entry.get("sha256") and _sha256(file_path) != entry["sha256"]:
+            problems.append(f"{file_path}: sha256 differs from the manifest")
+    return problems
+
+
+def list_checkpoints(root: str | os.PathLike[str]) -> list[tuple[int, pathlib.Path]]:
+    """All ``step-*`` directories under ``root`` (complete or not), newest step first."""
+    base = pathlib.Path(root)
+    if not base.is_dir():
+        return []
+    found = []
+    for child in base.iterdir():
+        step = parse_step(child.name)
+        if step is not None and child.is_dir():
+            found.append((step, child))
+    return sorted(found, key=lambda item: item[0], reverse=True)
+
+
+def latest_complete_checkpoint(
+    root: str | os.PathLike[str], *, checksums: bool = False, strict: bool = True
+) -> pathlib.Path | None:
+    """The newest complete checkpoint directory under ``root``, or None when there is none.
+
+    Incomplete checkpoints (no manifest, a missing file, a wrong size) are skipped. A malformed
+    manifest raises :class:`ManifestError` (naming the manifest and the field) unless
+    ``strict=False``, in which case that checkpoint is skipped too.
+    """
+    for _step, directory in list_checkpoints(root):
+        try:
+            if not verify_checkpoint(directory, checksums=checksums):
+                return directory
+        except ManifestError:
+            if strict:
+                raise
+    return None
+
+
+def _rank_from_env() -> int:
+    for var in ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        value = os.environ.get(var)
+        if value is not None and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return 0
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class CheckpointWriter:
+    """Writes checkpoints under ``root`` as ``step-<step:012d>/`` plus a manifest written last.
+
+    :param root: local checkpoint directory (e.g. ``$SM_CHECKPOINT_DIR`` or ``/opt/ml/checkpoints``).
+    :param rank: this process's global rank; defaults to ``$RANK`` (torchrun), then 0. Only rank 0
+        writes; other ranks get a temporary directory that is removed on exit.
+    :param overwrite: replace an existing *complete* checkpoint of the same step (default: error).
+    :param checksums: compute a sha256 per file for the manifest (default True).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        rank: int | None = None,
+        overwrite: bool = False,
+        checksums: bool = True,
+    ) -> None:
+        self.root = pathlib.Path(root)
+        self.rank = _rank_from_env() if rank is None else rank
+        self.overwrite = overwrite
+        self.checksums = checksums
+
+    @property
+    def is_writer(self) -> bool:
+        return self.rank == 0
+
+    @contextlib.contextmanager
+    def checkpoint(
+        self,
+        step: int,
+        *,
+        epoch: int | None = None,
+        metrics: Mapping[str, float] | None = None,
+        world_size: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Iterator[pathlib.Path]:
+        """Yield the directory to write the checkpoint's files into; finish it on a clean exit.
+
+        If the block raises, no manifest is written: the directory stays incomplete and is never
+        chosen for resume.
+        """
+        name = checkpoint_dir_name(step)
+        metrics_dict = dict(metrics or {})
+        for key, value in metrics_dict.items():
+            if not _is_number(value):
+                raise ValueError(f"metrics[{key!r}] must be a finite number, got {value!r}")
+        if not self.is_writer:
+            with tempfile.TemporaryDirectory(prefix=f"ckpt-rank{self.rank}-") as scratch:
+                yield pathlib.Path(scratch)
+            return
+        directory = self.root / name
+        if (directory / MANIFEST_NAME).exists():
+            if not self.overwrite:
+                raise FileExistsError(f"{directory}: a complete checkpoint for step {step} already exists")
+            (directory / MANIFEST_NAME).unlink()  # incomplete from here on
+        if directory.exists():
+            shutil.rmtree(directory)  # left over from an attempt that died mid-write
+        directory.mkdir(parents=True)
+        yield directory
+        self._finish(directory, step, epoch, metrics_dict, world_size, dict(metadata or {}))
+
+    def _current_hint_step(self) -> int | None:
+        try:
+            value = json.loads((self.root / LATEST_HINT_NAME).read_bytes()).get("step")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return value if _is_int(value) else None
+
+    def _finish(
+        self,
+        directory: pathlib.Path,
+        step: int,
+        epoch: int | None,
+        metrics: dict[str, float],
+        world_size: int | None,
+        metadata: dict[str, Any],
+    ) -> pathlib.Path:
+        files = []
+        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+            rel = path.relative_to(directory).as_posix()
+            if _is_internal(path.name):
+                continue
+            with path.open("rb") as fh:
+                os.fsync(fh.fileno())
+            entry: dict[str, Any] = {"path": rel, "size": path.stat().st_size}
+            if self.checksums:
+                entry["sha256"] = _sha256(path)
+            files.append(entry)
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "step": step,
+            "epoch": epoch,
+            "metrics": metrics,
+            "world_size": world_size,
+            "created_at": _utc_now(),
+            "files": files,
+            "metadata": metadata,
+        }
+        body = json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False).encode()
+        target = directory / MANIFEST_NAME
+        _atomic_write(target, body)
+        # A hint for readers on S3 (one GET instead of listing every step); written after the manifest.
+        hint = {"step": step, "path": f"{directory.name}/", "updated_at": manifest["created_at"]}
+        current = self._current_hint_step()
+        if current is None or step >= current:
+            _atomic_write(self.root / LATEST_HINT_NAME, json.dumps(hint, sort_keys=True).encode())
+        return target

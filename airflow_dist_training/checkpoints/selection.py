@@ -1,0 +1,181 @@
+"""Which checkpoint is complete, latest, best, or selected. Pure: no I/O, no Airflow, no boto3.
+
+The hook (``airflow_dist_training.hooks.checkpoints``) gathers :class:`CheckpointInfo` values from
+S3 or a local directory; every decision is made here so it can be tested exhaustively.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from airflow_dist_training.errors import SpecValidationError
+
+MetricMode = Literal["min", "max"]
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What is known about one ``step-*`` directory.
+
+    :param step: step number from the directory name.
+    :param uri: the checkpoint's location (``s3://b/root/step-000000000120/`` or a local path).
+    :param manifest: the decoded manifest, or None when there is none (yet).
+    :param problems: why the checkpoint is not complete (empty when complete). Only meaningful
+        when ``checked`` is True.
+    :param checked: whether completeness was checked (manifest read and files listed).
+    :param manifest_modified: when the manifest was written/uploaded (epoch seconds), if known.
+    """
+
+    step: int
+    uri: str
+    manifest: Mapping[str, Any] | None = None
+    problems: tuple[str, ...] = ()
+    checked: bool = False
+    manifest_modified: float | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.checked and self.manifest is not None and not self.problems
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return dict((self.manifest or {}).get("metrics") or {})
+
+    def metric(self, name: str) -> float | None:
+        value = self.metrics.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        return None
+
+    def to_xcom(self) -> dict[str, Any]:
+        """A small JSON dict: uri, step, epoch, metrics, world_size, created_at, file count/bytes."""
+        manifest = self.manifest or {}
+        files = manifest.get("files") or []
+        return {
+            "uri": self.uri,
+            "step": self.step,
+            "epoch": manifest.get("epoch"),
+            "metrics": self.metrics,
+            "world_size": manifest.get("world_size"),
+            "created_at": manifest.get("created_at"),
+            "manifest_modified": self.manifest_modified,
+            "num_files": len(files),
+            "total_bytes": sum(int(f.get("size", 0)) for f in files),
+            "complete": self.complete,
+        }
+
+
+def completeness_problems(manifest: Mapping[str, Any] | None, present: Mapping[str, int], uri: str) -> list[str]:
+    """Why a checkpoint is incomplete, given its manifest and the files present (path -> size).
+
+    ``present`` maps paths relative to the checkpoint directory to their sizes. An empty list means
+    complete: the manifest exists and every listed file is present with its listed size.
+    """
+    if manifest is None:
+        return [f"{uri}: no _MANIFEST.json (checkpoint not finished or still uploading)"]
+    problems = []
+    for entry in manifest.get("files") or []:
+        path, size = entry["path"], entry["size"]
+        if path not in present:
+            problems.append(f"{uri}{path}: missing (listed in the manifest)")
+        elif present[path] != size:
+            problems.append(f"{uri}{path}: size {present[path]}, manifest says {size}")
+    return problems
+
+
+def sort_newest_first(checkpoints: Iterable[CheckpointInfo]) -> list[CheckpointInfo]:
+    return sorted(checkpoints, key=lambda c: c.step, reverse=True)
+
+
+def latest_complete(checkpoints: Iterable[CheckpointInfo]) -> CheckpointInfo | None:
+    """The complete checkpoint with the highest step, or None."""
+    for info in sort_newest_first(checkpoints):
+        if info.complete:
+            return info
+    return None
+
+
+def _check_mode(mode: str, field_path: str) -> None:
+    if mode not in ("min", "max"):
+        raise SpecValidationError([(field_path, f"must be 'min' or 'max', got {mode!r}")])
+
+
+def rank_by_metric(checkpoints: Iterable[CheckpointInfo], metric: str, mode: str) -> list[CheckpointInfo]:
+    """Complete checkpoints that report ``metric``, best first (ties: the newer step first)."""
+    _check_mode(mode, "mode")
+    scored = [(c.metric(metric), c) for c in checkpoints if c.complete and c.metric(metric) is not None]
+    sign = 1.0 if mode == "min" else -1.0
+    scored.sort(key=lambda item: (sign * (item[0] or 0.0), -item[1].step))
+    return [c for _, c in scored]
+
+
+def best_by_metric(checkpoints: Iterable[CheckpointInfo], metric: str, mode: str) -> CheckpointInfo | None:
+    ranked = rank_by_metric(checkpoints, metric, mode)
+    return ranked[0] if ranked else None
+
+
+def newest_by_time(checkpoints: Iterable[CheckpointInfo]) -> CheckpointInfo | None:
+    """The complete checkpoint written last (manifest time, then step): used across runs."""
+    complete = [c for c in checkpoints if c.complete]
+    if not complete:
+        return None
+    return max(complete, key=lambda c: (c.manifest_modified or 0.0, c.step))
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which checkpoint to pick: ``latest``, ``best`` (by ``metric``/``mode``) or a given ``step``."""
+
+    kind: Literal["latest", "best", "step"]
+    step: int | None = None
+    metric: str | None = None
+    mode: str = "min"
+
+    @classmethod
+    def parse(cls, which: str | int, metric: str | None = None, mode: str = "min") -> Selector:
+        """``"latest"``, ``"best"``, an int step, or ``"step:120"`` / ``"120"``."""
+        if isinstance(which, bool):
+            raise SpecValidationError([("which", f"must be 'latest', 'best' or a step number, got {which!r}")])
+        if isinstance(which, int):
+            return cls("step", step=which)
+        text = str(which).strip().lower()
+        if text == "latest":
+            return cls("latest")
+        if text == "best":
+            if not metric:
+                raise SpecValidationError([("metric", "which='best' needs a metric name (e.g. metric='loss')")])
+            _check_mode(mode, "mode")
+            return cls("best", metric=metric, mode=mode)
+        number = text.removeprefix("step:").removeprefix("step-")
+        if number.isdigit():
+            return cls("step", step=int(number))
+        raise SpecValidationError([("which", f"must be 'latest', 'best' or a step number, got {which!r}")])
+
+
+def select_checkpoint(checkpoints: Sequence[CheckpointInfo], selector: Selector, root: str) -> CheckpointInfo:
+    """Apply ``selector``; a clear error naming ``root`` when nothing matches."""
+    if selector.kind == "latest":
+        found = latest_complete(checkpoints)
+        if found is None:
+            raise SpecValidationError([("which", f"no complete checkpoint under {root}")])
+        return found
+    if selector.kind == "best":
+        assert selector.metric is not None
+        found = best_by_metric(checkpoints, selector.metric, selector.mode)
+        if found is None:
+            raise SpecValidationError(
+                [("metric", f"no complete checkpoint under {root} reports metric {selector.metric!r}")]
+            )
+        return found
+    for info in checkpoints:
+        if info.step == selector.step:
+            if not info.complete:
+                detail = "; ".join(info.problems) or "not checked"
+                raise SpecValidationError(
+                    [("which", f"checkpoint step {selector.step} under {root} is not complete: {detail}")]
+                )
+            return info
+    raise SpecValidationError([("which", f"no checkpoint for step {selector.step} under {root}")])

@@ -1,0 +1,301 @@
+"""The quality gate: per-metric thresholds, checked against a challenger and (optionally) a champion.
+
+Pure: standard library and pydantic only. The vocabulary follows MLflow's ``MetricThreshold``
+(absolute bound, minimum change against a baseline) and SageMaker Pipelines' ``ConditionStep``:
+
+=========================== ======================================================================
+``min`` / ``max``           absolute floor / ceiling on the challenger's value
+``no_regression``           the challenger is at least as good as the champion
+``min_improvement``         better than the champion by at least this much (absolute)
+``min_relative_improvement`` better than the champion by at least this fraction (0.01 = 1 %)
+``direction``               ``higher_is_better`` (default) or ``lower_is_better`` (loss, error)
+=========================== ======================================================================
+
+Champion-relative checks pass with a ``SKIP`` reason when there is no champion yet (the first
+model in a group). The decision is a small JSON dict with one readable line per check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult
+
+Direction = Literal["higher_is_better", "lower_is_better"]
+
+
+class MetricThreshold(BaseModel):
+    """The checks for one metric (``accuracy``, or ``accuracy@<slice>`` for a slice metric)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    direction: Direction = "higher_is_better"
+    min: float | None = Field(default=None, description="Absolute floor: value >= min.")
+    max: float | None = Field(default=None, description="Absolute ceiling: value <= max.")
+    no_regression: bool = Field(default=False, description="No worse than the champion.")
+    min_improvement: float | None = Field(
+        default=None, ge=0, description="Better than the champion by at least this (absolute)."
+    )
+    min_relative_improvement: float | None = Field(
+        default=None, ge=0, description="Better than the champion by at least this fraction (0.01 = 1%)."
+    )
+
+    @model_validator(mode="after")
+    def _at_least_one_check(self) -> MetricThreshold:
+        if (
+            self.min is None
+            and self.max is None
+            and not self.no_regression
+            and self.min_improvement is None
+            and self.min_relative_improvement is None
+        ):
+            raise ValueError(
+                "has no check: give min, max, no_regression, min_improvement or min_relative_improvement"
+            )
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
+        return self
+
+    @property
+    def needs_champion(self) -> bool:
+        return self.no_regression or self.min_improvement is not None or self.min_relative_improvement is not None
+
+
+class GateSpec(BaseModel):
+    """Every threshold of one gate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    thresholds: dict[str, MetricThreshold] = Field(min_length=1)
+    require_same_evaluation_set: bool = Field(
+        default=False,
+        description="Reject when the champion was evaluated on a different evaluation set (hash differs).",
+    )
+
+
+def parse_gate_spec(
+    thresholds: Mapping[str, Any] | GateSpec, *, require_same_evaluation_set: bool = False
+) -> GateSpec:
+    """Validate thresholds given as a dict (Python kwargs or YAML); errors name ``thresholds.<metric>``."""
+    if isinstance(thresholds, GateSpec):
+        return thresholds
+    from airflow_dist_training.spec.loading import validate_model
+
+    if not isinstance(thresholds, Mapping):
+        raise SpecValidationError(
+            [Problem("thresholds", f"must be a mapping of metric -> checks, got {type(thresholds).__name__}")]
+        )
+    return validate_model(
+        GateSpec,
+        {"thresholds": dict(thresholds), "require_same_evaluation_set": require_same_evaluation_set},
+    )
+
+
+class ChampionUnreadableError(SpecValidationError):
+    """The champion's metrics cannot be read or lack a metric the gate compares."""
+
+
+@dataclass(frozen=True)
+class Champion:
+    """The model to beat: the latest approved version in the registry, with its evaluation."""
+
+    id: str  # model package ARN, or "<group>/<version>" in the local registry
+    evaluation: EvaluationResult
+    evaluation_uri: str | None = None
+    version: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "version": self.version,
+            "evaluation_uri": self.evaluation_uri,
+            "evaluation_set_hash": self.evaluation.evaluation_set_hash,
+            "metrics": dict(self.evaluation.metrics),
+            "slices": {k: dict(v) for k, v in self.evaluation.slices.items()},
+        }
+
+
+def check_thresholds_apply(evaluation: EvaluationResult, spec: GateSpec, source: str) -> None:
+    """Every threshold must name a metric present in the challenger's evaluation."""
+    available = evaluation.metric_names()
+    problems = [
+        Problem(
+            f"thresholds.{name}",
+            f"no metric {name!r} in {EVALUATION_FILE_NAME} {source} (it has: {', '.join(available)})",
+        )
+        for name in spec.thresholds
+        if evaluation.metric(name) is None
+    ]
+    if problems:
+        raise SpecValidationError(problems)
+
+
+def check_champion_comparable(champion: Champion, spec: GateSpec) -> None:
+    where = champion.evaluation_uri or "its evaluation report"
+    problems = [
+        Problem(
+            f"metrics.{name}",
+            f"missing from the champion's evaluation report {where}; cannot check {_champion_checks(t)}",
+        )
+        for name, t in spec.thresholds.items()
+        if t.needs_champion and champion.evaluation.metric(name) is None
+    ]
+    if problems:
+        raise ChampionUnreadableError(problems, source=f"champion {champion.id}")
+
+
+def _champion_checks(t: MetricThreshold) -> str:
+    names = []
+    if t.no_regression:
+        names.append("no_regression")
+    if t.min_improvement is not None:
+        names.append("min_improvement")
+    if t.min_relative_improvement is not None:
+        names.append("min_relative_improvement")
+    return ", ".join(names)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.6g}"
+
+
+def _check(metric: str, check: str, passed: bool | None, line: str, **values: Any) -> dict[str, Any]:
+    status = "SKIP" if passed is None else ("PASS" if passed else "FAIL")
+    return {"metric": metric, "check": check, "status": status, "reason": f"{status} {metric}: {line}", **values}
+
+
+def evaluate_gate(
+    challenger: EvaluationResult,
+    spec: GateSpec,
+    champion: Champion | None = None,
+    *,
+    challenger_uri: str = EVALUATION_FILE_NAME,
+) -> dict[str, Any]:
+    """Run every check; return the decision as a small JSON dict.
+
+    ``{"passed", "reasons": [one line per check], "checks": [...], "challenger": {...},
+    "champion": {...} | None, "thresholds": {...}, "require_same_evaluation_set"}``
+    """
+    check_thresholds_apply(challenger, spec, challenger_uri)
+    if champion is not None:
+        check_champion_comparable(champion, spec)
+
+    checks: list[dict[str, Any]] = []
+    for name, t in spec.thresholds.items():
+        value = challenger.metric(name)
+        assert value is not None  # check_thresholds_apply
+        higher = t.direction == "higher_is_better"
+        if t.min is not None:
+            checks.append(
+                _check(name, "min", value >= t.min, f"{_fmt(value)} >= {_fmt(t.min)} (min)", value=value, bound=t.min)
+            )
+        if t.max is not None:
+            checks.append(
+                _check(name, "max", value <= t.max, f"{_fmt(value)} <= {_fmt(t.max)} (max)", value=value, bound=t.max)
+            )
+        if not t.needs_champion:
+            continue
+        if champion is None:
+            for check in _champion_checks(t).split(", "):
+                checks.append(_check(name, check, None, f"{check}: no champion yet (first approved model)"))
+            continue
+        base = champion.evaluation.metric(name)
+        assert base is not None  # check_champion_comparable
+        gain = value - base if higher else base - value  # > 0 means the challenger is better
+        vs = f"vs champion {champion.id}"
+        op = ">=" if higher else "<="
+        if t.no_regression:
+            checks.append(
+                _check(
+                    name,
+                    "no_regression",
+                    gain >= 0,
+                    f"no regression {vs}: {_fmt(value)} {op} {_fmt(base)}",
+                    value=value,
+                    champion=base,
+                )
+            )
+        if t.min_improvement is not None:
+            checks.append(
+                _check(
+                    name,
+                    "min_improvement",
+                    gain >= t.min_improvement,
+                    f"improvement {vs}: {_signed(gain)} (required {_signed(t.min_improvement)}; "
+                    f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
+                    value=value,
+                    champion=base,
+                    bound=t.min_improvement,
+                )
+            )
+        if t.min_relative_improvement is not None:
+            if base == 0:
+                rel = math.inf if gain > 0 else (0.0 if gain == 0 else -math.inf)
+            else:
+                rel = gain / abs(base)
+            rel_text = f"{rel * 100:+.4g}%" if math.isfinite(rel) else ("+inf%" if rel > 0 else "-inf%")
+            checks.append(
+                _check(
+                    name,
+                    "min_relative_improvement",
+                    rel >= t.min_relative_improvement,
+                    f"relative improvement {vs}: {rel_text} (required {t.min_relative_improvement * 100:+.4g}%; "
+                    f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
+                    value=value,
+                    champion=base,
+                    bound=t.min_relative_improvement,
+                )
+            )
+
+    if champion is not None:
+        mine, theirs = challenger.evaluation_set_hash, champion.evaluation.evaluation_set_hash
+        if mine != theirs:
+            line = (
+                f"evaluation sets differ: challenger {mine or 'unknown'} vs champion {theirs or 'unknown'}"
+                + ("" if spec.require_same_evaluation_set else " (comparison may be unfair)")
+            )
+            if spec.require_same_evaluation_set:
+                checks.append(_check("evaluation_set_hash", "same_evaluation_set", False, line))
+            else:
+                checks.append(
+                    {"metric": "evaluation_set_hash", "check": "same_evaluation_set", "status": "WARN",
+                     "reason": f"WARN evaluation_set_hash: {line}"}
+                )
+
+    passed = all(c["status"] != "FAIL" for c in checks)
+    # Checks carry floats that may be +-inf (relative change against 0): keep XCom strict JSON.
+    for c in checks:
+        for key in ("value", "champion", "bound"):
+            if isinstance(c.get(key), float) and not math.isfinite(c[key]):
+                c[key] = None
+    return {
+        "passed": passed,
+        "reasons": [c["reason"] for c in checks],
+        "checks": checks,
+        "challenger": {
+            "evaluation_uri": challenger_uri,
+            "model": challenger.model,
+            "evaluation_set_hash": challenger.evaluation_set_hash,
+            "metrics": dict(challenger.metrics),
+            "slices": {k: dict(v) for k, v in challenger.slices.items()},
+        },
+        "champion": champion.to_dict() if champion is not None else None,
+        "thresholds": {k: v.model_dump(exclude_defaults=True) for k, v in spec.thresholds.items()},
+        "require_same_evaluation_set": spec.require_same_evaluation_set,
+    }
+
+
+def summary(decision: Mapping[str, Any]) -> str:
+    """One multi-line text for logs and failure messages."""
+    head = "quality gate PASSED" if decision["passed"] else "quality gate REJECTED the model"
+    return "\n".join([head, *(f"  {r}" for r in decision["reasons"])])

@@ -1,0 +1,207 @@
+"""What to register: approval status, the audit record, and the ``CreateModelPackage`` request.
+
+Pure: no Airflow, no boto3. The hooks in ``airflow_dist_training.hooks.registry`` send what these
+functions build, so the exact request is testable without AWS.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+
+APPROVED = "Approved"
+PENDING = "PendingManualApproval"
+REJECTED = "Rejected"
+ApprovalStatus = Literal["Approved", "PendingManualApproval", "Rejected"]
+AUDIT_FILE_NAME = "audit.json"
+AUDIT_VERSION = "1"
+
+# SageMaker limits (CreateModelPackage API reference).
+_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_META_KEY = re.compile(r"^[\w\s.:/=+\-@]{1,128}$")
+_META_VALUE = re.compile(r"^[\w\s.:/=+\-@]*$")
+_MAX_META_VALUE = 256
+_MAX_META_ENTRIES = 50
+_MAX_DESCRIPTION = 1024
+
+
+def approval_status(decision: Mapping[str, Any] | None, auto_approve: bool) -> ApprovalStatus:
+    """Approved only when the gate passed *and* the user asked for auto-approval."""
+    if decision is not None and decision.get("passed") is True and auto_approve:
+        return APPROVED
+    return PENDING
+
+
+def validate_group_name(name: str, field: str = "model_package_group_name") -> str:
+    if not isinstance(name, str) or not _GROUP_NAME.match(name):
+        raise SpecValidationError(
+            [
+                Problem(
+                    field,
+                    f"{name!r} is not a valid model package group name (1-63 letters, digits and "
+                    "hyphens, starting with a letter or digit, no consecutive hyphens at the end)",
+                )
+            ]
+        )
+    return name
+
+
+def build_audit_record(
+    *,
+    decision: Mapping[str, Any] | None,
+    status: str,
+    registry: str,
+    group: str,
+    model_data_uri: str,
+    image_uri: str | None,
+    evaluation_uri: str | None,
+    training: Mapping[str, Any] | None,
+    registered_at: str,
+    package_id: str | None = None,
+) -> dict[str, Any]:
+    """The promotion audit: why this version got this status, with both sides' metrics."""
+    challenger = (decision or {}).get("challenger") or {}
+    return {
+        "audit_version": AUDIT_VERSION,
+        "registry": registry,
+        "group": group,
+        "package": package_id,
+        "approval_status": status,
+        "registered_at": registered_at,
+        "model_data_uri": model_data_uri,
+        "image_uri": image_uri,
+        "evaluation_uri": evaluation_uri,
+        "evaluation_set_hash": challenger.get("evaluation_set_hash"),
+        "gate": None
+        if decision is None
+        else {
+            "passed": decision.get("passed"),
+            "reasons": list(decision.get("reasons", [])),
+            "thresholds": decision.get("thresholds", {}),
+            "require_same_evaluation_set": decision.get("require_same_evaluation_set", False),
+        },
+        "challenger": {"metrics": challenger.get("metrics", {}), "slices": challenger.get("slices", {})},
+        "champion": (decision or {}).get("champion"),
+        "training_job": None
+        if not training
+        else {
+            "backend": training.get("backend"),
+            "job_name": training.get("job_name"),
+            "job_arn": training.get("job_arn"),
+        },
+    }
+
+
+def _metadata(values: Mapping[str, str | None]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    problems: list[Problem] = []
+    for key, value in values.items():
+        if value is None or value == "":
+            continue
+        if not _META_KEY.match(key):
+            problems.append(Problem(f"customer_metadata.{key}", "key must be 1-128 letters, digits or _.:/=+-@"))
+        elif not _META_VALUE.match(str(value)):
+            problems.append(
+                Problem(f"customer_metadata.{key}", f"value {value!r} may only hold letters, digits, spaces and _.:/=+-@")
+            )
+        elif len(str(value)) > _MAX_META_VALUE:
+            problems.append(
+                Problem(f"customer_metadata.{key}", f"value is {len(str(value))} characters; SageMaker allows 256")
+            )
+        else:
+            out[key] = str(value)
+    if len(out) > _MAX_META_ENTRIES:
+        problems.append(Problem("customer_metadata", f"{len(out)} entries; SageMaker allows 50"))
+    if problems:
+        raise SpecValidationError(problems)
+    return out
+
+
+def lineage_metadata(
+    training: Mapping[str, Any] | None, decision: Mapping[str, Any] | None, audit_uri: str | None
+) -> dict[str, str | None]:
+    """CustomerMetadataProperties that link a package back to its training job and gate."""
+    training = training or {}
+    challenger = (decision or {}).get("challenger") or {}
+    return {
+        "TrainingJobName": training.get("job_name"),
+        "TrainingJobArn": training.get("job_arn"),
+        "TrainingBackend": training.get("backend"),
+        "EvaluationSetHash": challenger.get("evaluation_set_hash"),
+        "QualityGate": None if decision is None else ("passed" if decision.get("passed") else "rejected"),
+        "AuditRecord": audit_uri,
+    }
+
+
+def build_create_model_package_request(
+    *,
+    group: str,
+    model_data_uri: str,
+    image_uri: str,
+    evaluation_uri: str,
+    status: str,
+    training: Mapping[str, Any] | None = None,
+    decision: Mapping[str, Any] | None = None,
+    audit_uri: str | None = None,
+    report_uri: str | None = None,
+    description: str | None = None,
+    content_types: list[str] | None = None,
+    response_types: list[str] | None = None,
+    customer_metadata: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    client_token: str | None = None,
+) -> dict[str, Any]:
+    """The ``CreateModelPackage`` kwargs for one model package version.
+
+    Lineage: ``MetadataProperties.GeneratedBy`` is the training job ARN (what SageMaker ML Lineage
+    uses), ``CustomerMetadataProperties`` carries job name/ARN, the evaluation-set hash, the gate
+    outcome and the audit record URI, and tags repeat the job name for search in the console.
+    """
+    validate_group_name(group)
+    problems: list[Problem] = []
+    if not model_data_uri.startswith("s3://"):
+        problems.append(Problem("model_data_uri", f"must be an s3:// URI for SageMaker, got {model_data_uri!r}"))
+    if not evaluation_uri.startswith("s3://"):
+        problems.append(
+            Problem(
+                "evaluation_uri",
+                f"must be an s3:// URI (ModelMetrics points SageMaker at it), got {evaluation_uri!r}",
+            )
+        )
+    if not image_uri:
+        problems.append(Problem("image_uri", "is required for a SageMaker model package"))
+    if description is not None and len(description) > _MAX_DESCRIPTION:
+        problems.append(Problem("description", f"is {len(description)} characters; SageMaker allows 1024"))
+    if problems:
+        raise SpecValidationError(problems)
+    metadata = _metadata(
+        {**lineage_metadata(training, decision, audit_uri), "EvaluationReport": report_uri, **(customer_metadata or {})}
+    )
+    request: dict[str, Any] = {
+        "ModelPackageGroupName": group,
+        "ModelPackageDescription": description
+        or f"Trained by {(training or {}).get('job_name') or 'unknown job'}; quality gate "
+        + ("not run" if decision is None else ("passed" if decision.get("passed") else "rejected")),
+        "InferenceSpecification": {
+            "Containers": [{"Image": image_uri, "ModelDataUrl": model_data_uri}],
+            "SupportedContentTypes": list(content_types or ["application/json"]),
+            "SupportedResponseMIMETypes": list(response_types or ["application/json"]),
+        },
+        "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": evaluation_uri}}},
+        "ModelApprovalStatus": status,
+        "CustomerMetadataProperties": metadata,
+    }
+    job_arn = (training or {}).get("job_arn")
+    if isinstance(job_arn, str) and job_arn.startswith("arn:"):
+        request["MetadataProperties"] = {"GeneratedBy": job_arn}
+    all_tags = dict(tags or {})
+    if (training or {}).get("job_name"):
+        all_tags.setdefault("airflow-dist-training:training-job", str(training["job_name"]))  # type: ignore[index]
+    if all_tags:
+        request["Tags"] = [{"Key": k, "Value": v} for k, v in all_tags.items()]
+    if client_token:
+        request["ClientToken"] = client_token[:36]
+    return request

@@ -1,0 +1,613 @@
+"""Checkpoint store I/O over S3 (through the Amazon provider's ``AwsBaseHook``) and local paths.
+
+Decisions (complete / latest / best / retention) live in :mod:`airflow_dist_training.checkpoints`;
+this module only fetches the facts and carries out the plan.
+
+Cost model, for a checkpoint root with N checkpoints of F files each:
+
+* ``latest_complete``: one GET of the ``_LATEST.json`` hint written by
+  :class:`~airflow_dist_training.checkpointing.CheckpointWriter`, one ``ListObjectsV2`` for steps
+  newer than the hint (``StartAfter``), then per candidate (newest first) one manifest GET and one
+  listing of that checkpoint's files - usually 4 calls. Without a usable hint: ``ListObjectsV2``
+  with ``Delimiter='/'`` (ceil(N/1000) calls, one ``CommonPrefix`` per checkpoint) and the same
+  per-candidate checks. Never a listing of all N*F objects.
+* ``scan`` (retention, best-by-metric): one full listing (ceil(N*F/1000) calls) plus one manifest GET
+  per checkpoint that has one, in parallel.
+* Deletes: ``DeleteObjects`` with up to 1000 keys per call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_dist_training.checkpointing import (
+    LATEST_HINT_NAME,
+    MANIFEST_NAME,
+    ManifestError,
+    checkpoint_dir_name,
+    parse_manifest,
+    parse_step,
+)
+from airflow_dist_training.checkpoints.retention import RetentionPlan, RetentionRule, plan_retention
+from airflow_dist_training.checkpoints.selection import (
+    CheckpointInfo,
+    Selector,
+    completeness_problems,
+    latest_complete,
+    newest_by_time,
+    select_checkpoint,
+)
+from airflow_dist_training.checkpoints.uris import Location, parse_location
+from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client  # noqa: F401
+
+PROMOTED_NAME = "_PROMOTED.json"
+DELETE_BATCH = 1000
+_MULTIPART_COPY_THRESHOLD = 5 * 1024**3
+
+# S3 API operation -> the IAM permission it needs (for AccessDenied messages).
+_PERMISSIONS = {
+    "ListObjectsV2": "s3:ListBucket",
+    "GetObject": "s3:GetObject",
+    "HeadObject": "s3:GetObject",
+    "PutObject": "s3:PutObject",
+    "CopyObject": "s3:GetObject (source) and s3:PutObject (target)",
+    "DeleteObjects": "s3:DeleteObject",
+    "GetBucketLocation": "s3:GetBucketLocation",
+}
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class CheckpointHook(BaseHook):
+    """Find, inspect, copy, promote and prune checkpoints under an S3 or local location.
+
+    :param aws_conn_id: Airflow AWS connection used for ``s3://`` locations (None: boto3 defaults).
+    :param region_name: AWS region; defaults to the connection's region.
+    :param verify_region: check once per bucket that the bucket is in the connection's region
+        (``GetBucketLocation``), so a wrong region is a clear error naming the location.
+    :param max_workers: parallel requests for manifest reads and copies.
+    """
+
+    conn_name_attr = "aws_conn_id"
+    default_conn_name = "aws_default"
+    conn_type = "aws"
+    hook_name = "Checkpoint store (S3 / local)"
+
+    def __init__(
+        self,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        *,
+        verify_region: bool = True,
+        max_workers: int = 16,
+        botocore_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify_region = verify_region
+        self.max_workers = max_workers
+        self.botocore_config = botocore_config
+        self.api_calls: Counter[str] = Counter()  # S3 operation name -> calls made by this hook
+        self._checked_buckets: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ clients and errors
+    @cached_property
+    def aws_hook(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(
+            aws_conn_id=self.aws_conn_id,
+            client_type="s3",
+            region_name=self.region_name,
+            config=self.botocore_config,
+        )
+
+    @cached_property
+    def s3_client(self) -> Any:
+        client = self.aws_hook.get_conn()
+        client.meta.events.register("before-call.s3", self._count_call)
+        return client
+
+    def _count_call(self, model: Any = None, **_: Any) -> None:
+        with self._lock:
+            self.api_calls[getattr(model, "name", "?")] += 1
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.api_calls.values())
+
+    @contextmanager
+    def _s3_errors(self, operation: str, uri: str) -> Iterator[None]:
+        from botocore.exceptions import ClientError
+
+        try:
+            yield
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("AccessDenied", "AllAccessDisabled", "Forbidden") or (status == 403 and code != "SignatureDoesNotMatch"):
+                bucket = uri[5:].split("/", 1)[0] if uri.startswith("s3://") else uri
+                raise AwsPermissionError(
+                    f"{uri}: access denied ({operation}); grant {_PERMISSIONS.get(operation, operation)} "
+                    f"on arn:aws:s3:::{bucket} (and its keys) to the role of connection {self.aws_conn_id!r}"
+                ) from None
+            if code == "NoSuchBucket":
+                raise SpecValidationError([("uri", f"{uri}: bucket does not exist")]) from None
+            if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"):
+                bucket = uri[5:].split("/", 1)[0]
+                region = exc.response.get("Error", {}).get("Region") or "another region"
+                raise SpecValidationError(
+                    [("uri", self._region_message(uri, bucket, str(region)))]
+                ) from None
+            raise
+
+    def _region_message(self, uri: str, bucket: str, bucket_region: str) -> str:
+        return (
+            f"{uri}: bucket {bucket} is in region {bucket_region}, but connection {self.aws_conn_id!r} "
+            f"uses region {self._client_region}; use a connection (or region_name) in {bucket_region}, "
+            f"or a bucket in {self._client_region}"
+        )
+
+    @property
+    def _client_region(self) -> str:
+        return str(self.s3_client.meta.region_name or "us-east-1")
+
+    def _check_bucket(self, loc: Location) -> None:
+        if not self.verify_region or loc.bucket in self._checked_buckets:
+            return
+        with self._s3_errors("GetBucketLocation", loc.uri):
+            response = self.s3_client.get_bucket_location(Bucket=loc.bucket)
+        region = response.get("LocationConstraint") or "us-east-1"
+        region = {"EU": "eu-west-1"}.get(region, region)
+        if region != self._client_region:
+            raise SpecValidationError([("uri", self._region_message(loc.uri, loc.bucket, region))])
+        self._checked_buckets.add(loc.bucket)
+
+    def _loc(self, uri: str, field: str = "uri") -> Location:
+        loc = parse_location(uri, field)
+        if loc.is_s3:
+            self._check_bucket(loc)
+        return loc
+
+    # ------------------------------------------------------------------ primitives (S3 / local)
+    def _list_dirs(self, loc: Location, name_prefix: str = "", start_after: str | None = None) -> list[str]:
+        """Names of sub directories of ``loc`` starting with ``name_prefix`` (one level)."""
+        if not loc.is_s3:
+            if not os.path.isdir(loc.prefix):
+                return []
+            with os.scandir(loc.prefix) as entries:
+                names = [e.name for e in entries if e.is_dir() and e.name.startswith(name_prefix)]
+            return sorted(n for n in names if start_after is None or loc.key(n) > start_after)
+        kwargs: dict[str, Any] = {"Bucket": loc.bucket, "Prefix": loc.prefix + name_prefix, "Delimiter": "/"}
+        if start_after is not None:
+            kwargs["StartAfter"] = start_after
+        names = []
+        paginator = self.s3_client.get_paginator("list_objects_v2")
+        with self._s3_errors("ListObjectsV2", loc.uri):
+            for page in paginator.paginate(**kwargs):
+                for cp in page.get("CommonPrefixes", []):
+                    names.append(cp["Prefix"][len(loc.prefix) :].rstrip("/"))
+        return names
+
+    def _list_tree(self, loc: Location) -> dict[str, tuple[int, float]]:
+        """Every file under ``loc``: relative path -> (size, modified epoch seconds)."""
+        if not loc.is_s3:
+            base = Path(loc.prefix)
+            if not base.is_dir():
+                return {}
+            out = {}
+            for path in base.rglob("*"):
+                if path.is_file():
+                    st = path.stat()
+                    out[path.relative_to(base).as_posix()] = (st.st_size, st.st_mtime)
+            return out
+        out = {}
+        paginator = self.s3_client.get_paginator("list_objects_v2")
+        with self._s3_errors("ListObjectsV2", loc.uri):
+            for page in paginator.paginate(Bucket=loc.bucket, Prefix=loc.prefix):
+                for obj in page.get("Contents", []):
+                    rel = obj["Key"][len(loc.prefix) :]
+                    out[rel] = (int(obj["Size"]), obj["LastModified"].timestamp())
+        return out
+
+    def _read(self, loc: Location, name: str) -> tuple[bytes, float] | None:
+        """Bytes and modified time of file ``name`` under ``loc``, or None when it does not exist."""
+        if not loc.is_s3:
+            path = Path(loc.key(name))
+            try:
+                return path.read_bytes(), path.stat().st_mtime
+            except FileNotFoundError:
+                return None
+        from botocore.exceptions import ClientError
+
+        try:
+            with self._s3_errors("GetObject", loc.file_uri(name)):
+                response = self.s3_client.get_object(Bucket=loc.bucket, Key=loc.key(name))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise
+        return response["Body"].read(), response["LastModified"].timestamp()
+
+    def _write(self, loc: Location, name: str, body: bytes) -> None:
+        if not loc.is_s3:
+            path = Path(loc.key(name))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            tmp.write_bytes(body)
+            os.replace(tmp, path)
+            return
+        with self._s3_errors("PutObject", loc.file_uri(name)):
+            self.s3_client.put_object(Bucket=loc.bucket, Key=loc.key(name), Body=body)
+
+    def _delete_files(self, loc: Location, names: Sequence[str]) -> int:
+        """Delete files (paths relative to ``loc``); S3 in ``DeleteObjects`` batches of 1000."""
+        if not loc.is_s3:
+            for name in names:
+                Path(loc.key(name)).unlink(missing_ok=True)
+            return len(names)
+        keys = [loc.key(n) for n in names]
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = keys[start : start + DELETE_BATCH]
+            with self._s3_errors("DeleteObjects", loc.uri):
+                response = self.s3_client.delete_objects(
+                    Bucket=loc.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+                )
+            errors = response.get("Errors") or []
+            if errors:
+                first = errors[0]
+                uri = f"s3://{loc.bucket}/{first.get('Key')}"
+                if first.get("Code") == "AccessDenied":
+                    raise AwsPermissionError(
+                        f"{uri}: access denied (DeleteObjects); grant s3:DeleteObject on "
+                        f"arn:aws:s3:::{loc.bucket} (and its keys) to the role of connection {self.aws_conn_id!r}"
+                    )
+                raise RuntimeError(f"{len(errors)} objects not deleted, first {uri}: {first.get('Message')}")
+        return len(keys)
+
+    def _copy_file(self, src: Location, dst: Location, name: str, size: int) -> None:
+        if src.is_s3 and dst.is_s3:
+            source = {"Bucket": src.bucket, "Key": src.key(name)}
+            with self._s3_errors("CopyObject", src.file_uri(name)):
+                if size >= _MULTIPART_COPY_THRESHOLD:
+                    self.s3_client.copy(source, dst.bucket, dst.key(name))
+                else:
+                    self.s3_client.copy_object(CopySource=source, Bucket=dst.bucket, Key=dst.key(name))
+        elif src.is_s3:
+            target = Path(dst.key(name))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with self._s3_errors("GetObject", src.file_uri(name)):
+                self.s3_client.download_file(src.bucket, src.key(name), str(target))
+        elif dst.is_s3:
+            with self._s3_errors("PutObject", dst.file_uri(name)):
+                self.s3_client.upload_file(src.key(name), dst.bucket, dst.key(name))
+        else:
+            target = Path(dst.key(name))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src.key(name), target)
+
+    def _parallel(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        items = list(items)
+        if len(items) <= 1 or self.max_workers <= 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    # ------------------------------------------------------------------ reading checkpoints
+    def _parse_manifest(self, raw: bytes, uri: str) -> dict[str, Any]:
+        try:
+            return parse_manifest(raw, uri)
+        except ManifestError as exc:
+            raise SpecValidationError(
+                [(f"{exc.manifest_path}:{fld}" if fld else exc.manifest_path, msg) for fld, msg in exc.problems]
+            ) from None
+
+    def list_steps(self, root_uri: str) -> list[tuple[int, str]]:
+        """``(step, uri)`` of every ``step-*`` directory under the root, newest first (no manifests read)."""
+        root = self._loc(root_uri)
+        return self._steps(root, self._list_dirs(root, "step-"))
+
+    @staticmethod
+    def _steps(root: Location, names: Iterable[str]) -> list[tuple[int, str]]:
+        found = [(s, root.child(n).uri) for n in names if (s := parse_step(n)) is not None]
+        return sorted(set(found), reverse=True)
+
+    def inspect(self, checkpoint_uri: str) -> CheckpointInfo:
+        """Read one checkpoint's manifest and list its files; say whether it is complete and why not."""
+        loc = self._loc(checkpoint_uri)
+        step = parse_step(loc.prefix.rstrip("/"))
+        if step is None:
+            raise SpecValidationError(
+                [("uri", f"{checkpoint_uri}: not a checkpoint directory (expected .../step-<number>/)")]
+            )
+        return self._inspect(loc, step)
+
+    def _inspect(self, loc: Location, step: int) -> CheckpointInfo:
+        found = self._read(loc, MANIFEST_NAME)
+        if found is None:
+            problems = completeness_problems(None, {}, loc.uri)
+            return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(problems), checked=True)
+        raw, modified = found
+        manifest = self._parse_manifest(raw, loc.file_uri(MANIFEST_NAME))
+        present = {path: size for path, (size, _) in self._list_tree(loc).items()}
+        return self._info(loc, step, manifest, present, modified)
+
+    def _info(
+        self, loc: Location, step: int, manifest: dict[str, Any], present: dict[str, int], modified: float | None
+    ) -> CheckpointInfo:
+        problems = completeness_problems(manifest, present, loc.uri if loc.is_s3 else loc.uri + "/")
+        if manifest.get("step") != step:
+            problems.append(f"{loc.file_uri(MANIFEST_NAME)}: manifest step {manifest.get('step')} != directory step {step}")
+        return CheckpointInfo(
+            step=step,
+            uri=loc.uri,
+            manifest=manifest,
+            problems=tuple(problems),
+            checked=True,
+            manifest_modified=modified,
+        )
+
+    def _read_hint(self, root: Location) -> int | None:
+        found = self._read(root, LATEST_HINT_NAME)
+        if found is None:
+            return None
+        try:
+            step = json.loads(found[0]).get("step")
+        except (ValueError, AttributeError):
+            return None  # a broken hint is only a hint: fall back to listing
+        return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+
+    def latest_complete(self, root_uri: str, *, use_hint: bool = True) -> CheckpointInfo | None:
+        """The newest complete checkpoint under ``root_uri``, or None.
+
+        Reads manifests newest first and stops at the first complete checkpoint, so the cost grows
+        with the number of checkpoints (one ``CommonPrefix`` each), not with the number of files.
+        """
+        root = self._loc(root_uri)
+        checked: set[int] = set()
+        if use_hint and (hint := self._read_hint(root)) is not None:
+            # Only steps after the hint: StartAfter skips every key up to step-<hint>0 ("/" < "0").
+            newer = self._list_dirs(root, "step-", start_after=root.key(checkpoint_dir_name(hint)) + "0")
+            candidates = [s for s in self._steps(root, newer) if s[0] > hint]
+            candidates.append((hint, root.child(checkpoint_dir_name(hint)).uri))
+            found = self._first_complete(root, candidates, checked)
+            if found is not None:
+                return found
+        steps = [s for s in self._steps(root, self._list_dirs(root, "step-")) if s[0] not in checked]
+        return self._first_complete(root, steps, checked)
+
+    def _first_complete(
+        self, root: Location, candidates: list[tuple[int, str]], checked: set[int]
+    ) -> CheckpointInfo | None:
+        for step, _uri in candidates:
+            if step in checked:
+                continue
+            checked.add(step)
+            info = self._inspect(root.child(checkpoint_dir_name(step)), step)
+            if info.complete:
+                return info
+        return None
+
+    def scan(self, root_uri: str) -> list[CheckpointInfo]:
+        """Every checkpoint under the root, checked (one full listing + one GET per manifest)."""
+        root = self._loc(root_uri)
+        tree = self._list_tree(root)
+        per_step: dict[int, dict[str, int]] = {}
+        names: dict[int, str] = {}
+        for rel, (size, _) in tree.items():
+            top, _, rest = rel.partition("/")
+            step = parse_step(top)
+            if step is None or not rest:
+                continue
+            names.setdefault(step, top)
+            per_step.setdefault(step, {})[rest] = size
+
+        def check(step: int) -> CheckpointInfo:
+            loc = root.child(names[step])
+            if MANIFEST_NAME not in per_step[step]:
+                problems = completeness_problems(None, {}, loc.uri)
+                return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(problems), checked=True)
+            found = self._read(loc, MANIFEST_NAME)
+            if found is None:  # deleted since the listing
+                return CheckpointInfo(step=step, uri=loc.uri, problems=("manifest vanished",), checked=True)
+            manifest = self._parse_manifest(found[0], loc.file_uri(MANIFEST_NAME))
+            return self._info(loc, step, manifest, per_step[step], found[1])
+
+        return sorted(self._parallel(check, per_step), key=lambda c: c.step, reverse=True)
+
+    def best(self, root_uri: str, metric: str, mode: str = "min") -> CheckpointInfo:
+        return select_checkpoint(self.scan(root_uri), Selector.parse("best", metric, mode), root_uri)
+
+    def find_roots(self, prefix_uri: str, max_depth: int = 3) -> list[str]:
+        """Checkpoint roots (directories holding ``step-*`` directories) at or below ``prefix_uri``."""
+        start = self._loc(prefix_uri)
+        roots: list[str] = []
+        frontier = [(start, 0)]
+        while frontier:
+            loc, depth = frontier.pop()
+            names = self._list_dirs(loc)
+            if any(parse_step(n) is not None for n in names):
+                roots.append(loc.uri)
+            if depth < max_depth:
+                frontier.extend(
+                    (loc.child(n), depth + 1) for n in names if parse_step(n) is None and not n.startswith("_")
+                )
+        return sorted(roots)
+
+    def latest_complete_under(self, prefix_uri: str) -> CheckpointInfo | None:
+        """The complete checkpoint written last in any checkpoint root below ``prefix_uri``."""
+        candidates = [self.latest_complete(root) for root in self.find_roots(prefix_uri)]
+        return newest_by_time(c for c in candidates if c is not None)
+
+    # ------------------------------------------------------------------ writing / deleting
+    def delete_checkpoints(self, root_uri: str, steps: Iterable[int]) -> int:
+        """Delete whole checkpoints (manifest first, so a half-deleted one is never complete)."""
+        root = self._loc(root_uri)
+        wanted = set(steps)
+        if not wanted:
+            return 0
+        names: list[str] = []
+        manifests: list[str] = []
+        for rel in self._list_tree(root):
+            top, _, rest = rel.partition("/")
+            if rest and parse_step(top) in wanted:
+                (manifests if rest == MANIFEST_NAME else names).append(rel)
+        deleted = self._delete_files(root, manifests) + self._delete_files(root, names)
+        if not root.is_s3:
+            for step in wanted:
+                shutil.rmtree(root.key(checkpoint_dir_name(step)), ignore_errors=True)
+        return deleted
+
+    def read_promotions(self, root_uri: str) -> dict[str, Any]:
+        """The ``_PROMOTED.json`` record at the root (``{"current": ..., "history": [...]}``)."""
+        root = self._loc(root_uri)
+        found = self._read(root, PROMOTED_NAME)
+        if found is None:
+            return {"format_version": 1, "current": None, "history": []}
+        try:
+            data = json.loads(found[0])
+            assert isinstance(data, dict) and isinstance(data.get("history"), list)
+        except (ValueError, AssertionError):
+            raise SpecValidationError(
+                [(root.file_uri(PROMOTED_NAME), "not a valid promotion record (expected {current, history})")]
+            ) from None
+        return data
+
+    def promoted_steps(self, root_uri: str) -> set[int]:
+        record = self.read_promotions(root_uri)
+        return {int(e["step"]) for e in record["history"] if isinstance(e, dict) and "step" in e}
+
+    def plan_retention(self, root_uri: str, rule: RetentionRule) -> RetentionPlan:
+        rule.validate(root_uri)  # before any I/O
+        return plan_retention(
+            self.scan(root_uri), rule, root=root_uri, promoted_steps=self.promoted_steps(root_uri)
+        )
+
+    def apply_retention(self, root_uri: str, rule: RetentionRule, *, dry_run: bool = False) -> RetentionPlan:
+        plan = self.plan_retention(root_uri, rule)
+        if not dry_run and plan.delete:
+            self.delete_checkpoints(root_uri, plan.delete)
+        return plan
+
+    def copy_checkpoint(self, source_uri: str, target_uri: str) -> CheckpointInfo:
+        """Copy a complete checkpoint's files to ``target_uri`` (the manifest last); replace stale files.
+
+        Idempotent: when the target already holds a complete copy of the same step, nothing is copied.
+        """
+        src = self._loc(source_uri, "source_uri")
+        dst = self._loc(target_uri, "target_uri")
+        info = self.inspect(source_uri)
+        if not info.complete:
+            raise SpecValidationError(
+                [("source_uri", f"{source_uri}: not a complete checkpoint: {'; '.join(info.problems)}")]
+            )
+        assert info.manifest is not None
+        existing = self._read(dst, MANIFEST_NAME)
+        if existing is not None:
+            try:
+                same = json.loads(existing[0]) == info.manifest
+            except ValueError:
+                same = False
+            if same and not completeness_problems(
+                info.manifest, {p: s for p, (s, _) in self._list_tree(dst).items()}, dst.uri
+            ):
+                return self._target_info(dst, info)
+            self._delete_files(dst, [MANIFEST_NAME])  # target is incomplete from here on
+        files = {e["path"]: int(e["size"]) for e in info.manifest["files"]}
+        self._parallel(lambda item: self._copy_file(src, dst, item[0], item[1]), files.items())
+        stale = [p for p in self._list_tree(dst) if p not in files and p != MANIFEST_NAME]
+        if stale:
+            self._delete_files(dst, stale)
+        self._copy_file(src, dst, MANIFEST_NAME, 0)
+        return self._target_info(dst, info)
+
+    @staticmethod
+    def _target_info(dst: Location, info: CheckpointInfo) -> CheckpointInfo:
+        return CheckpointInfo(
+            step=info.step, uri=dst.uri, manifest=info.manifest, checked=True, manifest_modified=None
+        )
+
+    def seed_checkpoint(self, source_uri: str, target_prefix: str) -> str:
+        """Copy checkpoint ``source_uri`` into a new job's checkpoint location ``target_prefix``.
+
+        The copy keeps the layout (``<target_prefix>/step-<step>/``) so that
+        ``latest_complete_checkpoint($SM_CHECKPOINT_DIR)`` in the new job finds it, and writes the
+        ``_LATEST.json`` hint. Returns the URI of the seeded checkpoint.
+        """
+        step = parse_step(parse_location(source_uri, "source_uri").prefix.rstrip("/"))
+        if step is None:
+            raise SpecValidationError(
+                [("source_uri", f"{source_uri}: not a checkpoint directory (expected .../step-<number>/)")]
+            )
+        target_root = self._loc(target_prefix, "target_prefix")
+        target = target_root.child(checkpoint_dir_name(step))
+        self.copy_checkpoint(source_uri, target.uri)
+        current = self._read_hint(target_root)
+        if current is None or current <= step:
+            hint = {"step": step, "path": f"{checkpoint_dir_name(step)}/", "updated_at": _now_iso(), "seeded_from": source_uri}
+            self._write(target_root, LATEST_HINT_NAME, json.dumps(hint, sort_keys=True).encode())
+        return target.uri
+
+    def promote(
+        self,
+        root_uri: str,
+        which: str | int = "best",
+        target_uri: str = "",
+        *,
+        metric: str | None = None,
+        mode: str = "min",
+    ) -> dict[str, Any]:
+        """Copy the chosen checkpoint (best, latest or a step) to ``target_uri`` and record it.
+
+        The record is appended to ``<root>/_PROMOTED.json`` (``current`` + ``history``); retention never
+        deletes a checkpoint listed there. Returns the promotion entry (a small JSON dict).
+        """
+        selector = Selector.parse(which, metric, mode)
+        target = self._loc(target_uri, "target_uri")
+        root = self._loc(root_uri)
+        if selector.kind == "latest":
+            chosen = latest_complete([i for i in [self.latest_complete(root_uri)] if i is not None])
+            chosen = select_checkpoint([chosen] if chosen else [], selector, root_uri)
+        elif selector.kind == "step":
+            assert selector.step is not None
+            chosen = select_checkpoint(
+                [self._inspect(root.child(checkpoint_dir_name(selector.step)), selector.step)], selector, root_uri
+            )
+        else:
+            chosen = select_checkpoint(self.scan(root_uri), selector, root_uri)
+        copied = self.copy_checkpoint(chosen.uri, target.uri)
+        entry: dict[str, Any] = {
+            "step": chosen.step,
+            "source_uri": chosen.uri,
+            "target_uri": copied.uri,
+            "which": selector.kind,
+            "metric": selector.metric,
+            "mode": selector.mode if selector.kind == "best" else None,
+            "metrics": chosen.metrics,
+            "promoted_at": _now_iso(),
+        }
+        record = self.read_promotions(root_uri)
+        record["current"] = entry
+        record["history"] = [*record["history"], entry]
+        self._write(root, PROMOTED_NAME, json.dumps(record, indent=2, sort_keys=True).encode())
+        return entry

@@ -1,0 +1,366 @@
+"""I/O for evaluation: artifact storage (local paths, ``file://``, ``s3://``), the local script
+runner, and the SageMaker processing-job runner.
+
+No module-level boto3 or Amazon-provider import: the AWS hook is built on first use.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import IO, Any
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.evaluation.processing import (
+    build_processing_job_request,
+    script_arguments,
+    script_environment,
+)
+from airflow_dist_training.evaluation.schema import (
+    EVALUATION_FILE_NAME,
+    EvaluationResult,
+    load_evaluation_file,
+    parse_evaluation_text,
+)
+
+log = logging.getLogger(__name__)
+
+
+class EvaluationScriptError(RuntimeError):
+    """The evaluation script (local process or processing job) did not succeed."""
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an s3:// URI: {uri!r}")
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    return bucket, key
+
+
+def local_path(uri: str) -> Path:
+    return Path(uri[len("file://") :] if uri.startswith("file://") else uri)
+
+
+def join_uri(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def parent_uri(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[0]
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ArtifactStore:
+    """Read and write small files by URI: a local path, ``file://...`` or ``s3://bucket/key``.
+
+    :param aws_conn_id: Airflow connection for S3 (used only for ``s3://`` URIs).
+    :param region_name: AWS region; defaults to the connection's.
+    """
+
+    def __init__(self, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    @cached_property
+    def s3(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(aws_conn_id=self.aws_conn_id, client_type="s3", region_name=self.region_name).get_conn()
+
+    def read_bytes(self, uri: str) -> bytes:
+        if uri.startswith("s3://"):
+            bucket, key = split_s3_uri(uri)
+            return bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        return local_path(uri).read_bytes()
+
+    def write_bytes(self, uri: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        if uri.startswith("s3://"):
+            bucket, key = split_s3_uri(uri)
+            self.s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
+        else:
+            _atomic_write(local_path(uri), data)
+        return uri
+
+    def write_text(self, uri: str, text: str, content_type: str = "text/plain; charset=utf-8") -> str:
+        return self.write_bytes(uri, text.encode("utf-8"), content_type)
+
+    def download(self, uri: str, dest: Path) -> Path:
+        """Copy a file (``s3://`` or local) to ``dest``."""
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if uri.startswith("s3://"):
+            bucket, key = split_s3_uri(uri)
+            self.s3.download_file(bucket, key, str(dest))
+        else:
+            shutil.copyfile(local_path(uri), dest)
+        return dest
+
+    def download_prefix(self, uri: str, dest: Path) -> Path:
+        """Copy every object under an ``s3://`` prefix into ``dest``."""
+        bucket, prefix = split_s3_uri(uri.rstrip("/") + "/")
+        paginator = self.s3.get_paginator("list_objects_v2")
+        found = False
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                rel = obj["Key"][len(prefix) :]
+                if not rel or rel.endswith("/"):
+                    continue
+                found = True
+                target = dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self.s3.download_file(bucket, obj["Key"], str(target))
+        if not found:
+            raise SpecValidationError([Problem("model_uri", f"no objects under {uri}")])
+        return dest
+
+    def load_evaluation(self, uri: str) -> EvaluationResult:
+        """Read and validate an ``evaluation.json`` from any supported URI."""
+        if not uri.startswith("s3://"):
+            return load_evaluation_file(uri)
+        try:
+            raw = self.read_bytes(uri)
+        except Exception as exc:  # botocore ClientError, NoCredentials, ...
+            raise SpecValidationError([Problem("", f"cannot read: {_aws_error_text(exc)}")], source=uri) from None
+        return parse_evaluation_text(raw, source=uri)
+
+
+def _aws_error_text(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping) and "Error" in response:
+        err = response["Error"]
+        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}".rstrip(": ")
+    return f"{type(exc).__name__}: {exc}"
+
+
+def extract_archive(archive: Path, dest: Path) -> None:
+    """Extract a model archive safely (no absolute paths, no ``..``, no device files)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+
+
+class LocalEvaluationRunner:
+    """Run ``python <script> --model-dir <dir> --output-dir <dir>`` in a subprocess.
+
+    The model is prepared the way a processing job would see it: a ``model.tar.gz`` (local path,
+    ``file://`` or ``s3://``) is extracted into ``<work_dir>/model``; a local directory (a
+    checkpoint) is used as it is; an ``s3://`` prefix is downloaded. Output lines are streamed to
+    the task log as they come; a failure names the exit code and the last stderr lines.
+
+    :param store: where to fetch ``s3://`` models from.
+    :param python: interpreter for the script; defaults to the worker's own.
+    :param stderr_tail: how many last stderr lines a failure message carries.
+    """
+
+    def __init__(self, store: ArtifactStore | None = None, python: str | None = None, stderr_tail: int = 20) -> None:
+        self.store = store or ArtifactStore()
+        self.python = python or sys.executable
+        self.stderr_tail = stderr_tail
+
+    def prepare_model(self, model_uri: str, work_dir: Path) -> Path:
+        model_dir = work_dir / "model"
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        if model_uri.startswith("s3://"):
+            if model_uri.endswith((".tar.gz", ".tgz", ".tar")):
+                archive = self.store.download(model_uri, work_dir / "download" / model_uri.rsplit("/", 1)[1])
+                extract_archive(archive, model_dir)
+            else:
+                self.store.download_prefix(model_uri, model_dir)
+            return model_dir
+        path = local_path(model_uri)
+        if path.is_dir():
+            return path
+        if path.is_file() and tarfile.is_tarfile(path):
+            extract_archive(path, model_dir)
+            return model_dir
+        if path.is_file():
+            raise SpecValidationError([Problem("model_uri", f"{model_uri} is a file but not a tar archive")])
+        raise SpecValidationError([Problem("model_uri", f"{model_uri} does not exist")])
+
+    def run(
+        self,
+        *,
+        script: str,
+        model_uri: str,
+        work_dir: Path,
+        output_dir: Path | None = None,
+        data_dir: str | None = None,
+        arguments: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Path:
+        """Run the script; return the path of the ``evaluation.json`` it wrote."""
+        script_path = local_path(script)
+        if not script_path.is_file():
+            raise SpecValidationError([Problem("script", f"{script} does not exist")])
+        work_dir.mkdir(parents=True, exist_ok=True)
+        model_dir = self.prepare_model(model_uri, work_dir)
+        out = output_dir or work_dir / "evaluation"
+        out.mkdir(parents=True, exist_ok=True)
+        stale = out / EVALUATION_FILE_NAME
+        stale.unlink(missing_ok=True)  # never read a previous run's result
+        full_env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            **script_environment(str(model_dir), str(out), data_dir),
+            **(env or {}),
+        }
+        cmd = [self.python, str(script_path), *script_arguments(str(model_dir), str(out), arguments)]
+        log.info("Running evaluation: %s", " ".join(cmd))
+        tail: collections.deque[str] = collections.deque(maxlen=self.stderr_tail)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=str(script_path.parent),
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        readers = [
+            threading.Thread(target=_pump, args=(proc.stdout, logging.INFO, None), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr, logging.WARNING, tail), daemon=True),
+        ]
+        for t in readers:
+            t.start()
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            for t in readers:
+                t.join(5)
+            raise EvaluationScriptError(
+                f"evaluation script {script} timed out after {timeout:g}s" + _tail_text(tail)
+            ) from None
+        except BaseException:
+            proc.kill()
+            raise
+        for t in readers:
+            t.join(5)
+        if rc != 0:
+            raise EvaluationScriptError(f"evaluation script {script} exited with code {rc}" + _tail_text(tail))
+        result = out / EVALUATION_FILE_NAME
+        if not result.is_file():
+            raise SpecValidationError(
+                [Problem("", f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}")],
+                source=str(result),
+            )
+        return result
+
+
+def _pump(stream: IO[str] | None, level: int, tail: collections.deque[str] | None) -> None:
+    if stream is None:
+        return
+    for line in stream:
+        line = line.rstrip("\n")
+        log.log(level, "[evaluate] %s", line)
+        if tail is not None:
+            tail.append(line)
+    stream.close()
+
+
+def _tail_text(tail: collections.deque[str]) -> str:
+    if not tail:
+        return " (no stderr output)"
+    return f"; last {len(tail)} stderr line(s):\n" + "\n".join(f"  {line}" for line in tail)
+
+
+_TERMINAL = {"Completed", "Failed", "Stopped"}
+
+
+class SageMakerEvaluationRunner:
+    """Run the evaluation script as a SageMaker processing job and read its ``evaluation.json``.
+
+    :param aws_conn_id: Airflow AWS connection.
+    :param region_name: AWS region; defaults to the connection's.
+    :param poll_interval: seconds between ``DescribeProcessingJob`` calls.
+    """
+
+    def __init__(
+        self, aws_conn_id: str | None = "aws_default", region_name: str | None = None, poll_interval: float = 30
+    ) -> None:
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.poll_interval = poll_interval
+        self.store = ArtifactStore(aws_conn_id, region_name)
+
+    @cached_property
+    def client(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(
+            aws_conn_id=self.aws_conn_id, client_type="sagemaker", region_name=self.region_name
+        ).get_conn()
+
+    def start(self, request: Mapping[str, Any]) -> str:
+        """Create the job, or attach to it when a job of that name already exists (task retry)."""
+        name = str(request["ProcessingJobName"])
+        try:
+            self.client.describe_processing_job(ProcessingJobName=name)
+            log.info("Processing job %s already exists: attaching to it", name)
+            return name
+        except Exception as exc:
+            if _error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
+                raise
+        self.client.create_processing_job(**request)
+        log.info("Started processing job %s", name)
+        return name
+
+    def wait(self, name: str, timeout: float | None = None) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = None
+        while True:
+            desc = self.client.describe_processing_job(ProcessingJobName=name)
+            status = desc["ProcessingJobStatus"]
+            if status != last:
+                log.info("Processing job %s: %s", name, status)
+                last = status
+            if status in _TERMINAL:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise EvaluationScriptError(f"processing job {name} still {status} after {timeout:g}s")
+            time.sleep(self.poll_interval)
+        if status != "Completed":
+            reason = desc.get("FailureReason") or desc.get("ExitMessage") or "no reason given"
+            raise EvaluationScriptError(f"evaluation processing job {name} ended {status}: {reason}")
+        return {"job_name": name, "job_arn": desc.get("ProcessingJobArn"), "status": status}
+
+    def run(self, request: Mapping[str, Any], timeout: float | None = None) -> tuple[dict[str, Any], str]:
+        name = self.start(request)
+        info = self.wait(name, timeout)
+        output = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
+        return info, join_uri(output, EVALUATION_FILE_NAME)
+
+    build_request = staticmethod(build_processing_job_request)
+
+
+def _error_code(exc: Exception) -> str | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping):
+        return str(response.get("Error", {}).get("Code"))
+    return None

@@ -1,0 +1,385 @@
+"""FSx for Lustre I/O: file systems, data repository associations and tasks, pre-flight reads.
+
+``FSxHook`` holds one Amazon-provider ``AwsBaseHook`` per AWS service it talks to (``fsx``,
+``ec2``, ``s3``), all from the same ``aws_conn_id``, built on first use: importing this module
+imports neither boto3 nor the Amazon provider. What to send is decided by the pure helpers in
+``airflow_dist_training.fsx``; this module only talks to AWS and translates its errors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
+from airflow_dist_training.fsx import requests as req
+from airflow_dist_training.fsx.preflight import PreflightFacts
+from airflow_dist_training.fsx.progress import NON_TERMINAL
+
+if TYPE_CHECKING:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str((response.get("Error") or {}).get("Code", ""))
+
+
+def _clean(value: Any) -> Any:
+    """Drop ResponseMetadata and turn datetimes into ISO strings (results stay JSON-friendly)."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if k != "ResponseMetadata"}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+class FSxHook(BaseHook):
+    """Talk to Amazon FSx for Lustre (and the EC2/S3 reads its pre-flight needs).
+
+    :param aws_conn_id: The Airflow AWS connection; ``None`` uses the default boto3 credential chain.
+    :param region_name: AWS region; default from the connection.
+    :param verify: Whether to verify SSL certificates (or a CA bundle path).
+    :param botocore_config: Extra botocore client configuration (a dict).
+    """
+
+    conn_name_attr = "aws_conn_id"
+    default_conn_name = "aws_default"
+    conn_type = "aws"
+    hook_name = "Amazon FSx for Lustre"
+    client_type = "fsx"
+
+    def __init__(
+        self,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
+        self._hooks: dict[str, AwsBaseHook] = {}
+        self._clients: dict[str, Any] = {}
+        self.sleep: Callable[[float], None] = time.sleep
+
+    # ---- clients ------------------------------------------------------------------------------
+    def aws_hook(self, client_type: str = "fsx") -> AwsBaseHook:
+        """The Amazon provider hook for ``client_type``, built once."""
+        if client_type not in self._hooks:
+            from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+            self._hooks[client_type] = AwsBaseHook(
+                aws_conn_id=self.aws_conn_id,
+                region_name=self.region_name,
+                verify=self.verify,
+                client_type=client_type,
+                config=self.botocore_config,
+            )
+        return self._hooks[client_type]
+
+    def client(self, client_type: str = "fsx") -> Any:
+        if client_type not in self._clients:
+            self._clients[client_type] = self.aws_hook(client_type).get_conn()
+        return self._clients[client_type]
+
+    def get_conn(self) -> Any:
+        return self.client("fsx")
+
+    async def get_async_conn(self) -> Any:
+        """An aiobotocore FSx client context manager: ``async with await hook.get_async_conn() as c``."""
+        return await self.aws_hook("fsx").get_async_conn()
+
+    def _call(self, client_type: str, operation: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return getattr(self.client(client_type), operation)(**kwargs)
+        except Exception as exc:
+            code = _error_code(exc)
+            if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation"):
+                action = "".join(p.capitalize() for p in operation.split("_"))
+                raise AwsPermissionError(
+                    f"AWS denied {client_type}:{action}; grant it to the role of connection "
+                    f"{self.aws_conn_id!r} ({exc})"
+                ) from exc
+            raise
+
+    # ---- file systems -------------------------------------------------------------------------
+    def describe_file_system(self, file_system_id: str) -> dict[str, Any] | None:
+        """The file system, or ``None`` if it does not exist."""
+        try:
+            found = self._call("fsx", "describe_file_systems", FileSystemIds=[file_system_id])["FileSystems"]
+        except Exception as exc:
+            if _error_code(exc) == "FileSystemNotFound":
+                return None
+            raise
+        return _clean(found[0]) if found else None
+
+    def create_file_system(self, request: dict[str, Any]) -> dict[str, Any]:
+        return _clean(self._call("fsx", "create_file_system", **request)["FileSystem"])
+
+    def wait_file_system_available(
+        self, file_system_id: str, poll_interval: float = 30, timeout: float = 3600
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            fs = self.describe_file_system(file_system_id)
+            if fs is None:
+                raise RuntimeError(f"file system {file_system_id} disappeared while being created")
+            lifecycle = fs.get("Lifecycle")
+            if lifecycle == "AVAILABLE":
+                return fs
+            if lifecycle in ("FAILED", "MISCONFIGURED", "DELETING"):
+                message = (fs.get("FailureDetails") or {}).get("Message", "")
+                raise RuntimeError(f"file system {file_system_id} is {lifecycle}: {message}".rstrip(": "))
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"file system {file_system_id} not AVAILABLE after {timeout:.0f}s ({lifecycle})"
+                )
+            self.log.info("File system %s is %s; waiting", file_system_id, lifecycle)
+            self.sleep(poll_interval)
+
+    def delete_file_system(self, file_system_id: str) -> str | None:
+        """Delete; returns the new lifecycle, or ``None`` if it was already gone (idempotent)."""
+        try:
+            return self._call("fsx", "delete_file_system", FileSystemId=file_system_id).get("Lifecycle")
+        except Exception as exc:
+            if _error_code(exc) == "FileSystemNotFound":
+                return None
+            raise
+
+    # ---- data repository associations ---------------------------------------------------------
+    def describe_associations(self, file_system_id: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Filters": [{"Name": "file-system-id", "Values": [file_system_id]}]}
+            if token:
+                kwargs["NextToken"] = token
+            page = self._call("fsx", "describe_data_repository_associations", **kwargs)
+            out.extend(_clean(page.get("Associations") or []))
+            token = page.get("NextToken")
+            if not token:
+                return out
+
+    def describe_association(self, association_id: str) -> dict[str, Any]:
+        page = self._call("fsx", "describe_data_repository_associations", AssociationIds=[association_id])
+        return _clean(page["Associations"][0])
+
+    def ensure_association(
+        self,
+        file_system_id: str,
+        file_system_path: str,
+        s3_prefix: str,
+        *,
+        wait: bool = True,
+        poll_interval: float = 15,
+        timeout: float = 1800,
+        **options: Any,
+    ) -> tuple[dict[str, Any], bool]:
+        """Reuse the matching association or create it; ``(association, created)``.
+
+        Raises ``SpecValidationError`` naming both paths on a conflicting association.
+        """
+        match = req.match_association(
+            self.describe_associations(file_system_id), file_system_id, file_system_path, s3_prefix
+        )
+        created = False
+        if match.action == "reuse":
+            assoc = dict(match.association or {})
+            self.log.info(
+                "Reusing association %s (%s -> %s)",
+                assoc.get("AssociationId"),
+                assoc.get("FileSystemPath"),
+                assoc.get("DataRepositoryPath"),
+            )
+        else:
+            request = req.build_association_request(file_system_id, file_system_path, s3_prefix, **options)
+            assoc = _clean(self._call("fsx", "create_data_repository_association", **request)["Association"])
+            created = True
+            self.log.info(
+                "Created association %s (%s -> %s)",
+                assoc["AssociationId"],
+                request["FileSystemPath"],
+                request["DataRepositoryPath"],
+            )
+        if wait:
+            assoc = self.wait_association_available(assoc["AssociationId"], poll_interval, timeout, assoc)
+        return assoc, created
+
+    def wait_association_available(
+        self, association_id: str, poll_interval: float, timeout: float, current: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        assoc = current or self.describe_association(association_id)
+        while assoc.get("Lifecycle") != "AVAILABLE":
+            lifecycle = assoc.get("Lifecycle")
+            if lifecycle in ("FAILED", "MISCONFIGURED", "DELETING"):
+                message = (assoc.get("FailureDetails") or {}).get("Message", "")
+                raise RuntimeError(f"data repository association {association_id} is {lifecycle}: {message}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"association {association_id} not AVAILABLE after {timeout:.0f}s")
+            self.sleep(poll_interval)
+            assoc = self.describe_association(association_id)
+        return assoc
+
+    # ---- data repository tasks ----------------------------------------------------------------
+    def prepare_task(
+        self,
+        file_system_id: str,
+        task_type: str,
+        paths: list[str] | None = None,
+        *,
+        report_path: str | None = None,
+        report: bool = True,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """The ``CreateDataRepositoryTask`` request, after checking each path is inside an association."""
+        kind = req.task_type(task_type)
+        api_paths, covering = req.resolve_task_paths(kind, paths, self.describe_associations(file_system_id))
+        if report and report_path is None:
+            if covering is None:
+                raise SpecValidationError(
+                    [
+                        (
+                            "report_path",
+                            f"give report_path: no single association of {file_system_id} to put it in",
+                        )
+                    ]
+                )
+            report_path = covering["DataRepositoryPath"]
+        return req.build_task_request(
+            file_system_id, kind, api_paths, report_path=report_path if report else None, **options
+        )
+
+    def create_task(self, request: dict[str, Any]) -> dict[str, Any]:
+        task = _clean(self._call("fsx", "create_data_repository_task", **request)["DataRepositoryTask"])
+        self.log.info("Started FSx %s task %s on %s", task["Type"], task["TaskId"], task.get("FileSystemId"))
+        return task
+
+    def describe_task(self, task_id: str) -> dict[str, Any]:
+        tasks = self._call("fsx", "describe_data_repository_tasks", TaskIds=[task_id])["DataRepositoryTasks"]
+        return _clean(tasks[0])
+
+    def cancel_task(self, task_id: str) -> str:
+        return str(self._call("fsx", "cancel_data_repository_task", TaskId=task_id).get("Lifecycle"))
+
+    def wait_task(self, task_id: str, poll_interval: float = 30, timeout: float = 86400) -> dict[str, Any]:
+        """Poll until the task is terminal, logging progress when it changes; returns the task."""
+        from airflow_dist_training.fsx.progress import format_progress, task_progress
+
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            task = self.describe_task(task_id)
+            progress = task_progress(task)
+            line = format_progress(progress)
+            if line != last:
+                self.log.info("%s", line)
+                last = line
+            if task["Lifecycle"] not in NON_TERMINAL:
+                return task
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"FSx task {task_id} still {task['Lifecycle']} after {timeout:.0f}s")
+            self.sleep(poll_interval)
+
+    # ---- pre-flight reads ---------------------------------------------------------------------
+    def describe_subnets(self, subnet_ids: list[str]) -> list[dict[str, Any]]:
+        if not subnet_ids:
+            return []
+        try:
+            return _clean(self._call("ec2", "describe_subnets", SubnetIds=list(subnet_ids))["Subnets"])
+        except Exception as exc:
+            if "NotFound" not in _error_code(exc):
+                raise
+            if len(subnet_ids) == 1:
+                return []
+        # one of several is missing: find out which
+        return [s for sid in subnet_ids for s in self.describe_subnets([sid])]
+
+    def describe_security_groups(self, group_ids: list[str]) -> list[dict[str, Any]]:
+        if not group_ids:
+            return []
+        try:
+            return _clean(
+                self._call("ec2", "describe_security_groups", GroupIds=list(group_ids))["SecurityGroups"]
+            )
+        except Exception as exc:
+            if "NotFound" in _error_code(exc):
+                if len(group_ids) == 1:
+                    return []
+                return [g for gid in group_ids for g in self.describe_security_groups([gid])]
+            raise
+
+    def file_system_security_group_ids(self, file_system: dict[str, Any]) -> list[str]:
+        """The file system's security groups, read from its network interfaces."""
+        eni_ids = file_system.get("NetworkInterfaceIds") or []
+        if not eni_ids:
+            return []
+        enis = self._call("ec2", "describe_network_interfaces", NetworkInterfaceIds=list(eni_ids))
+        ids: list[str] = []
+        for eni in enis.get("NetworkInterfaces") or []:
+            for group in eni.get("Groups") or []:
+                if group["GroupId"] not in ids:
+                    ids.append(group["GroupId"])
+        return ids
+
+    def s3_prefix_size(self, s3_uri: str) -> tuple[int, int]:
+        """``(object count, total bytes)`` under an S3 prefix (folder markers not counted)."""
+        bucket, key = req.parse_s3_uri(s3_uri)
+        prefix = key.strip("/") + "/" if key.strip("/") else ""
+        count = total = 0
+        paginator = self.client("s3").get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+                for obj in page.get("Contents") or []:
+                    if obj["Key"].endswith("/") and not obj.get("Size"):
+                        continue
+                    count += 1
+                    total += int(obj.get("Size") or 0)
+        except Exception as exc:
+            if _error_code(exc) == "NoSuchBucket":
+                raise SpecValidationError(
+                    [("s3_uri", f"bucket {bucket} of {s3_uri} does not exist")]
+                ) from exc
+            raise
+        return count, total
+
+    def gather_preflight_facts(
+        self,
+        file_system_id: str,
+        *,
+        subnet_ids: list[str],
+        security_group_ids: list[str],
+        s3_uri: str | None = None,
+        file_system_security_group_ids: list[str] | None = None,
+    ) -> PreflightFacts:
+        """Every AWS read the pre-flight rules need (reads only; nothing is created)."""
+        fs = self.describe_file_system(file_system_id)
+        fs_subnets: list[dict[str, Any]] = []
+        fs_sgs: list[dict[str, Any]] = []
+        if fs is not None:
+            fs_subnets = self.describe_subnets(list(fs.get("SubnetIds") or []))
+            sg_ids = file_system_security_group_ids or self.file_system_security_group_ids(fs)
+            fs_sgs = self.describe_security_groups(sg_ids)
+        count = size = None
+        if s3_uri is not None:
+            count, size = self.s3_prefix_size(s3_uri)
+        return PreflightFacts(
+            file_system_id=file_system_id,
+            file_system=fs,
+            file_system_subnets=fs_subnets,
+            training_subnet_ids=list(subnet_ids),
+            training_subnets=self.describe_subnets(list(subnet_ids)),
+            training_security_group_ids=list(security_group_ids),
+            file_system_security_groups=fs_sgs,
+            s3_uri=s3_uri,
+            dataset_objects=count,
+            dataset_bytes=size,
+        )

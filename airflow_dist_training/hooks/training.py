@@ -1,0 +1,883 @@
+"""``SageMakerTrainingHook``: every SageMaker training API call the project makes, in one place.
+
+Built on the Amazon provider's ``AwsBaseHook`` (``aws_conn_id``, region, botocore config), but the
+class is assembled lazily: importing this module does not import boto3 or the Amazon provider
+(parse-time lightness). ``from airflow_dist_training.hooks.training import SageMakerTrainingHook``
+builds the subclass on first access (module ``__getattr__``).
+
+What it adds over the provider's ``SageMakerHook``:
+
+* errors translated into what the user can do: ``CapacityError`` (retry later),
+  ``AwsPermissionError`` (action + resource + the IAM permission to grant), ``SpecValidationError``
+  (SageMaker rejected the request), ``JobAlreadyExistsError`` (reattach);
+* throttling-aware calls: botocore ``adaptive`` retries plus our own jittered exponential backoff on
+  ``ThrottlingException`` when botocore gives up;
+* ``stop_training_job`` that is idempotent and tags the job ``stop-requested`` first, so a job we
+  stopped on request is told apart from one stopped in the console;
+* ``find_job_by_run_identity``: the deterministic name first (one describe), then
+  ``ListTrainingJobs(NameContains=<run hash>)``;
+* CloudWatch logs merged across *all* hosts' streams (``DescribeLogStreams`` is paginated, so
+  clusters of more than 50 hosts work), resumable from a JSON cursor;
+* ``result_from_description``: the small JSON ``TrainingResult`` (no datetimes);
+* async variants (aiobotocore) for the trigger: ``async_describe_training_job``,
+  ``async_fetch_log_events``, ``async_stop_training_job``, ``async_list_training_jobs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import os
+import random
+import re
+import tarfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_dist_training.errors import (
+    AwsPermissionError,
+    CapacityError,
+    Problem,
+    SpecValidationError,
+    TrainingJobError,
+)
+from airflow_dist_training.results import StatusTransition, TrainingResult
+
+if TYPE_CHECKING:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+# ---------------------------------------------------------------------------------------------
+# Constants shared with the operator, the sensor and the trigger.
+# ---------------------------------------------------------------------------------------------
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+TAG_RUN_IDENTITY = "airflow-dist-training:run-identity"
+TAG_GENERATION = "airflow-dist-training:generation"
+TAG_STOP_REQUESTED = "airflow-dist-training:stop-requested"
+
+ACTIVE_STATES = frozenset({"InProgress", "Stopping"})
+SUCCESS_STATES = frozenset({"Completed"})
+FAILED_STATES = frozenset({"Failed", "Stopped", "MaxRuntimeExceeded"})
+TERMINAL_STATES = SUCCESS_STATES | FAILED_STATES
+# SecondaryStatus values / FailureReason fragments that mean "no capacity", not "your code is broken".
+CAPACITY_MARKERS = ("InsufficientCapacityError", "ResourceLimitExceeded", "CapacityError")
+
+THROTTLING_CODES = frozenset(
+    {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded", "SlowDown"}
+)
+
+#: The IAM permission each API call needs (named in AwsPermissionError messages).
+IAM_ACTIONS = {
+    "CreateTrainingJob": "sagemaker:CreateTrainingJob",
+    "DescribeTrainingJob": "sagemaker:DescribeTrainingJob",
+    "StopTrainingJob": "sagemaker:StopTrainingJob",
+    "ListTrainingJobs": "sagemaker:ListTrainingJobs",
+    "AddTags": "sagemaker:AddTags",
+    "DescribeLogStreams": "logs:DescribeLogStreams",
+    "GetLogEvents": "logs:GetLogEvents",
+    "PutObject": "s3:PutObject",
+}
+
+
+def run_identity_hash(identity: str) -> str:
+    """The 10-hex-digit hash of a run identity: the same one ``naming.job_name`` puts in the name."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:10]
+
+
+class JobAlreadyExistsError(RuntimeError):
+    """CreateTrainingJob answered ResourceInUse: a job with this name exists (reattach to it)."""
+
+    def __init__(self, job_name: str):
+        self.job_name = job_name
+        super().__init__(f"training job {job_name} already exists")
+
+
+# ---------------------------------------------------------------------------------------------
+# Logs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One CloudWatch event of one host's stream."""
+
+    timestamp: int  # ms since epoch
+    stream: str  # e.g. "<job>/algo-1-1712345678"
+    message: str
+
+    @property
+    def host(self) -> str:
+        """The part of the stream name after the job name, e.g. ``algo-1-1712345678``."""
+        return self.stream.split("/", 1)[1] if "/" in self.stream else self.stream
+
+    def format(self) -> str:
+        return f"[{self.host}] {self.message.rstrip()}"
+
+
+@dataclass
+class LogCursor:
+    """Where log streaming stopped: ``nextForwardToken`` per stream (JSON-serialisable)."""
+
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self.tokens)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, str] | None) -> LogCursor:
+        return cls(dict(data or {}))
+
+
+def merge_log_events(per_stream: Iterable[list[LogEvent]]) -> list[LogEvent]:
+    """Merge several streams' events into one list ordered by timestamp (stable per stream)."""
+    merged = [e for events in per_stream for e in events]
+    merged.sort(key=lambda e: e.timestamp)  # sort is stable: each stream's order is kept on ties
+    return merged
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers (no AWS)
+# ---------------------------------------------------------------------------------------------
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat()
+    return str(value)
+
+
+def timeline_from_description(description: Mapping[str, Any]) -> list[StatusTransition]:
+    """SecondaryStatusTransitions as JSON (ISO 8601 UTC strings)."""
+    out: list[StatusTransition] = []
+    for t in description.get("SecondaryStatusTransitions") or []:
+        out.append(
+            StatusTransition(
+                status=str(t.get("Status", "")),
+                start=_iso(t.get("StartTime")) or "",
+                end=_iso(t.get("EndTime")),
+                message=str(t.get("StatusMessage", "")),
+            )
+        )
+    return out
+
+
+def final_metrics(description: Mapping[str, Any]) -> dict[str, float]:
+    """FinalMetricDataList as ``{metric name: value}``."""
+    return {
+        str(m["MetricName"]): float(m["Value"])
+        for m in description.get("FinalMetricDataList") or []
+        if "MetricName" in m and "Value" in m
+    }
+
+
+def billable_seconds(description: Mapping[str, Any]) -> int | None:
+    """BillableTimeInSeconds when SageMaker reports it, else (end - start) x instances."""
+    if description.get("BillableTimeInSeconds") is not None:
+        return int(description["BillableTimeInSeconds"])
+    start, end = description.get("TrainingStartTime"), description.get("TrainingEndTime")
+    if isinstance(start, datetime) and isinstance(end, datetime):
+        count = int((description.get("ResourceConfig") or {}).get("InstanceCount") or 1)
+        groups = (description.get("ResourceConfig") or {}).get("InstanceGroups") or []
+        if groups:
+            count = sum(int(g.get("InstanceCount", 0)) for g in groups)
+        return max(0, int((end - start).total_seconds())) * count
+    return None
+
+
+def result_from_description(description: Mapping[str, Any]) -> TrainingResult:
+    """The XCom result of a training job: small JSON, no datetimes, no credentials."""
+    training_seconds = description.get("TrainingTimeInSeconds")
+    return TrainingResult(
+        backend="sagemaker",
+        job_name=str(description["TrainingJobName"]),
+        job_arn=str(description.get("TrainingJobArn", "")),
+        status=str(description.get("TrainingJobStatus", "")),
+        model_artifact_uri=(description.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
+        output_uri=(description.get("OutputDataConfig") or {}).get("S3OutputPath"),
+        checkpoint_uri=(description.get("CheckpointConfig") or {}).get("S3Uri"),
+        final_metrics=final_metrics(description),
+        billable_seconds=billable_seconds(description),
+        training_seconds=int(training_seconds) if training_seconds is not None else None,
+        timeline=timeline_from_description(description),
+    )
+
+
+def tags_of(description: Mapping[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in description.get("Tags") or [] if "Key" in t}
+
+
+def is_capacity_failure(description: Mapping[str, Any]) -> bool:
+    text = f"{description.get('FailureReason') or ''} {description.get('SecondaryStatus') or ''}"
+    return any(marker in text for marker in CAPACITY_MARKERS)
+
+
+def error_for_terminal_state(
+    description: Mapping[str, Any], *, stop_requested: bool = False
+) -> TrainingJobError:
+    """The exception to raise for a job that ended without success (never call it for Completed)."""
+    name = str(description.get("TrainingJobName", "?"))
+    status = str(description.get("TrainingJobStatus", "?"))
+    reason = description.get("FailureReason")
+    secondary = description.get("SecondaryStatus")
+    if status == "Stopped" and stop_requested:
+        return TrainingJobError(
+            f"Training job {name} was stopped on request (task killed, cleared or marked); it did not complete.",
+            job_name=name,
+            status=status,
+            failure_reason=None,
+        )
+    if is_capacity_failure(description):
+        return CapacityError(
+            f"Training job {name} could not get capacity ({status}, {secondary}): {reason}. "
+            "This is not a bug in the job: retry later, or use another instance type or region.",
+            job_name=name,
+            status=status,
+            failure_reason=reason,
+        )
+    detail = f": {reason}" if reason else ""
+    if status == "Stopped":
+        detail = detail or " (stopped outside Airflow, e.g. in the console or by StopTrainingJob)"
+    return TrainingJobError(
+        f"Training job {name} ended {status}{detail}", job_name=name, status=status, failure_reason=reason
+    )
+
+
+def _error_code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping):
+        return str((response.get("Error") or {}).get("Code", ""))
+    return ""
+
+
+def _error_message(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping):
+        return str((response.get("Error") or {}).get("Message", ""))
+    return str(exc)
+
+
+def is_throttling(exc: BaseException) -> bool:
+    return _error_code(exc) in THROTTLING_CODES
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """DescribeTrainingJob on an unknown name answers ValidationException "Could not find/Requested resource not found"."""
+    code, message = _error_code(exc), _error_message(exc).lower()
+    return code in {"ResourceNotFound", "ResourceNotFoundException"} or (
+        code == "ValidationException" and ("not found" in message or "could not find" in message)
+    )
+
+
+def permission_error(
+    exc: BaseException, *, operation: str, resource: str, conn_id: str | None
+) -> AwsPermissionError:
+    """AccessDenied -> a message naming the action, the resource and the IAM permission to grant."""
+    message = _error_message(exc)
+    action = IAM_ACTIONS.get(operation, operation)
+    m_action = re.search(r"perform:\s*([\w\-]+:[\w\-*]+)", message)
+    m_resource = re.search(r"on resource:\s*(\S+)", message)
+    missing = m_action.group(1) if m_action else action
+    where = m_resource.group(1) if m_resource else resource
+    return AwsPermissionError(
+        f"AWS denied {operation} on {where}: the identity of aws_conn_id={conn_id!r} needs the IAM "
+        f"permission {missing} on {where}"
+        + (
+            " (CreateTrainingJob also needs iam:PassRole on the job's RoleArn)"
+            if operation == "CreateTrainingJob"
+            else ""
+        )
+        + f". AWS said: {message}"
+    )
+
+
+def pack_source_dir(source_dir: str | os.PathLike[str]) -> bytes:
+    """A reproducible ``sourcedir.tar.gz`` of a local directory (files at the archive root).
+
+    Sorted entries, zeroed mtimes and owners: the same directory always gives the same bytes, so a
+    retry re-uploads an identical object.
+    """
+    import gzip
+
+    root = Path(source_dir)
+    if not root.is_dir():
+        raise SpecValidationError([("source.source_dir", f"{root} is not a directory")])
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root).as_posix()
+            if any(part in {"__pycache__", ".git"} for part in path.relative_to(root).parts):
+                continue
+            info = tar.gettarinfo(str(path), arcname=rel)
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            if path.is_file():
+                with path.open("rb") as fh:
+                    tar.addfile(info, fh)
+            else:
+                tar.addfile(info)
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an s3:// URI: {uri}")
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
+def _fault_point(name: str) -> None:
+    """Crash-injection hook for the fault-injection tests and bench/crash_retry.py.
+
+    When ``ADT_CRASH_AT`` equals ``name`` the process dies at once (``os._exit``), like a worker
+    killed by the OOM killer or a node loss. Costs one environment lookup otherwise.
+    """
+    if os.environ.get("ADT_CRASH_AT") == name:
+        os._exit(int(os.environ.get("ADT_CRASH_EXIT_CODE", "137")))
+
+
+# ---------------------------------------------------------------------------------------------
+# The hook's methods (mixed into the lazily built AwsBaseHook subclass)
+# ---------------------------------------------------------------------------------------------
+
+
+class _TrainingHookMethods:
+    """The implementation; ``SageMakerTrainingHook`` = this + ``AwsBaseHook`` (built lazily)."""
+
+    # Provided by AwsBaseHook at run time.
+    aws_conn_id: str | None
+    conn: Any
+    log: Any
+
+    throttle_retries: int = 8
+    throttle_base_delay: float = 0.5
+    throttle_max_delay: float = 20.0
+    _sleep: Callable[[float], None] = staticmethod(time.sleep)
+
+    # --- sibling clients (same connection, region and botocore config) ------------------------
+
+    def _sibling(self, client_type: str) -> AwsBaseHook:
+        cache: dict[str, AwsBaseHook] = self.__dict__.setdefault("_siblings", {})
+        if client_type not in cache:
+            from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+            cache[client_type] = AwsBaseHook(
+                aws_conn_id=self.aws_conn_id,
+                region_name=self._region_name,  # type: ignore[attr-defined]
+                verify=self._verify,  # type: ignore[attr-defined]
+                client_type=client_type,
+                config=self._config,  # type: ignore[attr-defined]
+            )
+        return cache[client_type]
+
+    @property
+    def logs_conn(self) -> Any:
+        return self._sibling("logs").conn
+
+    @property
+    def s3_conn(self) -> Any:
+        return self._sibling("s3").conn
+
+    # --- throttling-aware call ------------------------------------------------------------------
+
+    def _call(self, client: Any, operation: str, resource: str, **kwargs: Any) -> Any:
+        """Call ``client.<snake operation>(**kwargs)`` with throttling backoff and error translation."""
+        method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())
+        attempt = 0
+        while True:
+            try:
+                return method(**kwargs)
+            except Exception as exc:
+                if is_throttling(exc) and attempt < self.throttle_retries:
+                    delay = min(self.throttle_max_delay, self.throttle_base_delay * 2**attempt)
+                    delay *= random.uniform(0.5, 1.0)  # full jitter, bounded below
+                    attempt += 1
+                    self.log.info("%s throttled; retrying in %.1fs (attempt %d)", operation, delay, attempt)
+                    self._sleep(delay)
+                    continue
+                code = _error_code(exc)
+                if code in {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}:
+                    raise permission_error(
+                        exc, operation=operation, resource=resource, conn_id=self.aws_conn_id
+                    ) from None
+                raise
+
+    # --- SageMaker ------------------------------------------------------------------------------
+
+    def _job_arn_hint(self, job_name: str) -> str:
+        region = getattr(self, "_region_name", None) or os.environ.get("AWS_DEFAULT_REGION") or "<region>"
+        return f"arn:aws:sagemaker:{region}:<account>:training-job/{job_name}"
+
+    def create_training_job(self, request: Mapping[str, Any]) -> str:
+        """CreateTrainingJob with ``request`` (the planner's kwargs); returns the job ARN.
+
+        Raises ``JobAlreadyExistsError`` on ResourceInUse (reattach instead), ``CapacityError`` on
+        ResourceLimitExceeded, ``AwsPermissionError`` on AccessDenied and ``SpecValidationError``
+        on ValidationException (SageMaker rejected the request: nothing was launched).
+        """
+        name = str(request["TrainingJobName"])
+        try:
+            response = self._call(self.conn, "CreateTrainingJob", self._job_arn_hint(name), **request)
+        except AwsPermissionError:
+            raise
+        except Exception as exc:
+            code, message = _error_code(exc), _error_message(exc)
+            if code in {"ResourceInUse", "ResourceInUseException"} or "already exists" in message.lower():
+                raise JobAlreadyExistsError(name) from None
+            if code in {"ResourceLimitExceeded", "InsufficientCapacityError", "CapacityError"}:
+                raise CapacityError(
+                    f"SageMaker refused CreateTrainingJob for {name}: {code}: {message}. Retry later, request a "
+                    "service-quota increase, or use another instance type or region.",
+                    job_name=name,
+                    status="NotCreated",
+                    failure_reason=message,
+                ) from None
+            if code == "ValidationException":
+                raise SpecValidationError(
+                    [Problem("", f"SageMaker rejected CreateTrainingJob for {name}: {message}")]
+                ) from None
+            raise
+        return str(response.get("TrainingJobArn", ""))
+
+    def describe_training_job(self, job_name: str) -> dict[str, Any]:
+        """DescribeTrainingJob (raw response, datetimes included) plus its tags under ``Tags``."""
+        return dict(
+            self._call(
+                self.conn, "DescribeTrainingJob", self._job_arn_hint(job_name), TrainingJobName=job_name
+            )
+        )
+
+    def describe_training_job_or_none(self, job_name: str) -> dict[str, Any] | None:
+        """The description, or None when no job has this name."""
+        try:
+            return self.describe_training_job(job_name)
+        except AwsPermissionError:
+            raise
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    def list_tags(self, job_arn: str) -> dict[str, str]:
+        tags: dict[str, str] = {}
+        kwargs: dict[str, Any] = {"ResourceArn": job_arn}
+        while True:
+            page = self._call(self.conn, "ListTags", job_arn, **kwargs)
+            tags.update({t["Key"]: t["Value"] for t in page.get("Tags") or []})
+            if not page.get("NextToken"):
+                return tags
+            kwargs["NextToken"] = page["NextToken"]
+
+    def stop_requested(self, description: Mapping[str, Any]) -> bool:
+        """Did we (Airflow) ask for this job to stop? Looks at the ``stop-requested`` tag."""
+        tags = tags_of(description)
+        if not tags and description.get("TrainingJobArn"):
+            try:
+                tags = self.list_tags(str(description["TrainingJobArn"]))
+            except Exception:  # tags are advisory: never fail a status check on them
+                return False
+        return tags.get(TAG_STOP_REQUESTED) == "true"
+
+    def stop_training_job(self, job_name: str, *, reason: str = "airflow") -> bool:
+        """Stop the job; idempotent. Tags it ``stop-requested`` first. Returns True if a stop was sent.
+
+        A job that is already Stopping, Stopped, Completed or Failed is fine (returns False).
+        """
+        desc = self.describe_training_job_or_none(job_name)
+        if desc is None or desc.get("TrainingJobStatus") not in {"InProgress"}:
+            return False
+        arn = str(desc.get("TrainingJobArn", ""))
+        if arn:
+            try:
+                self._call(
+                    self.conn,
+                    "AddTags",
+                    arn,
+                    ResourceArn=arn,
+                    Tags=[{"Key": TAG_STOP_REQUESTED, "Value": "true"}],
+                )
+            except Exception as exc:  # a missing tag only changes how the stop is reported
+                self.log.warning("Could not tag %s as stop-requested: %s", job_name, exc)
+        try:
+            self._call(self.conn, "StopTrainingJob", self._job_arn_hint(job_name), TrainingJobName=job_name)
+        except AwsPermissionError:
+            raise
+        except Exception as exc:
+            if _error_code(exc) == "ValidationException":  # already terminal / stopping
+                self.log.info("StopTrainingJob %s: %s (nothing to stop)", job_name, _error_message(exc))
+                return False
+            raise
+        self.log.info("Requested StopTrainingJob for %s (%s)", job_name, reason)
+        return True
+
+    def list_training_jobs(self, **filters: Any) -> list[dict[str, Any]]:
+        """ListTrainingJobs, following NextToken (100 per page)."""
+        out: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"MaxResults": 100, **filters}
+        while True:
+            page = self._call(self.conn, "ListTrainingJobs", "*", **kwargs)
+            out.extend(page.get("TrainingJobSummaries") or [])
+            if not page.get("NextToken"):
+                return out
+            kwargs["NextToken"] = page["NextToken"]
+
+    def find_job_by_run_identity(self, job_name: str, identity_hash: str) -> dict[str, Any] | None:
+        """The newest job of a run: describe the deterministic ``job_name`` first (one call), else
+        ``ListTrainingJobs(NameContains=identity_hash)`` and describe the newest match."""
+        desc = self.describe_training_job_or_none(job_name)
+        if desc is not None:
+            return desc
+        matches = [
+            s
+            for s in self.list_training_jobs(NameContains=identity_hash)
+            if identity_hash in s["TrainingJobName"]
+        ]
+        if not matches:
+            return None
+        newest = max(matches, key=lambda s: s.get("CreationTime") or datetime.min.replace(tzinfo=UTC))
+        return self.describe_training_job(str(newest["TrainingJobName"]))
+
+    def wait_for_job(
+        self,
+        job_name: str,
+        *,
+        poll_interval: float = 30.0,
+        max_wait_seconds: float | None = None,
+        log: Callable[[str], None] | None = None,
+        stream_logs: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> dict[str, Any]:
+        """Poll until the job is terminal, streaming logs and status transitions; returns the
+        final description. Raises ``TimeoutError`` only if the user set ``max_wait_seconds``."""
+        emit = log or self.log.info
+        cursor = LogCursor()
+        seen_transitions = 0
+        started = time.monotonic()
+        while True:
+            desc = self.describe_training_job(job_name)
+            transitions = desc.get("SecondaryStatusTransitions") or []
+            for t in transitions[seen_transitions:]:
+                emit(
+                    f"{job_name}: {t.get('Status')} since {_iso(t.get('StartTime'))}: {t.get('StatusMessage', '')}"
+                )
+            seen_transitions = len(transitions)
+            if stream_logs:
+                for event in self.fetch_log_events(job_name, cursor):
+                    emit(event.format())
+            status = desc.get("TrainingJobStatus")
+            if status in TERMINAL_STATES:
+                return desc
+            if max_wait_seconds is not None and time.monotonic() - started > max_wait_seconds:
+                raise TimeoutError(
+                    f"training job {job_name} still {status} after max_wait_seconds={max_wait_seconds}"
+                )
+            sleep(poll_interval)
+
+    # --- CloudWatch logs --------------------------------------------------------------------------
+
+    def list_log_streams(self, job_name: str) -> list[str]:
+        """All streams of the job (one per host and process), following nextToken (50 per page)."""
+        names: list[str] = []
+        kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": f"{job_name}/"}
+        while True:
+            try:
+                page = self._call(self.logs_conn, "DescribeLogStreams", LOG_GROUP, **kwargs)
+            except AwsPermissionError:
+                raise
+            except Exception as exc:
+                if _error_code(exc) == "ResourceNotFoundException":  # no log group yet
+                    return names
+                raise
+            names.extend(s["logStreamName"] for s in page.get("logStreams") or [])
+            token = page.get("nextToken")
+            if not token or token == kwargs.get("nextToken"):
+                return names
+            kwargs["nextToken"] = token
+
+    def fetch_log_events(self, job_name: str, cursor: LogCursor | None = None) -> list[LogEvent]:
+        """New events of every stream since ``cursor`` (updated in place), merged by timestamp."""
+        cursor = cursor if cursor is not None else LogCursor()
+        per_stream: list[list[LogEvent]] = []
+        for stream in self.list_log_streams(job_name):
+            events: list[LogEvent] = []
+            token = cursor.tokens.get(stream)
+            while True:
+                kwargs: dict[str, Any] = {
+                    "logGroupName": LOG_GROUP,
+                    "logStreamName": stream,
+                    "startFromHead": True,
+                }
+                if token:
+                    kwargs["nextToken"] = token
+                page = self._call(self.logs_conn, "GetLogEvents", f"{LOG_GROUP}:{stream}", **kwargs)
+                events.extend(
+                    LogEvent(int(e["timestamp"]), stream, str(e["message"])) for e in page.get("events") or []
+                )
+                new_token = page.get("nextForwardToken")
+                if not new_token or new_token == token:
+                    break
+                token = new_token
+            if token:
+                cursor.tokens[stream] = token
+            per_stream.append(events)
+        return merge_log_events(per_stream)
+
+    # --- S3 uploads ---------------------------------------------------------------------------------
+
+    def upload_code(
+        self, local_path: str | os.PathLike[str], s3_uri: str, *, kms_key: str | None = None
+    ) -> None:
+        """Upload training code: a directory is packed as ``sourcedir.tar.gz``; a file is put as is."""
+        path = Path(local_path)
+        body = pack_source_dir(path) if path.is_dir() else path.read_bytes()
+        bucket, key = split_s3_uri(s3_uri)
+        extra: dict[str, Any] = {}
+        if kms_key:
+            extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}
+        self._call(self.s3_conn, "PutObject", s3_uri, Bucket=bucket, Key=key, Body=body, **extra)
+        self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
+
+    # --- async (aiobotocore) for the trigger ----------------------------------------------------
+
+    async def _acall(self, client: Any, operation: str, resource: str, **kwargs: Any) -> Any:
+        method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())
+        attempt = 0
+        while True:
+            try:
+                return await method(**kwargs)
+            except Exception as exc:
+                if is_throttling(exc) and attempt < self.throttle_retries:
+                    delay = min(self.throttle_max_delay, self.throttle_base_delay * 2**attempt)
+                    attempt += 1
+                    await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                    continue
+                if _error_code(exc) in {"AccessDenied", "AccessDeniedException"}:
+                    raise permission_error(
+                        exc, operation=operation, resource=resource, conn_id=self.aws_conn_id
+                    ) from None
+                raise
+
+    async def async_describe_training_job(self, job_name: str, client: Any = None) -> dict[str, Any]:
+        """Async DescribeTrainingJob (raw response with datetimes).
+
+        Pass ``client`` (an open aiobotocore sagemaker client, e.g. from
+        ``async with await hook.get_async_conn() as client``) to reuse one connection across many
+        calls; otherwise a client is opened for this call. Throttling is retried with backoff.
+        Raises the botocore ClientError for an unknown job (see ``is_not_found``).
+        """
+        if client is not None:
+            return dict(await self._acall(client, "DescribeTrainingJob", job_name, TrainingJobName=job_name))
+        async with await self.get_async_conn() as own:  # type: ignore[attr-defined]
+            return dict(await self._acall(own, "DescribeTrainingJob", job_name, TrainingJobName=job_name))
+
+    async def async_list_training_jobs(self, client: Any = None, **filters: Any) -> list[dict[str, Any]]:
+        """Async ListTrainingJobs following NextToken; ``filters`` e.g. ``StatusEquals``,
+        ``LastModifiedTimeAfter``, ``NameContains`` (100 per page)."""
+
+        async def run(c: Any) -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            kwargs: dict[str, Any] = {"MaxResults": 100, **filters}
+            while True:
+                page = await self._acall(c, "ListTrainingJobs", "*", **kwargs)
+                out.extend(page.get("TrainingJobSummaries") or [])
+                if not page.get("NextToken"):
+                    return out
+                kwargs["NextToken"] = page["NextToken"]
+
+        if client is not None:
+            return await run(client)
+        async with await self.get_async_conn() as own:  # type: ignore[attr-defined]
+            return await run(own)
+
+    async def async_stop_training_job(self, job_name: str) -> bool:
+        """Async, idempotent stop (tags ``stop-requested`` first). True if a stop was sent."""
+        async with await self.get_async_conn() as client:  # type: ignore[attr-defined]
+            try:
+                desc = await self._acall(client, "DescribeTrainingJob", job_name, TrainingJobName=job_name)
+            except AwsPermissionError:
+                raise
+            except Exception as exc:
+                if is_not_found(exc):
+                    return False
+                raise
+            if desc.get("TrainingJobStatus") != "InProgress":
+                return False
+            arn = desc.get("TrainingJobArn")
+            if arn:
+                try:
+                    await self._acall(
+                        client,
+                        "AddTags",
+                        arn,
+                        ResourceArn=arn,
+                        Tags=[{"Key": TAG_STOP_REQUESTED, "Value": "true"}],
+                    )
+                except Exception as exc:
+                    self.log.warning("Could not tag %s as stop-requested: %s", job_name, exc)
+            try:
+                await self._acall(client, "StopTrainingJob", job_name, TrainingJobName=job_name)
+            except AwsPermissionError:
+                raise
+            except Exception as exc:
+                if _error_code(exc) == "ValidationException":
+                    return False
+                raise
+            return True
+
+    async def async_fetch_log_events(
+        self, job_name: str, cursor: Mapping[str, str] | None = None, client: Any = None
+    ) -> tuple[list[LogEvent], dict[str, str]]:
+        """Async version of ``fetch_log_events``: returns (events merged by timestamp, new cursor).
+
+        ``cursor`` is the JSON dict from the previous call (``{stream: nextForwardToken}``), so a
+        trigger can keep it in its serialised kwargs. ``client`` is an open aiobotocore *logs* client
+        (``async with await hook.async_logs_conn() as logs``) or None to open one here.
+        """
+
+        async def run(logs: Any) -> tuple[list[LogEvent], dict[str, str]]:
+            tokens = dict(cursor or {})
+            streams: list[str] = []
+            kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": f"{job_name}/"}
+            while True:
+                try:
+                    page = await self._acall(logs, "DescribeLogStreams", LOG_GROUP, **kwargs)
+                except AwsPermissionError:
+                    raise
+                except Exception as exc:
+                    if _error_code(exc) == "ResourceNotFoundException":
+                        return [], tokens
+                    raise
+                streams.extend(s["logStreamName"] for s in page.get("logStreams") or [])
+                token = page.get("nextToken")
+                if not token or token == kwargs.get("nextToken"):
+                    break
+                kwargs["nextToken"] = token
+            per_stream: list[list[LogEvent]] = []
+            for stream in streams:
+                events: list[LogEvent] = []
+                tok = tokens.get(stream)
+                while True:
+                    kw: dict[str, Any] = {
+                        "logGroupName": LOG_GROUP,
+                        "logStreamName": stream,
+                        "startFromHead": True,
+                    }
+                    if tok:
+                        kw["nextToken"] = tok
+                    page = await self._acall(logs, "GetLogEvents", stream, **kw)
+                    events.extend(
+                        LogEvent(int(e["timestamp"]), stream, str(e["message"]))
+                        for e in page.get("events") or []
+                    )
+                    new = page.get("nextForwardToken")
+                    if not new or new == tok:
+                        break
+                    tok = new
+                if tok:
+                    tokens[stream] = tok
+                per_stream.append(events)
+            return merge_log_events(per_stream), tokens
+
+        if client is not None:
+            return await run(client)
+        async with await self.async_logs_conn() as logs:
+            return await run(logs)
+
+    async def async_logs_conn(self) -> Any:
+        """An aiobotocore CloudWatch Logs client (use ``async with await hook.async_logs_conn()``)."""
+        return await self._sibling("logs").get_async_conn()
+
+
+# ---------------------------------------------------------------------------------------------
+# Lazy class assembly
+# ---------------------------------------------------------------------------------------------
+
+DEFAULT_MAX_ATTEMPTS = 10
+
+
+def _build_hook_class() -> type:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    class SageMakerTrainingHook(_TrainingHookMethods, AwsBaseHook):
+        """SageMaker training API with throttling-aware retries, error translation and merged logs.
+
+        :param aws_conn_id: Airflow AWS connection id (``aws_default``).
+        :param region_name: AWS region; default from the connection or the environment.
+        :param verify: TLS verification (``AwsBaseHook``).
+        :param retry_mode: botocore retry mode, ``adaptive`` (client-side rate limiting) or ``standard``.
+        :param max_attempts: botocore total attempts per call (throttles included).
+        :param throttle_retries: our own extra retries on ThrottlingException after botocore gives up.
+        :param botocore_config: extra botocore ``Config`` kwargs (merged; ``retries`` overrides ours).
+        """
+
+        conn_name_attr = "aws_conn_id"
+        hook_name = "SageMaker training (airflow-dist-training)"
+
+        def __init__(
+            self,
+            aws_conn_id: str | None = "aws_default",
+            region_name: str | None = None,
+            *,
+            verify: bool | str | None = None,
+            retry_mode: str = "adaptive",
+            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+            throttle_retries: int = 8,
+            botocore_config: dict[str, Any] | None = None,
+        ) -> None:
+            from botocore.config import Config
+
+            if retry_mode not in {"adaptive", "standard", "legacy"}:
+                raise ValueError("retry_mode must be 'adaptive', 'standard' or 'legacy'")
+            config_kwargs: dict[str, Any] = {
+                "retries": {"mode": retry_mode, "total_max_attempts": max_attempts}
+            }
+            config_kwargs.update(botocore_config or {})
+            self.throttle_retries = throttle_retries
+            super().__init__(
+                aws_conn_id=aws_conn_id,
+                region_name=region_name,
+                verify=verify,
+                client_type="sagemaker",
+                config=Config(**config_kwargs),
+            )
+
+    SageMakerTrainingHook.__module__ = __name__
+    return SageMakerTrainingHook
+
+
+if TYPE_CHECKING:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook as _AwsBaseHook
+
+    class SageMakerTrainingHook(_TrainingHookMethods, _AwsBaseHook):
+        def __init__(
+            self,
+            aws_conn_id: str | None = "aws_default",
+            region_name: str | None = None,
+            *,
+            verify: bool | str | None = None,
+            retry_mode: str = "adaptive",
+            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+            throttle_retries: int = 8,
+            botocore_config: dict[str, Any] | None = None,
+        ) -> None: ...
+
+
+_LAZY: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SageMakerTrainingHook":
+        if name not in _LAZY:
+            _LAZY[name] = _build_hook_class()
+        globals()[name] = _LAZY[name]
+        return _LAZY[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,898 @@
+"""The SageMaker training-container contract, mapped onto one machine (pure: no I/O, no torch, no boto3).
+
+Given a spec, a job name and a root directory, :func:`plan_local_job` computes everything a local
+run needs *before* anything is launched: the ``/opt/ml`` tree of every simulated host under
+``<root>/<job>/``, the three config files, the full ``SM_*`` environment of every host and the user
+arguments, exactly as the classic ``sagemaker-training`` toolkit produces them (see
+``docs/local-backend.md`` and the contract reference it cites), plus the launch decision per host.
+:func:`validate_local` reports local-mode problems as ``(field path, message)`` pairs.
+
+Layout (the first host's ``/opt/ml`` *is* the job directory; further simulated hosts get their
+own tree under ``hosts/<host>/`` whose ``code`` and ``input/data`` are symlinks to the shared
+ones, as read-only File-mode channels are identical on every SageMaker host)::
+
+    <root>/<job>/                       /opt/ml of algo-1
+      code/                             copy of source.source_dir (cwd of the script)
+      input/config/{hyperparameters,inputdataconfig,resourceconfig,checkpointconfig}.json
+      input/data/<channel>/
+      model/  output/{data,intermediate,failure,success}  checkpoints/
+      hosts/algo-2/...                  /opt/ml of algo-2 (multi-host jobs only)
+
+Deliberate differences from SageMaker (each documented in docs/local-backend.md):
+``network_interface_name`` is the loopback interface (``lo``), so scripts that pin
+``GLOO_SOCKET_IFNAME`` to it still work; ``SM_NUM_GPUS`` is 0 (gloo on CPU); argv is passed
+exactly (the generic-``train`` path), not re-split by ``/bin/sh`` as the PyTorch DLC does;
+``SM_CHECKPOINT_DIR`` is added (the classic toolkit has no checkpoint variable).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from airflow_dist_training.errors import Problem
+from airflow_dist_training.spec.training import (
+    EFSChannel,
+    FSxChannel,
+    InputMode,
+    S3Channel,
+    Strategy,
+    TrainingJobSpec,
+)
+
+HOST_PREFIX = "algo-"
+HOMOGENEOUS_GROUP = "homogeneousCluster"
+DEFAULT_LOG_LEVEL = 20
+# TT:params.py#SAGEMAKER_HYPERPARAMETERS: never user hyperparameters, never framework params.
+RESERVED_HYPERPARAMETERS = frozenset(
+    {
+        "sagemaker_program",
+        "sagemaker_submit_directory",
+        "sagemaker_enable_cloudwatch_metrics",
+        "sagemaker_region",
+        "sagemaker_container_log_level",
+        "sagemaker_job_name",
+        "default_user_module_name",
+        "_tuning_objective_metric",
+        "sagemaker_s3_output",
+    }
+)
+# TT:environment.py#get_distribution_instance_groups_from_resource_config
+DISTRIBUTION_FLAGS = (
+    "sagemaker_mpi_enabled",
+    "sagemaker_parameter_server_enabled",
+    "sagemaker_distributed_dataparallel_enabled",
+    "sagemaker_pytorch_ddp_enabled",
+    "sagemaker_pytorch_xla_multi_worker_enabled",
+    "sagemaker_multi_worker_mirrored_strategy_enabled",
+    "sagemaker_torch_distributed_enabled",
+)
+
+#: Strategies the local backend runs with torchrun (gloo on CPU).
+TORCHRUN_STRATEGIES = frozenset(
+    {Strategy.TORCH_DISTRIBUTED, Strategy.LAUNCHER, Strategy.SMDDP, Strategy.PYTORCHDDP}
+)
+#: Strategies that cannot run locally, with the reason shown to the user.
+UNSUPPORTED_STRATEGIES: dict[Strategy, str] = {
+    Strategy.SMP_V1: (
+        "smp_v1 cannot run on the local backend: SageMaker model parallel needs the smdistributed "
+        "library, MPI and GPUs; use strategy torch_distributed for local runs"
+    ),
+    Strategy.SMP_V2: (
+        "smp_v2 cannot run on the local backend: SageMaker model parallel v2 needs the SMP image "
+        "(torch.sagemaker) and GPUs; use strategy torch_distributed for local runs"
+    ),
+    Strategy.MPI: (
+        "mpi cannot run on the local backend: it needs mpirun and SSH between hosts; "
+        "use strategy torch_distributed (torchrun) for local runs"
+    ),
+    Strategy.PARAMETER_SERVER: (
+        "parameter_server is a TensorFlow strategy; the local backend runs PyTorch (torchrun) only"
+    ),
+    Strategy.MULTI_WORKER_MIRRORED: (
+        "multi_worker_mirrored is a TensorFlow strategy; the local backend runs PyTorch (torchrun) only"
+    ),
+}
+
+Launch = Literal["torchrun", "process"]
+
+
+# --------------------------------------------------------------------------- hyperparameters
+
+
+def encode_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, str]:
+    """Values as SageMaker SDK v2 writes them into ``hyperparameters.json``: ``json.dumps`` of each."""
+    return {str(k): json.dumps(v) for k, v in hyperparameters.items()}
+
+
+def decode_hyperparameter(value: str) -> Any:
+    """TT:environment.py#read_hyperparameters: ``json.loads``, else the raw string."""
+    try:
+        return json.loads(value)
+    except (ValueError, TypeError):
+        return value
+
+
+def split_hyperparameters(
+    file_values: Mapping[str, str],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Decode and split into (user, additional framework params, reserved), as the toolkit does."""
+    user: dict[str, Any] = {}
+    framework: dict[str, Any] = {}
+    reserved: dict[str, Any] = {}
+    for key, raw in file_values.items():
+        value = decode_hyperparameter(raw)
+        if key in RESERVED_HYPERPARAMETERS:
+            reserved[key] = value
+        elif key.startswith("sagemaker_"):
+            framework[key] = value
+        else:
+            user[key] = value
+    return user, framework, reserved
+
+
+def to_env_value(value: Any) -> str:
+    """TT:mapping.py#to_env_vars value rule."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def env_name(key: str) -> str:
+    """TT:mapping.py#to_env_vars name rule: ``SM_`` + upper case, no other change."""
+    return "SM_" + str(key).upper()
+
+
+def _arg_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)
+
+
+def to_cmd_args(user_hyperparameters: Mapping[str, Any]) -> list[str]:
+    """TT:mapping.py#to_cmd_args: sorted keys, ``--key``/``-k``, Python ``str()`` values."""
+    args: list[str] = []
+    for key in sorted(user_hyperparameters):
+        name = "" if key == "" else (f"-{key}" if len(key) == 1 else f"--{key}")
+        args.extend([name, _arg_value(user_hyperparameters[key])])
+    return args
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+# --------------------------------------------------------------------------- layout
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    """The ``/opt/ml`` tree of one simulated host."""
+
+    host: str
+    base: Path
+    shared: Path  # the job directory: owner of the real code/ and input/data/
+
+    @property
+    def code_dir(self) -> Path:
+        return self.base / "code"
+
+    @property
+    def input_dir(self) -> Path:
+        return self.base / "input"
+
+    @property
+    def input_config_dir(self) -> Path:
+        return self.base / "input" / "config"
+
+    @property
+    def input_data_dir(self) -> Path:
+        return self.base / "input" / "data"
+
+    def channel_dir(self, channel: str) -> Path:
+        return self.input_data_dir / channel
+
+    @property
+    def model_dir(self) -> Path:
+        return self.base / "model"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.base / "output"
+
+    @property
+    def output_data_dir(self) -> Path:
+        return self.base / "output" / "data"
+
+    @property
+    def output_intermediate_dir(self) -> Path:
+        return self.base / "output" / "intermediate"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.base / "checkpoints"
+
+    @property
+    def failure_file(self) -> Path:
+        return self.output_dir / "failure"
+
+    @property
+    def success_file(self) -> Path:
+        return self.output_dir / "success"
+
+    @property
+    def is_shared_owner(self) -> bool:
+        return self.base == self.shared
+
+
+def host_name(index: int) -> str:
+    """``algo-<index+1>`` (TT/SDK3 local naming)."""
+    return f"{HOST_PREFIX}{index + 1}"
+
+
+def host_layout(job_dir: Path, index: int) -> HostLayout:
+    host = host_name(index)
+    base = job_dir if index == 0 else job_dir / "hosts" / host
+    return HostLayout(host=host, base=base, shared=job_dir)
+
+
+# --------------------------------------------------------------------------- stores
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where checkpoints or model artifacts live: a local directory or an S3 prefix."""
+
+    kind: Literal["local", "s3"]
+    location: str  # absolute local path, or s3://bucket/prefix (no trailing slash)
+
+    @property
+    def uri(self) -> str:
+        return Path(self.location).as_uri() if self.kind == "local" else self.location
+
+    def child(self, *parts: str) -> Store:
+        if self.kind == "local":
+            return Store("local", str(Path(self.location, *parts)))
+        return Store("s3", "/".join([self.location.rstrip("/"), *parts]))
+
+
+def local_path(uri_or_path: str, base_dir: Path) -> Path | None:
+    """A local path for a plain path or ``file://`` URI (relative to ``base_dir``); None for s3://."""
+    if uri_or_path.startswith("s3://"):
+        return None
+    if uri_or_path.startswith("file://"):
+        return Path(uri_or_path[len("file://") :])
+    path = Path(uri_or_path).expanduser()
+    return path if path.is_absolute() else (base_dir / path)
+
+
+def s3_mirror(root: Path, s3_uri: str) -> Path:
+    """The local stand-in for an S3 URI when S3 is not reachable: ``<root>/_s3/<bucket>/<key>``."""
+    return root / "_s3" / s3_uri[len("s3://") :].strip("/")
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    host: str
+    index: int
+    group: str
+    instance_type: str
+    layout: HostLayout
+    launch: Launch
+    node_rank: int | None  # index among the torchrun hosts
+    resource_config: dict[str, Any]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LocalJobPlan:
+    """Everything the launcher needs; computed without touching the file system."""
+
+    job_name: str
+    job_dir: Path
+    root: Path
+    strategy: Strategy
+    hosts: list[str]
+    torchrun_hosts: list[str]
+    processes_per_host: int
+    entry_point: str
+    source_dir: str | None  # local path or s3:// URI of the code
+    hyperparameters_file: dict[str, str]
+    input_data_config: dict[str, dict[str, str]]
+    user_args: list[str]
+    channel_sources: dict[str, str]  # channel -> local path or s3:// URI
+    checkpoint_store: Store | None
+    output_store: Store
+    output_compression: Literal["GZIP", "NONE"]
+    metric_definitions: list[tuple[str, str]]
+    host_plans: list[HostPlan]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def total_processes(self) -> int:
+        return sum(self.processes_per_host if h.launch == "torchrun" else 1 for h in self.host_plans)
+
+    @property
+    def model_artifact(self) -> Store:
+        return self.output_store.child(self.job_name, "output", "model.tar.gz")
+
+    @property
+    def output_artifact(self) -> Store:
+        return self.output_store.child(self.job_name, "output", "output.tar.gz")
+
+    @property
+    def job_arn(self) -> str:
+        return f"local://{self.job_dir}"
+
+
+def _groups(spec: TrainingJobSpec) -> list[tuple[str, str, list[str]]]:
+    """(group name, instance type, hosts) with hosts numbered algo-1.. in group order."""
+    out: list[tuple[str, str, list[str]]] = []
+    next_index = 0
+    if spec.compute.instance_groups:
+        for g in spec.compute.instance_groups:
+            hosts = [host_name(next_index + i) for i in range(g.instance_count)]
+            next_index += g.instance_count
+            out.append((g.name, g.instance_type, hosts))
+    else:
+        assert spec.compute.instance_type is not None
+        out.append((HOMOGENEOUS_GROUP, spec.compute.instance_type, [host_name(i) for i in range(spec.compute.count)]))
+    return out
+
+
+def framework_hyperparameters(spec: TrainingJobSpec) -> dict[str, Any]:
+    """The ``sagemaker_*`` distribution keys the SageMaker SDK v2 adds for the strategy."""
+    strategy = spec.distribution.strategy
+    itype = spec.compute.instance_type
+    out: dict[str, Any] = {}
+    if strategy == Strategy.TORCH_DISTRIBUTED:
+        out["sagemaker_torch_distributed_enabled"] = True
+        if itype is not None:
+            out["sagemaker_instance_type"] = itype
+    elif strategy in (Strategy.SMDDP, Strategy.PYTORCHDDP):
+        out["sagemaker_distributed_dataparallel_enabled"] = True
+        out["sagemaker_instance_type"] = itype
+        out["sagemaker_distributed_dataparallel_custom_mpi_options"] = spec.distribution.custom_mpi_options or ""
+        if spec.distribution.torch_distributed:
+            out["sagemaker_torch_distributed_enabled"] = True
+    if spec.compute.instance_groups and spec.distribution.instance_group and strategy != Strategy.LAUNCHER:
+        out["sagemaker_distribution_instance_groups"] = [spec.distribution.instance_group]
+    return out
+
+
+def validate_local(
+    spec: TrainingJobSpec,
+    *,
+    cpu_count: int,
+    allow_oversubscribe: bool = False,
+    s3_available: bool = False,
+    base_dir: Path | None = None,
+    check_paths: bool = True,
+) -> tuple[list[Problem], list[str]]:
+    """Local-mode problems (``(field path, message)``) and warnings; nothing is launched."""
+    base = base_dir or Path.cwd()
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    dist = spec.distribution
+    strategy = dist.strategy
+    if strategy in UNSUPPORTED_STRATEGIES:
+        problems.append(Problem("distribution.strategy", UNSUPPORTED_STRATEGIES[strategy]))
+    if strategy == Strategy.LAUNCHER and dist.launcher == "mpirun":
+        problems.append(
+            Problem(
+                "distribution.launcher",
+                "mpirun cannot run on the local backend (it needs MPI and SSH between hosts); use launcher: torchrun",
+            )
+        )
+    if strategy in (Strategy.SMDDP, Strategy.PYTORCHDDP):
+        warnings.append(
+            f"distribution.strategy: {strategy.value} needs GPUs and the SMDDP library on SageMaker; the local "
+            "backend runs it with torchrun and gloo on CPU, so the script must fall back to "
+            'dist.init_process_group(backend="gloo") when CUDA/smdistributed is not available'
+        )
+    group_names = [g[0] for g in _groups(spec)]
+    if dist.instance_group is not None and spec.compute.instance_groups and dist.instance_group not in group_names:
+        problems.append(
+            Problem(
+                "distribution.instance_group",
+                f"{dist.instance_group!r} is not one of the instance groups {group_names}",
+            )
+        )
+    # code
+    src = spec.source.source_dir
+    if src is not None and src.startswith("s3://"):
+        if not s3_available:
+            problems.append(
+                Problem(
+                    "source.source_dir",
+                    f"{src} is on S3 and no AWS credentials were found; give a local directory for local runs",
+                )
+            )
+    elif check_paths:
+        code_root = local_path(src, base) if src is not None else base
+        assert code_root is not None
+        if src is not None and not code_root.is_dir():
+            problems.append(Problem("source.source_dir", f"local directory {code_root} does not exist"))
+        elif not (code_root / spec.source.entry_point).is_file():
+            problems.append(Problem("source.entry_point", f"{code_root / spec.source.entry_point} does not exist"))
+    if strategy in TORCHRUN_STRATEGIES and not spec.source.entry_point.endswith(".py"):
+        problems.append(
+            Problem("source.entry_point", "torchrun runs Python entry points only (a .py file) on the local backend")
+        )
+    # channels
+    for name, channel in spec.channels.items():
+        where = f"channels.{name}.local_source"
+        if isinstance(channel, FSxChannel | EFSChannel) and channel.local_source is None:
+            kind = "FSx for Lustre" if isinstance(channel, FSxChannel) else "EFS"
+            problems.append(
+                Problem(
+                    where,
+                    f"an {channel.type} channel needs local_source on the local backend: the local path or file:// "
+                    f"URI standing in for {kind} {channel.file_system_id}:{channel.directory_path}",
+                )
+            )
+            continue
+        if isinstance(channel, S3Channel) and channel.local_source is None:
+            if not s3_available:
+                problems.append(
+                    Problem(
+                        where,
+                        f"no local_source and no AWS credentials to download {channel.uri}; set local_source to a "
+                        "local path or file:// URI",
+                    )
+                )
+            continue
+        assert channel.local_source is not None
+        path = local_path(channel.local_source, base)
+        if path is None:
+            if not s3_available:
+                problems.append(
+                    Problem(where, f"{channel.local_source} is on S3 and no AWS credentials were found")
+                )
+        elif check_paths and not path.exists():
+            problems.append(Problem(where, f"{path} does not exist"))
+        if isinstance(channel, S3Channel) and (channel.input_mode or spec.input_mode) == InputMode.PIPE:
+            warnings.append(f"channels.{name}: Pipe mode is emulated as File mode on the local backend")
+    # processes
+    hosts = spec.compute.count
+    ppn = dist.processes_per_host or 1
+    if strategy in TORCHRUN_STRATEGIES:
+        total = hosts * ppn
+        if total > cpu_count and not allow_oversubscribe:
+            problems.append(
+                Problem(
+                    "distribution.processes_per_host",
+                    f"{hosts} simulated host(s) x {ppn} process(es) per host = {total} processes, but this machine "
+                    f"has {cpu_count} CPU core(s); lower processes_per_host or compute.instance_count, or pass "
+                    "allow_oversubscribe=True to run more processes than cores",
+                )
+            )
+    elif dist.processes_per_host not in (None, 1):
+        warnings.append(
+            f"distribution.processes_per_host: ignored for strategy {strategy.value} (one process per host)"
+        )
+    return problems, warnings
+
+
+def plan_local_job(
+    spec: TrainingJobSpec,
+    job_name: str,
+    root: Path,
+    *,
+    cpu_count: int,
+    num_gpus: int = 0,
+    s3_available: bool = False,
+    base_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    master_port: int = 7777,
+) -> LocalJobPlan:
+    """Compute the whole local job (layout, config files, per-host environment, launch kind).
+
+    ``master_port`` is the rendezvous port (the launcher passes a free one; 7777 is SageMaker's).
+    Call :func:`validate_local` first: this function assumes a valid local spec.
+    """
+    base = base_dir or Path.cwd()
+    environ = dict(environ or {})
+    root = root.absolute()
+    job_dir = root / job_name
+    strategy = spec.distribution.strategy
+    groups = _groups(spec)
+    hosts = [h for _, _, group_hosts in groups for h in group_hosts]
+    _problems, warnings = validate_local(
+        spec, cpu_count=cpu_count, allow_oversubscribe=True, s3_available=s3_available, base_dir=base, check_paths=False
+    )
+
+    # torchrun hosts: the distribution group (heterogeneous) or every host
+    if strategy in TORCHRUN_STRATEGIES:
+        if spec.compute.instance_groups and spec.distribution.instance_group:
+            torchrun_hosts = next(h for n, _, h in groups if n == spec.distribution.instance_group)
+        else:
+            torchrun_hosts = list(hosts)
+    else:
+        torchrun_hosts = []
+    ppn = (spec.distribution.processes_per_host or 1) if strategy in TORCHRUN_STRATEGIES else 1
+
+    # the code
+    src = spec.source.source_dir
+    if src is None:
+        source_dir: str | None = str(base)
+    elif src.startswith("s3://"):
+        source_dir = src
+    else:
+        lp = local_path(src, base)
+        source_dir = str(lp) if lp is not None else None
+
+    first = host_layout(job_dir, 0)
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    hp_values: dict[str, Any] = dict(spec.hyperparameters)
+    hp_values.update(framework_hyperparameters(spec))
+    hp_values.update(
+        {
+            "sagemaker_program": spec.source.entry_point,
+            "sagemaker_submit_directory": str(first.code_dir),
+            "sagemaker_container_log_level": DEFAULT_LOG_LEVEL,
+            "sagemaker_job_name": job_name,
+        }
+    )
+    if region:
+        hp_values["sagemaker_region"] = region
+    hyperparameters_file = encode_hyperparameters(hp_values)
+    user_hps, framework_params, reserved = split_hyperparameters(hyperparameters_file)
+    user_args = to_cmd_args(user_hps)
+
+    # channels
+    input_data_config: dict[str, dict[str, str]] = {}
+    channel_sources: dict[str, str] = {}
+    for name, channel in spec.channels.items():
+        entry: dict[str, str] = {}
+        if channel.content_type:
+            entry["ContentType"] = channel.content_type
+        if isinstance(channel, S3Channel):
+            mode = (channel.input_mode or spec.input_mode).value
+            entry.update(
+                {
+                    "TrainingInputMode": mode,
+                    "S3DistributionType": channel.distribution,
+                    "RecordWrapperType": "None",
+                }
+            )
+            if channel.compression:
+                entry["CompressionType"] = channel.compression
+            source = channel.local_source or channel.uri
+        else:
+            entry.update(
+                {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+            )
+            assert channel.local_source is not None
+            source = channel.local_source
+        input_data_config[name] = entry
+        lp = local_path(source, base)
+        channel_sources[name] = str(lp) if lp is not None else source
+
+    # stores
+    checkpoint_store: Store | None = None
+    if spec.checkpoint is not None:
+        ck = spec.checkpoint
+        if ck.local_uri:
+            lp = local_path(ck.local_uri, base)
+            checkpoint_store = Store("local", str(lp)) if lp is not None else Store("s3", ck.local_uri.rstrip("/"))
+        elif s3_available:
+            checkpoint_store = Store("s3", ck.s3_uri.rstrip("/"))
+        else:
+            mirror = s3_mirror(root, ck.s3_uri)
+            checkpoint_store = Store("local", str(mirror))
+            warnings.append(
+                f"checkpoint: no AWS credentials; {ck.s3_uri} is kept in the local mirror {mirror} "
+                "(set checkpoint.local_uri to choose the directory)"
+            )
+    if spec.output is None:
+        output_store = Store("local", str(root / "_artifacts"))
+    elif spec.output.local_uri:
+        lp = local_path(spec.output.local_uri, base)
+        output_store = Store("local", str(lp)) if lp is not None else Store("s3", spec.output.local_uri.rstrip("/"))
+    elif s3_available:
+        output_store = Store("s3", spec.output.s3_path.rstrip("/"))
+    else:
+        mirror = s3_mirror(root, spec.output.s3_path)
+        output_store = Store("local", str(mirror))
+        warnings.append(
+            f"output: no AWS credentials; model.tar.gz goes to the local mirror {mirror} "
+            "(set output.local_uri to choose the directory)"
+        )
+
+    if spec.image.uri or spec.image.framework:
+        warnings.append(
+            "image: the local backend runs the entry point with this Python interpreter, not the training image"
+        )
+
+    instance_groups = [
+        {"instance_group_name": name, "instance_type": itype, "hosts": list(group_hosts)}
+        for name, itype, group_hosts in groups
+    ]
+    # distribution hosts (TT:environment.py#get_distribution_hosts)
+    if "sagemaker_distribution_instance_groups" in framework_params:
+        dist_groups = list(framework_params["sagemaker_distribution_instance_groups"])
+    elif any(framework_params.get(flag) for flag in DISTRIBUTION_FLAGS):
+        dist_groups = None  # per host: [current group]
+    else:
+        dist_groups = []
+
+    nic = "lo0" if sys.platform == "darwin" else "lo"
+    host_plans: list[HostPlan] = []
+    for index, host in enumerate(hosts):
+        group, itype, group_hosts = next(g for g in groups if host in g[2])
+        layout = host_layout(job_dir, index)
+        resource_config = {
+            "current_host": host,
+            "current_instance_type": itype,
+            "current_group_name": group,
+            "hosts": list(hosts),
+            "instance_groups": instance_groups,
+            "network_interface_name": nic,
+        }
+        host_dist_groups = [group] if dist_groups is None else dist_groups
+        distribution_hosts = [h for n, _, gh in groups if n in host_dist_groups for h in gh]
+        master = distribution_hosts[0] if distribution_hosts else hosts[0]
+        launch: Launch = "torchrun" if host in torchrun_hosts else "process"
+        env = _host_env(
+            spec=spec,
+            job_name=job_name,
+            job_arn=f"local://{job_dir}",
+            layout=layout,
+            host=host,
+            hosts=hosts,
+            group=group,
+            itype=itype,
+            group_hosts=group_hosts,
+            instance_groups=instance_groups,
+            dist_groups=host_dist_groups,
+            distribution_hosts=distribution_hosts,
+            master=master,
+            resource_config=resource_config,
+            input_data_config=input_data_config,
+            user_hps=user_hps,
+            framework_params=framework_params,
+            reserved=reserved,
+            user_args=user_args,
+            cpu_count=cpu_count,
+            num_gpus=num_gpus,
+            nic=nic,
+            master_port=master_port,
+            region=region,
+        )
+        host_plans.append(
+            HostPlan(
+                host=host,
+                index=index,
+                group=group,
+                instance_type=itype,
+                layout=layout,
+                launch=launch,
+                node_rank=torchrun_hosts.index(host) if launch == "torchrun" else None,
+                resource_config=resource_config,
+                env=env,
+            )
+        )
+
+    return LocalJobPlan(
+        job_name=job_name,
+        job_dir=job_dir,
+        root=root,
+        strategy=strategy,
+        hosts=hosts,
+        torchrun_hosts=torchrun_hosts,
+        processes_per_host=ppn,
+        entry_point=spec.source.entry_point,
+        source_dir=source_dir,
+        hyperparameters_file=hyperparameters_file,
+        input_data_config=input_data_config,
+        user_args=user_args,
+        channel_sources=channel_sources,
+        checkpoint_store=checkpoint_store,
+        output_store=output_store,
+        output_compression=spec.output.compression if spec.output else "GZIP",
+        metric_definitions=[(m.name, m.regex) for m in spec.metric_definitions],
+        host_plans=host_plans,
+        warnings=warnings,
+    )
+
+
+def _host_env(
+    *,
+    spec: TrainingJobSpec,
+    job_name: str,
+    job_arn: str,
+    layout: HostLayout,
+    host: str,
+    hosts: list[str],
+    group: str,
+    itype: str,
+    group_hosts: list[str],
+    instance_groups: list[dict[str, Any]],
+    dist_groups: list[str],
+    distribution_hosts: list[str],
+    master: str,
+    resource_config: dict[str, Any],
+    input_data_config: dict[str, dict[str, str]],
+    user_hps: dict[str, Any],
+    framework_params: dict[str, Any],
+    reserved: dict[str, Any],
+    user_args: list[str],
+    cpu_count: int,
+    num_gpus: int,
+    nic: str,
+    master_port: int,
+    region: str | None,
+) -> dict[str, str]:
+    """The environment of one host's script: platform, image, toolkit and PyTorch-DLC variables."""
+    entry = spec.source.entry_point
+    module_name = entry[: -len(".py")] if entry.endswith(".py") else entry
+    channels = sorted(input_data_config)
+    channel_dirs = {c: str(layout.channel_dir(c)) for c in input_data_config}
+    groups_dict = {g["instance_group_name"]: g for g in instance_groups}
+    training_env: dict[str, Any] = {
+        "additional_framework_parameters": framework_params,
+        "channel_input_dirs": channel_dirs,
+        "current_host": host,
+        "current_instance_group": group,
+        "current_instance_group_hosts": list(group_hosts),
+        "current_instance_type": itype,
+        "distribution_hosts": distribution_hosts,
+        "distribution_instance_groups": dist_groups,
+        "framework_module": None,
+        "hosts": hosts,
+        "hyperparameters": user_hps,
+        "input_config_dir": str(layout.input_config_dir),
+        "input_data_config": input_data_config,
+        "input_dir": str(layout.input_dir),
+        "instance_groups": [g["instance_group_name"] for g in instance_groups],
+        "instance_groups_dict": groups_dict,
+        "is_hetero": len(instance_groups) > 1,
+        "is_master": host == master,
+        "is_modelparallel_enabled": None,
+        "is_smddpmprun_installed": False,
+        "is_smddprun_installed": False,
+        "job_name": job_name,
+        "log_level": DEFAULT_LOG_LEVEL,
+        "master_hostname": master,
+        "model_dir": str(layout.model_dir),
+        "module_dir": str(layout.code_dir),
+        "module_name": module_name,
+        "network_interface_name": nic,
+        "num_cpus": cpu_count,
+        "num_gpus": num_gpus,
+        "num_neurons": 0,
+        "output_data_dir": str(layout.output_data_dir),
+        "output_dir": str(layout.output_dir),
+        "output_intermediate_dir": str(layout.output_intermediate_dir),
+        "resource_config": resource_config,
+        "topology": [],
+        "user_entry_point": entry,
+    }
+    env: dict[str, str] = {}
+    # platform: the request's Environment map and the job identity
+    env.update(spec.environment)
+    env["TRAINING_JOB_NAME"] = job_name
+    env["TRAINING_JOB_ARN"] = job_arn
+    # image ENV (PyTorch DLC)
+    env["PYTHONUNBUFFERED"] = "1"
+    # toolkit (TT:environment.py#Environment.__init__)
+    env["CURRENT_HOST"] = host
+    env["SAGEMAKER_JOB_NAME"] = str(reserved.get("sagemaker_job_name", ""))
+    if region:
+        env["SAGEMAKER_REGION"] = region
+    sm: dict[str, Any] = {
+        "hosts": hosts,
+        "network_interface_name": nic,
+        "hps": user_hps,
+        "user_entry_point": entry,
+        "framework_params": framework_params,
+        "resource_config": resource_config,
+        "input_data_config": input_data_config,
+        "output_data_dir": str(layout.output_data_dir),
+        "channels": channels,
+        "current_host": host,
+        "current_instance_type": itype,
+        "current_instance_group": group,
+        "current_instance_group_hosts": list(group_hosts),
+        "instance_groups": [g["instance_group_name"] for g in instance_groups],
+        "instance_groups_dict": groups_dict,
+        "distribution_instance_groups": dist_groups,
+        "is_hetero": len(instance_groups) > 1,
+        "module_name": module_name,
+        "log_level": DEFAULT_LOG_LEVEL,
+        "framework_module": "",
+        "input_dir": str(layout.input_dir),
+        "input_config_dir": str(layout.input_config_dir),
+        "output_dir": str(layout.output_dir),
+        "num_cpus": cpu_count,
+        "num_gpus": num_gpus,
+        "num_neurons": 0,
+        "model_dir": str(layout.model_dir),
+        "module_dir": str(layout.code_dir),
+        "training_env": training_env,
+        "user_args": user_args,
+        "output_intermediate_dir": str(layout.output_intermediate_dir),
+    }
+    for key, value in sm.items():
+        env[env_name(key)] = to_env_value(value) if key != "training_env" else _json(value)
+    for channel, directory in channel_dirs.items():
+        env[env_name(f"channel_{channel}")] = directory
+    for key, value in user_hps.items():
+        env[env_name(f"hp_{key}")] = to_env_value(value)
+    # ours: the checkpoint directory (the classic toolkit exports none) and a local-mode marker
+    env["SM_CHECKPOINT_DIR"] = str(layout.checkpoint_dir)
+    env["ADT_LOCAL_BACKEND"] = "1"
+    # PyTorch DLC (PT:training.py#train): NCCL and master variables; torchrun overrides MASTER_* for workers
+    env["NCCL_SOCKET_IFNAME"] = nic
+    env["NCCL_IB_DISABLE"] = "1"
+    env["NCCL_DEBUG"] = "WARN"
+    env["MASTER_ADDR"] = "127.0.0.1"  # stands in for the master host name, which does not resolve locally
+    env["MASTER_PORT"] = str(master_port)
+    env["PYTHONPATH"] = str(layout.code_dir)
+    return env
+
+
+def config_files(plan: LocalJobPlan, host: HostPlan) -> dict[str, Any]:
+    """The JSON files of one host's ``input/config`` directory (name -> content)."""
+    files: dict[str, Any] = {
+        "hyperparameters.json": plan.hyperparameters_file,
+        "inputdataconfig.json": plan.input_data_config,
+        "resourceconfig.json": host.resource_config,
+    }
+    if plan.checkpoint_store is not None:
+        files["checkpointconfig.json"] = {"LocalPath": str(host.layout.checkpoint_dir)}
+    return files
+
+
+# --------------------------------------------------------------------------- failure text
+
+_EXCEPTION_NAMES = sorted(
+    (n for n, o in vars(builtins).items() if isinstance(o, type) and issubclass(o, BaseException)),
+    key=len,
+    reverse=True,
+)
+
+
+def error_excerpt(lines: list[str]) -> str:
+    """Deduplicated lines from the first one naming a built-in exception (TT:process.py#watch)."""
+    start = None
+    for i, line in enumerate(lines):
+        if any(name in line for name in _EXCEPTION_NAMES if name not in ("Exception", "BaseException")) or (
+            "Exception" in line
+        ):
+            start = i
+            break
+    if start is None:
+        return ""
+    seen: set[str] = set()
+    out: list[str] = []
+    for line in lines[start:]:
+        if line not in seen:
+            seen.add(line)
+            out.append(line)
+    return "\n".join(out)
+
+
+def failure_text(exit_code: int, error_message: str, command: list[str]) -> str:
+    """TT:errors.py#_CalledProcessError.__str__ for ExecuteUserScriptError."""
+    text = f'ExecuteUserScriptError:\nExitCode {exit_code}\nErrorMessage "{error_message}"\nCommand "{" ".join(command)}"'
+    if exit_code in (137, -9):
+        text += '\nExtraInfo "OutOfMemory: Process killed by SIGKILL (signal 9)"'
+    return text

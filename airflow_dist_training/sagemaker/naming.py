@@ -1,0 +1,52 @@
+"""Deterministic, valid training-job names.
+
+A name is ``<sanitised base>-<run hash>`` (plus ``-r<n>`` when an earlier job of the same run ended
+in failure and a new one is started). The run hash comes from the Airflow run identity
+(dag_id, task_id, run_id, map_index), so a retry computes the same name and finds its job, while two
+runs never collide. Names always match the API pattern ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}``.
+
+We deliberately differ from the SageMaker SDK, which appends a timestamp (so a retry can never find
+the earlier job) and does not sanitise the base (``my_job`` is rejected by the API).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MAX_NAME_LENGTH = 63
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_HASH_LENGTH = 10
+
+
+def run_identity(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
+    """The stable identity of one task in one DAG run (the same across its tries)."""
+    return f"{dag_id}:{task_id}:{run_id}:{map_index}"
+
+
+def sanitise_base(base: str) -> str:
+    """Map any text onto the job-name alphabet: runs of other characters become one hyphen."""
+    cleaned = re.sub(r"[^a-zA-Z0-9]+", "-", base).strip("-")
+    return cleaned or "job"
+
+
+def job_name(base: str, identity: str, generation: int = 1) -> str:
+    """The job name for ``identity``; ``generation`` > 1 after an earlier job of this run failed."""
+    if generation < 1:
+        raise ValueError("generation must be >= 1")
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:_HASH_LENGTH]
+    suffix = f"-{digest}" + (f"-r{generation}" if generation > 1 else "")
+    head = sanitise_base(base)[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") or "job"
+    name = head + suffix
+    assert NAME_PATTERN.match(name), name
+    return name
+
+
+def job_name_problems(name: str) -> list[str]:
+    """Why ``name`` is not a valid TrainingJobName (empty when valid)."""
+    problems = []
+    if len(name) > MAX_NAME_LENGTH:
+        problems.append(f"is {len(name)} characters; the API allows at most {MAX_NAME_LENGTH}")
+    if not NAME_PATTERN.match(name[:MAX_NAME_LENGTH] or "-"):
+        problems.append("must match [a-zA-Z0-9](-*[a-zA-Z0-9]){0,62} (letters, digits, inner hyphens)")
+    return problems

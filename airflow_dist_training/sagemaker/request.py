@@ -1,0 +1,470 @@
+"""Plan a SageMaker training job: spec -> the exact ``CreateTrainingJob`` request, plus what to know.
+
+Pure: no AWS call, no Airflow import. ``plan_training_job`` validates (collecting every problem),
+resolves the image, encodes the distribution strategy the way the SageMaker Python SDK v2 does,
+and reports the cluster size, global batch, warnings and an on-demand cost upper bound.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.sagemaker import launcher
+from airflow_dist_training.sagemaker.catalog import hourly_price, is_trainium, lookup_instance, price_table
+from airflow_dist_training.sagemaker.images import ImageResolutionError, resolve_image_uri
+from airflow_dist_training.sagemaker.naming import job_name_problems
+from airflow_dist_training.sagemaker.preflight import (
+    check_hyperparameters,
+    check_spec,
+    errors_only,
+    warnings_only,
+)
+from airflow_dist_training.sagemaker.strategies import (
+    StrategyContext,
+    check_distribution,
+    distribution_hyperparameters,
+    model_parallel_degree,
+    uses_mpi,
+)
+from airflow_dist_training.spec.training import (
+    EFSChannel,
+    FSxChannel,
+    S3Channel,
+    Strategy,
+    TrainingJobSpec,
+)
+
+# The SDK leaves DebugHookConfig/ProfilerConfig out in these regions (fw_utils.DEBUGGER_UNSUPPORTED_REGIONS).
+DEBUGGER_UNSUPPORTED_REGIONS = ("us-iso-east-1", "us-isob-east-1", "ap-southeast-3", "ap-southeast-4", "eu-south-2", "me-central-1", "ap-south-2", "eu-central-2", "us-gov-east-1")
+CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SDK sends it
+RUN_IDENTITY_TAG = "airflow-dist-training:run-identity"
+SOURCE_TARBALL = "sourcedir.tar.gz"
+
+
+@dataclass(frozen=True)
+class Upload:
+    """Something the operator must put in S3 before ``CreateTrainingJob``."""
+
+    s3_uri: str
+    kind: str  # "source" (pack local_path as sourcedir.tar.gz) or "file"
+    local_path: str | None = None
+    content: bytes | None = None
+    kms_key: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """The scaling facts of the SageMaker distributed-training guide."""
+
+    instances: int
+    devices_per_instance: dict[str, int]  # instance type -> devices (GPUs / NeuronCores / 1)
+    cluster_size: int  # instances x devices per instance
+    processes: int  # processes the launcher starts in total
+    model_parallel_degree: int
+    replicas: int  # data-parallel replicas = processes / model-parallel degree
+    per_device_batch_size: int | None
+    global_batch_size: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    job_name: str
+    region: str
+    request: dict[str, Any]
+    cluster: ClusterFacts
+    uploads: list[Upload] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    cost_bound_usd: float | None = None
+    cost_note: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "job_name": self.job_name,
+            "region": self.region,
+            "image": self.request["AlgorithmSpecification"].get("TrainingImage"),
+            "cluster": self.cluster.as_dict(),
+            "cost_bound_usd": self.cost_bound_usd,
+            "cost_note": self.cost_note,
+            "warnings": [str(w) for w in self.warnings],
+            "uploads": [u.s3_uri for u in self.uploads],
+        }
+
+
+def _s3_join(*parts: str) -> str:
+    """The SDK's ``s3_path_join``: join with single slashes, keep the ``s3://`` scheme."""
+    cleaned = [p.strip("/") for p in parts if p and p.strip("/")]
+    joined = "/".join(cleaned)
+    return joined.replace("s3:/", "s3://", 1) if joined.startswith("s3:/") and not joined.startswith("s3://") else joined
+
+
+def _bucket(uri: str) -> str:
+    return uri[len("s3://") :].split("/", 1)[0]
+
+
+def encode_hyperparameter(value: Any) -> str:
+    """SDK v2 script mode: every value is ``json.dumps``-ed (strings get quotes, bools become true)."""
+    return json.dumps(value)
+
+
+def plan_training_job(
+    spec: TrainingJobSpec,
+    *,
+    job_name: str,
+    region: str,
+    run_identity: str | None = None,
+) -> TrainingPlan:
+    """Validate ``spec`` and build the exact ``CreateTrainingJob`` request.
+
+    Raises ``SpecValidationError`` listing every error (warnings go to ``plan.warnings``).
+    """
+    problems: list[Problem] = []
+    problems += [Problem("name", f"job name {job_name!r} {m}") for m in job_name_problems(job_name)]
+    problems += check_spec(spec)
+    if spec.output is None:
+        problems.append(Problem("output.s3_path", "is required for SageMaker jobs (where model.tar.gz goes)"))
+    if spec.role_arn is None:
+        problems.append(Problem("role_arn", "is required for SageMaker jobs (the execution role SageMaker assumes)"))
+    if spec.source.source_dir is None:
+        problems.append(Problem("source.source_dir", "is required for SageMaker jobs: a local directory or an s3:// tarball"))
+
+    strategy = spec.distribution.strategy
+    # Heterogeneous clusters: the image follows the group that runs the distributed job.
+    group_types = {g.name: g.instance_type for g in spec.compute.groups}
+    first_type = group_types.get(spec.distribution.instance_group or "", spec.compute.groups[0].instance_type)
+    image_uri = ""
+    try:
+        image_uri = resolve_image_uri(
+            spec.image, region=region, instance_type=first_type, smp_v2=strategy == Strategy.SMP_V2
+        )
+    except ImageResolutionError as exc:
+        problems.append(Problem("image.framework_version", str(exc)))
+    ctx = StrategyContext(spec=spec, image_uri=image_uri)
+    check_distribution(ctx)
+    problems += ctx.problems
+    if errors_only(problems):
+        raise SpecValidationError(errors_only(problems))
+
+    assert spec.output is not None and spec.role_arn is not None and spec.source.source_dir is not None
+    uploads: list[Upload] = []
+    request: dict[str, Any] = {"TrainingJobName": job_name}
+    algorithm: dict[str, Any] = {"TrainingInputMode": spec.input_mode.value, "TrainingImage": image_uri}
+    if spec.metric_definitions:
+        algorithm["MetricDefinitions"] = [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions]
+    if spec.image.framework_version is not None and strategy != Strategy.LAUNCHER:
+        algorithm["EnableSageMakerMetricsTimeSeries"] = True
+    request["AlgorithmSpecification"] = algorithm
+    request["RoleArn"] = spec.role_arn
+    output: dict[str, Any] = {"S3OutputPath": spec.output.s3_path}
+    if spec.output.kms_key:
+        output["KmsKeyId"] = spec.output.kms_key
+    if spec.output.compression == "NONE":
+        output["CompressionType"] = "NONE"
+    request["OutputDataConfig"] = output
+    request["ResourceConfig"] = _resource_config(spec)
+    stopping: dict[str, Any] = {"MaxRuntimeInSeconds": spec.stopping.max_runtime_seconds}
+    if spec.spot.enabled and spec.spot.max_wait_seconds is not None:
+        stopping["MaxWaitTimeInSeconds"] = spec.spot.max_wait_seconds
+    request["StoppingCondition"] = stopping
+
+    channels = [_channel(name, ch) for name, ch in spec.channels.items()]
+    source_uri = _source_uri(spec, job_name, uploads)
+    if strategy == Strategy.LAUNCHER:
+        hyperparameters = {k: launcher.encode_hyperparameter(v) for k, v in spec.hyperparameters.items()}
+        launch = launcher.plan_launch(spec, job_name=job_name, source_uri=source_uri)
+        algorithm.update(launch.algorithm)
+        channels += launch.channels
+        uploads += launch.uploads
+    else:
+        hyperparameters = _script_mode_hyperparameters(spec, ctx, job_name, region, source_uri)
+        if spec.network.network_isolation:
+            channels.append(_code_channel(source_uri))
+    problems += check_hyperparameters(spec, hyperparameters)
+    if errors_only(problems):
+        raise SpecValidationError(errors_only(problems))
+    if hyperparameters:
+        request["HyperParameters"] = hyperparameters
+    if channels:
+        request["InputDataConfig"] = channels
+    if spec.environment:
+        request["Environment"] = dict(spec.environment)
+    if spec.network.subnets and spec.network.security_group_ids:
+        request["VpcConfig"] = {"Subnets": list(spec.network.subnets), "SecurityGroupIds": list(spec.network.security_group_ids)}
+    if spec.network.network_isolation:
+        request["EnableNetworkIsolation"] = True
+    if spec.network.inter_container_encryption:
+        request["EnableInterContainerTrafficEncryption"] = True
+    if spec.spot.enabled:
+        request["EnableManagedSpotTraining"] = True
+    if spec.checkpoint is not None:
+        checkpoint: dict[str, Any] = {"S3Uri": spec.checkpoint.s3_uri}
+        if spec.checkpoint.local_path:
+            checkpoint["LocalPath"] = spec.checkpoint.local_path
+        request["CheckpointConfig"] = checkpoint
+    request.update(_debugger_configs(spec, region))
+    if spec.tensorboard is not None:
+        tensorboard: dict[str, Any] = {"S3OutputPath": spec.tensorboard.s3_path}
+        if spec.tensorboard.local_path:
+            tensorboard["LocalPath"] = spec.tensorboard.local_path
+        request["TensorBoardOutputConfig"] = tensorboard
+    if spec.max_retry_attempts is not None:
+        request["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
+    tags = dict(spec.tags)
+    if run_identity is not None:
+        tags[RUN_IDENTITY_TAG] = run_identity
+    if tags:
+        request["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+
+    cluster = cluster_facts(spec)
+    problems += scaling_warnings(spec, cluster)
+    problems += _efa_warnings(spec)
+    if spec.distribution.processes_per_host and strategy in (Strategy.TORCH_DISTRIBUTED, Strategy.SMP_V2, Strategy.SMDDP, Strategy.PYTORCHDDP):
+        problems.append(
+            Problem(
+                "distribution.processes_per_host",
+                f"is used by the local backend only: on SageMaker, {strategy.value} starts one process per device",
+                severity="warning",
+            )
+        )
+    cost, note = cost_bound(spec, region)
+    return TrainingPlan(
+        job_name=job_name,
+        region=region,
+        request=request,
+        cluster=cluster,
+        uploads=uploads,
+        warnings=warnings_only(problems),
+        cost_bound_usd=cost,
+        cost_note=note,
+    )
+
+
+def _resource_config(spec: TrainingJobSpec) -> dict[str, Any]:
+    compute = spec.compute
+    resource: dict[str, Any] = {"VolumeSizeInGB": compute.volume_size_gb}
+    if compute.volume_kms_key:
+        resource["VolumeKmsKeyId"] = compute.volume_kms_key
+    if compute.keep_alive_seconds is not None:
+        resource["KeepAlivePeriodInSeconds"] = compute.keep_alive_seconds
+    if compute.instance_groups:
+        resource["InstanceGroups"] = [
+            {"InstanceGroupName": g.name, "InstanceType": g.instance_type, "InstanceCount": g.instance_count}
+            for g in compute.instance_groups
+        ]
+    else:
+        resource["InstanceCount"] = compute.count
+        resource["InstanceType"] = compute.instance_type
+    return resource
+
+
+def _channel(name: str, channel: S3Channel | FSxChannel | EFSChannel) -> dict[str, Any]:
+    if isinstance(channel, S3Channel):
+        source: dict[str, Any] = {
+            "S3DataType": channel.data_type,
+            "S3Uri": channel.uri,
+            "S3DataDistributionType": channel.distribution,
+        }
+        if channel.instance_groups:
+            source["InstanceGroupNames"] = list(channel.instance_groups)
+        entry: dict[str, Any] = {"ChannelName": name, "DataSource": {"S3DataSource": source}}
+        if channel.compression:
+            entry["CompressionType"] = channel.compression
+        if channel.content_type:
+            entry["ContentType"] = channel.content_type
+        if channel.input_mode is not None:
+            entry["InputMode"] = channel.input_mode.value
+        return entry
+    fs_type = "FSxLustre" if isinstance(channel, FSxChannel) else "EFS"
+    entry = {
+        "ChannelName": name,
+        "DataSource": {
+            "FileSystemDataSource": {
+                "FileSystemId": channel.file_system_id,
+                "FileSystemType": fs_type,
+                "DirectoryPath": channel.directory_path,
+                "FileSystemAccessMode": channel.access_mode,
+            }
+        },
+    }
+    if channel.content_type:
+        entry["ContentType"] = channel.content_type
+    return entry
+
+
+def _source_uri(spec: TrainingJobSpec, job_name: str, uploads: list[Upload]) -> str:
+    """Where the code tarball is: the user's s3:// tarball, or where we upload the packed directory.
+
+    Same place as the SDK: ``s3://<output bucket>/<job name>/source/sourcedir.tar.gz``.
+    """
+    source_dir = spec.source.source_dir
+    assert source_dir is not None and spec.output is not None
+    if source_dir.startswith("s3://"):
+        return source_dir
+    uri = f"s3://{_bucket(spec.output.s3_path)}/{job_name}/source/{SOURCE_TARBALL}"
+    local = source_dir[len("file://") :] if source_dir.startswith("file://") else source_dir
+    uploads.append(Upload(s3_uri=uri, kind="source", local_path=local, kms_key=spec.output.kms_key))
+    return uri
+
+
+def _code_channel(source_uri: str) -> dict[str, Any]:
+    return {
+        "ChannelName": "code",
+        "DataSource": {
+            "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": source_uri, "S3DataDistributionType": "FullyReplicated"}
+        },
+    }
+
+
+def _script_mode_hyperparameters(
+    spec: TrainingJobSpec, ctx: StrategyContext, job_name: str, region: str, source_uri: str
+) -> dict[str, str]:
+    submit = "/opt/ml/input/data/code/sourcedir.tar.gz" if spec.network.network_isolation else source_uri
+    encoded = {key: encode_hyperparameter(value) for key, value in spec.hyperparameters.items()}
+    encoded.update(
+        {
+            "sagemaker_submit_directory": encode_hyperparameter(submit),
+            "sagemaker_program": encode_hyperparameter(spec.source.entry_point),
+            "sagemaker_container_log_level": encode_hyperparameter(CONTAINER_LOG_LEVEL),
+            "sagemaker_job_name": encode_hyperparameter(job_name),
+            "sagemaker_region": encode_hyperparameter(region),
+        }
+    )
+    encoded.update(distribution_hyperparameters(ctx))
+    if spec.image.framework == "tensorflow" and "model_dir" not in spec.hyperparameters:
+        assert spec.output is not None
+        model_dir = "/opt/ml/model" if uses_mpi(spec.distribution.strategy) else _s3_join(spec.output.s3_path, job_name, "model")
+        encoded["model_dir"] = encode_hyperparameter(model_dir)
+    return encoded
+
+
+def _is_distributed(spec: TrainingJobSpec) -> bool:
+    # The SDK's PyTorch estimator always carries a distribution dict, so it counts as distributed.
+    return spec.compute.count > 1 or spec.image.framework == "pytorch" or spec.distribution.strategy != Strategy.NONE
+
+
+def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
+    """DebugHookConfig and ProfilerConfig, with the SDK's defaults and exclusions."""
+    if spec.distribution.strategy == Strategy.LAUNCHER:
+        return {}  # like ModelTrainer: no Debugger or Profiler configs
+    assert spec.output is not None
+    configs: dict[str, Any] = {}
+    supported_region = region not in DEBUGGER_UNSUPPORTED_REGIONS
+    hook = spec.debugger.hook and supported_region
+    if hook and spec.checkpoint is not None and spec.checkpoint.local_path and _is_distributed(spec):
+        hook = False  # SMDebug does not support distributed jobs with checkpointing (SDK rule)
+    if hook and spec.image.framework == "tensorflow" and spec.distribution.strategy == Strategy.PARAMETER_SERVER:
+        hook = False
+    if hook:
+        configs["DebugHookConfig"] = {"S3OutputPath": spec.output.s3_path, "CollectionConfigurations": []}
+    trainium = any(is_trainium(g.instance_type) for g in spec.compute.groups)
+    if not spec.debugger.profiler or trainium or not supported_region:
+        configs["ProfilerConfig"] = {"DisableProfiler": True}
+    else:
+        configs["ProfilerConfig"] = {"S3OutputPath": spec.output.s3_path, "DisableProfiler": False}
+    return configs
+
+
+def cluster_facts(spec: TrainingJobSpec) -> ClusterFacts:
+    devices: dict[str, int] = {}
+    cluster_size = 0
+    processes = 0
+    per_host = spec.distribution.processes_per_host
+    for group in spec.compute.groups:
+        info = lookup_instance(group.instance_type)
+        count = info.devices if info else 1
+        devices[group.instance_type] = count
+        cluster_size += group.instance_count * count
+        processes += group.instance_count * (per_host or count)
+    if spec.distribution.strategy == Strategy.NONE:
+        processes = spec.compute.count
+    if spec.distribution.strategy == Strategy.PARAMETER_SERVER:
+        processes = spec.compute.count  # one worker per host
+    mp = model_parallel_degree(spec)
+    replicas = max(processes // mp, 1)
+    per_device = global_batch = None
+    if spec.batch is not None:
+        if spec.batch.per_device_batch_size is not None:
+            per_device = spec.batch.per_device_batch_size
+            global_batch = per_device * replicas
+        elif spec.batch.global_batch_size is not None:
+            global_batch = spec.batch.global_batch_size
+            per_device = global_batch // replicas
+    return ClusterFacts(
+        instances=spec.compute.count,
+        devices_per_instance=devices,
+        cluster_size=cluster_size,
+        processes=processes,
+        model_parallel_degree=mp,
+        replicas=replicas,
+        per_device_batch_size=per_device,
+        global_batch_size=global_batch,
+    )
+
+
+def scaling_warnings(spec: TrainingJobSpec, cluster: ClusterFacts) -> list[Problem]:
+    batch = spec.batch
+    if batch is None:
+        return []
+    problems = []
+    if batch.global_batch_size is not None and batch.global_batch_size % cluster.replicas:
+        problems.append(
+            Problem(
+                "batch.global_batch_size",
+                f"{batch.global_batch_size} is not divisible by the {cluster.replicas} data-parallel replicas",
+                severity="warning",
+            )
+        )
+    if (
+        batch.min_per_device_batch_size is not None
+        and cluster.per_device_batch_size is not None
+        and cluster.per_device_batch_size < batch.min_per_device_batch_size
+    ):
+        problems.append(
+            Problem(
+                "batch.min_per_device_batch_size",
+                f"the per-device batch drops to {cluster.per_device_batch_size} on {cluster.replicas} replicas "
+                f"(global batch {cluster.global_batch_size}), below your minimum of {batch.min_per_device_batch_size}; "
+                "convergence may break: raise the global batch (and learning rate) or use fewer devices",
+                severity="warning",
+            )
+        )
+    return problems
+
+
+def _efa_warnings(spec: TrainingJobSpec) -> list[Problem]:
+    if spec.compute.count < 2 or spec.distribution.strategy == Strategy.NONE:
+        return []
+    problems = []
+    for group in spec.compute.groups:
+        info = lookup_instance(group.instance_type)
+        if info is not None and info.accelerator != "cpu" and not info.efa:
+            problems.append(
+                Problem(
+                    "compute.instance_type",
+                    f"{group.instance_type} has no EFA: multi-node gradient exchange runs over TCP and may dominate step time",
+                    severity="warning",
+                )
+            )
+    return problems
+
+
+def cost_bound(spec: TrainingJobSpec, region: str) -> tuple[float | None, str]:
+    """Upper bound of on-demand cost: instances x hourly price x MaxRuntime (spot only lowers it)."""
+    hours = spec.stopping.max_runtime_seconds / 3600
+    total = 0.0
+    for group in spec.compute.groups:
+        price = hourly_price(group.instance_type)
+        if price is None:
+            return None, f"no price for {group.instance_type} in the price table"
+        total += group.instance_count * price * hours
+    note = f"on-demand list prices ({price_table()['region']}) x max runtime {hours:g} h"
+    if region != price_table()["region"]:
+        note += f"; prices for {region} may differ"
+    if spec.compute.keep_alive_seconds:
+        note += "; warm-pool keep-alive time is billed on top"
+    return round(total, 2), note

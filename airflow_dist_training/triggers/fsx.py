@@ -1,0 +1,120 @@
+"""Deferrable wait for an FSx data repository task, logging progress as it changes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_dist_training.fsx.progress import NON_TERMINAL, failure_message, format_progress, task_progress
+
+
+class FSxDataRepositoryTaskTrigger(BaseTrigger):
+    """Poll ``DescribeDataRepositoryTasks`` until the task is SUCCEEDED, FAILED or CANCELED.
+
+    Logs ``total/succeeded/failed`` (and released capacity for release tasks) whenever they change.
+    Yields one event: ``{"status": "success" | "failed" | "canceled" | "timeout" | "error",
+    "fsx_task_id", "progress", "message"}``; ``progress["report_uri"]`` is the completion report.
+
+    :param fsx_task_id: The data repository task id (``task-...``).
+    :param poll_interval: Seconds between describe calls.
+    :param max_attempts: Give up (``status: timeout``) after this many polls; ``None`` never.
+    :param aws_conn_id: The Airflow AWS connection.
+    :param region_name: AWS region.
+    :param verify: SSL verification setting.
+    :param botocore_config: Extra botocore client configuration.
+    """
+
+    def __init__(
+        self,
+        fsx_task_id: str,
+        poll_interval: float = 30,
+        max_attempts: int | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.fsx_task_id = fsx_task_id
+        self.poll_interval = poll_interval
+        self.max_attempts = max_attempts
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "fsx_task_id": self.fsx_task_id,
+                "poll_interval": self.poll_interval,
+                "max_attempts": self.max_attempts,
+                "aws_conn_id": self.aws_conn_id,
+                "region_name": self.region_name,
+                "verify": self.verify,
+                "botocore_config": self.botocore_config,
+            },
+        )
+
+    def _hook(self) -> Any:
+        from airflow_dist_training.hooks.fsx import FSxHook
+
+        return FSxHook(
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            botocore_config=self.botocore_config,
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_dist_training.hooks.fsx import _clean
+
+        attempts = 0
+        last_line = None
+        try:
+            async with await self._hook().get_async_conn() as client:
+                while True:
+                    response = await client.describe_data_repository_tasks(TaskIds=[self.fsx_task_id])
+                    task = _clean(response["DataRepositoryTasks"][0])
+                    progress = task_progress(task)
+                    line = format_progress(progress)
+                    if line != last_line:
+                        self.log.info("%s", line)
+                        last_line = line
+                    lifecycle = progress["lifecycle"]
+                    if lifecycle not in NON_TERMINAL:
+                        ok = lifecycle == "SUCCEEDED"
+                        yield TriggerEvent(
+                            {
+                                "status": "success" if ok else str(lifecycle).lower(),
+                                "fsx_task_id": self.fsx_task_id,
+                                "progress": progress,
+                                "message": line if ok else failure_message(progress),
+                            }
+                        )
+                        return
+                    attempts += 1
+                    if self.max_attempts is not None and attempts >= self.max_attempts:
+                        yield TriggerEvent(
+                            {
+                                "status": "timeout",
+                                "fsx_task_id": self.fsx_task_id,
+                                "progress": progress,
+                                "message": f"FSx task {self.fsx_task_id} still {lifecycle} after {attempts} polls",
+                            }
+                        )
+                        return
+                    await asyncio.sleep(self.poll_interval)
+        except Exception as exc:
+            yield TriggerEvent(
+                {
+                    "status": "error",
+                    "fsx_task_id": self.fsx_task_id,
+                    "progress": None,
+                    "message": f"{type(exc).__name__}: {exc}",
+                }
+            )

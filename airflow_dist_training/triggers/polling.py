@@ -1,0 +1,544 @@
+"""One shared SageMaker poller per (event loop, AWS connection, region) in a triggerer process.
+
+Why: a triggerer runs up to 1,000 triggers in one event loop. If each of them called
+``DescribeTrainingJob`` every 30 s that would be 33 requests/s, and SageMaker throttles far below
+that. Instead every :class:`~airflow_dist_training.triggers.training.TrainingJobTrigger` subscribes
+to the poller for its connection and region, and the poller:
+
+* describes a job once when it is first watched (its state, secondary-status timeline and the
+  server-side ``LastModifiedTime`` that seeds the list watermark);
+* every cycle lists the jobs modified since the watermark with ``ListTrainingJobs``
+  (``LastModifiedTimeAfter``, 100 per page, following ``NextToken``) and describes **only** the
+  watched jobs whose ``(TrainingJobStatus, SecondaryStatus, LastModifiedTime)`` changed;
+* every ``reconcile_every`` cycles lists ``StatusEquals=InProgress`` and ``Stopping`` and
+  describes any watched, non-terminal job missing from both (a safety net that does not rely on
+  ``LastModifiedTime`` being updated);
+* falls back to one describe per job per cycle if ``ListTrainingJobs`` is denied by IAM.
+
+Cadence: the cycle interval is the smallest ``poll_interval`` of the subscribers, so a completion
+is seen within one poll interval. It halves while something changed in the last cycle or a job is
+in a pre-terminal state (``Uploading``, ``Stopping``), and backs off exponentially (with jitter, up
+to 8x) while SageMaker throttles. With nothing to watch the poller task ends and its clients close.
+
+Transient errors (throttling, 5xx, network) never reach a trigger; they only slow the poller down.
+Permanent errors for one job (e.g. ``ValidationException`` "Requested resource not found",
+``AccessDeniedException``) are published to that job's watchers only.
+
+Log streaming stays per trigger (it is per job anyway) but reuses the poller's CloudWatch Logs client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import random
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
+#: SecondaryStatus values after which a terminal status is usually near.
+PRE_TERMINAL_SECONDARY = frozenset({"Uploading", "Stopping", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"})
+
+_THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "SlowDown",
+        "PriorRequestNotComplete",
+    }
+)
+_TRANSIENT_CODES = _THROTTLING_CODES | frozenset(
+    {"InternalFailure", "InternalServerError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException"}
+)
+
+ClientFactory = Callable[[str], Awaitable[AbstractAsyncContextManager[Any]]]
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The AWS error code of a botocore ``ClientError`` (None for anything else)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        return str(code) if code is not None else None
+    return None
+
+
+def is_throttling(exc: BaseException) -> bool:
+    return error_code(exc) in _THROTTLING_CODES
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: throttling, AWS 5xx, timeouts and connection problems."""
+    code = error_code(exc)
+    if code is not None:
+        if code in _TRANSIENT_CODES:
+            return True
+        status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return isinstance(status, int) and status >= 500
+    if isinstance(exc, (TimeoutError, ConnectionError, OSError)):
+        return True
+    try:
+        from botocore.exceptions import (
+            ConnectionError as BotoConnectionError,
+            HTTPClientError,
+            NoCredentialsError,
+        )
+    except ImportError:  # pragma: no cover - botocore is a dependency
+        return False
+    # NoCredentialsError is transient in a triggerer: instance-profile credentials can lag.
+    if isinstance(exc, (BotoConnectionError, HTTPClientError, NoCredentialsError)):
+        return True
+    try:
+        import aiohttp
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, aiohttp.ClientError)
+
+
+class Backoff:
+    """Exponential backoff with full jitter: ``uniform(base, min(cap, base * 2**n))``."""
+
+    def __init__(self, base: float, cap: float) -> None:
+        self.base = base
+        self.cap = cap
+        self.failures = 0
+
+    def failure(self) -> float:
+        self.failures += 1
+        upper = min(self.cap, self.base * (2**self.failures))
+        return random.uniform(min(self.base, upper), upper)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+async def call_with_retry(
+    fn: Callable[[], Awaitable[Any]],
+    *,
+    what: str,
+    base: float = 0.5,
+    cap: float = 20.0,
+    max_attempts: int | None = 8,
+    logger: logging.Logger | None = None,
+) -> Any:
+    """Await ``fn()``; retry transient errors with backoff, re-raise anything else."""
+    backoff = Backoff(base, cap)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await fn()
+        except Exception as exc:
+            if not is_transient(exc) or (max_attempts is not None and attempt >= max_attempts):
+                raise
+            delay = backoff.failure()
+            (logger or log).info("%s: transient error (%s), retrying in %.2fs", what, exc, delay)
+            await asyncio.sleep(delay)
+
+
+def _as_utc(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+    return None
+
+
+async def default_client_factory(
+    aws_conn_id: str | None, region_name: str | None
+) -> Callable[[str], Awaitable[AbstractAsyncContextManager[Any]]]:
+    """Build aiobotocore clients through the Amazon provider's ``AwsBaseHook``.
+
+    The connection's own botocore config (endpoint, proxies, timeouts) is kept; only retries are
+    switched off, because the poller does its own throttling-aware backoff and must count its calls.
+    """
+
+    async def factory(client_type: str) -> AbstractAsyncContextManager[Any]:
+        from asgiref.sync import sync_to_async
+
+        def build() -> AbstractAsyncContextManager[Any]:
+            from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+            from botocore.config import Config
+
+            ours = Config(retries={"total_max_attempts": 1})
+            probe = AwsBaseHook(aws_conn_id=aws_conn_id, client_type=client_type, region_name=region_name)
+            user_cfg = probe.conn_config.botocore_config if aws_conn_id else None
+            hook = AwsBaseHook(
+                aws_conn_id=aws_conn_id,
+                client_type=client_type,
+                region_name=region_name,
+                config=user_cfg.merge(ours) if user_cfg is not None else ours,
+            )
+            return hook.get_client_type(region_name=hook.region_name, deferrable=True)  # type: ignore[no-any-return]
+
+        return await sync_to_async(build)()
+
+    return factory
+
+
+class JobWatch:
+    """A trigger's subscription to one job. Updated by the poller; awaited by the trigger."""
+
+    def __init__(self, poller: TrainingJobPoller, job_name: str, interval: float) -> None:
+        self.poller = poller
+        self.job_name = job_name
+        self.interval = interval
+        #: Latest ``DescribeTrainingJob`` response (None until the first describe).
+        self.description: dict[str, Any] | None = None
+        #: A permanent error for this job (the trigger reports it as an "error" event).
+        self.error: BaseException | None = None
+        self.version = 0
+        self._changed = asyncio.Event()
+
+    def _publish(self, description: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
+        if description is not None:
+            self.description = description
+        if error is not None:
+            self.error = error
+        self.version += 1
+        self._changed.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until the poller publishes something new or ``timeout`` passes. True on news."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout=max(0.0, timeout))
+        except TimeoutError:
+            return False
+        finally:
+            self._changed.clear()
+        return True
+
+
+@dataclass
+class _JobState:
+    key: tuple[Any, ...] | None = None  # (status, secondary, last_modified) as last seen
+    description: dict[str, Any] | None = None
+    watches: set[JobWatch] = field(default_factory=set)
+    failed_describes: int = 0
+
+    @property
+    def status(self) -> str | None:
+        return None if self.description is None else self.description.get("TrainingJobStatus")
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass
+class PollerStats:
+    cycles: int = 0
+    list_calls: int = 0
+    describe_calls: int = 0
+    throttled: int = 0
+    errors: int = 0
+
+
+class TrainingJobPoller:
+    """Refreshes every watched training job of one (connection, region) with few API calls."""
+
+    def __init__(
+        self,
+        aws_conn_id: str | None,
+        region_name: str | None,
+        *,
+        client_factory: ClientFactory | None = None,
+        reconcile_every: int = 10,
+        watermark_overlap: float = 300.0,
+        page_size: int = 100,
+        max_pages: int = 100,
+        describe_concurrency: int = 10,
+        max_backoff_factor: float = 8.0,
+    ) -> None:
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.reconcile_every = reconcile_every
+        self.watermark_overlap = dt.timedelta(seconds=watermark_overlap)
+        self.page_size = page_size
+        self.max_pages = max_pages
+        self.max_backoff_factor = max_backoff_factor
+        self.stats = PollerStats()
+        self._client_factory = client_factory
+        self._jobs: dict[str, _JobState] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._clients: dict[str, Any] = {}
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._client_lock = asyncio.Lock()
+        self._describe_sem = asyncio.Semaphore(describe_concurrency)
+        self._watermark: dt.datetime | None = None
+        self._list_allowed = True
+        self._changed_last_cycle = False
+        self._throttled_this_cycle = False
+        self._throttle_failures = 0
+
+    # -- subscriptions ---------------------------------------------------------------------------
+    @property
+    def watched_jobs(self) -> list[str]:
+        return list(self._jobs)
+
+    def subscribe(self, job_name: str, interval: float) -> JobWatch:
+        watch = JobWatch(self, job_name, interval)
+        state = self._jobs.setdefault(job_name, _JobState())
+        state.watches.add(watch)
+        if state.description is not None:
+            watch._publish(state.description)
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"sagemaker-poller-{self.aws_conn_id}-{self.region_name}"
+            )
+        return watch
+
+    def unsubscribe(self, watch: JobWatch) -> None:
+        state = self._jobs.get(watch.job_name)
+        if state is None:
+            return
+        state.watches.discard(watch)
+        if not state.watches:
+            del self._jobs[watch.job_name]
+        if not self._jobs:
+            self._wake.set()  # let the loop notice and shut down
+
+    def base_interval(self) -> float:
+        intervals = [w.interval for s in self._jobs.values() for w in s.watches]
+        return min(intervals) if intervals else 30.0
+
+    # -- clients -----------------------------------------------------------------------------------
+    async def client(self, client_type: str) -> Any:
+        """A shared aiobotocore client (``sagemaker`` or ``logs``), open while the poller runs."""
+        async with self._client_lock:
+            if client_type not in self._clients:
+                if self._stack is None:
+                    self._stack = contextlib.AsyncExitStack()
+                if self._client_factory is None:
+                    self._client_factory = await default_client_factory(self.aws_conn_id, self.region_name)
+                cm = await self._client_factory(client_type)
+                self._clients[client_type] = await self._stack.enter_async_context(cm)
+            return self._clients[client_type]
+
+    async def _close_clients(self) -> None:
+        async with self._client_lock:
+            stack, self._stack = self._stack, None
+            self._clients = {}
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                await stack.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the poller task and close its clients (tests; the loop also ends by itself)."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self._close_clients()
+
+    # -- main loop ---------------------------------------------------------------------------------
+    def next_interval(self) -> float:
+        base = self.base_interval()
+        if self._throttle_failures:
+            upper = min(base * self.max_backoff_factor, base * 2**self._throttle_failures)
+            return random.uniform(base, upper)
+        busy = self._changed_last_cycle or any(
+            s.description is not None
+            and not s.terminal
+            and (s.description.get("SecondaryStatus") in PRE_TERMINAL_SECONDARY or s.status == "Stopping")
+            for s in self._jobs.values()
+        )
+        return base / 2 if busy else base
+
+    async def _run(self) -> None:
+        try:
+            next_cycle = time.monotonic()
+            while self._jobs:
+                self._wake.clear()
+                try:
+                    self._throttled_this_cycle = False
+                    await self._describe_new()
+                    if time.monotonic() >= next_cycle:
+                        await self._cycle()
+                        if self._throttled_this_cycle:
+                            self._throttle_failures += 1
+                        else:
+                            self._throttle_failures = 0
+                        next_cycle = time.monotonic() + self.next_interval()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self.stats.errors += 1
+                    if is_transient(exc):
+                        if is_throttling(exc):
+                            self.stats.throttled += 1
+                        self._throttle_failures += 1
+                        delay = self.next_interval()
+                        log.info("SageMaker poller: transient error (%s); next poll in %.2fs", exc, delay)
+                    else:
+                        # A permanent, poller-wide error (e.g. credentials): tell everyone.
+                        log.warning("SageMaker poller: %s", exc)
+                        for state in list(self._jobs.values()):
+                            for w in list(state.watches):
+                                w._publish(error=exc)
+                        delay = self.base_interval()
+                    next_cycle = time.monotonic() + delay
+                if not self._jobs:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, next_cycle - time.monotonic()))
+        finally:
+            await self._close_clients()
+
+    async def _describe(self, name: str) -> None:
+        """Describe one job and publish the result to its watchers (if it changed)."""
+        client = await self.client("sagemaker")
+        async with self._describe_sem:
+            self.stats.describe_calls += 1
+            try:
+                desc = await client.describe_training_job(TrainingJobName=name)
+            except Exception as exc:
+                if is_transient(exc):
+                    if is_throttling(exc):
+                        self.stats.throttled += 1
+                        self._throttled_this_cycle = True
+                    state = self._jobs.get(name)
+                    if state is not None:
+                        state.failed_describes += 1
+                        state.key = None  # describe again next cycle
+                    return
+                state = self._jobs.get(name)
+                if state is not None:
+                    state.key = ("error", None, None)  # stop describing it; watchers report the error
+                    for w in list(state.watches):
+                        w._publish(error=exc)
+                return
+        desc.pop("ResponseMetadata", None)
+        state = self._jobs.get(name)
+        if state is None:
+            return
+        state.failed_describes = 0
+        lmt = _as_utc(desc.get("LastModifiedTime"))
+        if lmt is not None and (self._watermark is None or lmt > self._watermark):
+            self._watermark = lmt
+        state.key = (desc.get("TrainingJobStatus"), desc.get("SecondaryStatus"), lmt)
+        if state.description != desc:
+            state.description = desc
+            self._changed_last_cycle = True
+            for w in list(state.watches):
+                w._publish(desc)
+
+    async def _describe_many(self, names: Iterable[str]) -> None:
+        names = [n for n in dict.fromkeys(names) if n in self._jobs]
+        if names:
+            await asyncio.gather(*(self._describe(n) for n in names))
+
+    async def _describe_new(self) -> None:
+        await self._describe_many([n for n, s in self._jobs.items() if s.description is None and s.key is None])
+
+    async def _list(self, **params: Any) -> list[dict[str, Any]]:
+        client = await self.client("sagemaker")
+        summaries: list[dict[str, Any]] = []
+        token: str | None = None
+        for _ in range(self.max_pages):
+            kwargs = dict(params, MaxResults=self.page_size)
+            if token:
+                kwargs["NextToken"] = token
+            self.stats.list_calls += 1
+            page = await client.list_training_jobs(**kwargs)
+            summaries.extend(page.get("TrainingJobSummaries", []))
+            token = page.get("NextToken")
+            if not token:
+                break
+        return summaries
+
+    async def _cycle(self) -> None:
+        self.stats.cycles += 1
+        self._changed_last_cycle = False
+        live = {n for n, s in self._jobs.items() if s.description is not None and not s.terminal}
+        # Jobs whose last describe failed transiently: describe again.
+        retry = {n for n, s in self._jobs.items() if s.key is None and s.description is not None}
+        to_describe: set[str] = set(retry)
+        if not self._list_allowed:
+            to_describe |= live
+        elif live:
+            try:
+                to_describe |= await self._changed_since_watermark(live)
+                if self.reconcile_every and self.stats.cycles % self.reconcile_every == 0:
+                    to_describe |= await self._reconcile(live)
+            except Exception as exc:
+                if error_code(exc) in {"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"}:
+                    log.warning(
+                        "sagemaker:ListTrainingJobs is denied (%s); falling back to one "
+                        "DescribeTrainingJob per watched job per poll. Grant sagemaker:ListTrainingJobs "
+                        "to poll cheaply.",
+                        exc,
+                    )
+                    self._list_allowed = False
+                    to_describe |= live
+                else:
+                    raise
+        await self._describe_many(to_describe)
+
+    async def _changed_since_watermark(self, live: set[str]) -> set[str]:
+        params: dict[str, Any] = {"SortBy": "CreationTime", "SortOrder": "Descending"}
+        if self._watermark is not None:
+            params["LastModifiedTimeAfter"] = self._watermark - self.watermark_overlap
+        changed: set[str] = set()
+        for summary in await self._list(**params):
+            lmt = _as_utc(summary.get("LastModifiedTime"))
+            if lmt is not None and (self._watermark is None or lmt > self._watermark):
+                self._watermark = lmt
+            name = summary.get("TrainingJobName")
+            if name not in live:
+                continue
+            state = self._jobs[name]
+            old = state.key
+            if old is None:
+                changed.add(name)
+                continue
+            status = summary.get("TrainingJobStatus")
+            secondary = summary.get("SecondaryStatus", old[1])
+            if (status, secondary) != old[:2] or (lmt is not None and old[2] is not None and lmt > old[2]):
+                changed.add(name)
+        return changed
+
+    async def _reconcile(self, live: set[str]) -> set[str]:
+        running: set[str] = set()
+        for status in ("InProgress", "Stopping"):
+            running |= {s["TrainingJobName"] for s in await self._list(StatusEquals=status)}
+        return {n for n in live if n not in running}
+
+
+# -- process-wide registry ---------------------------------------------------------------------------
+_REGISTRY: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str | None, str | None], TrainingJobPoller]]
+_REGISTRY = weakref.WeakKeyDictionary()
+
+
+def get_poller(aws_conn_id: str | None, region_name: str | None) -> TrainingJobPoller:
+    """The poller shared by all triggers of this event loop for ``(aws_conn_id, region_name)``."""
+    loop = asyncio.get_running_loop()
+    pollers = _REGISTRY.setdefault(loop, {})
+    key = (aws_conn_id, region_name)
+    poller = pollers.get(key)
+    if poller is None:
+        poller = pollers[key] = TrainingJobPoller(aws_conn_id, region_name)
+    return poller
+
+
+def set_poller(poller: TrainingJobPoller) -> None:
+    """Register a pre-built poller for the running loop (tests and benchmarks inject fakes this way)."""
+    loop = asyncio.get_running_loop()
+    _REGISTRY.setdefault(loop, {})[(poller.aws_conn_id, poller.region_name)] = poller

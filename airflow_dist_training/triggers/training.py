@@ -1,0 +1,311 @@
+"""Deferrable wait for a SageMaker training job, with its logs and status timeline in the task log.
+
+Differences from the Amazon provider's ``SageMakerTrigger``:
+
+* **No silent cap.** It waits until the job ends. Only ``max_wait_seconds`` (if the user sets it)
+  ends the wait early, with a ``"timeout"`` event; the job keeps running (the operator decides).
+* **Logs while deferred.** SecondaryStatus transitions (Starting -> Downloading -> Training ->
+  Uploading, with their timestamps) and the job's CloudWatch logs, merged across all hosts'
+  streams in timestamp order, go to ``self.log``, which Airflow 3 shows in the task log.
+* **Cheap at scale.** Status comes from the process-wide shared poller
+  (:mod:`airflow_dist_training.triggers.polling`), so 1,000 deferred jobs cost a few
+  ``ListTrainingJobs`` pages per interval instead of 1,000 ``DescribeTrainingJob`` calls.
+* **Transient errors are not fatal**: throttling, 5xx and network errors are retried with backoff.
+* **Stopped is not success**, and ``on_kill`` (a user marking the task failed/success or clearing
+  it) calls ``StopTrainingJob``. ``cleanup`` does not: it also runs on triggerer restarts.
+
+Event payload (always these keys)::
+
+    {"status": "success" | "failed" | "stopped" | "timeout" | "error",
+     "job_name": str, "job_status": str | None, "failure_reason": str | None, "message": str}
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_dist_training.triggers.polling import (
+    TERMINAL_STATUSES,
+    JobWatch,
+    TrainingJobPoller,
+    call_with_retry,
+    default_client_factory,
+    error_code,
+    get_poller,
+    is_transient,
+)
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+#: SecondaryStatus values during which the job's containers may be writing logs.
+STREAMING_SECONDARY = frozenset(
+    {"Downloading", "DownloadingTrainingImage", "Training", "Uploading", "Stopping", "Restarting"}
+)
+#: Terminal SecondaryStatus values that are failures whatever TrainingJobStatus says.
+FAILED_SECONDARY = frozenset({"MaxRuntimeExceeded", "MaxWaitTimeExceeded"})
+
+
+def _fmt_time(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return "" if value is None else str(value)
+
+
+def _expected_hosts(description: dict[str, Any]) -> int:
+    rc = description.get("ResourceConfig") or {}
+    groups = rc.get("InstanceGroups") or []
+    if groups:
+        return sum(int(g.get("InstanceCount", 0)) for g in groups) or 1
+    return int(rc.get("InstanceCount") or 1)
+
+
+class _LogStreamer:
+    """Tails ``/aws/sagemaker/TrainingJobs/<job_name>/*`` across all hosts, merged by timestamp."""
+
+    #: Re-list streams this often even when all expected hosts were found (restarts, warm pools).
+    REDISCOVER_EVERY = 10
+    MAX_PAGES_PER_STREAM = 20
+
+    def __init__(self, job_name: str, poller: TrainingJobPoller, emit: Any) -> None:
+        self.job_name = job_name
+        self.poller = poller
+        self.emit = emit
+        self.streams: list[str] = []
+        self.tokens: dict[str, str | None] = {}
+        self.fetches = 0
+        self.lines = 0
+
+    async def _discover(self, client: Any) -> None:
+        names: list[str] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "logGroupName": LOG_GROUP,
+                "logStreamNamePrefix": f"{self.job_name}/",
+                "orderBy": "LogStreamName",
+                "limit": 50,
+            }
+            if token:
+                kwargs["nextToken"] = token
+            try:
+                page = await call_with_retry(
+                    lambda kw=kwargs: client.describe_log_streams(**kw), what="DescribeLogStreams"
+                )
+            except Exception as exc:
+                if error_code(exc) == "ResourceNotFoundException":  # no log group yet
+                    return
+                raise
+            names.extend(s["logStreamName"] for s in page.get("logStreams", []))
+            new_token = page.get("nextToken")
+            if not new_token or new_token == token:
+                break
+            token = new_token
+        for name in names:
+            if name not in self.tokens:
+                self.streams.append(name)
+                self.tokens[name] = None
+
+    async def _read_stream(self, client: Any, stream: str) -> list[tuple[int, int, str, str]]:
+        events: list[tuple[int, int, str, str]] = []
+        host = stream[len(self.job_name) + 1 :] if stream.startswith(f"{self.job_name}/") else stream
+        for _ in range(self.MAX_PAGES_PER_STREAM):
+            token = self.tokens.get(stream)
+            kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True}
+            if token:
+                kwargs["nextToken"] = token
+            page = await call_with_retry(lambda kw=kwargs: client.get_log_events(**kw), what="GetLogEvents")
+            for ev in page.get("events", []):
+                events.append((int(ev.get("timestamp", 0)), len(events), host, ev.get("message", "")))
+            next_token = page.get("nextForwardToken")
+            self.tokens[stream] = next_token
+            if not page.get("events") or not next_token or next_token == token:
+                break
+        events.sort()
+        return events
+
+    async def fetch(self, description: dict[str, Any]) -> int:
+        """Emit every log line written since the previous fetch; returns the number of lines."""
+        client = await self.poller.client("logs")
+        if len(self.streams) < _expected_hosts(description) or self.fetches % self.REDISCOVER_EVERY == 0:
+            await self._discover(client)
+        self.fetches += 1
+        per_stream = [await self._read_stream(client, s) for s in self.streams]
+        count = 0
+        for ts, _, host, message in heapq.merge(*per_stream, key=lambda e: (e[0], e[2], e[1])):
+            stamp = datetime.fromtimestamp(ts / 1000, tz=UTC).isoformat(timespec="milliseconds") if ts else ""
+            self.emit("[%s] %s %s", host, stamp, message.rstrip("\n"))
+            count += 1
+        self.lines += count
+        return count
+
+
+class TrainingJobTrigger(BaseTrigger):
+    """Wait for a SageMaker training job; stream its logs and status timeline while waiting.
+
+    :param job_name: the training job to watch.
+    :param aws_conn_id: Airflow AWS connection (``None``: boto3's default credential chain).
+    :param region_name: AWS region (default: the connection's).
+    :param poll_interval: seconds; a status change is noticed within one interval.
+    :param max_wait_seconds: give up with a ``"timeout"`` event after this long; ``None`` waits
+        for as long as the job runs (the default; there is no hidden cap).
+    :param stream_logs: copy the job's CloudWatch logs into the task log while deferred.
+    """
+
+    def __init__(
+        self,
+        job_name: str,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        poll_interval: float = 30,
+        max_wait_seconds: float | None = None,
+        stream_logs: bool = True,
+    ) -> None:
+        super().__init__()
+        self.job_name = job_name
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.poll_interval = poll_interval
+        self.max_wait_seconds = max_wait_seconds
+        self.stream_logs = stream_logs
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_name": self.job_name,
+                "aws_conn_id": self.aws_conn_id,
+                "region_name": self.region_name,
+                "poll_interval": self.poll_interval,
+                "max_wait_seconds": self.max_wait_seconds,
+                "stream_logs": self.stream_logs,
+            },
+        )
+
+    # -- events -----------------------------------------------------------------------------------
+    def _event(
+        self, status: str, message: str, job_status: str | None = None, failure_reason: str | None = None
+    ) -> TriggerEvent:
+        return TriggerEvent(
+            {
+                "status": status,
+                "job_name": self.job_name,
+                "job_status": job_status,
+                "failure_reason": failure_reason,
+                "message": message,
+            }
+        )
+
+    def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
+        status = desc.get("TrainingJobStatus")
+        secondary = desc.get("SecondaryStatus")
+        reason = desc.get("FailureReason")
+        if status == "Completed":
+            return self._event("success", f"Training job {self.job_name} completed.", status)
+        if status == "Failed" or secondary in FAILED_SECONDARY:
+            why = reason or secondary or "no FailureReason given"
+            return self._event("failed", f"Training job {self.job_name} {status}: {why}", status, reason or secondary)
+        return self._event(
+            "stopped",
+            f"Training job {self.job_name} was stopped" + (f": {reason}" if reason else "."),
+            status,
+            reason,
+        )
+
+    def _log_transitions(self, desc: dict[str, Any], already: int) -> int:
+        transitions = desc.get("SecondaryStatusTransitions") or []
+        for t in transitions[already:]:
+            self.log.info(
+                "Training job %s: %s (started %s)%s",
+                self.job_name,
+                t.get("Status"),
+                _fmt_time(t.get("StartTime")),
+                f" - {t['StatusMessage']}" if t.get("StatusMessage") else "",
+            )
+        return max(already, len(transitions))
+
+    async def _stream(self, streamer: _LogStreamer, desc: dict[str, Any]) -> None:
+        try:
+            await streamer.fetch(desc)
+        except Exception as exc:  # logs are best effort: never fail the wait because of them
+            level = self.log.info if is_transient(exc) else self.log.warning
+            level("Could not read CloudWatch logs of %s: %s", self.job_name, exc)
+
+    # -- run ----------------------------------------------------------------------------------------
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        start = time.monotonic()
+        deadline = start + self.max_wait_seconds if self.max_wait_seconds is not None else None
+        poller = get_poller(self.aws_conn_id, self.region_name)
+        watch: JobWatch = poller.subscribe(self.job_name, float(self.poll_interval))
+        streamer = _LogStreamer(self.job_name, poller, self.log.info) if self.stream_logs else None
+        seen_transitions = 0
+        last_status: tuple[Any, Any] | None = None
+        self.log.info(
+            "Waiting for SageMaker training job %s (poll interval %ss, %s).",
+            self.job_name,
+            self.poll_interval,
+            f"max wait {self.max_wait_seconds}s" if deadline is not None else "no maximum wait",
+        )
+        try:
+            while True:
+                if watch.error is not None:
+                    exc = watch.error
+                    code = error_code(exc)
+                    yield self._event(
+                        "error",
+                        f"Cannot watch training job {self.job_name}: {code + ': ' if code else ''}{exc}",
+                    )
+                    return
+                desc = watch.description
+                if desc is not None:
+                    seen_transitions = self._log_transitions(desc, seen_transitions)
+                    status = desc.get("TrainingJobStatus")
+                    secondary = desc.get("SecondaryStatus")
+                    if (status, secondary) != last_status:
+                        self.log.info("Training job %s is %s (%s).", self.job_name, status, secondary)
+                        last_status = (status, secondary)
+                    terminal = status in TERMINAL_STATUSES
+                    if streamer is not None and (terminal or secondary in STREAMING_SECONDARY):
+                        await self._stream(streamer, desc)
+                    if terminal:
+                        yield self._terminal_event(desc)
+                        return
+                timeout = float(self.poll_interval)
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        yield self._event(
+                            "timeout",
+                            f"Training job {self.job_name} still "
+                            f"{desc.get('TrainingJobStatus') if desc else 'unknown'} after "
+                            f"max_wait_seconds={self.max_wait_seconds}; the job was not stopped.",
+                            desc.get("TrainingJobStatus") if desc else None,
+                        )
+                        return
+                    timeout = min(timeout, remaining)
+                await watch.wait(timeout)
+        finally:
+            poller.unsubscribe(watch)
+
+    async def on_kill(self) -> None:
+        """The user killed the deferred task: stop the training job so it stops billing."""
+        factory = await default_client_factory(self.aws_conn_id, self.region_name)
+        async with await factory("sagemaker") as client:
+            try:
+                await call_with_retry(
+                    lambda: client.stop_training_job(TrainingJobName=self.job_name),
+                    what="StopTrainingJob",
+                    max_attempts=5,
+                    cap=5.0,
+                )
+            except Exception as exc:
+                # ValidationException: the job already ended (nothing is billing any more).
+                if error_code(exc) == "ValidationException":
+                    self.log.info("Training job %s was not stopped: %s", self.job_name, exc)
+                    return
+                raise
+        self.log.info("Requested StopTrainingJob for %s (task killed while deferred).", self.job_name)

@@ -1,0 +1,46 @@
+"""Fixtures for the training integration tests: moto server + the lifecycle fake + a hook."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fake_sagemaker_training import FakeTrainingLifecycle
+
+@pytest.fixture(scope="session")
+def lifecycle_fake(moto_server: str) -> Iterator[FakeTrainingLifecycle]:
+    fake = FakeTrainingLifecycle()
+    fake.install()
+    yield fake
+    fake.uninstall()
+
+
+@pytest.fixture
+def fake(moto_reset: str, lifecycle_fake: FakeTrainingLifecycle) -> Iterator[FakeTrainingLifecycle]:
+    """A clean moto server with the SageMaker lifecycle fake installed (jobs start InProgress)."""
+    lifecycle_fake.reset()
+    yield lifecycle_fake
+    lifecycle_fake.reset()
+
+
+@pytest.fixture
+def hook(fake: FakeTrainingLifecycle) -> Any:
+    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+    h = SageMakerTrainingHook(aws_conn_id=None, region_name="us-east-1", max_attempts=2)
+    h.throttle_base_delay = 0.01
+    return h
+
+
+@pytest.fixture
+def boto(fake: FakeTrainingLifecycle) -> Any:
+    import boto3
+
+    class Clients:
+        sagemaker = boto3.client("sagemaker", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+        logs = boto3.client("logs", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+        s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+
+    return Clients

@@ -68,7 +68,9 @@ class CheckpointInfo:
         }
 
 
-def completeness_problems(manifest: Mapping[str, Any] | None, present: Mapping[str, int], uri: str) -> list[str]:
+def completeness_problems(
+    manifest: Mapping[str, Any] | None, present: Mapping[str, int], uri: str
+) -> list[str]:
     """Why a checkpoint is incomplete, given its manifest and the files present (path -> size).
 
     ``present`` maps paths relative to the checkpoint directory to their sizes. An empty list means
@@ -138,7 +140,9 @@ class Selector:
     def parse(cls, which: str | int, metric: str | None = None, mode: str = "min") -> Selector:
         """``"latest"``, ``"best"``, an int step, or ``"step:120"`` / ``"120"``."""
         if isinstance(which, bool):
-            raise SpecValidationError([("which", f"must be 'latest', 'best' or a step number, got {which!r}")])
+            raise SpecValidationError(
+                [("which", f"must be 'latest', 'best' or a step number, got {which!r}")]
+            )
         if isinstance(which, int):
             return cls("step", step=which)
         text = str(which).strip().lower()
@@ -146,7 +150,9 @@ class Selector:
             return cls("latest")
         if text == "best":
             if not metric:
-                raise SpecValidationError([("metric", "which='best' needs a metric name (e.g. metric='loss')")])
+                raise SpecValidationError(
+                    [("metric", "which='best' needs a metric name (e.g. metric='loss')")]
+                )
             _check_mode(mode, "mode")
             return cls("best", metric=metric, mode=mode)
         number = text.removeprefix("step:").removeprefix("step-")

@@ -64,7 +64,11 @@ class MetricThreshold(BaseModel):
 
     @property
     def needs_champion(self) -> bool:
-        return self.no_regression or self.min_improvement is not None or self.min_relative_improvement is not None
+        return (
+            self.no_regression
+            or self.min_improvement is not None
+            or self.min_relative_improvement is not None
+        )
 
 
 class GateSpec(BaseModel):
@@ -171,7 +175,13 @@ def _signed(x: float) -> str:
 
 def _check(metric: str, check: str, passed: bool | None, line: str, **values: Any) -> dict[str, Any]:
     status = "SKIP" if passed is None else ("PASS" if passed else "FAIL")
-    return {"metric": metric, "check": check, "status": status, "reason": f"{status} {metric}: {line}", **values}
+    return {
+        "metric": metric,
+        "check": check,
+        "status": status,
+        "reason": f"{status} {metric}: {line}",
+        **values,
+    }
 
 
 def evaluate_gate(
@@ -197,11 +207,25 @@ def evaluate_gate(
         higher = t.direction == "higher_is_better"
         if t.min is not None:
             checks.append(
-                _check(name, "min", value >= t.min, f"{_fmt(value)} >= {_fmt(t.min)} (min)", value=value, bound=t.min)
+                _check(
+                    name,
+                    "min",
+                    value >= t.min,
+                    f"{_fmt(value)} >= {_fmt(t.min)} (min)",
+                    value=value,
+                    bound=t.min,
+                )
             )
         if t.max is not None:
             checks.append(
-                _check(name, "max", value <= t.max, f"{_fmt(value)} <= {_fmt(t.max)} (max)", value=value, bound=t.max)
+                _check(
+                    name,
+                    "max",
+                    value <= t.max,
+                    f"{_fmt(value)} <= {_fmt(t.max)} (max)",
+                    value=value,
+                    bound=t.max,
+                )
             )
         if not t.needs_champion:
             continue
@@ -268,8 +292,12 @@ def evaluate_gate(
                 checks.append(_check("evaluation_set_hash", "same_evaluation_set", False, line))
             else:
                 checks.append(
-                    {"metric": "evaluation_set_hash", "check": "same_evaluation_set", "status": "WARN",
-                     "reason": f"WARN evaluation_set_hash: {line}"}
+                    {
+                        "metric": "evaluation_set_hash",
+                        "check": "same_evaluation_set",
+                        "status": "WARN",
+                        "reason": f"WARN evaluation_set_hash: {line}",
+                    }
                 )
 
     passed = all(c["status"] != "FAIL" for c in checks)

@@ -89,10 +89,17 @@ def build_processing_job_request(
     if not _JOB_NAME.match(job_name):
         problems.append(Problem("job_name", f"{job_name!r}: 1-63 letters, digits and hyphens"))
     if not _ROLE_ARN.match(role_arn or ""):
-        problems.append(Problem("role_arn", f"{role_arn!r} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)"))
+        problems.append(
+            Problem("role_arn", f"{role_arn!r} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+        )
     if not image_uri:
         problems.append(Problem("image_uri", "is required for the SageMaker backend"))
-    for field, uri in (("script", script_uri), ("model_uri", model_uri), ("output_uri", output_uri), ("data_uri", data_uri)):
+    for field, uri in (
+        ("script", script_uri),
+        ("model_uri", model_uri),
+        ("output_uri", output_uri),
+        ("data_uri", data_uri),
+    ):
         if uri is not None and not uri.startswith("s3://"):
             problems.append(Problem(field, f"must be an s3:// URI for the SageMaker backend, got {uri!r}"))
     if not script_uri.endswith(".py"):
@@ -143,7 +150,11 @@ def build_processing_job_request(
         "Outputs": [
             {
                 "OutputName": "evaluation",
-                "S3Output": {"S3Uri": output_uri.rstrip("/"), "LocalPath": OUTPUT_DIR, "S3UploadMode": "EndOfJob"},
+                "S3Output": {
+                    "S3Uri": output_uri.rstrip("/"),
+                    "LocalPath": OUTPUT_DIR,
+                    "S3UploadMode": "EndOfJob",
+                },
             }
         ]
     }

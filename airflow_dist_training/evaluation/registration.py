@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem, SpecValidationError
 
-APPROVED = "Approved"
-PENDING = "PendingManualApproval"
-REJECTED = "Rejected"
+APPROVED: Literal["Approved"] = "Approved"
+PENDING: Literal["PendingManualApproval"] = "PendingManualApproval"
+REJECTED: Literal["Rejected"] = "Rejected"
 ApprovalStatus = Literal["Approved", "PendingManualApproval", "Rejected"]
 AUDIT_FILE_NAME = "audit.json"
 AUDIT_VERSION = "1"
@@ -102,14 +102,21 @@ def _metadata(values: Mapping[str, str | None]) -> dict[str, str]:
         if value is None or value == "":
             continue
         if not _META_KEY.match(key):
-            problems.append(Problem(f"customer_metadata.{key}", "key must be 1-128 letters, digits or _.:/=+-@"))
+            problems.append(
+                Problem(f"customer_metadata.{key}", "key must be 1-128 letters, digits or _.:/=+-@")
+            )
         elif not _META_VALUE.match(str(value)):
             problems.append(
-                Problem(f"customer_metadata.{key}", f"value {value!r} may only hold letters, digits, spaces and _.:/=+-@")
+                Problem(
+                    f"customer_metadata.{key}",
+                    f"value {value!r} may only hold letters, digits, spaces and _.:/=+-@",
+                )
             )
         elif len(str(value)) > _MAX_META_VALUE:
             problems.append(
-                Problem(f"customer_metadata.{key}", f"value is {len(str(value))} characters; SageMaker allows 256")
+                Problem(
+                    f"customer_metadata.{key}", f"value is {len(str(value))} characters; SageMaker allows 256"
+                )
             )
         else:
             out[key] = str(value)
@@ -163,7 +170,9 @@ def build_create_model_package_request(
     validate_group_name(group)
     problems: list[Problem] = []
     if not model_data_uri.startswith("s3://"):
-        problems.append(Problem("model_data_uri", f"must be an s3:// URI for SageMaker, got {model_data_uri!r}"))
+        problems.append(
+            Problem("model_data_uri", f"must be an s3:// URI for SageMaker, got {model_data_uri!r}")
+        )
     if not evaluation_uri.startswith("s3://"):
         problems.append(
             Problem(
@@ -178,7 +187,11 @@ def build_create_model_package_request(
     if problems:
         raise SpecValidationError(problems)
     metadata = _metadata(
-        {**lineage_metadata(training, decision, audit_uri), "EvaluationReport": report_uri, **(customer_metadata or {})}
+        {
+            **lineage_metadata(training, decision, audit_uri),
+            "EvaluationReport": report_uri,
+            **(customer_metadata or {}),
+        }
     )
     request: dict[str, Any] = {
         "ModelPackageGroupName": group,
@@ -190,7 +203,9 @@ def build_create_model_package_request(
             "SupportedContentTypes": list(content_types or ["application/json"]),
             "SupportedResponseMIMETypes": list(response_types or ["application/json"]),
         },
-        "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": evaluation_uri}}},
+        "ModelMetrics": {
+            "ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": evaluation_uri}}
+        },
         "ModelApprovalStatus": status,
         "CustomerMetadataProperties": metadata,
     }

@@ -122,9 +122,7 @@ def render_html(decision: Mapping[str, Any], title: str = "Model evaluation") ->
     passed = bool(decision["passed"])
     color = "#15803d" if passed else "#b91c1c"
     e = html.escape
-    reasons = "".join(
-        f'<li class="{e(r.split(" ", 1)[0].lower())}">{e(r)}</li>' for r in decision["reasons"]
-    )
+    reasons = "".join(f'<li class="{e(r.split(" ", 1)[0].lower())}">{e(r)}</li>' for r in decision["reasons"])
     rows = "".join(
         f"<tr><td>{e(n)}</td><td>{_fmt(v)}</td><td>{_fmt(b)}</td><td>{_delta(v, b)}</td></tr>"
         for n, v, b in _rows(decision)

@@ -44,7 +44,7 @@ class EvaluationResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    schema_version: Literal["1"] = Field(default=SCHEMA_VERSION, description="Version of this schema.")
+    schema_version: Literal["1"] = Field(default="1", description="Version of this schema.")
     metrics: dict[str, float] = Field(description="Metric name -> finite number. At least one.")
     slices: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Slice name -> metric name -> finite number."
@@ -91,7 +91,9 @@ def _check_number(value: Any, path: str, problems: list[Problem]) -> None:
 
 def _check_metrics(mapping: Any, path: str, problems: list[Problem], *, required: bool) -> None:
     if not isinstance(mapping, Mapping):
-        problems.append(Problem(path, f"must be an object of metric name -> number, got {_describe(mapping)}"))
+        problems.append(
+            Problem(path, f"must be an object of metric name -> number, got {_describe(mapping)}")
+        )
         return
     if required and not mapping:
         problems.append(Problem(path, "must hold at least one metric"))
@@ -109,7 +111,8 @@ def parse_evaluation(data: Any, source: str) -> EvaluationResult:
         return data
     if not isinstance(data, Mapping):
         raise SpecValidationError(
-            [Problem("", f"must be a JSON object with a 'metrics' field, got {_describe(data)}")], source=source
+            [Problem("", f"must be a JSON object with a 'metrics' field, got {_describe(data)}")],
+            source=source,
         )
     problems: list[Problem] = []
     allowed = set(EvaluationResult.model_fields)
@@ -119,7 +122,9 @@ def parse_evaluation(data: Any, source: str) -> EvaluationResult:
     version = data.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         problems.append(
-            Problem("schema_version", f"unsupported version {_describe(version)} (supported: {SCHEMA_VERSION!r})")
+            Problem(
+                "schema_version", f"unsupported version {_describe(version)} (supported: {SCHEMA_VERSION!r})"
+            )
         )
     if "metrics" not in data:
         problems.append(Problem("metrics", "is required (an object of metric name -> number)"))
@@ -127,7 +132,9 @@ def parse_evaluation(data: Any, source: str) -> EvaluationResult:
         _check_metrics(data["metrics"], "metrics", problems, required=True)
     slices = data.get("slices", {})
     if not isinstance(slices, Mapping):
-        problems.append(Problem("slices", f"must be an object of slice name -> metrics, got {_describe(slices)}"))
+        problems.append(
+            Problem("slices", f"must be an object of slice name -> metrics, got {_describe(slices)}")
+        )
     else:
         for slice_name, metrics in slices.items():
             _check_metrics(metrics, f"slices.{slice_name}", problems, required=False)
@@ -158,12 +165,15 @@ def parse_evaluation_text(text: str | bytes, source: str) -> EvaluationResult:
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise SpecValidationError([Problem("", f"is not UTF-8 text ({exc.reason})")], source=source) from None
+            raise SpecValidationError(
+                [Problem("", f"is not UTF-8 text ({exc.reason})")], source=source
+            ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecValidationError(
-            [Problem("", f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")], source=source
+            [Problem("", f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")],
+            source=source,
         ) from None
     return parse_evaluation(data, source)
 
@@ -177,7 +187,11 @@ def load_evaluation_file(path: str) -> EvaluationResult:
         raw = Path(local).read_bytes()
     except FileNotFoundError:
         raise SpecValidationError(
-            [Problem("", "file not found (did the evaluation script write evaluation.json to its output dir?)")],
+            [
+                Problem(
+                    "", "file not found (did the evaluation script write evaluation.json to its output dir?)"
+                )
+            ],
             source=path,
         ) from None
     except OSError as exc:

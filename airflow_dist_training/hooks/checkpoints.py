@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.sdk import BaseHook
 
@@ -46,15 +46,11 @@ from airflow_dist_training.checkpoints.selection import (
     CheckpointInfo,
     Selector,
     completeness_problems,
-    latest_complete,
     newest_by_time,
     select_checkpoint,
 )
 from airflow_dist_training.checkpoints.uris import Location, parse_location
 from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
-
-if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client  # noqa: F401
 
 PROMOTED_NAME = "_PROMOTED.json"
 DELETE_BATCH = 1000
@@ -145,7 +141,9 @@ class CheckpointHook(BaseHook):
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("AccessDenied", "AllAccessDisabled", "Forbidden") or (status == 403 and code != "SignatureDoesNotMatch"):
+            if code in ("AccessDenied", "AllAccessDisabled", "Forbidden") or (
+                status == 403 and code != "SignatureDoesNotMatch"
+            ):
                 bucket = uri[5:].split("/", 1)[0] if uri.startswith("s3://") else uri
                 raise AwsPermissionError(
                     f"{uri}: access denied ({operation}); grant {_PERMISSIONS.get(operation, operation)} "
@@ -153,12 +151,14 @@ class CheckpointHook(BaseHook):
                 ) from None
             if code == "NoSuchBucket":
                 raise SpecValidationError([("uri", f"{uri}: bucket does not exist")]) from None
-            if code in ("PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"):
+            if code in (
+                "PermanentRedirect",
+                "AuthorizationHeaderMalformed",
+                "IllegalLocationConstraintException",
+            ):
                 bucket = uri[5:].split("/", 1)[0]
                 region = exc.response.get("Error", {}).get("Region") or "another region"
-                raise SpecValidationError(
-                    [("uri", self._region_message(uri, bucket, str(region)))]
-                ) from None
+                raise SpecValidationError([("uri", self._region_message(uri, bucket, str(region)))]) from None
             raise
 
     def _region_message(self, uri: str, bucket: str, bucket_region: str) -> str:
@@ -319,7 +319,10 @@ class CheckpointHook(BaseHook):
             return parse_manifest(raw, uri)
         except ManifestError as exc:
             raise SpecValidationError(
-                [(f"{exc.manifest_path}:{fld}" if fld else exc.manifest_path, msg) for fld, msg in exc.problems]
+                [
+                    (f"{exc.manifest_path}:{fld}" if fld else exc.manifest_path, msg)
+                    for fld, msg in exc.problems
+                ]
             ) from None
 
     def list_steps(self, root_uri: str) -> list[tuple[int, str]]:
@@ -353,11 +356,18 @@ class CheckpointHook(BaseHook):
         return self._info(loc, step, manifest, present, modified)
 
     def _info(
-        self, loc: Location, step: int, manifest: dict[str, Any], present: dict[str, int], modified: float | None
+        self,
+        loc: Location,
+        step: int,
+        manifest: dict[str, Any],
+        present: dict[str, int],
+        modified: float | None,
     ) -> CheckpointInfo:
         problems = completeness_problems(manifest, present, loc.uri if loc.is_s3 else loc.uri + "/")
         if manifest.get("step") != step:
-            problems.append(f"{loc.file_uri(MANIFEST_NAME)}: manifest step {manifest.get('step')} != directory step {step}")
+            problems.append(
+                f"{loc.file_uri(MANIFEST_NAME)}: manifest step {manifest.get('step')} != directory step {step}"
+            )
         return CheckpointInfo(
             step=step,
             uri=loc.uri,
@@ -450,7 +460,9 @@ class CheckpointHook(BaseHook):
                 roots.append(loc.uri)
             if depth < max_depth:
                 frontier.extend(
-                    (loc.child(n), depth + 1) for n in names if parse_step(n) is None and not n.startswith("_")
+                    (loc.child(n), depth + 1)
+                    for n in names
+                    if parse_step(n) is None and not n.startswith("_")
                 )
         return sorted(roots)
 
@@ -564,7 +576,12 @@ class CheckpointHook(BaseHook):
         self.copy_checkpoint(source_uri, target.uri)
         current = self._read_hint(target_root)
         if current is None or current <= step:
-            hint = {"step": step, "path": f"{checkpoint_dir_name(step)}/", "updated_at": _now_iso(), "seeded_from": source_uri}
+            hint = {
+                "step": step,
+                "path": f"{checkpoint_dir_name(step)}/",
+                "updated_at": _now_iso(),
+                "seeded_from": source_uri,
+            }
             self._write(target_root, LATEST_HINT_NAME, json.dumps(hint, sort_keys=True).encode())
         return target.uri
 
@@ -586,12 +603,14 @@ class CheckpointHook(BaseHook):
         target = self._loc(target_uri, "target_uri")
         root = self._loc(root_uri)
         if selector.kind == "latest":
-            chosen = latest_complete([i for i in [self.latest_complete(root_uri)] if i is not None])
-            chosen = select_checkpoint([chosen] if chosen else [], selector, root_uri)
+            newest = self.latest_complete(root_uri)
+            chosen = select_checkpoint([newest] if newest else [], selector, root_uri)
         elif selector.kind == "step":
             assert selector.step is not None
             chosen = select_checkpoint(
-                [self._inspect(root.child(checkpoint_dir_name(selector.step)), selector.step)], selector, root_uri
+                [self._inspect(root.child(checkpoint_dir_name(selector.step)), selector.step)],
+                selector,
+                root_uri,
             )
         else:
             chosen = select_checkpoint(self.scan(root_uri), selector, root_uri)

@@ -89,7 +89,9 @@ class ArtifactStore:
     def s3(self) -> Any:
         from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-        return AwsBaseHook(aws_conn_id=self.aws_conn_id, client_type="s3", region_name=self.region_name).get_conn()
+        return AwsBaseHook(
+            aws_conn_id=self.aws_conn_id, client_type="s3", region_name=self.region_name
+        ).get_conn()
 
     def read_bytes(self, uri: str) -> bytes:
         if uri.startswith("s3://"):
@@ -143,7 +145,9 @@ class ArtifactStore:
         try:
             raw = self.read_bytes(uri)
         except Exception as exc:  # botocore ClientError, NoCredentials, ...
-            raise SpecValidationError([Problem("", f"cannot read: {_aws_error_text(exc)}")], source=uri) from None
+            raise SpecValidationError(
+                [Problem("", f"cannot read: {_aws_error_text(exc)}")], source=uri
+            ) from None
         return parse_evaluation_text(raw, source=uri)
 
 
@@ -175,7 +179,9 @@ class LocalEvaluationRunner:
     :param stderr_tail: how many last stderr lines a failure message carries.
     """
 
-    def __init__(self, store: ArtifactStore | None = None, python: str | None = None, stderr_tail: int = 20) -> None:
+    def __init__(
+        self, store: ArtifactStore | None = None, python: str | None = None, stderr_tail: int = 20
+    ) -> None:
         self.store = store or ArtifactStore()
         self.python = python or sys.executable
         self.stderr_tail = stderr_tail
@@ -263,11 +269,18 @@ class LocalEvaluationRunner:
         for t in readers:
             t.join(5)
         if rc != 0:
-            raise EvaluationScriptError(f"evaluation script {script} exited with code {rc}" + _tail_text(tail))
+            raise EvaluationScriptError(
+                f"evaluation script {script} exited with code {rc}" + _tail_text(tail)
+            )
         result = out / EVALUATION_FILE_NAME
         if not result.is_file():
             raise SpecValidationError(
-                [Problem("", f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}")],
+                [
+                    Problem(
+                        "",
+                        f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}",
+                    )
+                ],
                 source=str(result),
             )
         return result
@@ -302,7 +315,10 @@ class SageMakerEvaluationRunner:
     """
 
     def __init__(
-        self, aws_conn_id: str | None = "aws_default", region_name: str | None = None, poll_interval: float = 30
+        self,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        poll_interval: float = 30,
     ) -> None:
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name

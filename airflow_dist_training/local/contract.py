@@ -530,8 +530,8 @@ def plan_local_job(
 
     # the code
     src = spec.source.source_dir
-    if src is None:
-        source_dir: str | None = str(base)
+    if src is None:  # no source_dir: only the entry point file is staged
+        source_dir: str | None = str(base / spec.source.entry_point)
     elif src.startswith("s3://"):
         source_dir = src
     else:

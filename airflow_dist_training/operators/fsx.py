@@ -78,7 +78,8 @@ def run_fsx_preflight(
     )
     warnings = pf.raise_for_problems(pf.evaluate(facts, az_mismatch))
     for warning in warnings:
-        (log.warning if log else print)("FSx pre-flight warning: %s" % warning)
+        if log is not None:
+            log.warning("FSx pre-flight warning: %s", warning)
     return facts, warnings
 
 
@@ -91,11 +92,12 @@ def preflight_training_spec(
     by the file system's mount name, which is checked too.
     """
     from airflow_dist_training.errors import Problem, SpecValidationError
+    from airflow_dist_training.spec.training import FSxChannel
 
     warnings: list[Any] = []
     problems: list[Problem] = []
     for name, channel in spec.channels.items():
-        if getattr(channel, "type", None) != "fsx":
+        if not isinstance(channel, FSxChannel):
             continue
         try:
             facts, found = run_fsx_preflight(
@@ -314,7 +316,7 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
     created). On failure the error names the task's completion report in S3.
 
     :param file_system_id: The file system.
-    :param task_type: ``import`` / ``export`` / ``release`` or the API names
+    :param fsx_task_type: ``import`` / ``export`` / ``release`` or the API names
         (``IMPORT_METADATA_FROM_REPOSITORY``, ``EXPORT_TO_REPOSITORY``, ``RELEASE_DATA_FROM_FILESYSTEM``).
     :param paths: File-system paths (``/datasets/train``); imports may also give S3 URIs. Default: all.
     :param report_path: S3 prefix for the completion report (default: the association's prefix).
@@ -332,14 +334,14 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         "file_system_id",
         "paths",
         "report_path",
-        "task_type",
+        "fsx_task_type",
     )
 
     def __init__(
         self,
         *,
         file_system_id: str,
-        task_type: str,
+        fsx_task_type: str,
         paths: list[str] | None = None,
         report_path: str | None = None,
         report: bool = True,
@@ -353,7 +355,7 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.file_system_id = file_system_id
-        self.task_type = task_type
+        self.fsx_task_type = fsx_task_type
         self.paths = paths
         self.report_path = report_path
         self.report = report
@@ -366,14 +368,14 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         self._fsx_task_id: str | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        options: dict[str, Any] = {"client_request_token": _token(context, self.task_type)}
+        options: dict[str, Any] = {"client_request_token": _token(context, self.fsx_task_type)}
         if self.capacity_to_release_gib is not None:
             options["capacity_to_release_gib"] = self.capacity_to_release_gib
         if self.release_after_days is not None:
             options["release_after_days"] = self.release_after_days
         request = self.hook.prepare_task(
             self.file_system_id,
-            self.task_type,
+            self.fsx_task_type,
             self.paths,
             report_path=self.report_path,
             report=self.report,

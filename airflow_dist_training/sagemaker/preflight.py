@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.sagemaker.catalog import lookup_instance, unknown_instance_message
-from airflow_dist_training.spec.training import EFSChannel, FSxChannel, InputMode, TrainingJobSpec
+from airflow_dist_training.spec.training import EFSChannel, FSxChannel, InputMode, Strategy, TrainingJobSpec
 
 MAX_HYPERPARAMETERS = 100
 MAX_HYPERPARAMETER_KEY = 256
@@ -101,8 +101,12 @@ def _check_channels(spec: TrainingJobSpec) -> list[Problem]:
                     problems.append(
                         Problem(f"channels.{name}.instance_groups", f"unknown instance group {group!r}; known: {sorted(known)}")
                     )
-    if spec.source.source_dir is None and spec.network.network_isolation:
-        pass  # an image with baked-in code: nothing to stage
+    reserved = {"adt_launcher"}
+    if spec.network.network_isolation or spec.distribution.strategy == Strategy.LAUNCHER:
+        reserved.add("code")  # the code tarball travels as a channel of this name
+    for name in spec.channels:
+        if name in reserved:
+            problems.append(Problem(f"channels.{name}", f"the channel name {name!r} is reserved for the job's code/launcher; rename it"))
     return problems
 
 

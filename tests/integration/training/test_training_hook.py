@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import io
 import tarfile
+import time
 from typing import Any
 
 import pytest
@@ -112,7 +113,7 @@ def test_logs_merge_all_hosts_beyond_50_streams(hook: Any, boto: Any, fake: Fake
     boto.logs.put_log_events(
         logGroupName="/aws/sagemaker/TrainingJobs",
         logStreamName="big-job/algo-7-1712345678",
-        logEvents=[{"timestamp": 10**13, "message": "late line"}],
+        logEvents=[{"timestamp": int(time.time() * 1000), "message": "late line"}],
     )
     assert [e.message for e in hook.fetch_log_events("big-job", cursor)] == ["late line"]
 

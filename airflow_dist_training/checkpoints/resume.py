@@ -1,0 +1,210 @@
+"""Resume policy and spot-interruption budget. Pure (the store is passed in).
+
+The training operator calls :func:`resolve_resume_checkpoint` before it creates a job, and, when it
+returns a URI, :meth:`CheckpointHook.seed_checkpoint` to copy that checkpoint into the new job's
+checkpoint location (SageMaker downloads that location to ``/opt/ml/checkpoints`` at start, where the
+script's ``latest_complete_checkpoint()`` finds it).
+
+Policies (after Metaflow's checkpoint ``load_policy``):
+
+* ``fresh``: only this run's own checkpoints (``run_prefix``) - resume after a retry or a spot
+  interruption, never warm-start from another run;
+* ``latest``: the newest complete checkpoint of any run under ``pipeline_prefix``;
+* ``none``: always start from scratch.
+
+:func:`decide_retry` keeps separate budgets for interruptions (spot reclaim, capacity errors) and real
+failures, as Ray Train's ``FailureConfig`` does (preemptions don't use up ``max_failures``), and
+switches to on-demand after N interruptions (as Flyte's ``interruptible`` does for the last attempt).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from airflow_dist_training.checkpoints.selection import CheckpointInfo
+from airflow_dist_training.errors import CapacityError, SpecValidationError
+
+ResumePolicy = Literal["fresh", "latest", "none"]
+RESUME_POLICIES: tuple[str, ...] = ("fresh", "latest", "none")
+
+
+class CheckpointStore(Protocol):
+    """What :func:`resolve_resume_checkpoint` needs; :class:`CheckpointHook` provides it."""
+
+    def latest_complete(self, root_uri: str) -> CheckpointInfo | None: ...
+
+    def latest_complete_under(self, prefix_uri: str) -> CheckpointInfo | None: ...
+
+    def seed_checkpoint(self, source_uri: str, target_prefix: str) -> str: ...
+
+
+def seed_checkpoint(source_uri: str, target_prefix: str, hook: CheckpointStore) -> str:
+    """Copy checkpoint ``source_uri`` into ``target_prefix`` (the new job's checkpoint location).
+
+    Keeps the ``step-<step>/`` layout, copies the manifest last and writes the ``_LATEST.json`` hint;
+    idempotent. Returns the seeded checkpoint's URI.
+    """
+    return hook.seed_checkpoint(source_uri, target_prefix)
+
+
+def resolve_resume_checkpoint(
+    policy: str, run_prefix: str, pipeline_prefix: str, hook: CheckpointStore
+) -> str | None:
+    """The URI of the checkpoint to seed a new job with, or None to start from scratch.
+
+    :param policy: ``"fresh"``, ``"latest"`` or ``"none"``.
+    :param run_prefix: this run's checkpoint root (the one holding its ``step-*`` directories).
+    :param pipeline_prefix: the prefix holding every run's checkpoint root (used by ``latest``).
+    :param hook: a :class:`~airflow_dist_training.hooks.checkpoints.CheckpointHook` (or a fake).
+    """
+    if policy not in RESUME_POLICIES:
+        raise SpecValidationError(
+            [("checkpoint.resume_policy", f"must be one of fresh, latest, none; got {policy!r}")]
+        )
+    if policy == "none":
+        return None
+    if policy == "fresh":
+        if not run_prefix:
+            raise SpecValidationError(
+                [("checkpoint.s3_uri", "resume_policy 'fresh' needs this run's checkpoint location")]
+            )
+        found = hook.latest_complete(run_prefix)
+    else:
+        if not pipeline_prefix:
+            raise SpecValidationError(
+                [
+                    (
+                        "checkpoint.pipeline_prefix",
+                        "resume_policy 'latest' needs the pipeline's checkpoint prefix",
+                    )
+                ]
+            )
+        found = hook.latest_complete_under(pipeline_prefix)
+    return found.uri if found is not None else None
+
+
+class AttemptOutcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    INTERRUPTED = "interrupted"  # spot capacity reclaimed, MaxWait reached while waiting for spot
+    CAPACITY = "capacity"  # InsufficientCapacity / CapacityError / ResourceLimitExceeded
+    FAILED = "failed"  # a real failure: algorithm error, bad input, OOM, ...
+
+
+_CAPACITY_MARKERS = (
+    "capacityerror",
+    "insufficientcapacity",
+    "insufficientinstancecapacity",
+    "resourcelimitexceeded",
+    "unable to provision requested ml compute capacity",
+)
+_INTERRUPTION_MARKERS = (
+    "spot interruption",
+    "spot instance",
+    "interrupted",
+    "maxwaittimeexceeded",
+    "reclaimed",
+)
+
+
+def classify_outcome(
+    status: str | None = None, failure_reason: str | None = None, secondary_status: str | None = None
+) -> AttemptOutcome:
+    """Classify a finished SageMaker attempt from ``DescribeTrainingJob`` fields."""
+    if status == "Completed":
+        return AttemptOutcome.SUCCEEDED
+    text = " ".join(x for x in (failure_reason, secondary_status) if x).lower()
+    if any(m in text for m in _CAPACITY_MARKERS):
+        return AttemptOutcome.CAPACITY
+    if any(m in text for m in _INTERRUPTION_MARKERS):
+        return AttemptOutcome.INTERRUPTED
+    return AttemptOutcome.FAILED
+
+
+def outcome_of_exception(exc: BaseException) -> AttemptOutcome:
+    """Classify an exception raised by a previous attempt (``CapacityError`` -> capacity)."""
+    if isinstance(exc, CapacityError):
+        return AttemptOutcome.CAPACITY
+    return classify_outcome(
+        getattr(exc, "status", None), getattr(exc, "failure_reason", None) or str(exc), None
+    )
+
+
+@dataclass(frozen=True)
+class FailureBudget:
+    """Separate budgets for interruptions and real failures.
+
+    :param max_failures: real failures tolerated before giving up (Ray's ``max_failures``).
+    :param max_interruptions: interruptions/capacity errors tolerated; ``None`` = unlimited.
+    :param on_demand_after: switch from spot to on-demand once this many interruptions happened;
+        ``None`` = never switch.
+    """
+
+    max_failures: int = 0
+    max_interruptions: int | None = None
+    on_demand_after: int | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_failures < 0:
+            problems.append(("max_failures", f"must be >= 0, got {self.max_failures}"))
+        if self.max_interruptions is not None and self.max_interruptions < 0:
+            problems.append(("max_interruptions", f"must be >= 0 or None, got {self.max_interruptions}"))
+        if self.on_demand_after is not None and self.on_demand_after < 1:
+            problems.append(("on_demand_after", f"must be >= 1 or None, got {self.on_demand_after}"))
+        if problems:
+            raise SpecValidationError(problems)
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    retry: bool
+    resume: bool  # start the next attempt from the latest complete checkpoint
+    use_spot: bool
+    interruptions: int
+    failures: int
+    reason: str
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {
+            "retry": self.retry,
+            "resume": self.resume,
+            "use_spot": self.use_spot,
+            "interruptions": self.interruptions,
+            "failures": self.failures,
+            "reason": self.reason,
+        }
+
+
+def decide_retry(
+    outcomes: Sequence[AttemptOutcome | str], budget: FailureBudget, *, spot: bool = True
+) -> RetryDecision:
+    """Decide what the next attempt does, given all previous attempts' outcomes (oldest first)."""
+    parsed = [AttemptOutcome(o) for o in outcomes]
+    interruptions = sum(o in (AttemptOutcome.INTERRUPTED, AttemptOutcome.CAPACITY) for o in parsed)
+    failures = sum(o is AttemptOutcome.FAILED for o in parsed)
+    use_spot = spot and not (budget.on_demand_after is not None and interruptions >= budget.on_demand_after)
+
+    def decision(retry: bool, reason: str) -> RetryDecision:
+        return RetryDecision(retry, retry, use_spot, interruptions, failures, reason)
+
+    if not parsed:
+        return decision(True, "first attempt")
+    if parsed[-1] is AttemptOutcome.SUCCEEDED:
+        return RetryDecision(False, False, use_spot, interruptions, failures, "the last attempt succeeded")
+    if failures > budget.max_failures:
+        return decision(
+            False, f"failure budget exhausted: {failures} real failures > max_failures={budget.max_failures}"
+        )
+    if budget.max_interruptions is not None and interruptions > budget.max_interruptions:
+        return decision(
+            False,
+            f"interruption budget exhausted: {interruptions} interruptions > max_interruptions={budget.max_interruptions}",
+        )
+    switched = " on on-demand instances" if spot and not use_spot else ""
+    return decision(
+        True,
+        f"resume after {parsed[-1].value} ({interruptions} interruptions, {failures} failures){switched}",
+    )

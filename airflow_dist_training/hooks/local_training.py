@@ -1,0 +1,243 @@
+"""Run a training spec on this machine with torchrun, under the SageMaker container contract.
+
+``LocalTrainingHook`` is the local backend's counterpart of the SageMaker training hook: the
+training operator calls :meth:`LocalTrainingHook.run_job` for ``backend="local"`` and
+:meth:`LocalTrainingHook.stop` from ``on_kill``. No AWS access unless the spec points at S3 and
+credentials exist (channels without ``local_source``, checkpoints/output without ``local_uri``).
+
+The per-job root directory is, in order: the ``root`` argument, ``$ADT_LOCAL_ROOT``,
+``$AIRFLOW_HOME/dist-training-local``, ``~/airflow/dist-training-local``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from airflow_dist_training.errors import SpecValidationError, TrainingJobError
+from airflow_dist_training.local.contract import LocalJobPlan, plan_local_job, validate_local
+from airflow_dist_training.local.launcher import LocalJobRun
+from airflow_dist_training.results import TrainingResult
+from airflow_dist_training.spec.loading import load_spec
+from airflow_dist_training.spec.training import S3Channel, TrainingJobSpec
+
+_RUNNING: dict[str, LocalJobRun] = {}
+_RUNNING_LOCK = threading.Lock()
+
+
+def default_root() -> Path:
+    """``$ADT_LOCAL_ROOT``, else ``$AIRFLOW_HOME/dist-training-local``, else ``~/airflow/...``."""
+    if os.environ.get("ADT_LOCAL_ROOT"):
+        return Path(os.environ["ADT_LOCAL_ROOT"]).expanduser()
+    home = os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
+    return Path(home) / "dist-training-local"
+
+
+def available_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _needs_s3(spec: TrainingJobSpec) -> bool:
+    if spec.source.source_dir and spec.source.source_dir.startswith("s3://"):
+        return True
+    for channel in spec.channels.values():
+        src = channel.local_source
+        if (isinstance(channel, S3Channel) and src is None) or (src and src.startswith("s3://")):
+            return True
+    if spec.checkpoint is not None and not spec.checkpoint.local_uri:
+        return True
+    return spec.output is not None and not spec.output.local_uri
+
+
+def s3_credentials_available() -> bool:
+    """True when boto3 finds AWS credentials (no network call)."""
+    try:
+        import boto3
+
+        return boto3.Session().get_credentials() is not None
+    except Exception:
+        return False
+
+
+class LocalTrainingHook(BaseHook):
+    """Runs training jobs on the Airflow worker with torchrun (gloo on CPU).
+
+    :param root: the per-job root directory (default: ``$ADT_LOCAL_ROOT`` or
+        ``$AIRFLOW_HOME/dist-training-local``); each job gets ``<root>/<job name>/``.
+    :param base_dir: the directory relative paths in the spec (``source.source_dir``,
+        ``local_source``, ``local_uri``) are resolved against (default: the current directory).
+    :param use_s3: use S3 through boto3 for ``s3://`` locations: True, False, or None to use it when
+        credentials are found (``$ADT_LOCAL_USE_S3=0/1`` overrides None). Without S3, checkpoint and
+        output S3 locations are kept in a local mirror under ``<root>/_s3/``.
+    :param python: the interpreter that runs torchrun and the script (default: this one).
+    :param checkpoint_sync_seconds: how often the checkpoint directory is synced to its store.
+    :param stop_grace_seconds: SIGTERM-to-SIGKILL grace period of :meth:`stop`.
+    """
+
+    conn_name_attr = "local_training_conn_id"
+    hook_name = "Local distributed training"
+
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        *,
+        base_dir: str | Path | None = None,
+        use_s3: bool | None = None,
+        python: str | None = None,
+        checkpoint_sync_seconds: float = 10.0,
+        stop_grace_seconds: float = 30.0,
+    ) -> None:
+        super().__init__()
+        self._root = Path(root).expanduser() if root is not None else None
+        self.base_dir = Path(base_dir) if base_dir is not None else None
+        self.use_s3 = use_s3
+        self.python = python or sys.executable
+        self.checkpoint_sync_seconds = checkpoint_sync_seconds
+        self.stop_grace_seconds = stop_grace_seconds
+        self.last_run: LocalJobRun | None = None
+
+    @property
+    def root(self) -> Path:
+        return (self._root or default_root()).absolute()
+
+    def job_dir(self, job_name: str) -> Path:
+        return self.root / job_name
+
+    def _s3_available(self, spec: TrainingJobSpec) -> bool:
+        if self.use_s3 is not None:
+            return self.use_s3
+        flag = os.environ.get("ADT_LOCAL_USE_S3")
+        if flag is not None:
+            return flag.strip().lower() in ("1", "true", "yes", "on")
+        return _needs_s3(spec) and s3_credentials_available()
+
+    def plan(
+        self,
+        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
+        job_name: str,
+        *,
+        allow_oversubscribe: bool = False,
+    ) -> LocalJobPlan:
+        """Validate ``spec`` for local mode and compute the plan; raises ``SpecValidationError``."""
+        spec = load_spec(spec)
+        _validate_job_name(job_name)
+        s3 = self._s3_available(spec)
+        base = (self.base_dir or Path.cwd()).absolute()
+        cpus = available_cpus()
+        problems, _warnings = validate_local(
+            spec, cpu_count=cpus, allow_oversubscribe=allow_oversubscribe, s3_available=s3, base_dir=base
+        )
+        if problems:
+            raise SpecValidationError(problems, source="local backend")
+        return plan_local_job(
+            spec, job_name, self.root, cpu_count=cpus, s3_available=s3, base_dir=base, environ=os.environ
+        )
+
+    def run_job(
+        self,
+        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
+        job_name: str,
+        *,
+        log: Callable[[str], None] | None = None,
+        allow_oversubscribe: bool = False,
+    ) -> TrainingResult:
+        """Run the job to the end (synchronous) and return its ``TrainingResult``.
+
+        :param spec: a spec object, dict or YAML path.
+        :param job_name: the job name; the job directory is ``<root>/<job_name>``. Re-running a
+            name reuses its directory (and so its checkpoints).
+        :param log: called with every output line (``[algo-N] ...``) and progress message;
+            default: this hook's logger (the Airflow task log).
+        :param allow_oversubscribe: allow more training processes than CPU cores.
+        :raises SpecValidationError: the spec cannot run locally (nothing was launched).
+        :raises TrainingJobError: the script failed (status ``Failed``, message with its last lines
+            and the failure file) or the job was stopped (status ``Stopped``).
+        """
+        spec_obj = load_spec(spec)
+        plan = self.plan(spec_obj, job_name, allow_oversubscribe=allow_oversubscribe)
+        run = LocalJobRun(
+            plan,
+            log=log or self.log.info,
+            python=self.python,
+            checkpoint_sync_seconds=self.checkpoint_sync_seconds,
+            stop_grace_seconds=self.stop_grace_seconds,
+            max_runtime_seconds=float(spec_obj.stopping.max_runtime_seconds),
+        )
+        with _RUNNING_LOCK:
+            if job_name in _RUNNING:
+                raise TrainingJobError(
+                    f"Local training job {job_name} is already running in this process",
+                    job_name=job_name,
+                    status="InProgress",
+                )
+            _RUNNING[job_name] = run
+        self.last_run = run
+        try:
+            with _stop_on_sigterm(run, self.stop_grace_seconds):
+                return run.run()
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(job_name, None)
+
+    def stop(self, job_name: str, *, grace_seconds: float | None = None) -> bool:
+        """Stop a running job: SIGTERM to every host's process group, SIGKILL after the grace period.
+
+        Returns False when no job of that name runs in this process. ``run_job`` then raises
+        ``TrainingJobError`` with status ``Stopped``.
+        """
+        with _RUNNING_LOCK:
+            run = _RUNNING.get(job_name)
+        if run is None:
+            return False
+        run.stop(self.stop_grace_seconds if grace_seconds is None else grace_seconds)
+        return True
+
+
+def _validate_job_name(job_name: str) -> None:
+    if not job_name or "/" in job_name or job_name in (".", "..") or job_name.startswith("_"):
+        raise SpecValidationError(
+            [("job_name", f"{job_name!r} must be a non-empty name without '/' that does not start with '_'")]
+        )
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm(run: LocalJobRun, grace: float) -> Any:
+    """In the main thread: on SIGTERM, stop the job's process groups, then run the previous handler.
+
+    A killed task therefore never leaves training processes behind, even if nobody calls stop()
+    (Airflow's own SIGTERM handling, e.g. ``on_kill``, still runs afterwards).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        run.stop(min(grace, 10.0))
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main interpreter thread after all
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)

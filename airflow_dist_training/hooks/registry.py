@@ -1,0 +1,489 @@
+"""Model registries: SageMaker model package groups, and a local directory with the same interface.
+
+Both answer the same three questions: *who is the champion* (the latest approved version, with the
+metrics of its stored evaluation report), *register this challenger* (with an approval status and
+an audit record), and *change a version's approval*. The request itself is built by the pure
+``airflow_dist_training.evaluation.registration``.
+
+Lineage: SageMaker packages carry ``MetadataProperties.GeneratedBy`` = the training job ARN, the
+job name/ARN in ``CustomerMetadataProperties`` and a tag. moto cannot list/add tags on model
+packages nor delete them (see ``/work/shared/reference/moto.md``), so those calls are tested with
+botocore ``Stubber``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Protocol
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.evaluation.gate import Champion, ChampionUnreadableError
+from airflow_dist_training.evaluation.registration import (
+    APPROVED,
+    AUDIT_FILE_NAME,
+    PENDING,
+    REJECTED,
+    approval_status,
+    build_audit_record,
+    build_create_model_package_request,
+    validate_group_name,
+)
+from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, load_evaluation_file
+from airflow_dist_training.hooks.evaluation import (
+    ArtifactStore,
+    _atomic_write,
+    _aws_error_text,
+    _error_code,
+    join_uri,
+    parent_uri,
+)
+
+log = logging.getLogger(__name__)
+
+_STATUSES = {APPROVED, PENDING, REJECTED}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class ModelRegistry(Protocol):
+    """What the gate and the registration operator need from a registry."""
+
+    kind: str
+    group: str
+
+    def get_champion(self) -> Champion | None: ...
+
+    def register(
+        self,
+        *,
+        model_data_uri: str,
+        image_uri: str | None,
+        evaluation_uri: str,
+        decision: Mapping[str, Any] | None,
+        auto_approve: bool = False,
+        training: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        report_uri: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        client_token: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    def set_approval(self, package_id: str, status: str, description: str | None = None) -> None: ...
+
+
+def _champion_error(exc: SpecValidationError, who: str, uri: str) -> ChampionUnreadableError:
+    problems = [Problem(p.path, p.message) for p in exc.problems]
+    return ChampionUnreadableError(problems, source=f"champion {who} ({uri})")
+
+
+# --------------------------------------------------------------------------------------------------
+# local
+
+
+class LocalModelRegistry:
+    """A model registry in a directory: ``<root>/<group>/index.json`` plus one folder per version.
+
+    ``index.json`` lists versions with their approval status; each version folder holds a copy of
+    its ``evaluation.json`` (the champion's metrics are read from it, as SageMaker reads
+    ``ModelMetrics``) and its ``audit.json``. Writes are atomic (temp file + ``os.replace``) and
+    serialised by an ``flock`` on ``<root>/<group>/.lock``.
+
+    :param root: registry directory (path or ``file://`` URI).
+    :param group: model group name (same rules as a SageMaker model package group name).
+    :param store: how to read an ``s3://`` evaluation to copy it in (optional).
+    """
+
+    kind = "local"
+
+    def __init__(self, root: str | Path, group: str, store: ArtifactStore | None = None) -> None:
+        validate_group_name(group)
+        root_s = str(root)
+        self.root = Path(root_s[len("file://") :] if root_s.startswith("file://") else root_s)
+        self.group = group
+        self.store = store or ArtifactStore()
+
+    @property
+    def group_dir(self) -> Path:
+        return self.root / self.group
+
+    @property
+    def index_path(self) -> Path:
+        return self.group_dir / "index.json"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.group_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.group_dir / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read_index(self) -> dict[str, Any]:
+        if not self.index_path.exists():
+            return {"group": self.group, "versions": []}
+        try:
+            data = json.loads(self.index_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise SpecValidationError(
+                [
+                    Problem(
+                        "", f"malformed registry index at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+                    )
+                ],
+                source=str(self.index_path),
+            ) from None
+        return dict(data)
+
+    def _write_index(self, index: Mapping[str, Any]) -> None:
+        _atomic_write(self.index_path, json.dumps(index, indent=2, sort_keys=True).encode("utf-8"))
+
+    def versions(self) -> list[dict[str, Any]]:
+        return list(self._read_index()["versions"])
+
+    def get_version(self, version: int) -> dict[str, Any]:
+        for entry in self.versions():
+            if entry["version"] == version:
+                return entry
+        raise SpecValidationError(
+            [Problem("version", f"no version {version} in local registry group {self.group}")]
+        )
+
+    def get_champion(self) -> Champion | None:
+        approved = [v for v in self.versions() if v.get("approval_status") == APPROVED]
+        if not approved:
+            return None
+        entry = max(approved, key=lambda v: int(v["version"]))
+        uri = str(entry.get("evaluation_uri") or "")
+        who = f"{self.group}/{entry['version']}"
+        if not uri:
+            raise ChampionUnreadableError(
+                [Problem("", "has no stored evaluation report; cannot compare metrics against it")],
+                source=f"champion {who}",
+            )
+        try:
+            evaluation = load_evaluation_file(uri)
+        except SpecValidationError as exc:
+            raise _champion_error(exc, who, uri) from None
+        return Champion(id=who, evaluation=evaluation, evaluation_uri=uri, version=int(entry["version"]))
+
+    def register(
+        self,
+        *,
+        model_data_uri: str,
+        image_uri: str | None,
+        evaluation_uri: str,
+        decision: Mapping[str, Any] | None,
+        auto_approve: bool = False,
+        training: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        report_uri: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        client_token: str | None = None,
+    ) -> dict[str, Any]:
+        status = approval_status(decision, auto_approve)
+        # Read (and validate) the evaluation before taking the lock or writing anything.
+        evaluation_bytes = (
+            self.store.read_bytes(evaluation_uri)
+            if evaluation_uri.startswith("s3://")
+            else Path(evaluation_uri.removeprefix("file://")).read_bytes()
+        )
+        with self._locked():
+            index = self._read_index()
+            if client_token:
+                for entry in index["versions"]:
+                    if entry.get("client_token") == client_token:
+                        log.info(
+                            "Version %s was already registered by this task (retry): reusing it",
+                            entry["version"],
+                        )
+                        return self._result(entry)
+            version = max((int(v["version"]) for v in index["versions"]), default=0) + 1
+            vdir = self.group_dir / "versions" / str(version)
+            stored_eval = vdir / EVALUATION_FILE_NAME
+            _atomic_write(stored_eval, evaluation_bytes)
+            audit_path = vdir / AUDIT_FILE_NAME
+            now = _now()
+            audit = build_audit_record(
+                decision=decision,
+                status=status,
+                registry=self.kind,
+                group=self.group,
+                model_data_uri=model_data_uri,
+                image_uri=image_uri,
+                evaluation_uri=evaluation_uri,
+                training=training,
+                registered_at=now,
+                package_id=f"{self.group}/{version}",
+            )
+            _atomic_write(audit_path, json.dumps(audit, indent=2, sort_keys=True).encode("utf-8"))
+            entry = {
+                "version": version,
+                "package_id": f"{self.group}/{version}",
+                "approval_status": status,
+                "created_at": now,
+                "model_data_uri": model_data_uri,
+                "image_uri": image_uri,
+                "evaluation_uri": str(stored_eval),
+                "source_evaluation_uri": evaluation_uri,
+                "report_uri": report_uri,
+                "audit_uri": str(audit_path),
+                "description": description,
+                "training_job_name": (training or {}).get("job_name"),
+                "training_job_arn": (training or {}).get("job_arn"),
+                "evaluation_set_hash": ((decision or {}).get("challenger") or {}).get("evaluation_set_hash"),
+                "tags": dict(tags or {}),
+                "client_token": client_token,
+            }
+            index["versions"].append(entry)
+            self._write_index(index)
+        log.info("Registered %s/%s as %s", self.group, version, status)
+        return self._result(entry)
+
+    def _result(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "registry": self.kind,
+            "group": self.group,
+            "package_id": entry["package_id"],
+            "version": entry["version"],
+            "approval_status": entry["approval_status"],
+            "model_data_uri": entry["model_data_uri"],
+            "evaluation_uri": entry["evaluation_uri"],
+            "audit_uri": entry["audit_uri"],
+        }
+
+    def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
+        if status not in _STATUSES:
+            raise SpecValidationError(
+                [Problem("status", f"must be one of {sorted(_STATUSES)}, got {status!r}")]
+            )
+        version = int(str(package_id).rsplit("/", 1)[-1])
+        with self._locked():
+            index = self._read_index()
+            for entry in index["versions"]:
+                if entry["version"] == version:
+                    entry["approval_status"] = status
+                    entry["approval_description"] = description
+                    entry["approval_changed_at"] = _now()
+                    break
+            else:
+                raise SpecValidationError([Problem("version", f"no version {version} in group {self.group}")])
+            self._write_index(index)
+
+    def delete_version(self, package_id: str) -> None:
+        version = int(str(package_id).rsplit("/", 1)[-1])
+        with self._locked():
+            index = self._read_index()
+            index["versions"] = [v for v in index["versions"] if v["version"] != version]
+            self._write_index(index)
+
+
+# --------------------------------------------------------------------------------------------------
+# SageMaker
+
+
+class ModelRegistryHook:
+    """A SageMaker model package group as a model registry.
+
+    :param model_package_group_name: the group; created on first registration when missing.
+    :param aws_conn_id: Airflow AWS connection (SageMaker and S3).
+    :param region_name: AWS region; defaults to the connection's.
+    :param group_description: description used when the group has to be created.
+    """
+
+    kind = "sagemaker"
+
+    def __init__(
+        self,
+        model_package_group_name: str,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        group_description: str | None = None,
+    ) -> None:
+        self.group = validate_group_name(model_package_group_name)
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.group_description = group_description
+        self.store = ArtifactStore(aws_conn_id, region_name)
+
+    @cached_property
+    def client(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(
+            aws_conn_id=self.aws_conn_id, client_type="sagemaker", region_name=self.region_name
+        ).get_conn()
+
+    # -- group --------------------------------------------------------------------------------
+    def group_exists(self) -> bool:
+        try:
+            self.client.describe_model_package_group(ModelPackageGroupName=self.group)
+            return True
+        except Exception as exc:
+            if _error_code(exc) == "ValidationException" and "does not exist" in _aws_error_text(exc):
+                return False
+            raise
+
+    def ensure_group(self) -> bool:
+        """Create the group when it is missing; return True when it was created."""
+        if self.group_exists():
+            return False
+        kwargs: dict[str, Any] = {"ModelPackageGroupName": self.group}
+        kwargs["ModelPackageGroupDescription"] = self.group_description or "Created by airflow-dist-training"
+        self.client.create_model_package_group(**kwargs)
+        log.info("Created model package group %s", self.group)
+        return True
+
+    # -- champion -----------------------------------------------------------------------------
+    def latest_approved_arn(self) -> str | None:
+        try:
+            resp = self.client.list_model_packages(
+                ModelPackageGroupName=self.group,
+                ModelApprovalStatus=APPROVED,
+                SortBy="CreationTime",
+                SortOrder="Descending",
+                MaxResults=1,
+            )
+        except Exception as exc:
+            if _error_code(exc) == "ValidationException" and "does not exist" in _aws_error_text(exc):
+                return None
+            raise
+        summaries = resp.get("ModelPackageSummaryList") or []
+        return str(summaries[0]["ModelPackageArn"]) if summaries else None
+
+    def get_champion(self) -> Champion | None:
+        arn = self.latest_approved_arn()
+        if arn is None:
+            return None
+        desc = self.client.describe_model_package(ModelPackageName=arn)
+        stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
+        uri = stats.get("S3Uri")
+        if not uri:
+            raise ChampionUnreadableError(
+                [
+                    Problem(
+                        "ModelMetrics.ModelQuality.Statistics",
+                        "is not set (the package was registered without an evaluation report); "
+                        "cannot compare metrics against it",
+                    )
+                ],
+                source=f"champion model package {arn}",
+            )
+        try:
+            evaluation = self.store.load_evaluation(str(uri))
+        except SpecValidationError as exc:
+            raise _champion_error(exc, f"model package {arn}", str(uri)) from None
+        return Champion(
+            id=arn, evaluation=evaluation, evaluation_uri=str(uri), version=desc.get("ModelPackageVersion")
+        )
+
+    # -- registration -------------------------------------------------------------------------
+    def register(
+        self,
+        *,
+        model_data_uri: str,
+        image_uri: str | None,
+        evaluation_uri: str,
+        decision: Mapping[str, Any] | None,
+        auto_approve: bool = False,
+        training: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        report_uri: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        client_token: str | None = None,
+    ) -> dict[str, Any]:
+        status = approval_status(decision, auto_approve)
+        audit_uri = join_uri(parent_uri(evaluation_uri), AUDIT_FILE_NAME)
+        request = build_create_model_package_request(
+            group=self.group,
+            model_data_uri=model_data_uri,
+            image_uri=image_uri or "",
+            evaluation_uri=evaluation_uri,
+            status=status,
+            training=training,
+            decision=decision,
+            audit_uri=audit_uri,
+            report_uri=report_uri,
+            description=description,
+            tags=tags,
+            client_token=client_token,
+        )
+        audit_kwargs: dict[str, Any] = {
+            "decision": decision,
+            "status": status,
+            "registry": self.kind,
+            "group": self.group,
+            "model_data_uri": model_data_uri,
+            "image_uri": image_uri,
+            "evaluation_uri": evaluation_uri,
+            "training": training,
+        }
+        self.ensure_group()
+        # Audit first: a package never points at a missing audit record.
+        self._write_audit(audit_uri, build_audit_record(**audit_kwargs, registered_at=_now()))
+        arn = str(self.client.create_model_package(**request)["ModelPackageArn"])
+        self._write_audit(audit_uri, build_audit_record(**audit_kwargs, registered_at=_now(), package_id=arn))
+        log.info("Registered %s as %s", arn, status)
+        return {
+            "registry": self.kind,
+            "group": self.group,
+            "package_id": arn,
+            "version": int(arn.rsplit("/", 1)[-1]) if arn.rsplit("/", 1)[-1].isdigit() else None,
+            "approval_status": status,
+            "model_data_uri": model_data_uri,
+            "evaluation_uri": evaluation_uri,
+            "audit_uri": audit_uri,
+        }
+
+    def _write_audit(self, uri: str, record: Mapping[str, Any]) -> None:
+        self.store.write_text(uri, json.dumps(record, indent=2, sort_keys=True), "application/json")
+
+    def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
+        if status not in _STATUSES:
+            raise SpecValidationError(
+                [Problem("status", f"must be one of {sorted(_STATUSES)}, got {status!r}")]
+            )
+        kwargs: dict[str, Any] = {"ModelPackageArn": package_id, "ModelApprovalStatus": status}
+        if description:
+            kwargs["ApprovalDescription"] = description
+        self.client.update_model_package(**kwargs)
+
+    def tag_version(self, package_id: str, tags: Mapping[str, str]) -> None:
+        """Add tags to a model package version (moto cannot: tested with Stubber)."""
+        self.client.add_tags(ResourceArn=package_id, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+
+    def version_tags(self, package_id: str) -> dict[str, str]:
+        resp = self.client.list_tags(ResourceArn=package_id)
+        return {t["Key"]: t["Value"] for t in resp.get("Tags", [])}
+
+    def delete_version(self, package_id: str) -> None:
+        """Delete a model package version (moto cannot: tested with Stubber)."""
+        self.client.delete_model_package(ModelPackageName=package_id)
+
+
+def get_registry(
+    registry: str,
+    *,
+    group: str,
+    local_registry_dir: str | None = None,
+    aws_conn_id: str | None = "aws_default",
+    region_name: str | None = None,
+) -> ModelRegistry:
+    """Build the registry an operator was configured with (``sagemaker`` or ``local``)."""
+    if registry == "sagemaker":
+        return ModelRegistryHook(group, aws_conn_id=aws_conn_id, region_name=region_name)
+    if registry == "local":
+        if not local_registry_dir:
+            raise SpecValidationError([Problem("local_registry_dir", "is required when registry='local'")])
+        return LocalModelRegistry(local_registry_dir, group, store=ArtifactStore(aws_conn_id, region_name))
+    raise SpecValidationError([Problem("registry", f"must be 'sagemaker' or 'local', got {registry!r}")])

@@ -1,0 +1,63 @@
+"""Extra links for evaluation tasks: the evaluation report and the registration audit record.
+
+Airflow 3 computes links on the worker (``get_link`` runs in ``finalize``); the operator
+``persist``s a small dict to XCom during ``execute`` and ``get_link`` only formats it, as the Amazon
+provider's ``BaseAwsLink`` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import quote
+
+from airflow.sdk import BaseOperatorLink
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator, Context
+    from airflow.sdk.types import TaskInstanceKey
+
+
+def uri_to_url(uri: str, region_name: str | None = None) -> str:
+    """A browser URL for an artifact URI: the S3 console for ``s3://``, ``file://`` for a path."""
+    if uri.startswith("s3://"):
+        bucket, _, key = uri[len("s3://") :].partition("/")
+        region = f"region={quote(region_name)}&" if region_name else ""
+        return f"https://s3.console.aws.amazon.com/s3/object/{quote(bucket)}?{region}prefix={quote(key)}"
+    if uri.startswith(("http://", "https://", "file://")):
+        return uri
+    return "file://" + quote(uri)
+
+
+class _UriLink(BaseOperatorLink):
+    name: ClassVar[str]  # type: ignore[misc]
+    key: ClassVar[str]
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        try:
+            value: Any = XCom.get_value(key=self.key, ti_key=ti_key)
+        except Exception:
+            return ""
+        if not value:
+            return ""
+        return uri_to_url(str(value.get("uri", "")), value.get("region_name")) if value.get("uri") else ""
+
+    @classmethod
+    def persist(cls, context: Context, uri: str | None, region_name: str | None = None) -> None:
+        if uri:
+            context["ti"].xcom_push(key=cls.key, value={"uri": uri, "region_name": region_name})
+
+
+class EvaluationReportLink(_UriLink):
+    """The HTML evaluation report (challenger vs champion, gate reasons, plot)."""
+
+    name = "Evaluation report"
+    key = "evaluation_report_link"
+
+
+class RegistrationAuditLink(_UriLink):
+    """The audit record written when a model version is registered."""
+
+    name = "Registration audit record"
+    key = "registration_audit_link"

@@ -1,0 +1,594 @@
+"""Run a :class:`~airflow_dist_training.local.contract.LocalJobPlan` on this machine.
+
+One launcher process per simulated host, each in its own session (process group), so a stop
+kills the whole tree:
+
+* torchrun hosts: ``python -m torch.distributed.run --nnodes=N --nproc-per-node=P --node-rank=i``.
+  One host uses a c10d rendezvous on ``127.0.0.1:<free port>`` (what torchrun itself does for one
+  node). Several hosts use the ``static`` rendezvous with ``--master-addr=127.0.0.1
+  --master-port=<free port>``, which is what SageMaker runs (``algo-1:7777``): ranks then follow
+  the host order (algo-1 gets ranks 0..P-1), which a c10d rendezvous does not guarantee.
+* other hosts (strategy ``none``, or outside the distribution instance group): ``python <entry>
+  <args>`` once, as the toolkit's Process runner does.
+
+Output lines of every host are streamed to a log callback with a ``[algo-N]`` prefix, and metric
+regexes are applied to them. The checkpoint directory is restored from the checkpoint store
+before the run and synced back periodically and at the end; the model directories are packed
+into ``model.tar.gz`` (and ``output/data`` into ``output.tar.gz``) in the output store. A failing
+host gets ``output/failure`` (toolkit format, unless the script wrote its own) and the run raises
+:class:`~airflow_dist_training.errors.TrainingJobError` with the last lines and that file.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from airflow_dist_training.errors import TrainingJobError
+from airflow_dist_training.local.contract import (
+    HostPlan,
+    LocalJobPlan,
+    Store,
+    config_files,
+    error_excerpt,
+    failure_text,
+)
+from airflow_dist_training.local.metrics import MetricParser
+from airflow_dist_training.results import StatusTransition, TrainingResult
+
+LogFn = Callable[[str], None]
+_TAIL_LINES = 200
+_SKIP_SYNC_PREFIXES = ("._MANIFEST.json.tmp",)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _utc_iso(ts: float | None = None) -> str:
+    moment = dt.datetime.fromtimestamp(time.time() if ts is None else ts, dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: the launcher gets SIGTERM if the process that started it dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(Exception):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def host_command(plan: LocalJobPlan, host: HostPlan, port: int, python: str = sys.executable) -> list[str]:
+    """The argv that starts one simulated host."""
+    entry = plan.entry_point
+    if host.launch == "torchrun":
+        nnodes = len(plan.torchrun_hosts)
+        cmd = [
+            python,
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={nnodes}",
+            f"--nproc-per-node={plan.processes_per_host}",
+            f"--node-rank={host.node_rank}",
+        ]
+        if nnodes == 1:
+            cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={plan.job_name}"]
+        else:
+            cmd += ["--rdzv-backend=static", "--master-addr=127.0.0.1", f"--master-port={port}"]
+        cmd += ["--max-restarts=0", entry, *plan.user_args]
+        return cmd
+    if entry.endswith(".py"):
+        return [python, entry, *plan.user_args]
+    import shlex
+
+    return ["/bin/sh", "-c", " ".join(["./" + entry, *(shlex.quote(a) for a in plan.user_args)])]
+
+
+def child_environment(plan: LocalJobPlan, host: HostPlan, port: int, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The worker machine's environment, minus stray launcher settings, plus the host's contract env."""
+    env = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if not k.startswith(("PET_", "TORCHELASTIC_", "SM_")) and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
+    env.update(host.env)
+    env["MASTER_PORT"] = str(port)
+    inherited = os.environ.get("PYTHONPATH") if base is None else base.get("PYTHONPATH")
+    if inherited:
+        env["PYTHONPATH"] = f"{host.env['PYTHONPATH']}{os.pathsep}{inherited}"
+    return env
+
+
+# --------------------------------------------------------------------------- stores
+
+
+def _s3_client() -> Any:
+    import boto3
+
+    return boto3.client("s3")
+
+
+def _split_s3(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    return bucket, key.strip("/")
+
+
+def _local_files(root: Path) -> dict[str, Path]:
+    if not root.is_dir():
+        return {}
+    return {
+        p.relative_to(root).as_posix(): p
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.startswith(_SKIP_SYNC_PREFIXES)
+    }
+
+
+def _manifest_last(rel: str) -> tuple[int, str]:
+    return (1 if rel.rsplit("/", 1)[-1] == "_MANIFEST.json" else 0, rel)
+
+
+def sync_dir(src: Store, dst: Store) -> int:
+    """Copy files that are missing or differ in size from ``src`` to ``dst`` (never deletes).
+
+    Checkpoint manifests are copied last, so a checkpoint never looks complete before its files.
+    Returns the number of files copied.
+    """
+    copied = 0
+    if src.kind == "local" and dst.kind == "local":
+        dst_root = Path(dst.location)
+        for rel, path in sorted(_local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])):
+            target = dst_root / rel
+            stat = path.stat()
+            if target.is_file():
+                tstat = target.stat()
+                if tstat.st_size == stat.st_size and tstat.st_mtime_ns >= stat.st_mtime_ns:
+                    continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.sync-tmp")
+            shutil.copy2(path, tmp)
+            os.replace(tmp, target)
+            copied += 1
+        return copied
+    client = _s3_client()
+    if src.kind == "local":  # upload
+        bucket, prefix = _split_s3(dst.location)
+        remote = _s3_sizes(client, bucket, prefix)
+        for rel, path in sorted(_local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])):
+            key = f"{prefix}/{rel}" if prefix else rel
+            if remote.get(key) == path.stat().st_size:
+                continue
+            client.upload_file(str(path), bucket, key)
+            copied += 1
+        return copied
+    # download
+    bucket, prefix = _split_s3(src.location)
+    dst_root = Path(dst.location)
+    for key, size in sorted(_s3_sizes(client, bucket, prefix).items(), key=lambda kv: _manifest_last(kv[0])):
+        rel = key[len(prefix) :].lstrip("/") if prefix else key
+        if not rel or ".." in rel.split("/"):
+            continue
+        target = dst_root / rel
+        if target.is_file() and target.stat().st_size == size:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        client.download_file(bucket, key, str(target))
+        copied += 1
+    return copied
+
+
+def _s3_sizes(client: Any, bucket: str, prefix: str) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    paginator = client.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else ""):
+        for obj in page.get("Contents", []):
+            sizes[obj["Key"]] = int(obj["Size"])
+    return sizes
+
+
+def put_file(path: Path, dst: Store) -> None:
+    if dst.kind == "local":
+        target = Path(dst.location)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, target)
+    else:
+        bucket, key = _split_s3(dst.location)
+        _s3_client().upload_file(str(path), bucket, key)
+
+
+def pack_dirs(dirs: list[Path], archive: Path) -> None:
+    """One ``tar.gz`` of several directories merged, files at the archive root; later dirs win."""
+    merged: dict[str, Path] = {}
+    for directory in dirs:
+        if directory.is_dir():
+            for child in sorted(directory.iterdir()):
+                merged[child.name] = child
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w:gz", compresslevel=6) as tar:
+        for name, path in sorted(merged.items()):
+            tar.add(path, arcname=name)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class LocalJobRun:
+    """One local training job: prepare, launch, stream, wait, upload. Thread-safe ``stop()``."""
+
+    def __init__(
+        self,
+        plan: LocalJobPlan,
+        *,
+        log: LogFn | None = None,
+        python: str = sys.executable,
+        checkpoint_sync_seconds: float = 10.0,
+        stop_grace_seconds: float = 30.0,
+        failure_grace_seconds: float = 5.0,
+        max_runtime_seconds: float | None = None,
+    ) -> None:
+        self.plan = plan
+        self._log = log or (lambda line: print(line, flush=True))
+        self.python = python
+        self.checkpoint_sync_seconds = checkpoint_sync_seconds
+        self.stop_grace_seconds = stop_grace_seconds
+        self.failure_grace_seconds = failure_grace_seconds
+        self.max_runtime_seconds = max_runtime_seconds
+        self.metrics = MetricParser(plan.metric_definitions)
+        self.timeline: list[StatusTransition] = []
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.commands: dict[str, list[str]] = {}
+        self.tails: dict[str, collections.deque[str]] = {
+            h.host: collections.deque(maxlen=_TAIL_LINES) for h in plan.host_plans
+        }
+        self.stop_requested = threading.Event()
+        self._log_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._proc_lock = threading.Lock()
+        self._readers: list[threading.Thread] = []
+        self.training_started: float | None = None
+        self.training_ended: float | None = None
+
+    # -- logging and timeline
+    def log(self, line: str) -> None:
+        with self._log_lock:
+            self._log(line)
+
+    def transition(self, status: str, message: str) -> None:
+        now = _utc_iso()
+        if self.timeline and self.timeline[-1]["end"] is None:
+            self.timeline[-1]["end"] = now
+        self.timeline.append(StatusTransition(status=status, start=now, end=None, message=message))
+        self.log(f"[local] {status}: {message}")
+
+    # -- preparation
+    def prepare(self) -> None:
+        plan = self.plan
+        self.transition("Starting", f"Preparing {len(plan.hosts)} simulated host(s) under {plan.job_dir}")
+        for warning in plan.warnings:
+            self.log(f"[local] WARNING {warning}")
+        first = plan.host_plans[0].layout
+        self._stage_code(first.code_dir)
+        for hp in plan.host_plans:
+            lay = hp.layout
+            for d in (lay.input_config_dir, lay.model_dir, lay.output_data_dir, lay.checkpoint_dir):
+                d.mkdir(parents=True, exist_ok=True)
+            for stale in (lay.failure_file, lay.success_file):
+                stale.unlink(missing_ok=True)
+            if not lay.is_shared_owner:
+                for link, target in ((lay.code_dir, first.code_dir), (lay.input_data_dir, first.input_data_dir)):
+                    target.mkdir(parents=True, exist_ok=True)
+                    if link.is_symlink() or link.exists():
+                        if link.is_symlink() or link.is_file():
+                            link.unlink()
+                        else:
+                            shutil.rmtree(link)
+                    link.symlink_to(target, target_is_directory=True)
+            for name, content in config_files(plan, hp).items():
+                (lay.input_config_dir / name).write_text(json.dumps(content))
+        self.transition("Downloading", "Staging input channels and restoring checkpoints")
+        from airflow_dist_training.local.staging import stage_local
+
+        for name, source in plan.channel_sources.items():
+            result = stage_local(source, first.channel_dir(name))
+            self.log(
+                f"[local] channel {name}: {len(result.manifest)} file(s), {result.total_bytes} bytes "
+                f"({len(result.copied)} copied, {len(result.skipped)} unchanged) from {source}"
+            )
+        if plan.checkpoint_store is not None:
+            for hp in plan.host_plans:
+                n = sync_dir(plan.checkpoint_store, Store("local", str(hp.layout.checkpoint_dir)))
+                if n and hp.index == 0:
+                    self.log(f"[local] restored {n} checkpoint file(s) from {plan.checkpoint_store.uri}")
+
+    def _stage_code(self, code_dir: Path) -> None:
+        src = self.plan.source_dir
+        if code_dir.exists():
+            shutil.rmtree(code_dir)
+        if src is None:
+            code_dir.mkdir(parents=True)
+            return
+        if src.startswith("s3://"):
+            code_dir.mkdir(parents=True)
+            bucket, key = _split_s3(src)
+            with tempfile.TemporaryDirectory() as tmp:
+                archive = Path(tmp) / "sourcedir.tar.gz"
+                _s3_client().download_file(bucket, key, str(archive))
+                with tarfile.open(archive, "r:gz") as tar:
+                    tar.extractall(code_dir, filter="data")
+            return
+        if Path(src).is_file():
+            target = code_dir / self.plan.entry_point
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+            return
+        root = self.plan.root.resolve()
+        shutil.copytree(
+            src,
+            code_dir,
+            symlinks=True,
+            ignore=lambda d, names: [
+                n
+                for n in names
+                if n in ("__pycache__", ".git", ".venv") or Path(d, n).resolve() == root
+            ],
+        )
+
+    # -- launch and stream
+    def launch(self) -> None:
+        plan = self.plan
+        port = free_port()
+        self.transition(
+            "Training",
+            f"Launching {len(plan.hosts)} host(s) x {plan.processes_per_host} process(es): "
+            f"{plan.total_processes} training process(es)",
+        )
+        self.training_started = time.time()
+        for hp in plan.host_plans:
+            cmd = host_command(plan, hp, port, self.python)
+            env = child_environment(plan, hp, port)
+            self.commands[hp.host] = cmd
+            with self._proc_lock:
+                if self.stop_requested.is_set():
+                    return
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=hp.layout.code_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    preexec_fn=_set_parent_death_signal,  # only a prctl call, no locks
+                )
+                self.processes[hp.host] = proc
+            self.log(f"[local] {hp.host}: pid {proc.pid}: {' '.join(cmd)}")
+            for stream in (proc.stdout, proc.stderr):
+                assert stream is not None
+                t = threading.Thread(target=self._pump, args=(hp.host, stream), daemon=True)
+                t.start()
+                self._readers.append(t)
+
+    def _pump(self, host: str, stream: IO[bytes]) -> None:
+        tail = self.tails[host]
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            tail.append(line)
+            self.metrics.feed(line, host=host)
+            self.log(f"[{host}] {line}")
+        stream.close()
+
+    # -- waiting
+    def wait(self) -> dict[str, int]:
+        """Wait for every host; on the first failure give the others a short grace, then stop them."""
+        last_sync = time.time()
+        failed_at: float | None = None
+        while True:
+            codes = {h: p.poll() for h, p in self.processes.items()}
+            if all(c is not None for c in codes.values()):
+                break
+            now = time.time()
+            if failed_at is None and any(c not in (None, 0) for c in codes.values()):
+                failed_at = now
+            if failed_at is not None and now - failed_at > self.failure_grace_seconds:
+                self.log("[local] a host failed: stopping the other hosts")
+                self._signal_all(signal.SIGTERM)
+                self._reap(self.stop_grace_seconds)
+                failed_at = float("inf")
+            if (
+                self.max_runtime_seconds is not None
+                and self.training_started is not None
+                and now - self.training_started > self.max_runtime_seconds
+                and not self.stop_requested.is_set()
+            ):
+                self.log(f"[local] MaxRuntimeExceeded: stopping after {self.max_runtime_seconds:.0f} s")
+                self.max_runtime_exceeded = True
+                self.stop()
+            if self.plan.checkpoint_store is not None and now - last_sync >= self.checkpoint_sync_seconds:
+                self.sync_checkpoints()
+                last_sync = now
+            time.sleep(0.05)
+        self.training_ended = time.time()
+        for t in self._readers:
+            t.join(timeout=5)
+        return {h: int(p.returncode) for h, p in self.processes.items()}
+
+    max_runtime_exceeded = False
+
+    def sync_checkpoints(self) -> int:
+        store = self.plan.checkpoint_store
+        if store is None:
+            return 0
+        copied = 0
+        with self._sync_lock:
+            for hp in self.plan.host_plans:
+                try:
+                    copied += sync_dir(Store("local", str(hp.layout.checkpoint_dir)), store)
+                except Exception as exc:  # a failed periodic sync must not kill the run
+                    self.log(f"[local] WARNING checkpoint sync to {store.uri} failed: {exc}")
+        return copied
+
+    # -- stopping
+    def _signal_all(self, sig: int) -> None:
+        for proc in list(self.processes.values()):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, sig)
+
+    def _reap(self, grace: float) -> None:
+        deadline = time.time() + grace
+        for proc in list(self.processes.values()):
+            remaining = max(0.0, deadline - time.time())
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=remaining)
+        if any(p.poll() is None for p in self.processes.values()):
+            self._signal_all(signal.SIGKILL)
+        # the launchers are gone; kill whatever they left in their process groups
+        for proc in list(self.processes.values()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    def stop(self, grace: float | None = None) -> None:
+        """SIGTERM every host's process group, then SIGKILL after the grace period."""
+        with self._proc_lock:
+            self.stop_requested.set()
+        self.log("[local] stop requested: SIGTERM to every host's process group")
+        self._signal_all(signal.SIGTERM)
+        self._reap(self.stop_grace_seconds if grace is None else grace)
+
+    # -- finishing
+    def fail(self, codes: dict[str, int]) -> TrainingJobError:
+        plan = self.plan
+        if self.stop_requested.is_set() and not self.max_runtime_exceeded:
+            return TrainingJobError(
+                f"Local training job {plan.job_name} was stopped.",
+                job_name=plan.job_name,
+                status="Stopped",
+                failure_reason="Stopped by request",
+            )
+        failed = [hp for hp in plan.host_plans if codes.get(hp.host, 0) != 0]
+        hp = failed[0] if failed else plan.host_plans[0]
+        code = codes.get(hp.host, 1)
+        tail = list(self.tails[hp.host])
+        lay = hp.layout
+        for other in failed:
+            ofile = other.layout.failure_file
+            if not ofile.exists():
+                excerpt = error_excerpt(list(self.tails[other.host]))
+                ofile.parent.mkdir(parents=True, exist_ok=True)
+                ofile.write_text(failure_text(codes[other.host], excerpt, self.commands.get(other.host, [])))
+        failure = lay.failure_file.read_text(errors="replace") if lay.failure_file.exists() else ""
+        if self.max_runtime_exceeded:
+            reason = f"MaxRuntimeExceeded: Training job timed out after {self.max_runtime_seconds:.0f} s"
+        else:
+            reason = "AlgorithmError: " + failure[:1024]
+        last = "\n".join(f"  {line}" for line in tail[-25:])
+        message = (
+            f"Local training job {plan.job_name} failed on host {hp.host} (exit code {code}).\n"
+            f"Last lines of {hp.host}'s output:\n{last}\n"
+            f"Failure file {lay.failure_file}:\n{failure}"
+        )
+        return TrainingJobError(message, job_name=plan.job_name, status="Failed", failure_reason=reason)
+
+    def finish(self) -> tuple[str, str]:
+        """Final checkpoint sync, success files, ``model.tar.gz`` and ``output.tar.gz``."""
+        plan = self.plan
+        self.transition("Uploading", f"Uploading the model to {plan.output_store.uri}")
+        if plan.checkpoint_store is not None:
+            n = self.sync_checkpoints()
+            self.log(f"[local] synced {n} checkpoint file(s) to {plan.checkpoint_store.uri}")
+        for hp in plan.host_plans:
+            hp.layout.success_file.write_text("")
+        model_dirs = [hp.layout.model_dir for hp in plan.host_plans]
+        data_dirs = [hp.layout.output_data_dir for hp in plan.host_plans]
+        if plan.output_compression == "NONE":
+            model_store = plan.output_store.child(plan.job_name, "output", "model")
+            for d in model_dirs:
+                sync_dir(Store("local", str(d)), model_store)
+            model_uri = model_store.uri
+        else:
+            model_uri = self._pack_and_put(model_dirs, plan.model_artifact)
+        output_uri = self._pack_and_put(data_dirs, plan.output_artifact)
+        self.log(f"[local] model artifact: {model_uri}")
+        return model_uri, output_uri
+
+    def _pack_and_put(self, dirs: list[Path], dst: Store) -> str:
+        if dst.kind == "local":
+            target = Path(dst.location)
+            tmp = target.with_name(f".{target.name}.tmp")
+            pack_dirs(dirs, tmp)
+            os.replace(tmp, target)
+        else:
+            with tempfile.TemporaryDirectory() as tmpdir:
+                archive = Path(tmpdir) / "archive.tar.gz"
+                pack_dirs(dirs, archive)
+                put_file(archive, dst)
+        return dst.uri
+
+    def write_metrics(self) -> None:
+        path = self.plan.job_dir / "metrics.json"
+        path.write_text(
+            json.dumps(
+                {"final": self.metrics.final, "series": [p.to_dict() for p in self.metrics.series]}, indent=1
+            )
+        )
+
+    def run(self) -> TrainingResult:
+        """prepare -> launch -> wait -> finish; returns the result or raises ``TrainingJobError``."""
+        plan = self.plan
+        started = time.time()
+        try:
+            self.prepare()
+            if not self.stop_requested.is_set():
+                self.launch()
+            codes = self.wait()
+        except BaseException:
+            self._signal_all(signal.SIGTERM)
+            self._reap(min(self.stop_grace_seconds, 10.0))
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                self.write_metrics()
+        if self.stop_requested.is_set() or any(c != 0 for c in codes.values()) or not codes:
+            error = self.fail(codes)
+            if plan.checkpoint_store is not None:
+                self.sync_checkpoints()  # keep what was written: the next run resumes from it
+            status = error.status
+            self.transition(status, error.failure_reason or status)
+            self.timeline[-1]["end"] = self.timeline[-1]["start"]
+            raise error
+        model_uri, output_uri = self.finish()
+        self.transition("Completed", "Training job completed")
+        self.timeline[-1]["end"] = self.timeline[-1]["start"]
+        training = (self.training_ended or time.time()) - (self.training_started or started)
+        return TrainingResult(
+            backend="local",
+            job_name=plan.job_name,
+            job_arn=plan.job_arn,
+            status="Completed",
+            model_artifact_uri=model_uri,
+            output_uri=output_uri,
+            checkpoint_uri=plan.checkpoint_store.uri if plan.checkpoint_store is not None else None,
+            final_metrics=dict(self.metrics.final),
+            billable_seconds=None,
+            training_seconds=round(training),
+            timeline=list(self.timeline),
+        )

@@ -1,0 +1,561 @@
+"""Evaluate -> gate -> register, as three Airflow operators.
+
+- ``EvaluationOperator`` runs an evaluation script over a model artifact or checkpoint (locally in
+  a subprocess, or as a SageMaker processing job) and returns the parsed ``evaluation.json``.
+- ``QualityGateOperator`` compares it with per-metric thresholds and the registry's champion. On
+  rejection it short-circuits (skips everything downstream, like ``ShortCircuitOperator``) or,
+  with ``fail_on_reject=True``, fails the task. It writes a markdown + HTML report next to
+  ``evaluation.json`` and links it from the task.
+- ``RegisterModelOperator`` registers a model version (SageMaker model package group or local
+  registry) with an approval status derived from the gate decision, plus an audit record.
+
+All three are declarative at parse time: constructors validate their own arguments (thresholds
+included) and do no I/O; every rule lives in ``airflow_dist_training.evaluation``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow.providers.standard.utils.skipmixin import SkipMixin
+from airflow.sdk import BaseOperator
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.evaluation.gate import (
+    ChampionUnreadableError,
+    check_thresholds_apply,
+    evaluate_gate,
+    parse_gate_spec,
+    summary,
+)
+from airflow_dist_training.evaluation.report import REPORT_HTML, REPORT_MD, render_html, render_markdown
+from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
+from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_dist_training.hooks.evaluation import ArtifactStore
+
+Backend = Literal["local", "sagemaker"]
+RegistryKind = Literal["local", "sagemaker"]
+_XCOM_RETURN_KEY = "return_value"
+_EXTRA_EVALUATION_KEYS = {"evaluation_uri", "backend", "job_name", "job_arn"}
+
+
+def _run_identity(context: Context) -> str:
+    from airflow_dist_training.sagemaker.naming import run_identity
+
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", None)
+    return run_identity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", part).strip("_") or "_"
+
+
+def _store(aws_conn_id: str | None, region_name: str | None) -> ArtifactStore:
+    from airflow_dist_training.hooks.evaluation import ArtifactStore
+
+    return ArtifactStore(aws_conn_id, region_name)
+
+
+def coerce_evaluation(
+    value: Any, store: ArtifactStore, field: str = "evaluation"
+) -> tuple[EvaluationResult, str]:
+    """Accept an ``EvaluationOperator`` XCom dict, an ``evaluation.json`` URI/path, or a raw dict."""
+    if isinstance(value, (str, os.PathLike)):
+        uri = str(value)
+        if uri.endswith("/") or not uri.endswith(".json"):
+            uri = uri.rstrip("/") + "/" + EVALUATION_FILE_NAME
+        return store.load_evaluation(uri), uri
+    if isinstance(value, Mapping):
+        uri = str(value.get("evaluation_uri") or f"<{field}>")
+        data = {k: v for k, v in value.items() if k not in _EXTRA_EVALUATION_KEYS}
+        return parse_evaluation(data, source=uri), uri
+    raise SpecValidationError(
+        [
+            Problem(
+                field,
+                f"must be an evaluation dict (EvaluationOperator output) or a URI, got {type(value).__name__}",
+            )
+        ]
+    )
+
+
+class EvaluationOperator(BaseOperator):
+    """Run an evaluation script over a model and return its parsed ``evaluation.json``.
+
+    The script is called as ``python <script> --model-dir <dir> --output-dir <dir> [arguments]``
+    and must write ``<output-dir>/evaluation.json`` (schema: ``docs/evaluation.md``). A
+    ``model.tar.gz`` is extracted first; a checkpoint directory is used as it is.
+
+    :param script: the evaluation script: a local path (local backend) or ``s3://.../evaluate.py``
+        (SageMaker; its folder is shipped so helper modules can sit next to it).
+    :param model_uri: ``model.tar.gz`` (path, ``file://`` or ``s3://``) or a checkpoint directory /
+        S3 prefix. Typically ``"{{ ti.xcom_pull('train')['model_artifact_uri'] }}"``.
+    :param backend: ``local`` (subprocess on the worker) or ``sagemaker`` (processing job).
+    :param output_uri: where ``evaluation.json`` goes: a local directory or an ``s3://`` prefix.
+        Local default: ``$AIRFLOW_HOME/evaluation/<dag>/<run>/<task>``. Required for SageMaker.
+    :param data_uri: optional evaluation data (local dir or ``s3://`` prefix), exposed to the
+        script as ``ADT_DATA_DIR``.
+    :param arguments: extra command-line arguments for the script.
+    :param env: extra environment variables for the script.
+    :param python: interpreter for the local backend (default: the worker's).
+    :param timeout: seconds before the evaluation is abandoned (local: killed).
+    :param image_uri: SageMaker: the image to run in (use the training image).
+    :param role_arn: SageMaker: execution role of the processing job.
+    :param instance_type: SageMaker: processing instance type.
+    :param instance_count: SageMaker: processing instance count.
+    :param volume_size_gb: SageMaker: EBS volume size.
+    :param max_runtime_seconds: SageMaker: ``StoppingCondition.MaxRuntimeInSeconds``.
+    :param job_name: SageMaker: processing job name; default is deterministic per task run, so a
+        retry re-attaches to the same job instead of starting a second one.
+    :param network_config: SageMaker: ``NetworkConfig`` of the processing job.
+    :param tags: SageMaker: tags of the processing job.
+    :param poll_interval: SageMaker: seconds between status checks.
+    :param aws_conn_id: Airflow AWS connection.
+    :param region_name: AWS region.
+    """
+
+    template_fields: Sequence[str] = (
+        "script",
+        "model_uri",
+        "output_uri",
+        "data_uri",
+        "arguments",
+        "env",
+        "image_uri",
+        "role_arn",
+        "job_name",
+        "tags",
+    )
+    ui_color = "#dbeafe"
+
+    def __init__(
+        self,
+        *,
+        script: str,
+        model_uri: str,
+        backend: Backend = "local",
+        output_uri: str | None = None,
+        data_uri: str | None = None,
+        arguments: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        python: str | None = None,
+        timeout: float | None = None,
+        image_uri: str | None = None,
+        role_arn: str | None = None,
+        instance_type: str = "ml.m5.xlarge",
+        instance_count: int = 1,
+        volume_size_gb: int = 30,
+        max_runtime_seconds: int = 3600,
+        job_name: str | None = None,
+        network_config: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+        poll_interval: float = 30,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if backend not in ("local", "sagemaker"):
+            raise SpecValidationError(
+                [Problem("backend", f"must be 'local' or 'sagemaker', got {backend!r}")]
+            )
+        if backend == "sagemaker":
+            missing = [
+                n
+                for n, v in (("image_uri", image_uri), ("role_arn", role_arn), ("output_uri", output_uri))
+                if not v
+            ]
+            if missing:
+                raise SpecValidationError([(m, "is required for backend='sagemaker'") for m in missing])
+        self.script = script
+        self.model_uri = model_uri
+        self.backend = backend
+        self.output_uri = output_uri
+        self.data_uri = data_uri
+        self.arguments = list(arguments)
+        self.env = dict(env or {})
+        self.python = python
+        self.timeout = timeout
+        self.image_uri = image_uri
+        self.role_arn = role_arn
+        self.instance_type = instance_type
+        self.instance_count = instance_count
+        self.volume_size_gb = volume_size_gb
+        self.max_runtime_seconds = max_runtime_seconds
+        self.job_name = job_name
+        self.network_config = dict(network_config) if network_config else None
+        self.tags = dict(tags or {})
+        self.poll_interval = poll_interval
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def _default_output_dir(self, context: Context) -> Path:
+        from airflow.configuration import AIRFLOW_HOME
+
+        ti = context["ti"]
+        return Path(AIRFLOW_HOME) / "evaluation" / _safe(ti.dag_id) / _safe(ti.run_id) / _safe(ti.task_id)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        store = _store(self.aws_conn_id, self.region_name)
+        if self.backend == "sagemaker":
+            result, uri, job = self._run_sagemaker(context, store)
+        else:
+            result, uri, job = self._run_local(context, store)
+        self.log.info("Evaluation metrics: %s", result.metrics)
+        return {**result.model_dump(mode="json"), "evaluation_uri": uri, "backend": self.backend, **job}
+
+    def _run_local(
+        self, context: Context, store: ArtifactStore
+    ) -> tuple[EvaluationResult, str, dict[str, Any]]:
+        from airflow_dist_training.hooks.evaluation import LocalEvaluationRunner, join_uri
+
+        remote_output = self.output_uri if (self.output_uri or "").startswith("s3://") else None
+        out_dir = (
+            Path(self.output_uri.removeprefix("file://"))
+            if self.output_uri and not remote_output
+            else self._default_output_dir(context)
+        )
+        work = Path(tempfile.mkdtemp(prefix="adt-eval-"))
+        try:
+            data_dir = self.data_uri
+            if data_dir and data_dir.startswith("s3://"):
+                data_dir = str(store.download_prefix(data_dir, work / "data"))
+            path = LocalEvaluationRunner(store, python=self.python).run(
+                script=self.script,
+                model_uri=self.model_uri,
+                work_dir=work,
+                output_dir=out_dir,
+                data_dir=data_dir,
+                arguments=self.arguments,
+                env=self.env,
+                timeout=self.timeout,
+            )
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        uri = str(path)
+        result = store.load_evaluation(uri)
+        if remote_output:
+            uri = store.write_bytes(
+                join_uri(remote_output, EVALUATION_FILE_NAME), path.read_bytes(), "application/json"
+            )
+        return result, uri, {}
+
+    def _run_sagemaker(
+        self, context: Context, store: ArtifactStore
+    ) -> tuple[EvaluationResult, str, dict[str, Any]]:
+        from airflow_dist_training.evaluation.processing import build_processing_job_request
+        from airflow_dist_training.hooks.evaluation import SageMakerEvaluationRunner
+        from airflow_dist_training.sagemaker.naming import job_name
+
+        name = self.job_name or job_name(f"eval-{self.task_id}", _run_identity(context))
+        request = build_processing_job_request(
+            job_name=name,
+            role_arn=self.role_arn or "",
+            image_uri=self.image_uri or "",
+            script_uri=self.script,
+            model_uri=self.model_uri,
+            output_uri=self.output_uri or "",
+            data_uri=self.data_uri,
+            instance_type=self.instance_type,
+            instance_count=self.instance_count,
+            volume_size_gb=self.volume_size_gb,
+            max_runtime_seconds=self.max_runtime_seconds,
+            arguments=self.arguments,
+            environment=self.env,
+            network_config=self.network_config,
+            tags=self.tags,
+        )
+        runner = SageMakerEvaluationRunner(
+            self.aws_conn_id, self.region_name, poll_interval=self.poll_interval
+        )
+        info, uri = runner.run(request, timeout=self.timeout)
+        return store.load_evaluation(uri), uri, {"job_name": info["job_name"], "job_arn": info["job_arn"]}
+
+
+class QualityGateOperator(BaseOperator, SkipMixin):
+    """Decide whether a challenger model may be registered; skip (or fail) downstream when not.
+
+    Short-circuit semantics (as ``ShortCircuitOperator``): on rejection every downstream task is
+    skipped (``ignore_downstream_trigger_rules=True``), or only the direct ones (``False``; later
+    tasks then follow their own trigger rules, e.g. a ``notify`` task with ``all_done``). With
+    ``fail_on_reject=True`` the task fails instead, failing the run. The decision (``passed``,
+    ``reasons``, ``challenger``, ``champion``, ``thresholds``, ``report_uri``) is the task's XCom
+    in every case.
+
+    :param evaluation: the ``EvaluationOperator`` output (``evaluate.output``), or the URI/path of
+        an ``evaluation.json`` (or of its folder).
+    :param thresholds: metric -> checks, e.g. ``{"accuracy": {"min": 0.9, "no_regression": True},
+        "loss": {"direction": "lower_is_better", "max": 0.3}}``. Validated at parse time.
+    :param require_same_evaluation_set: reject when the champion was evaluated on another set.
+    :param registry: where the champion lives: ``sagemaker``, ``local``, or ``None`` (absolute
+        thresholds only).
+    :param model_package_group_name: the model package group (both registries).
+    :param local_registry_dir: directory of the local registry.
+    :param fail_on_reject: fail the task instead of skipping downstream.
+    :param ignore_downstream_trigger_rules: skip all downstream tasks (True) or only direct ones.
+    :param report_uri: folder or ``s3://`` prefix for the report; default: next to evaluation.json.
+    :param write_report: write ``evaluation_report.md`` / ``.html`` and link them.
+    :param aws_conn_id: Airflow AWS connection.
+    :param region_name: AWS region.
+    """
+
+    template_fields: Sequence[str] = (
+        "evaluation",
+        "model_package_group_name",
+        "local_registry_dir",
+        "report_uri",
+    )
+    operator_extra_links = (EvaluationReportLink(),)
+    ui_color = "#fef3c7"
+    inherits_from_skipmixin = True
+
+    def __init__(
+        self,
+        *,
+        evaluation: Any,
+        thresholds: Mapping[str, Any],
+        require_same_evaluation_set: bool = False,
+        registry: RegistryKind | None = None,
+        model_package_group_name: str | None = None,
+        local_registry_dir: str | None = None,
+        fail_on_reject: bool = False,
+        ignore_downstream_trigger_rules: bool = True,
+        report_uri: str | None = None,
+        write_report: bool = True,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        # Parse-time validation: a typo in a threshold is a DAG import error naming the field.
+        spec = parse_gate_spec(thresholds, require_same_evaluation_set=require_same_evaluation_set)
+        _check_registry_args(registry, model_package_group_name, local_registry_dir, allow_none=True)
+        self.evaluation = evaluation
+        self.thresholds = {k: v.model_dump(exclude_defaults=True) for k, v in spec.thresholds.items()}
+        self.require_same_evaluation_set = require_same_evaluation_set
+        self.registry = registry
+        self.model_package_group_name = model_package_group_name
+        self.local_registry_dir = local_registry_dir
+        self.fail_on_reject = fail_on_reject
+        self.ignore_downstream_trigger_rules = ignore_downstream_trigger_rules
+        self.report_uri = report_uri
+        self.write_report = write_report
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        store = _store(self.aws_conn_id, self.region_name)
+        spec = parse_gate_spec(self.thresholds, require_same_evaluation_set=self.require_same_evaluation_set)
+        challenger, uri = coerce_evaluation(self.evaluation, store)
+        check_thresholds_apply(challenger, spec, uri)  # before any registry call
+        champion = None
+        if self.registry:
+            from airflow_dist_training.hooks.registry import get_registry
+
+            reg = get_registry(
+                self.registry,
+                group=self.model_package_group_name or "",
+                local_registry_dir=self.local_registry_dir,
+                aws_conn_id=self.aws_conn_id,
+                region_name=self.region_name,
+            )
+            try:
+                champion = reg.get_champion()
+            except ChampionUnreadableError as exc:
+                if any(t.needs_champion for t in spec.thresholds.values()):
+                    raise
+                self.log.warning("Ignoring the champion (no threshold compares with it): %s", exc)
+        decision = evaluate_gate(challenger, spec, champion, challenger_uri=uri)
+        decision["report_uri"] = None
+        if self.write_report and not uri.startswith("<"):
+            decision["report_uri"] = self._write_reports(store, decision, uri)
+            EvaluationReportLink.persist(context, decision["report_uri"], self.region_name)
+        self.log.info("%s", summary(decision))
+        ti = context["ti"]
+        ti.xcom_push(key=_XCOM_RETURN_KEY, value=decision)  # also when skipping or failing
+        if decision["passed"]:
+            return decision
+        if self.fail_on_reject:
+            raise AirflowFailException(summary(decision))
+        self._skip_downstream(context)
+        return decision
+
+    def _write_reports(self, store: ArtifactStore, decision: dict[str, Any], evaluation_uri: str) -> str:
+        from airflow_dist_training.hooks.evaluation import join_uri, parent_uri
+
+        folder = self.report_uri or parent_uri(evaluation_uri)
+        title = f"Model evaluation: {self.dag_id}.{self.task_id}"
+        store.write_text(
+            join_uri(folder, REPORT_MD), render_markdown(decision, title), "text/markdown; charset=utf-8"
+        )
+        return store.write_text(
+            join_uri(folder, REPORT_HTML), render_html(decision, title), "text/html; charset=utf-8"
+        )
+
+    def _skip_downstream(self, context: Context) -> None:
+        task = context["task"]
+        tasks = (
+            task.get_flat_relatives(upstream=False)
+            if self.ignore_downstream_trigger_rules
+            else task.get_direct_relatives(upstream=False)
+        )
+        to_skip = [t for t in tasks if not getattr(t, "is_teardown", False)]
+        if not to_skip:
+            return
+        self.log.info("Gate rejected the model: skipping %s", sorted(t.task_id for t in to_skip))
+        self.skip(ti=context["ti"], tasks=to_skip)  # raises DownstreamTasksSkipped
+
+
+def _check_registry_args(
+    registry: str | None, group: str | None, local_dir: str | None, *, allow_none: bool
+) -> None:
+    problems: list[tuple[str, str]] = []
+    if registry is None:
+        if not allow_none:
+            problems.append(("registry", "is required: 'sagemaker' or 'local'"))
+    elif registry not in ("sagemaker", "local"):
+        problems.append(("registry", f"must be 'sagemaker' or 'local', got {registry!r}"))
+    else:
+        if not group:
+            problems.append(("model_package_group_name", f"is required when registry={registry!r}"))
+        if registry == "local" and not local_dir:
+            problems.append(("local_registry_dir", "is required when registry='local'"))
+    if problems:
+        raise SpecValidationError(problems)
+
+
+class RegisterModelOperator(BaseOperator):
+    """Register a model version in a SageMaker model package group or the local registry.
+
+    Approval status: ``Approved`` only when the gate passed **and** ``auto_approve=True``;
+    ``PendingManualApproval`` otherwise. An audit record (evaluation-set hash, thresholds,
+    challenger and champion metrics, gate reasons, training job) is written next to the report.
+    The group is created when it is missing. A retry of this task does not create a second
+    version (SageMaker ``ClientToken`` / local token derived from the task run).
+
+    :param evaluation: ``evaluate.output`` or the URI of ``evaluation.json`` (SageMaker: ``s3://``,
+        since the package's ``ModelMetrics`` points at it).
+    :param decision: the gate's output (``gate.output``); ``None`` registers as pending.
+    :param training: the training task's result (``TrainingResult``): lineage and default model.
+    :param model_data_uri: the model artifact; default ``training["model_artifact_uri"]``.
+    :param image_uri: inference image (required for SageMaker).
+    :param registry: ``sagemaker`` or ``local``.
+    :param model_package_group_name: the group.
+    :param local_registry_dir: directory of the local registry.
+    :param auto_approve: approve automatically when the gate passed.
+    :param description: package description.
+    :param tags: extra tags (SageMaker) / labels (local).
+    :param aws_conn_id: Airflow AWS connection.
+    :param region_name: AWS region.
+    """
+
+    template_fields: Sequence[str] = (
+        "evaluation",
+        "decision",
+        "training",
+        "model_data_uri",
+        "image_uri",
+        "model_package_group_name",
+        "local_registry_dir",
+        "description",
+        "tags",
+    )
+    operator_extra_links = (RegistrationAuditLink(),)
+    ui_color = "#dcfce7"
+
+    def __init__(
+        self,
+        *,
+        evaluation: Any,
+        model_package_group_name: str,
+        registry: RegistryKind = "sagemaker",
+        decision: Mapping[str, Any] | None = None,
+        training: Mapping[str, Any] | None = None,
+        model_data_uri: str | None = None,
+        image_uri: str | None = None,
+        local_registry_dir: str | None = None,
+        auto_approve: bool = False,
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        _check_registry_args(registry, model_package_group_name, local_registry_dir, allow_none=False)
+        if registry == "sagemaker" and not image_uri:
+            raise SpecValidationError([("image_uri", "is required when registry='sagemaker'")])
+        if model_data_uri is None and training is None:
+            raise SpecValidationError(
+                [("model_data_uri", "give model_data_uri, or training (its model_artifact_uri)")]
+            )
+        self.evaluation = evaluation
+        self.decision = decision
+        self.training = training
+        self.model_data_uri = model_data_uri
+        self.image_uri = image_uri
+        self.registry = registry
+        self.model_package_group_name = model_package_group_name
+        self.local_registry_dir = local_registry_dir
+        self.auto_approve = auto_approve
+        self.description = description
+        self.tags = dict(tags or {})
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_dist_training.hooks.registry import get_registry
+
+        store = _store(self.aws_conn_id, self.region_name)
+        _, evaluation_uri = coerce_evaluation(self.evaluation, store)
+        if evaluation_uri.startswith("<"):
+            raise SpecValidationError(
+                [("evaluation", "needs an evaluation_uri (the stored evaluation.json)")]
+            )
+        model = self.model_data_uri or (self.training or {}).get("model_artifact_uri")
+        if not model:
+            raise SpecValidationError(
+                [("model_data_uri", "is empty and the training result has no model_artifact_uri")]
+            )
+        decision = dict(self.decision) if isinstance(self.decision, Mapping) else None
+        if self.decision is not None and decision is None:
+            raise SpecValidationError(
+                [("decision", f"must be the gate's output dict, got {type(self.decision).__name__}")]
+            )
+        reg = get_registry(
+            self.registry,
+            group=self.model_package_group_name,
+            local_registry_dir=self.local_registry_dir,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+        )
+        token = hashlib.sha256(_run_identity(context).encode()).hexdigest()[:32]
+        result = reg.register(
+            model_data_uri=str(model),
+            image_uri=self.image_uri,
+            evaluation_uri=evaluation_uri,
+            decision=decision,
+            auto_approve=self.auto_approve,
+            training=self.training,
+            description=self.description,
+            report_uri=(decision or {}).get("report_uri"),
+            tags=self.tags,
+            client_token=token,
+        )
+        RegistrationAuditLink.persist(context, result.get("audit_uri"), self.region_name)
+        self.log.info("Registered %s (%s)", result["package_id"], result["approval_status"])
+        return result

@@ -1,0 +1,191 @@
+"""TrainingJobTrigger against a moto server: terminal states, logs, throttling, on_kill."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from airflow.triggers.base import TriggerEvent
+from airflow_dist_training.triggers.polling import get_poller
+from airflow_dist_training.triggers.training import TrainingJobTrigger
+
+MotoSageMaker = Any  # the fixture class lives in conftest.py
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+
+POLL = 0.1
+
+
+def make_trigger(name: str, **kw: Any) -> TrainingJobTrigger:
+    kw.setdefault("poll_interval", POLL)
+    trigger = TrainingJobTrigger(name, aws_conn_id=None, region_name="us-east-1", **kw)
+    trigger._log = logging.getLogger(f"adt.test.trigger.{name}")  # stdlib logger -> caplog
+    return trigger
+
+
+async def first_event(trigger: TrainingJobTrigger, timeout: float = 20) -> TriggerEvent:
+    gen = trigger.run()
+    try:
+        return await asyncio.wait_for(gen.__anext__(), timeout=timeout)
+    finally:
+        await gen.aclose()
+        await get_poller(trigger.aws_conn_id, trigger.region_name).aclose()
+
+
+async def later(delay: float, fn: Any, *args: Any, **kw: Any) -> None:
+    await asyncio.sleep(delay)
+    fn(*args, **kw)
+
+
+async def test_success_after_secondary_transitions(moto_sm: MotoSageMaker, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="adt.test")
+    moto_sm.create_job("job-ok")
+
+    async def script() -> None:
+        for secondary in ("Downloading", "Training", "Uploading"):
+            await asyncio.sleep(0.3)
+            moto_sm.set_state("job-ok", "InProgress", secondary)
+        await asyncio.sleep(0.3)
+        moto_sm.set_state("job-ok", "Completed", "Completed")
+
+    task = asyncio.create_task(script())
+    event = await first_event(make_trigger("job-ok", stream_logs=False))
+    await task
+    assert event == TriggerEvent(
+        {
+            "status": "success",
+            "job_name": "job-ok",
+            "job_status": "Completed",
+            "failure_reason": None,
+            "message": "Training job job-ok completed.",
+        }
+    )
+    timeline = [r.getMessage() for r in caplog.records if "(started " in r.getMessage()]
+    phases = [m.split(": ", 1)[1].split(" (")[0] for m in timeline]
+    assert phases == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
+    assert all("(started 20" in m for m in timeline)  # ISO timestamps from SecondaryStatusTransitions
+
+
+@pytest.mark.parametrize(
+    ("status", "secondary", "reason", "expected"),
+    [
+        ("Failed", "Failed", "AlgorithmError: CUDA out of memory", "failed"),
+        ("Stopped", "MaxRuntimeExceeded", "MaxRuntimeInSeconds of 86400 exceeded", "failed"),
+        ("Stopped", "Stopped", None, "stopped"),
+    ],
+)
+async def test_failed_and_stopped(
+    moto_sm: MotoSageMaker, status: str, secondary: str, reason: str | None, expected: str
+) -> None:
+    moto_sm.create_job("job-x")
+    moto_sm.set_state("job-x", "InProgress", "Training")
+    task = asyncio.create_task(later(0.3, moto_sm.set_state, "job-x", status, secondary, reason))
+    event = await first_event(make_trigger("job-x", stream_logs=False))
+    await task
+    assert event.payload["status"] == expected
+    assert event.payload["job_status"] == status
+    assert event.payload["job_name"] == "job-x"
+    if reason:
+        assert event.payload["failure_reason"] == reason
+        assert reason in event.payload["message"]
+    else:
+        assert event.payload["failure_reason"] is None
+        assert event.payload["message"] == "Training job job-x was stopped."
+
+
+async def test_no_silent_cap_only_user_max_wait(moto_sm: MotoSageMaker) -> None:
+    moto_sm.create_job("job-slow")
+    moto_sm.set_state("job-slow", "InProgress", "Training")
+    # With no max_wait the trigger is still waiting after many intervals...
+    trigger = make_trigger("job-slow", stream_logs=False)
+    waiting = asyncio.create_task(trigger.run().__anext__())
+    await asyncio.sleep(2.0)  # 20 poll intervals
+    assert not waiting.done()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    # ...and a user-set max wait ends with a timeout event (the job is not stopped).
+    event = await first_event(make_trigger("job-slow", stream_logs=False, max_wait_seconds=0.5))
+    assert event.payload["status"] == "timeout"
+    assert event.payload["job_status"] == "InProgress"
+    assert "max_wait_seconds=0.5" in event.payload["message"]
+    assert moto_sm.stop_requests == []
+
+
+async def test_unknown_job_is_an_error_event(moto_sm: MotoSageMaker) -> None:
+    event = await first_event(make_trigger("does-not-exist", stream_logs=False))
+    assert event.payload["status"] == "error"
+    assert event.payload["job_name"] == "does-not-exist"
+    assert "does-not-exist" in event.payload["message"]
+
+
+@pytest.mark.parametrize("hosts", [2, 60])
+async def test_logs_from_all_hosts_in_timestamp_order(
+    moto_sm: MotoSageMaker, caplog: pytest.LogCaptureFixture, hosts: int
+) -> None:
+    caplog.set_level(logging.INFO, logger="adt.test")
+    name = f"job-logs-{hosts}"
+    moto_sm.create_job(name, instance_count=hosts)
+    written = moto_sm.seed_logs(name, hosts=hosts, lines_per_host=5)
+    moto_sm.set_state(name, "InProgress", "Training")
+    task = asyncio.create_task(later(0.5, moto_sm.set_state, name, "Completed", "Completed"))
+    event = await first_event(make_trigger(name), timeout=60)
+    await task
+    assert event.payload["status"] == "success"
+    streamed = [r.getMessage().split(" ", 2)[2] for r in caplog.records if r.getMessage().startswith("[algo-")]
+    assert streamed == [msg for _, msg in written]  # every line, once, in timestamp order
+    assert len(streamed) == hosts * 5
+    # >50 hosts needs more than one DescribeLogStreams page
+    if hosts > 50:
+        assert moto_sm.calls["DescribeLogStreams"] >= 2
+
+
+async def test_logs_only_fetched_in_streaming_states(moto_sm: MotoSageMaker) -> None:
+    moto_sm.create_job("job-quiet")  # InProgress / Starting: no containers yet
+    moto_sm.seed_logs("job-quiet", hosts=1, lines_per_host=1)
+    trigger = make_trigger("job-quiet", max_wait_seconds=0.6)
+    event = await first_event(trigger)
+    assert event.payload["status"] == "timeout"
+    assert moto_sm.calls["GetLogEvents"] == 0
+    assert moto_sm.calls["DescribeLogStreams"] == 0
+
+
+async def test_throttling_on_half_the_calls_still_succeeds(moto_sm: MotoSageMaker) -> None:
+    moto_sm.create_job("job-throttled")
+    moto_sm.throttle("DescribeTrainingJob")
+    moto_sm.throttle("ListTrainingJobs")
+    moto_sm.set_state("job-throttled", "InProgress", "Training")
+    task = asyncio.create_task(later(0.5, moto_sm.set_state, "job-throttled", "Completed", "Completed"))
+    event = await first_event(make_trigger("job-throttled", stream_logs=False), timeout=30)
+    await task
+    assert event.payload["status"] == "success"
+    assert moto_sm.throttled["DescribeTrainingJob"] >= 1
+    assert moto_sm.throttled["ListTrainingJobs"] >= 1
+
+
+async def test_on_kill_stops_the_job(moto_sm: MotoSageMaker) -> None:
+    moto_sm.create_job("job-kill")
+    moto_sm.set_state("job-kill", "InProgress", "Training")
+    trigger = make_trigger("job-kill", stream_logs=False)
+    task = asyncio.create_task(trigger.run().__anext__())
+    await asyncio.sleep(0.3)
+    task.cancel()  # what the triggerer does on a user kill, before calling on_kill()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await trigger.on_kill()
+    assert moto_sm.stop_requests == ["job-kill"]
+    assert moto_sm.backend.training_jobs["job-kill"].training_job_status == "Stopping"
+
+
+async def test_cleanup_does_not_stop_the_job(moto_sm: MotoSageMaker) -> None:
+    moto_sm.create_job("job-restart")
+    await make_trigger("job-restart").cleanup()
+    assert moto_sm.stop_requests == []
+
+
+async def test_on_kill_of_finished_job_is_harmless(moto_sm: MotoSageMaker) -> None:
+    await make_trigger("gone").on_kill()  # ValidationException -> logged, not raised
+    assert moto_sm.stop_requests == ["gone"]

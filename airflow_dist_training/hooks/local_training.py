@@ -107,6 +107,10 @@ class LocalTrainingHook(BaseHook):
         self.stop_grace_seconds = stop_grace_seconds
         self.last_run: LocalJobRun | None = None
 
+    def get_conn(self) -> LocalTrainingHook:
+        """No connection: the local backend talks to nothing but this machine."""
+        return self
+
     @property
     def root(self) -> Path:
         return (self._root or default_root()).absolute()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
-from airflow.sdk import BaseOperatorLink, XCom
+from airflow.sdk import BaseOperatorLink
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
@@ -54,6 +54,8 @@ class _TrainingLink(BaseOperatorLink):
     which: ClassVar[str]
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        from airflow.sdk.execution_time.xcom import XCom
+
         try:
             info = XCom.get_value(key=XCOM_KEY, ti_key=ti_key)
         except Exception:
@@ -111,5 +113,10 @@ def persist(
         return
     ti.xcom_push(
         key=XCOM_KEY,
-        value={"region": region, "job_name": job_name, "output_uri": output_uri, "checkpoint_uri": checkpoint_uri},
+        value={
+            "region": region,
+            "job_name": job_name,
+            "output_uri": output_uri,
+            "checkpoint_uri": checkpoint_uri,
+        },
     )

@@ -352,7 +352,9 @@ def _groups(spec: TrainingJobSpec) -> list[tuple[str, str, list[str]]]:
             out.append((g.name, g.instance_type, hosts))
     else:
         assert spec.compute.instance_type is not None
-        out.append((HOMOGENEOUS_GROUP, spec.compute.instance_type, [host_name(i) for i in range(spec.compute.count)]))
+        out.append(
+            (HOMOGENEOUS_GROUP, spec.compute.instance_type, [host_name(i) for i in range(spec.compute.count)])
+        )
     return out
 
 
@@ -368,7 +370,9 @@ def framework_hyperparameters(spec: TrainingJobSpec) -> dict[str, Any]:
     elif strategy in (Strategy.SMDDP, Strategy.PYTORCHDDP):
         out["sagemaker_distributed_dataparallel_enabled"] = True
         out["sagemaker_instance_type"] = itype
-        out["sagemaker_distributed_dataparallel_custom_mpi_options"] = spec.distribution.custom_mpi_options or ""
+        out["sagemaker_distributed_dataparallel_custom_mpi_options"] = (
+            spec.distribution.custom_mpi_options or ""
+        )
         if spec.distribution.torch_distributed:
             out["sagemaker_torch_distributed_enabled"] = True
     if spec.compute.instance_groups and spec.distribution.instance_group and strategy != Strategy.LAUNCHER:
@@ -407,7 +411,11 @@ def validate_local(
             'dist.init_process_group(backend="gloo") when CUDA/smdistributed is not available'
         )
     group_names = [g[0] for g in _groups(spec)]
-    if dist.instance_group is not None and spec.compute.instance_groups and dist.instance_group not in group_names:
+    if (
+        dist.instance_group is not None
+        and spec.compute.instance_groups
+        and dist.instance_group not in group_names
+    ):
         problems.append(
             Problem(
                 "distribution.instance_group",
@@ -430,10 +438,15 @@ def validate_local(
         if src is not None and not code_root.is_dir():
             problems.append(Problem("source.source_dir", f"local directory {code_root} does not exist"))
         elif not (code_root / spec.source.entry_point).is_file():
-            problems.append(Problem("source.entry_point", f"{code_root / spec.source.entry_point} does not exist"))
+            problems.append(
+                Problem("source.entry_point", f"{code_root / spec.source.entry_point} does not exist")
+            )
     if strategy in TORCHRUN_STRATEGIES and not spec.source.entry_point.endswith(".py"):
         problems.append(
-            Problem("source.entry_point", "torchrun runs Python entry points only (a .py file) on the local backend")
+            Problem(
+                "source.entry_point",
+                "torchrun runs Python entry points only (a .py file) on the local backend",
+            )
         )
     # channels
     for name, channel in spec.channels.items():
@@ -515,7 +528,12 @@ def plan_local_job(
     groups = _groups(spec)
     hosts = [h for _, _, group_hosts in groups for h in group_hosts]
     _problems, warnings = validate_local(
-        spec, cpu_count=cpu_count, allow_oversubscribe=True, s3_available=s3_available, base_dir=base, check_paths=False
+        spec,
+        cpu_count=cpu_count,
+        allow_oversubscribe=True,
+        s3_available=s3_available,
+        base_dir=base,
+        check_paths=False,
     )
 
     # torchrun hosts: the distribution group (heterogeneous) or every host
@@ -577,7 +595,11 @@ def plan_local_job(
             source = channel.local_source or channel.uri
         else:
             entry.update(
-                {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+                {
+                    "TrainingInputMode": "File",
+                    "S3DistributionType": "FullyReplicated",
+                    "RecordWrapperType": "None",
+                }
             )
             assert channel.local_source is not None
             source = channel.local_source
@@ -591,7 +613,9 @@ def plan_local_job(
         ck = spec.checkpoint
         if ck.local_uri:
             lp = local_path(ck.local_uri, base)
-            checkpoint_store = Store("local", str(lp)) if lp is not None else Store("s3", ck.local_uri.rstrip("/"))
+            checkpoint_store = (
+                Store("local", str(lp)) if lp is not None else Store("s3", ck.local_uri.rstrip("/"))
+            )
         elif s3_available:
             checkpoint_store = Store("s3", ck.s3_uri.rstrip("/"))
         else:
@@ -605,7 +629,9 @@ def plan_local_job(
         output_store = Store("local", str(root / "_artifacts"))
     elif spec.output.local_uri:
         lp = local_path(spec.output.local_uri, base)
-        output_store = Store("local", str(lp)) if lp is not None else Store("s3", spec.output.local_uri.rstrip("/"))
+        output_store = (
+            Store("local", str(lp)) if lp is not None else Store("s3", spec.output.local_uri.rstrip("/"))
+        )
     elif s3_available:
         output_store = Store("s3", spec.output.s3_path.rstrip("/"))
     else:

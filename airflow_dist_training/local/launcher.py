@@ -102,12 +102,15 @@ def host_command(plan: LocalJobPlan, host: HostPlan, port: int, python: str = sy
     return ["/bin/sh", "-c", " ".join(["./" + entry, *(shlex.quote(a) for a in plan.user_args)])]
 
 
-def child_environment(plan: LocalJobPlan, host: HostPlan, port: int, base: dict[str, str] | None = None) -> dict[str, str]:
+def child_environment(
+    plan: LocalJobPlan, host: HostPlan, port: int, base: dict[str, str] | None = None
+) -> dict[str, str]:
     """The worker machine's environment, minus stray launcher settings, plus the host's contract env."""
     env = {
         k: v
         for k, v in (os.environ if base is None else base).items()
-        if not k.startswith(("PET_", "TORCHELASTIC_", "SM_")) and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+        if not k.startswith(("PET_", "TORCHELASTIC_", "SM_"))
+        and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
     }
     env.update(host.env)
     env["MASTER_PORT"] = str(port)
@@ -154,7 +157,9 @@ def sync_dir(src: Store, dst: Store) -> int:
     copied = 0
     if src.kind == "local" and dst.kind == "local":
         dst_root = Path(dst.location)
-        for rel, path in sorted(_local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])):
+        for rel, path in sorted(
+            _local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])
+        ):
             target = dst_root / rel
             stat = path.stat()
             if target.is_file():
@@ -171,7 +176,9 @@ def sync_dir(src: Store, dst: Store) -> int:
     if src.kind == "local":  # upload
         bucket, prefix = _split_s3(dst.location)
         remote = _s3_sizes(client, bucket, prefix)
-        for rel, path in sorted(_local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])):
+        for rel, path in sorted(
+            _local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])
+        ):
             key = f"{prefix}/{rel}" if prefix else rel
             if remote.get(key) == path.stat().st_size:
                 continue
@@ -294,7 +301,10 @@ class LocalJobRun:
             for stale in (lay.failure_file, lay.success_file):
                 stale.unlink(missing_ok=True)
             if not lay.is_shared_owner:
-                for link, target in ((lay.code_dir, first.code_dir), (lay.input_data_dir, first.input_data_dir)):
+                for link, target in (
+                    (lay.code_dir, first.code_dir),
+                    (lay.input_data_dir, first.input_data_dir),
+                ):
                     target.mkdir(parents=True, exist_ok=True)
                     if link.is_symlink() or link.exists():
                         if link.is_symlink() or link.is_file():
@@ -346,9 +356,7 @@ class LocalJobRun:
             code_dir,
             symlinks=True,
             ignore=lambda d, names: [
-                n
-                for n in names
-                if n in ("__pycache__", ".git", ".venv") or Path(d, n).resolve() == root
+                n for n in names if n in ("__pycache__", ".git", ".venv") or Path(d, n).resolve() == root
             ],
         )
 

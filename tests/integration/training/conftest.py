@@ -6,8 +6,14 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import sys
+from pathlib import Path
+
 import pytest
-from fake_sagemaker_training import FakeTrainingLifecycle
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_sagemaker_training import FakeTrainingLifecycle  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def lifecycle_fake(moto_server: str) -> Iterator[FakeTrainingLifecycle]:
@@ -39,7 +45,9 @@ def boto(fake: FakeTrainingLifecycle) -> Any:
     import boto3
 
     class Clients:
-        sagemaker = boto3.client("sagemaker", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+        sagemaker = boto3.client(
+            "sagemaker", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"]
+        )
         logs = boto3.client("logs", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
         s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
 

@@ -194,7 +194,9 @@ class FakeTrainingLifecycle:
                 if job is None:
                     raise ValidationError(f"Could not find training job '{arn(resp, name)}'.")
                 if job.training_job_status != "InProgress":
-                    raise ValidationError(f"The request was rejected because the training job is in status {job.training_job_status}.")
+                    raise ValidationError(
+                        f"The request was rejected because the training job is in status {job.training_job_status}."
+                    )
                 fake.stops[name] += 1
                 fake.set_status(name, "Stopped", region=resp.region)
             return EmptyResult()
@@ -213,7 +215,9 @@ class FakeTrainingLifecycle:
         self._originals = {}
 
 
-def seed_logs(logs_client: Any, job_name: str, hosts: int, lines_per_host: int, *, start_ms: int | None = None) -> list[str]:
+def seed_logs(
+    logs_client: Any, job_name: str, hosts: int, lines_per_host: int, *, start_ms: int | None = None
+) -> list[str]:
     """Write ``lines_per_host`` events into ``/aws/sagemaker/TrainingJobs`` for each of ``hosts``
     streams named like SageMaker's (``<job>/algo-<n>-<epoch>``). Timestamps interleave across hosts."""
     group = "/aws/sagemaker/TrainingJobs"
@@ -247,7 +251,9 @@ def make_request(name: str, **overrides: Any) -> dict[str, Any]:
         "InputDataConfig": [
             {
                 "ChannelName": "train",
-                "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://data-bucket/train/"}},
+                "DataSource": {
+                    "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://data-bucket/train/"}
+                },
             }
         ],
         "OutputDataConfig": {"S3OutputPath": "s3://out-bucket/models"},
@@ -258,3 +264,55 @@ def make_request(name: str, **overrides: Any) -> dict[str, Any]:
     }
     request.update(overrides)
     return request
+
+
+def spec_dict(name: str = "llm-finetune", **overrides: Any) -> dict[str, Any]:
+    """A spec the planner accepts (2 x ml.p4d.24xlarge, torch_distributed, S3 + FSx channels)."""
+    spec: dict[str, Any] = {
+        "name": name,
+        "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
+        "source": {"entry_point": "train.py", "source_dir": "s3://my-ml-bucket/code/sourcedir.tar.gz"},
+        "role_arn": ROLE,
+        "compute": {"instance_type": "ml.p4d.24xlarge", "instance_count": 2, "volume_size_gb": 200},
+        "distribution": {"strategy": "torch_distributed"},
+        "hyperparameters": {"epochs": 3},
+        "environment": {"WANDB_API_KEY": "s3cr3t-wandb-value", "LOG_LEVEL": "info"},
+        "channels": {
+            "train": {"type": "s3", "uri": "s3://my-ml-bucket/datasets/train/"},
+            "extra": {"type": "fsx", "file_system_id": "fs-0123456789abcdef0", "directory_path": "/abcdefgh/data"},
+        },
+        "output": {"s3_path": "s3://my-ml-bucket/output"},
+        "checkpoint": {"s3_uri": "s3://my-ml-bucket/checkpoints/llm-finetune"},
+        "network": {"subnets": ["subnet-0a1b2c3d"], "security_group_ids": ["sg-0a1b2c3d"]},
+    }
+    spec.update(overrides)
+    return spec
+
+
+class FakeTaskStateStore:
+    """In-memory stand-in for ``context['task_state_store']`` (unit-level operator tests)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def set(self, key: str, value: Any, **_: Any) -> None:
+        self.data[key] = value
+
+
+class FakeTI:
+    def __init__(self, run_id: str, map_index: int = -1) -> None:
+        self.run_id = run_id
+        self.map_index = map_index
+        self.xcom: dict[str, Any] = {}
+        self.stats_tags: dict[str, str] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def make_context(run_id: str = "manual__1", store: FakeTaskStateStore | None = None) -> dict[str, Any]:
+    ti = FakeTI(run_id)
+    return {"ti": ti, "run_id": run_id, "task_state_store": store if store is not None else FakeTaskStateStore()}

@@ -68,7 +68,9 @@ def test_stopped_outside_airflow_is_a_failure_with_reason(hook: Any, fake: FakeT
 def test_capacity_failure_is_a_capacity_error(hook: Any, fake: FakeTrainingLifecycle) -> None:
     fake.complete_after = None
     hook.create_training_job(make_request("job-cap"))
-    fake.set_status("job-cap", "Failed", failure_reason="InsufficientCapacityError: not enough ml.p4d.24xlarge")
+    fake.set_status(
+        "job-cap", "Failed", failure_reason="InsufficientCapacityError: not enough ml.p4d.24xlarge"
+    )
     err = error_for_terminal_state(hook.describe_training_job("job-cap"))
     assert isinstance(err, CapacityError)
     assert err.failure_reason and "InsufficientCapacityError" in err.failure_reason
@@ -155,7 +157,13 @@ def test_result_from_description_is_plain_json(hook: Any, fake: FakeTrainingLife
     assert result["checkpoint_uri"] == "s3://out-bucket/checkpoints/x"
     assert result["final_metrics"] == {"loss": 0.125}
     assert result["billable_seconds"] == 42
-    assert [t["status"] for t in result["timeline"]] == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
+    assert [t["status"] for t in result["timeline"]] == [
+        "Starting",
+        "Downloading",
+        "Training",
+        "Uploading",
+        "Completed",
+    ]
 
 
 def test_upload_code_packs_source_dir(hook: Any, boto: Any, tmp_path: Any) -> None:

@@ -1,0 +1,445 @@
+"""``DistributedTrainingOperator``: launch and watch one distributed training job, safely.
+
+The order of things in ``execute`` is the design:
+
+1. **Load and plan the spec first.** A bad spec fails the task with the field-path message
+   (``SpecValidationError``) before any AWS call.
+2. **Durable, duplicate-free submission.** Job names are deterministic
+   (``<base>-<run hash>[-r<generation>]``, see ``sagemaker/naming.py``) and the name is persisted
+   in ``task_state_store`` (Airflow 3.3 ``ResumableJobMixin``). Before creating, the operator
+   describes the deterministic name: InProgress/Stopping -> reattach, Completed -> return its
+   result, Failed/Stopped/MaxRuntimeExceeded -> try the next generation. A crash *between*
+   CreateTrainingJob and persisting the name is therefore harmless: the retry finds the job by
+   name. ``ResourceInUse`` on create (it appeared concurrently) -> reattach. Exactly one
+   CreateTrainingJob per successful run.
+3. **Wait** synchronously (logs + status transitions in the task log) or deferred
+   (``TrainingJobTrigger``: no silent cap; only ``max_wait_seconds`` if you set it).
+4. **Terminal states**: Completed -> the ``TrainingResult`` dict in XCom. Failed, Stopped (unless
+   stopped on request) and MaxRuntimeExceeded -> ``TrainingJobError`` with the FailureReason;
+   capacity/limit errors -> ``CapacityError`` (retry later). A job we stopped on request
+   (``on_kill``) is reported as such, and is never success.
+5. ``on_kill`` stops the job (sync mode; in deferred mode the trigger's ``on_kill`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, ResumableJobMixin, conf
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_dist_training.links import sagemaker as links
+from airflow_dist_training.sagemaker.naming import job_name, run_identity
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    from airflow_dist_training.sagemaker.request import TrainingPlan
+    from airflow_dist_training.spec.training import TrainingJobSpec
+
+SECRET_KEY = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|KEY|CREDENTIAL", re.IGNORECASE)
+MAX_GENERATIONS = 50
+
+
+def mask_spec_secrets(spec: Any) -> list[str]:
+    """Register the values of secret-looking environment keys with Airflow's secrets masker.
+
+    Works on a spec object or a dict; returns the masked keys. Registered values are replaced by
+    ``***`` in task logs and rendered template fields.
+    """
+    from airflow.sdk.log import mask_secret
+
+    env: Mapping[str, Any] = {}
+    if isinstance(spec, Mapping):
+        env = spec.get("environment") or {}
+    elif hasattr(spec, "environment"):
+        env = spec.environment or {}
+    masked = []
+    for key, value in env.items():
+        if SECRET_KEY.search(str(key)) and value:
+            mask_secret(str(value), str(key))
+            masked.append(str(key))
+    return masked
+
+
+def _fault_point(name: str) -> None:
+    from airflow_dist_training.hooks.training import _fault_point as fp
+
+    fp(name)
+
+
+class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
+    """Run a distributed training job on SageMaker (or locally with torchrun) from a spec.
+
+    :param spec: a ``TrainingJobSpec``, a dict, or the path of a YAML file (templated; a YAML
+        file's content is rendered with Jinja too).
+    :param backend: ``"sagemaker"`` or ``"local"`` (torchrun on the worker).
+    :param aws_conn_id: Airflow AWS connection (``None``: boto3's default chain).
+    :param region_name: AWS region (default: the connection's).
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param max_wait_seconds: the only limit on the wait; ``None`` waits as long as the job runs.
+        When exceeded the job is stopped (``stop_on_timeout``) and the task fails.
+    :param stop_on_timeout: stop the job when ``max_wait_seconds`` is exceeded (default True).
+    :param poll_interval: seconds between status checks.
+    :param stream_logs: copy CloudWatch logs (all hosts, merged) into the task log.
+    :param durable: persist the job name in ``task_state_store`` (Airflow 3.3 durable execution).
+    :param local_hook_kwargs: keyword arguments of ``LocalTrainingHook`` (local backend).
+    """
+
+    template_fields: Sequence[str] = ("spec", "aws_conn_id", "region_name")
+    template_fields_renderers = {"spec": "json"}
+    ui_color = "#f3e5d8"
+    operator_extra_links = links.ALL_LINKS
+    external_id_key = "sagemaker_training_job_name"
+
+    def __init__(
+        self,
+        *,
+        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
+        backend: str = "sagemaker",
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        max_wait_seconds: float | None = None,
+        stop_on_timeout: bool = True,
+        poll_interval: float = 30,
+        stream_logs: bool = True,
+        local_hook_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if backend not in ("sagemaker", "local"):
+            raise ValueError("backend must be 'sagemaker' or 'local'")
+        self.spec = str(spec) if isinstance(spec, Path) else spec
+        self.backend = backend
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.deferrable = deferrable
+        self.max_wait_seconds = max_wait_seconds
+        self.stop_on_timeout = stop_on_timeout
+        self.poll_interval = poll_interval
+        self.stream_logs = stream_logs
+        self.local_hook_kwargs = local_hook_kwargs or {}
+        self._job_name: str | None = None
+        self._spec_obj: TrainingJobSpec | None = None
+        self._plan: TrainingPlan | None = None
+        self._description: dict[str, Any] | None = None
+
+    # --- hooks -------------------------------------------------------------------------------------
+
+    @cached_property
+    def hook(self) -> SageMakerTrainingHook:
+        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    @cached_property
+    def local_hook(self) -> Any:
+        from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+        return LocalTrainingHook(**self.local_hook_kwargs)
+
+    # --- templating & secrets --------------------------------------------------------------------
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        super().render_template_fields(context, jinja_env)
+        mask_spec_secrets(self.spec)
+
+    def _load_spec(self, context: Context) -> TrainingJobSpec:
+        from airflow_dist_training.spec.loading import load_spec
+
+        source = self.spec
+        if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
+            path = Path(source)
+            if not path.is_absolute() and self.dag is not None and getattr(self.dag, "fileloc", None):
+                candidate = Path(self.dag.fileloc).parent / path
+                path = candidate if candidate.exists() else path
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError:
+                return load_spec(str(path))  # the loader's field-path error for a missing file
+            if "{{" in text or "{%" in text:
+                text = self.render_template(text, context)
+            spec = load_spec(text) if text.strip() else load_spec(str(path))
+        else:
+            spec = load_spec(source)  # type: ignore[arg-type]
+        mask_spec_secrets(spec)
+        return spec
+
+    # --- naming & planning (pure) ----------------------------------------------------------------
+
+    def _identity(self, context: Context) -> str:
+        ti = context.get("ti")
+        map_index = getattr(ti, "map_index", -1) if ti is not None else -1
+        map_index = -1 if map_index is None else map_index
+        run_id = context.get("run_id") or getattr(ti, "run_id", None) or "manual"
+        dag_id = self.dag_id if self.has_dag() else "no-dag"
+        return run_identity(dag_id, self.task_id, str(run_id), int(map_index))
+
+    def _name(self, context: Context, generation: int) -> str:
+        if self._spec_obj is None:
+            self._spec_obj = self._load_spec(context)
+        return job_name(self._spec_obj.name, self._identity(context), generation)
+
+    def _region(self) -> str:
+        if self.region_name:
+            return self.region_name
+        region = self.hook.conn_region_name
+        if not region:
+            import os
+
+            region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        return str(region)
+
+    def _plan_for(self, name: str, context: Context) -> TrainingPlan:
+        from airflow_dist_training.hooks.training import run_identity_hash
+        from airflow_dist_training.sagemaker.request import plan_training_job
+
+        assert self._spec_obj is not None
+        return plan_training_job(
+            self._spec_obj,
+            job_name=name,
+            region=self._region(),
+            run_identity=run_identity_hash(self._identity(context)),
+        )
+
+    # --- execute --------------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        self._spec_obj = self._load_spec(context)
+        if self.backend == "local":
+            return self._execute_local(context)
+        # Plan the first generation now: a spec the planner rejects fails before any AWS call.
+        self._plan = self._plan_for(self._name(context, 1), context)
+        for warning in self._plan.warnings:
+            self.log.warning("Spec warning: %s", warning)
+        return self.execute_resumable(context)
+
+    def _execute_local(self, context: Context) -> Any:
+        assert self._spec_obj is not None
+        self._job_name = self._name(context, 1)
+        self.log.info("Running %s locally (torchrun) as %s", self._spec_obj.name, self._job_name)
+        result = self.local_hook.run_job(self._spec_obj, self._job_name, log=self.log.info)
+        return dict(result)
+
+    # ResumableJobMixin: submit_job is "ensure the run's job exists" (idempotent).
+    def submit_job(self, context: Context) -> str:
+        from airflow_dist_training.hooks.training import ACTIVE_STATES, SUCCESS_STATES, JobAlreadyExistsError
+
+        if self._spec_obj is None:
+            self._spec_obj = self._load_spec(context)
+        generation = 1
+        while True:
+            name = self._name(context, generation)
+            desc = self.hook.describe_training_job_or_none(name)
+            if desc is None:
+                break
+            status = desc.get("TrainingJobStatus")
+            if status in ACTIVE_STATES or status in SUCCESS_STATES:
+                self.log.info(
+                    "Found this run's training job %s (%s): reattaching, not creating.", name, status
+                )
+                self._job_name = name
+                return name
+            self.log.warning(
+                "This run's earlier job %s ended %s%s; starting generation %d.",
+                name,
+                status,
+                f" ({desc.get('FailureReason')})" if desc.get("FailureReason") else "",
+                generation + 1,
+            )
+            generation += 1
+            if generation > MAX_GENERATIONS:
+                raise AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another")
+
+        plan = (
+            self._plan
+            if self._plan is not None and self._plan.job_name == name
+            else self._plan_for(name, context)
+        )
+        self._upload(plan)
+        self.log.info("Creating training job %s:\n%s", name, json.dumps(plan.request, indent=2, default=str))
+        _fault_point("before_create")
+        try:
+            arn = self.hook.create_training_job(plan.request)
+            self.log.info("Created training job %s (%s)", name, arn)
+        except JobAlreadyExistsError:
+            self.log.info("Training job %s appeared concurrently (ResourceInUse): reattaching.", name)
+        _fault_point("after_create")
+        self._job_name = name
+        return name
+
+    def _upload(self, plan: TrainingPlan) -> None:
+        for upload in plan.uploads:
+            if getattr(upload, "content", None) is not None:
+                from airflow_dist_training.hooks.training import split_s3_uri
+
+                bucket, key = split_s3_uri(upload.s3_uri)
+                extra = (
+                    {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": upload.kms_key}
+                    if getattr(upload, "kms_key", None)
+                    else {}
+                )
+                self.hook.s3_conn.put_object(Bucket=bucket, Key=key, Body=upload.content, **extra)
+            elif upload.local_path:
+                self.hook.upload_code(
+                    upload.local_path, upload.s3_uri, kms_key=getattr(upload, "kms_key", None)
+                )
+
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        desc = self.hook.describe_training_job_or_none(str(external_id))
+        return str(desc.get("TrainingJobStatus")) if desc else "Unknown"
+
+    def is_job_active(self, status: str) -> bool:
+        return status in {"InProgress", "Stopping"}
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == "Completed"
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> Any:
+        """Wait for the job (sync or deferred); returns its result (also on the reconnect path)."""
+        name = str(external_id)
+        self._job_name = name
+        _fault_point("after_persist")
+        desc = self.hook.describe_training_job(name)
+        links.persist(
+            context,
+            region=self._region(),
+            job_name=name,
+            output_uri=(desc.get("OutputDataConfig") or {}).get("S3OutputPath"),
+            checkpoint_uri=(desc.get("CheckpointConfig") or {}).get("S3Uri"),
+        )
+        if desc.get("TrainingJobStatus") not in {"Completed", "Failed", "Stopped", "MaxRuntimeExceeded"}:
+            if self.deferrable:
+                from airflow_dist_training.triggers.training import TrainingJobTrigger
+
+                self.defer(
+                    trigger=TrainingJobTrigger(
+                        job_name=name,
+                        aws_conn_id=self.aws_conn_id,
+                        region_name=self._region(),
+                        poll_interval=self.poll_interval,
+                        max_wait_seconds=self.max_wait_seconds,
+                        stream_logs=self.stream_logs,
+                    ),
+                    method_name="execute_complete",
+                )
+            _fault_point("wait")
+            try:
+                desc = self.hook.wait_for_job(
+                    name,
+                    poll_interval=self.poll_interval,
+                    max_wait_seconds=self.max_wait_seconds,
+                    log=self.log.info,
+                    stream_logs=self.stream_logs,
+                )
+            except TimeoutError as exc:
+                self._on_timeout(name, str(exc))
+        return self._finish(desc)
+
+    def get_job_result(self, external_id: Any, context: Context) -> Any:
+        desc = self._description
+        if desc is None or desc.get("TrainingJobName") != external_id:
+            desc = self.hook.describe_training_job(str(external_id))
+        return self._finish(desc)
+
+    def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
+        from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
+
+        self._description = desc
+        status = desc.get("TrainingJobStatus")
+        if status != "Completed":
+            raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
+        result = dict(result_from_description(desc))
+        self.log.info(
+            "Training job %s completed: billable %ss, metrics %s, model %s",
+            result["job_name"],
+            result["billable_seconds"],
+            result["final_metrics"],
+            result["model_artifact_uri"],
+        )
+        return result
+
+    def _on_timeout(self, name: str, message: str) -> None:
+        if self.stop_on_timeout:
+            self.hook.stop_training_job(name, reason="max_wait_seconds exceeded")
+            message += "; the job was stopped (stop_on_timeout=True)"
+        raise AirflowException(message)
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Resume after the trigger: uses only the event (another worker may resume the task)."""
+        if not event or "job_name" not in event:
+            raise AirflowException(f"Invalid trigger event: {event!r}")
+        name = str(event["job_name"])
+        self._job_name = name
+        status = event.get("status")
+        if status == "timeout":
+            self._on_timeout(name, str(event.get("message")))
+        if status == "error":
+            raise AirflowException(str(event.get("message")))
+        return self._finish(self.hook.describe_training_job(name))
+
+    # --- kill ------------------------------------------------------------------------------------------
+
+    def on_kill(self) -> None:
+        name = self._job_name
+        if not name:
+            return
+        if self.backend == "local":
+            self.local_hook.stop(name)
+            return
+        try:
+            self.hook.stop_training_job(name, reason="task killed")
+        except Exception as exc:  # on_kill must not raise
+            self.log.error("Could not stop training job %s: %s", name, exc)
+
+    # --- lineage ----------------------------------------------------------------------------------------
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Inputs: S3, FSx and EFS channels; output: the model artifact. None if OpenLineage is absent."""
+        try:
+            from airflow.providers.common.compat.openlineage.facet import Dataset
+            from airflow.providers.openlineage.extractors import OperatorLineage
+        except ImportError:
+            return None
+        desc = self._description or {}
+        request = self._plan.request if self._plan is not None else desc
+        inputs, outputs = lineage_datasets(request, desc)
+        return OperatorLineage(
+            inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
+            outputs=[Dataset(namespace=ns, name=name) for ns, name in outputs],
+        )
+
+
+def lineage_datasets(
+    request: Mapping[str, Any], description: Mapping[str, Any]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(namespace, name) pairs of a job's inputs and outputs, OpenLineage naming.
+
+    S3: ``s3://<bucket>`` + key. FSx for Lustre / EFS: ``fsx://<file system id>`` /
+    ``efs://<file system id>`` + directory path. The code channel is not a data input.
+    """
+    inputs: list[tuple[str, str]] = []
+    for channel in request.get("InputDataConfig") or description.get("InputDataConfig") or []:
+        if channel.get("ChannelName") == "code":
+            continue
+        source = channel.get("DataSource") or {}
+        if "S3DataSource" in source:
+            bucket, _, key = str(source["S3DataSource"]["S3Uri"])[5:].partition("/")
+            inputs.append((f"s3://{bucket}", key or "/"))
+        elif "FileSystemDataSource" in source:
+            fs = source["FileSystemDataSource"]
+            scheme = "fsx" if fs.get("FileSystemType") == "FSxLustre" else "efs"
+            inputs.append((f"{scheme}://{fs.get('FileSystemId')}", str(fs.get("DirectoryPath", "/"))))
+    outputs: list[tuple[str, str]] = []
+    artifact = (description.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+    if artifact and str(artifact).startswith("s3://"):
+        bucket, _, key = str(artifact)[5:].partition("/")
+        outputs.append((f"s3://{bucket}", key))
+    return inputs, outputs

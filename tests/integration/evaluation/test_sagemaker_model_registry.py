@@ -1,0 +1,233 @@
+"""ModelRegistryHook against the moto server; Stubber for what moto lacks (model package tags, delete)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from botocore.stub import Stubber
+
+from airflow_dist_training.evaluation.gate import ChampionUnreadableError
+from airflow_dist_training.hooks.registry import ModelRegistryHook
+
+pytestmark = pytest.mark.integration
+
+BUCKET = "adt-eval-tests"
+ARN_PREFIX = "arn:aws:sagemaker:us-east-1:123456789012:model-package"
+TRAINING = {
+    "backend": "sagemaker",
+    "job_name": "train-1",
+    "job_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/train-1",
+    "model_artifact_uri": f"s3://{BUCKET}/train-1/output/model.tar.gz",
+}
+
+
+def put_eval(s3: Any, key: str, metrics: dict[str, float] | str) -> str:
+    body = metrics if isinstance(metrics, str) else json.dumps({"metrics": metrics, "evaluation_set_hash": "sha256:" + "d" * 64})
+    s3.put_object(Bucket=BUCKET, Key=key, Body=body.encode())
+    return f"s3://{BUCKET}/{key}"
+
+
+def decision(passed: bool, champion: dict | None = None) -> dict:
+    return {
+        "passed": passed,
+        "reasons": ["PASS accuracy: 0.93 >= 0.9 (min)"],
+        "challenger": {"metrics": {"accuracy": 0.93}, "slices": {}, "evaluation_set_hash": "sha256:" + "d" * 64},
+        "champion": champion,
+        "thresholds": {"accuracy": {"min": 0.9}},
+        "report_uri": f"s3://{BUCKET}/eval/evaluation_report.html",
+    }
+
+
+def hook(group: str = "churn") -> ModelRegistryHook:
+    return ModelRegistryHook(group, aws_conn_id=None, region_name="us-east-1")
+
+
+def test_register_creates_missing_group_and_package_with_metrics_and_lineage(s3: Any, sagemaker: Any) -> None:
+    uri = put_eval(s3, "eval/run1/evaluation.json", {"accuracy": 0.93})
+    h = hook()
+    assert h.get_champion() is None  # the group does not exist yet
+    result = h.register(
+        model_data_uri=TRAINING["model_artifact_uri"],
+        image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/infer:1",
+        evaluation_uri=uri,
+        decision=decision(True),
+        auto_approve=True,
+        training=TRAINING,
+        report_uri=f"s3://{BUCKET}/eval/run1/evaluation_report.html",
+    )
+    assert result == {
+        "registry": "sagemaker",
+        "group": "churn",
+        "package_id": f"{ARN_PREFIX}/churn/1",
+        "version": 1,
+        "approval_status": "Approved",
+        "model_data_uri": TRAINING["model_artifact_uri"],
+        "evaluation_uri": uri,
+        "audit_uri": f"s3://{BUCKET}/eval/run1/audit.json",
+    }
+    assert sagemaker.describe_model_package_group(ModelPackageGroupName="churn")["ModelPackageGroupStatus"] == "Completed"
+    desc = sagemaker.describe_model_package(ModelPackageName=result["package_id"])
+    assert desc["ModelApprovalStatus"] == "Approved"
+    assert desc["ModelMetrics"] == {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": uri}}}
+    assert desc["InferenceSpecification"]["Containers"] == [
+        {"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/infer:1", "ModelDataUrl": TRAINING["model_artifact_uri"]}
+    ]
+    assert desc["MetadataProperties"] == {"GeneratedBy": TRAINING["job_arn"]}
+    assert desc["CustomerMetadataProperties"]["TrainingJobName"] == "train-1"
+    assert desc["CustomerMetadataProperties"]["AuditRecord"] == result["audit_uri"]
+    audit = json.loads(s3.get_object(Bucket=BUCKET, Key="eval/run1/audit.json")["Body"].read())
+    assert audit["package"] == result["package_id"]
+    assert audit["evaluation_set_hash"] == "sha256:" + "d" * 64
+    assert audit["gate"]["thresholds"] == {"accuracy": {"min": 0.9}}
+    assert audit["challenger"]["metrics"] == {"accuracy": 0.93}
+
+
+def test_gate_failed_or_no_auto_approve_registers_pending(s3: Any, sagemaker: Any) -> None:
+    uri = put_eval(s3, "eval/evaluation.json", {"accuracy": 0.5})
+    h = hook()
+    common = dict(model_data_uri="s3://b/m.tar.gz", image_uri="img", evaluation_uri=uri, training=TRAINING)
+    r1 = h.register(**common, decision=decision(False), auto_approve=True)
+    r2 = h.register(**common, decision=decision(True), auto_approve=False)
+    assert (r1["approval_status"], r2["approval_status"]) == ("PendingManualApproval", "PendingManualApproval")
+    assert h.get_champion() is None  # nothing approved
+
+
+def test_champion_is_latest_approved_with_metrics_from_s3(s3: Any, sagemaker: Any) -> None:
+    h = hook()
+    for i, (acc, approve) in enumerate([(0.8, True), (0.85, True), (0.9, False)], start=1):
+        uri = put_eval(s3, f"eval/{i}/evaluation.json", {"accuracy": acc})
+        h.register(model_data_uri=f"s3://b/m{i}.tar.gz", image_uri="img", evaluation_uri=uri,
+                   decision=decision(True), auto_approve=approve, training=TRAINING)
+    champion = h.get_champion()
+    assert champion is not None
+    assert champion.id == f"{ARN_PREFIX}/churn/2"
+    assert champion.evaluation.metrics == {"accuracy": 0.85}
+    assert champion.evaluation_uri == f"s3://{BUCKET}/eval/2/evaluation.json"
+    h.set_approval(f"{ARN_PREFIX}/churn/3", "Approved")
+    assert h.get_champion().id == f"{ARN_PREFIX}/churn/3"  # type: ignore[union-attr]
+
+
+def _approved_package(sagemaker: Any, metrics_uri: str | None) -> str:
+    sagemaker.create_model_package_group(ModelPackageGroupName="churn")
+    kwargs: dict[str, Any] = {
+        "ModelPackageGroupName": "churn",
+        "InferenceSpecification": {"Containers": [{"Image": "img", "ModelDataUrl": "s3://b/m.tar.gz"}]},
+        "ModelApprovalStatus": "Approved",
+    }
+    if metrics_uri:
+        kwargs["ModelMetrics"] = {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": metrics_uri}}}
+    return sagemaker.create_model_package(**kwargs)["ModelPackageArn"]
+
+
+def test_champion_with_malformed_metrics_names_package_and_file(s3: Any, sagemaker: Any) -> None:
+    uri = put_eval(s3, "champ/evaluation.json", '{"metrics": {"accuracy": 0.9')
+    arn = _approved_package(sagemaker, uri)
+    with pytest.raises(ChampionUnreadableError) as exc:
+        hook().get_champion()
+    assert str(exc.value) == (
+        f"champion model package {arn} ({uri}): malformed JSON at line 1, column 29: "
+        "Expecting ',' delimiter"
+    )
+
+
+def test_champion_with_non_numeric_metric(s3: Any, sagemaker: Any) -> None:
+    uri = put_eval(s3, "champ/evaluation.json", '{"metrics": {"accuracy": "0.9"}}')
+    arn = _approved_package(sagemaker, uri)
+    with pytest.raises(ChampionUnreadableError) as exc:
+        hook().get_champion()
+    assert str(exc.value) == f"champion model package {arn} ({uri}): metrics.accuracy: must be a number, got '0.9'"
+
+
+def test_champion_whose_report_is_gone(s3: Any, sagemaker: Any) -> None:
+    uri = f"s3://{BUCKET}/champ/missing.json"
+    arn = _approved_package(sagemaker, uri)
+    with pytest.raises(ChampionUnreadableError) as exc:
+        hook().get_champion()
+    assert str(exc.value) == (
+        f"champion model package {arn} ({uri}): cannot read: NoSuchKey: The specified key does not exist."
+    )
+
+
+def test_champion_without_model_metrics(s3: Any, sagemaker: Any) -> None:
+    arn = _approved_package(sagemaker, None)
+    with pytest.raises(ChampionUnreadableError) as exc:
+        hook().get_champion()
+    assert str(exc.value) == (
+        f"champion model package {arn}: ModelMetrics.ModelQuality.Statistics: is not set (the package was "
+        "registered without an evaluation report); cannot compare metrics against it"
+    )
+
+
+def _stubbed(h: ModelRegistryHook) -> Stubber:
+    import boto3
+
+    client = boto3.client("sagemaker", region_name="us-east-1")
+    h.__dict__["client"] = client
+    return Stubber(client)
+
+
+def test_tags_on_model_packages_with_stubber() -> None:
+    """moto: list/add tags on a model package ARN raise ValueError (models.py _get_resource_from_arn)."""
+    h = hook()
+    arn = f"{ARN_PREFIX}/churn/4"
+    stub = _stubbed(h)
+    stub.add_response("add_tags", {"Tags": []}, {"ResourceArn": arn, "Tags": [{"Key": "stage", "Value": "canary"}]})
+    stub.add_response("list_tags", {"Tags": [{"Key": "stage", "Value": "canary"}]}, {"ResourceArn": arn})
+    with stub:
+        h.tag_version(arn, {"stage": "canary"})
+        assert h.version_tags(arn) == {"stage": "canary"}
+    stub.assert_no_pending_responses()
+
+
+def test_delete_model_package_with_stubber() -> None:
+    """moto: DeleteModelPackage is not implemented."""
+    h = hook()
+    arn = f"{ARN_PREFIX}/churn/4"
+    stub = _stubbed(h)
+    stub.add_response("delete_model_package", {}, {"ModelPackageName": arn})
+    with stub:
+        h.delete_version(arn)
+    stub.assert_no_pending_responses()
+
+
+def test_create_request_with_tags_and_client_token_exactly_as_sent() -> None:
+    """moto accepts Tags at create but cannot list them back: check the wire request with Stubber."""
+    h = hook()
+    stub = _stubbed(h)
+    h.__dict__["store"] = type("NoStore", (), {"write_text": lambda self, *a, **k: a[0]})()
+    stub.add_response("describe_model_package_group", {
+        "ModelPackageGroupName": "churn", "ModelPackageGroupArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package-group/churn",
+        "CreationTime": "2026-01-01T00:00:00Z", "CreatedBy": {}, "ModelPackageGroupStatus": "Completed"},
+        {"ModelPackageGroupName": "churn"})
+    expected = {
+        "ModelPackageGroupName": "churn",
+        "ModelPackageDescription": "Trained by train-1; quality gate passed",
+        "InferenceSpecification": {
+            "Containers": [{"Image": "img", "ModelDataUrl": "s3://b/m.tar.gz"}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": "s3://b/e/evaluation.json"}}},
+        "ModelApprovalStatus": "PendingManualApproval",
+        "CustomerMetadataProperties": {
+            "TrainingJobName": "train-1",
+            "TrainingJobArn": TRAINING["job_arn"],
+            "TrainingBackend": "sagemaker",
+            "EvaluationSetHash": "sha256:" + "d" * 64,
+            "QualityGate": "passed",
+            "AuditRecord": "s3://b/e/audit.json",
+            "EvaluationReport": f"s3://{BUCKET}/eval/evaluation_report.html",
+        },
+        "MetadataProperties": {"GeneratedBy": TRAINING["job_arn"]},
+        "Tags": [{"Key": "team", "Value": "ml"}, {"Key": "airflow-dist-training:training-job", "Value": "train-1"}],
+        "ClientToken": "tok-1",
+    }
+    stub.add_response("create_model_package", {"ModelPackageArn": f"{ARN_PREFIX}/churn/7"}, expected)
+    with stub:
+        r = h.register(model_data_uri="s3://b/m.tar.gz", image_uri="img", evaluation_uri="s3://b/e/evaluation.json",
+                       decision=decision(True), training=TRAINING, tags={"team": "ml"}, client_token="tok-1",
+                       report_uri=f"s3://{BUCKET}/eval/evaluation_report.html")
+    assert r["version"] == 7 and r["approval_status"] == "PendingManualApproval"
+    stub.assert_no_pending_responses()

@@ -1,0 +1,209 @@
+"""DistributedTrainingOperator against the moto server: durable submit, terminal states, errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fake_sagemaker_training import FakeTaskStateStore, FakeTrainingLifecycle, make_context, spec_dict
+
+from airflow_dist_training.errors import AwsPermissionError, CapacityError, SpecValidationError, TrainingJobError
+from airflow_dist_training.operators.training import DistributedTrainingOperator, lineage_datasets
+
+pytestmark = pytest.mark.integration
+
+
+def make_op(**kwargs: Any) -> DistributedTrainingOperator:
+    kwargs.setdefault("spec", spec_dict())
+    op = DistributedTrainingOperator(
+        task_id="train", aws_conn_id=None, region_name="us-east-1", poll_interval=0.01, deferrable=False, **kwargs
+    )
+    op.hook.throttle_base_delay = 0.01
+    return op
+
+
+def test_completed_job_result_goes_to_xcom(fake: FakeTrainingLifecycle) -> None:
+    ctx = make_context()
+    result = make_op().execute(ctx)
+    assert fake.total_creates == 1
+    name = fake.create_log[0]
+    assert name.startswith("llm-finetune-") and len(name) == len("llm-finetune-") + 10
+    assert result["job_name"] == name and result["status"] == "Completed"
+    assert result["model_artifact_uri"] == f"s3://my-ml-bucket/output/{name}/output/model.tar.gz"
+    assert result["checkpoint_uri"] == "s3://my-ml-bucket/checkpoints/llm-finetune"
+    assert result["final_metrics"] == {"loss": 0.125}
+    assert json.loads(json.dumps(result)) == result  # plain JSON, no datetimes
+    assert ctx["task_state_store"].data == {"sagemaker_training_job_name": name}
+    assert ctx["ti"].xcom["sagemaker_training_job"]["job_name"] == name
+    job = fake.job(name)
+    assert {"Key": "airflow-dist-training:run-identity", "Value": name.split("-")[-1]} in job.tags
+
+
+def test_retry_after_crash_before_persist_reattaches(fake: FakeTrainingLifecycle) -> None:
+    fake.complete_after = None
+    first = make_op()
+    ctx = make_context()
+    name = first.submit_job(ctx)  # created, but "crashed" before task_state_store.set
+    assert ctx["task_state_store"].data == {}
+    fake.complete_after = 0.0
+    result = make_op().execute(make_context())  # a retry: new store, same run identity
+    assert result["job_name"] == name
+    assert fake.total_creates == 1
+
+
+def test_retry_of_completed_job_returns_it_without_creating(fake: FakeTrainingLifecycle) -> None:
+    ctx = make_context()
+    r1 = make_op().execute(ctx)
+    r2 = make_op().execute(make_context(store=ctx["task_state_store"]))
+    r3 = make_op().execute(make_context())
+    assert r1["job_name"] == r2["job_name"] == r3["job_name"]
+    assert fake.total_creates == 1
+
+
+def test_failed_job_raises_reason_and_retry_creates_generation_2(fake: FakeTrainingLifecycle) -> None:
+    fake.complete_after = None
+    op = make_op()
+    ctx = make_context()
+    name = op.submit_job(ctx)
+    fake.set_status(name, "Failed", failure_reason="AlgorithmError: CUDA out of memory")
+    with pytest.raises(TrainingJobError, match="AlgorithmError: CUDA out of memory") as info:
+        make_op().execute(make_context())
+    assert info.value.status == "Failed" and not isinstance(info.value, CapacityError)
+    assert fake.total_creates == 2  # the retry above created -r2, which is InProgress...
+    assert fake.create_log == [name, f"{name}-r2"]
+
+
+def test_retry_after_failure_creates_r2_and_succeeds(fake: FakeTrainingLifecycle) -> None:
+    fake.complete_after = None
+    name = make_op().submit_job(make_context())
+    fake.set_status(name, "Failed", failure_reason="AlgorithmError: boom")
+    fake.complete_after = 0.0
+    result = make_op().execute(make_context())
+    assert result["job_name"] == f"{name}-r2"
+    assert fake.create_log == [name, f"{name}-r2"]
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "error", "text"),
+    [
+        ("Stopped", None, TrainingJobError, "outside Airflow"),
+        ("MaxRuntimeExceeded", "MaxRuntimeExceeded: job ran 86400s", TrainingJobError, "MaxRuntimeExceeded"),
+        ("Failed", "InsufficientCapacityError: no p4d capacity", CapacityError, "could not get capacity"),
+    ],
+)
+def test_terminal_states_are_failures(
+    fake: FakeTrainingLifecycle, status: str, reason: str | None, error: type, text: str
+) -> None:
+    fake.complete_after = None
+    op = make_op()
+    ctx = make_context()
+    name = op.submit_job(ctx)
+    ctx["task_state_store"].set(op.external_id_key, name)
+    fake.set_status(name, status, failure_reason=reason)
+    with pytest.raises(error, match=text):
+        op.poll_until_complete(name, ctx)
+
+
+def test_on_kill_stops_job_and_stop_is_not_success(fake: FakeTrainingLifecycle) -> None:
+    fake.complete_after = None
+    op = make_op()
+    ctx = make_context()
+    name = op.submit_job(ctx)
+    op.on_kill()
+    assert fake.stops[name] == 1
+    with pytest.raises(TrainingJobError, match="stopped on request") as info:
+        op.poll_until_complete(name, ctx)
+    assert info.value.status == "Stopped"
+
+
+def test_max_wait_is_the_only_cap_and_stops_the_job(fake: FakeTrainingLifecycle) -> None:
+    from airflow.sdk.exceptions import AirflowException
+
+    fake.complete_after = None
+    op = make_op(max_wait_seconds=0.05)
+    with pytest.raises(AirflowException, match="max_wait_seconds=0.05.*stopped"):
+        op.execute(make_context())
+    assert fake.stops[fake.create_log[0]] == 1
+
+
+def test_bad_spec_fails_before_any_aws_call(fake: FakeTrainingLifecycle) -> None:
+    bad = spec_dict(compute={"instance_type": "ml.p4d.24xlarge", "instance_count": 0})
+    with pytest.raises(SpecValidationError, match=r"compute.instance_count"):
+        make_op(spec=bad).execute(make_context())
+    no_role = spec_dict()
+    del no_role["role_arn"]
+    with pytest.raises(SpecValidationError, match=r"role_arn: is required for SageMaker jobs"):
+        make_op(spec=no_role).execute(make_context())
+    assert fake.describes == 0 and fake.total_creates == 0
+
+
+def test_access_denied_on_create_names_permission(fake: FakeTrainingLifecycle) -> None:
+    fake.deny = {"CreateTrainingJob"}
+    with pytest.raises(AwsPermissionError, match=r"needs the IAM permission sagemaker:CreateTrainingJob on arn:aws:sagemaker:us-east-1:123456789012:training-job/llm-finetune-"):
+        make_op().execute(make_context())
+
+
+def test_task_succeeds_with_throttling_on_half_the_describes(fake: FakeTrainingLifecycle) -> None:
+    fake.throttle_every = 2
+    result = make_op().execute(make_context())
+    assert result["status"] == "Completed"
+    assert fake.throttled >= 2
+
+
+def test_resource_in_use_on_create_reattaches(fake: FakeTrainingLifecycle, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake.complete_after = None
+    op = make_op()
+    ctx = make_context()
+    real_describe = op.hook.describe_training_job_or_none
+    # the job appears between our describe and our create (another worker)
+    calls = {"n": 0}
+
+    def racing_describe(name: str) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            other = make_op()
+            other.hook.create_training_job(other._plan_for(name, ctx).request) if False else None
+            from fake_sagemaker_training import make_request
+
+            other.hook.create_training_job(make_request(name))
+            return None
+        return real_describe(name)
+
+    monkeypatch.setattr(op.hook, "describe_training_job_or_none", racing_describe)
+    op._spec_obj = op._load_spec(ctx)
+    name = op.submit_job(ctx)
+    assert fake.creates[name] == 1  # our create got ResourceInUse and reattached
+
+
+def test_secret_environment_values_are_masked(fake: FakeTrainingLifecycle) -> None:
+    from airflow.sdk.log import mask_secret  # noqa: F401
+    from airflow_dist_training.operators.training import mask_spec_secrets
+
+    assert mask_spec_secrets(spec_dict()) == ["WANDB_API_KEY"]
+    from airflow.sdk._shared.secrets_masker import redact
+
+    assert "s3cr3t-wandb-value" not in str(redact("key is s3cr3t-wandb-value"))
+
+
+def test_lineage_datasets_cover_s3_fsx_and_model() -> None:
+    request = {
+        "InputDataConfig": [
+            {"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": "s3://b/datasets/train/"}}},
+            {
+                "ChannelName": "extra",
+                "DataSource": {
+                    "FileSystemDataSource": {
+                        "FileSystemId": "fs-0123456789abcdef0",
+                        "FileSystemType": "FSxLustre",
+                        "DirectoryPath": "/abcdefgh/data",
+                    }
+                },
+            },
+            {"ChannelName": "code", "DataSource": {"S3DataSource": {"S3Uri": "s3://b/code/sourcedir.tar.gz"}}},
+        ]
+    }
+    desc = {"ModelArtifacts": {"S3ModelArtifacts": "s3://b/output/j/output/model.tar.gz"}}
+    inputs, outputs = lineage_datasets(request, desc)
+    assert inputs == [("s3://b", "datasets/train/"), ("fsx://fs-0123456789abcdef0", "/abcdefgh/data")]
+    assert outputs == [("s3://b", "output/j/output/model.tar.gz")]

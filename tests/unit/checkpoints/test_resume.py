@@ -1,0 +1,88 @@
+"""Resume policy resolution and the interruption budget (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_dist_training.checkpoints import (
+    AttemptOutcome,
+    CheckpointInfo,
+    FailureBudget,
+    classify_outcome,
+    decide_retry,
+    resolve_resume_checkpoint,
+)
+from airflow_dist_training.errors import CapacityError, SpecValidationError
+
+
+class FakeStore:
+    def __init__(self):
+        self.calls = []
+
+    def latest_complete(self, root_uri):
+        self.calls.append(("latest_complete", root_uri))
+        return CheckpointInfo(step=5, uri=f"{root_uri}step-000000000005/", checked=True, manifest={"files": []})
+
+    def latest_complete_under(self, prefix_uri):
+        self.calls.append(("latest_complete_under", prefix_uri))
+        return None
+
+    def seed_checkpoint(self, source_uri, target_prefix):
+        return target_prefix
+
+
+def test_policies():
+    store = FakeStore()
+    assert resolve_resume_checkpoint("none", "s3://b/p/run1/", "s3://b/p/", store) is None
+    assert store.calls == []
+    assert resolve_resume_checkpoint("fresh", "s3://b/p/run1/", "s3://b/p/", store) == "s3://b/p/run1/step-000000000005/"
+    assert resolve_resume_checkpoint("latest", "s3://b/p/run1/", "s3://b/p/", store) is None
+    assert store.calls == [("latest_complete", "s3://b/p/run1/"), ("latest_complete_under", "s3://b/p/")]
+    with pytest.raises(SpecValidationError, match="checkpoint.resume_policy: must be one of fresh, latest, none; got 'eager'"):
+        resolve_resume_checkpoint("eager", "", "", store)
+
+
+def test_classify_outcome():
+    assert classify_outcome("Completed") is AttemptOutcome.SUCCEEDED
+    assert classify_outcome("Failed", "CapacityError: Unable to provision requested ML compute capacity.") is AttemptOutcome.CAPACITY
+    assert classify_outcome("Stopped", None, "MaxWaitTimeExceeded") is AttemptOutcome.INTERRUPTED
+    assert classify_outcome("Failed", "AlgorithmError: CUDA out of memory") is AttemptOutcome.FAILED
+    from airflow_dist_training.checkpoints.resume import outcome_of_exception
+
+    assert outcome_of_exception(CapacityError("x", job_name="j", status="Failed")) is AttemptOutcome.CAPACITY
+
+
+def test_interruptions_do_not_use_up_the_failure_budget_and_switch_to_on_demand():
+    budget = FailureBudget(max_failures=1, max_interruptions=3, on_demand_after=2)
+    d = decide_retry(["interrupted"], budget)
+    assert (d.retry, d.resume, d.use_spot) == (True, True, True)
+    d = decide_retry(["interrupted", "capacity"], budget)
+    assert (d.retry, d.use_spot, d.reason) == (
+        True,
+        False,
+        "resume after capacity (2 interruptions, 0 failures) on on-demand instances",
+    )
+    d = decide_retry(["interrupted", "failed"], budget)
+    assert d.retry and d.failures == 1
+    d = decide_retry(["failed", "interrupted", "failed"], budget)
+    assert not d.retry and d.reason == "failure budget exhausted: 2 real failures > max_failures=1"
+    d = decide_retry(["interrupted"] * 4, budget)
+    assert not d.retry and d.reason == "interruption budget exhausted: 4 interruptions > max_interruptions=3"
+    assert not decide_retry(["interrupted", "succeeded"], budget).retry
+    with pytest.raises(SpecValidationError, match="on_demand_after: must be >= 1 or None, got 0"):
+        FailureBudget(on_demand_after=0)
+
+
+@given(
+    outcomes=st.lists(st.sampled_from(["interrupted", "capacity", "failed"]), max_size=12),
+    max_failures=st.integers(0, 3),
+    on_demand_after=st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_budget_properties(outcomes, max_failures, on_demand_after):
+    d = decide_retry(outcomes, FailureBudget(max_failures=max_failures, on_demand_after=on_demand_after))
+    failures = outcomes.count("failed")
+    assert d.retry == (failures <= max_failures)  # unlimited interruptions
+    assert d.resume == d.retry
+    assert d.use_spot == (on_demand_after is None or d.interruptions < on_demand_after)

@@ -1,0 +1,70 @@
+"""Parse-time cost: marginal import time of our public modules vs the Amazon provider's SageMaker operators.
+
+Each sample runs in a fresh interpreter that has already imported ``airflow.sdk`` (as a DAG file
+being parsed has), then times one more import. Ours and the anchor are measured alternately in the
+same run, so machine noise hits both. Prints medians and the ratio (goal: <= 0.25x).
+
+    .venv/bin/python bench/parse.py [--rounds 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+
+ANCHOR = ["airflow.providers.amazon.aws.operators.sagemaker"]
+OURS = [
+    "airflow_dist_training.operators.training",
+    "airflow_dist_training.sensors.training",
+    "airflow_dist_training.operators.fsx",
+    "airflow_dist_training.operators.checkpoints",
+    "airflow_dist_training.operators.evaluation",
+    "airflow_dist_training.task_groups",
+    "airflow_dist_training.dag_factory",
+]
+
+PROBE = """
+import json, sys, time
+import airflow.sdk  # already paid for by every DAG file
+start = time.perf_counter()
+for name in {modules!r}:
+    __import__(name)
+elapsed = time.perf_counter() - start
+heavy = [m for m in ("boto3", "botocore", "torch") if m in sys.modules]
+print(json.dumps({{"seconds": elapsed, "heavy": heavy}}))
+"""
+
+
+def sample(modules: list[str]) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(modules=modules)], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args()
+    ours = [m for m in OURS if importlib.util.find_spec(m) is not None]
+    ours_times, anchor_times, heavy = [], [], set()
+    for _ in range(args.rounds):
+        result = sample(ours)
+        ours_times.append(result["seconds"])
+        heavy.update(result["heavy"])
+        anchor_times.append(sample(ANCHOR)["seconds"])
+    ours_median = statistics.median(ours_times)
+    anchor_median = statistics.median(anchor_times)
+    print(f"modules measured (ours): {', '.join(ours)}")
+    print(f"anchor: {ANCHOR[0]}")
+    print(f"ours   median {ours_median * 1000:8.1f} ms  (heavy modules pulled in: {sorted(heavy) or 'none'})")
+    print(f"anchor median {anchor_median * 1000:8.1f} ms")
+    print(f"ratio ours/anchor = {ours_median / anchor_median:.3f}x  (goal <= 0.25x), {args.rounds} rounds")
+
+
+if __name__ == "__main__":
+    main()

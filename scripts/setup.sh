@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Create or refresh the project's virtualenv (.venv) from the committed constraints.
+# Idempotent: reinstalls only when pyproject.toml or constraints.txt changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade "pip>=24"
+fi
+stamp=.venv/.adt-installed
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  # torch first, pinned: 2.13.0 resolves to a CPU build on these machines.
+  .venv/bin/pip install --quiet -c constraints.txt "torch==2.13.0"
+  .venv/bin/pip install --quiet -c constraints.txt -e ".[local,test,docs]"
+  echo "$want" > "$stamp"
+fi
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$PWD/.airflow}"

@@ -1,0 +1,78 @@
+"""FSxDataRepositoryTaskTrigger against the moto server (aiobotocore) with the FSx fake."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import boto3
+import pytest
+from airflow.triggers.base import TriggerEvent
+from fake_fsx import FakeFSx
+
+from airflow_dist_training.triggers.fsx import FSxDataRepositoryTaskTrigger
+
+pytestmark = pytest.mark.integration
+
+
+def _task(fake: FakeFSx, **plan: Any) -> str:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+    fsx = boto3.client("fsx", region_name="us-east-1")
+    fs_id = fsx.create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet])[
+        "FileSystem"]["FileSystemId"]
+    fake.plan_next_task(**plan)
+    return fsx.create_data_repository_task(
+        Type="RELEASE_DATA_FROM_FILESYSTEM", FileSystemId=fs_id, Paths=["data"],
+        Report={"Enabled": True, "Path": "s3://bucket/reports", "Format": "REPORT_CSV_20191124",
+                "Scope": "FAILED_FILES_ONLY"},
+    )["DataRepositoryTask"]["TaskId"]
+
+
+def _trigger(task_id: str, **kw: Any) -> FSxDataRepositoryTaskTrigger:
+    return FSxDataRepositoryTaskTrigger(
+        fsx_task_id=task_id, poll_interval=0.01, aws_conn_id=None, region_name="us-east-1",
+        botocore_config={"retries": {"total_max_attempts": 1}}, **kw,
+    )
+
+
+def test_serialize_round_trip() -> None:
+    trigger = _trigger("task-0123456789abcdef0", max_attempts=5)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_dist_training.triggers.fsx.FSxDataRepositoryTaskTrigger"
+    assert FSxDataRepositoryTaskTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+@pytest.mark.asyncio
+async def test_trigger_success_logs_progress_and_released_capacity(server_fsx: FakeFSx, capsys: Any) -> None:
+    task_id = _task(server_fsx, total=10, released_bytes=3 * 1024**3, executing_polls=3)
+    event = await asyncio.wait_for(_trigger(task_id).run().__anext__(), timeout=60)
+    assert event.payload["status"] == "success"
+    assert event.payload["progress"]["released_bytes"] == 3 * 1024**3
+    assert event.payload["message"] == (
+        f"FSx task {task_id} (RELEASE_DATA_FROM_FILESYSTEM) SUCCEEDED: 10/10 succeeded, 0 failed, released 3.0 GiB"
+    )
+    logged = capsys.readouterr().out
+    assert "EXECUTING: 0/10 succeeded" in logged and "EXECUTING: 1/10 succeeded" in logged
+
+
+@pytest.mark.asyncio
+async def test_trigger_failure_points_to_report(server_fsx: FakeFSx) -> None:
+    task_id = _task(server_fsx, outcome="FAILED", total=4, failed=1, failure_message="1 file failed")
+    event = await asyncio.wait_for(_trigger(task_id).run().__anext__(), timeout=60)
+    assert event == TriggerEvent(
+        {
+            "status": "failed",
+            "fsx_task_id": task_id,
+            "progress": event.payload["progress"],
+            "message": f"FSx data repository task {task_id} ended FAILED: 1 file failed (3/4 succeeded, 1 failed). "
+            f"Completion report (failed files): s3://bucket/reports/{task_id}/",
+        }
+    )
+
+
+@pytest.mark.asyncio
+async def test_trigger_times_out(server_fsx: FakeFSx) -> None:
+    task_id = _task(server_fsx, executing_polls=100)
+    event = await asyncio.wait_for(_trigger(task_id, max_attempts=3).run().__anext__(), timeout=60)
+    assert event.payload["status"] == "timeout"

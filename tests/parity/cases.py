@@ -1,0 +1,367 @@
+"""The parity cases: one spec per strategy/feature, the invalid specs, and the image-URI grid.
+
+A case is an example spec from ``examples/specs/`` plus overrides (deep-merged), so the example
+files stay the single source for "what a user writes".
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from airflow_dist_training.spec.training import TrainingJobSpec
+
+SPECS = Path(__file__).resolve().parents[2] / "examples" / "specs"
+REGION = "us-west-2"
+RUN_IDENTITY = "parity_dag:train:manual__2026-01-01T00:00:00+00:00:-1"
+
+
+def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def load(example: str, overrides: dict[str, Any] | None = None) -> TrainingJobSpec:
+    data = yaml.safe_load((SPECS / f"{example}.yaml").read_text())
+    return TrainingJobSpec.model_validate(_merge(data, overrides or {}))
+
+
+@dataclass(frozen=True)
+class RequestCase:
+    id: str
+    example: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    region: str = REGION
+    run_identity: bool = False  # plan with a run identity (adds our run-identity tag)
+
+    @property
+    def spec(self) -> TrainingJobSpec:
+        return load(self.example, self.overrides)
+
+    @property
+    def job_name(self) -> str:
+        return f"parity-{self.id.replace('_', '-')}"
+
+
+ALL_OPTIONS = {
+    "compute": {"volume_kms_key": "kms-vol", "keep_alive_seconds": 600, "volume_size_gb": 100},
+    "environment": {"NCCL_DEBUG": "INFO", "FI_EFA_USE_DEVICE_RDMA": "1"},
+    "hyperparameters": {"name": "abc", "flag": True, "cfg": {"a": 1}, "lr": 0.1, "layers": [1, 2]},
+    "output": {"kms_key": "kms-out", "compression": "NONE"},
+    "max_retry_attempts": 2,
+    "tensorboard": {"s3_path": "s3://my-ml-bucket/tb", "local_path": "/opt/ml/output/tensorboard"},
+    "tags": {"team": "ml", "cost-center": "42"},
+    "channels": {
+        "train": {
+            "type": "s3",
+            "uri": "s3://my-ml-bucket/imagenet/train",
+            "distribution": "ShardedByS3Key",
+            "input_mode": "FastFile",
+            "content_type": "application/x-image",
+            "compression": "Gzip",
+        },
+        "manifest": {"type": "s3", "uri": "s3://my-ml-bucket/m.manifest", "data_type": "ManifestFile"},
+    },
+}
+
+REQUEST_CASES = [
+    RequestCase("smddp", "smddp_p4d"),
+    RequestCase("pytorchddp", "pytorchddp_g5"),
+    RequestCase("smddp_p5_torchrun", "smddp_p5_torchrun"),
+    RequestCase("torch_distributed_gpu", "torch_distributed_p4d"),
+    RequestCase("torch_distributed_trn1", "torch_distributed_trn1"),
+    RequestCase("smp_v1", "smp_v1_p3"),
+    RequestCase("smp_v2", "smp_v2_p4d"),
+    RequestCase("smp_v2_p5", "smp_v2_p4d", {"compute": {"instance_type": "ml.p5.48xlarge"}}),
+    RequestCase("mpi", "mpi_horovod"),
+    RequestCase("parameter_server", "parameter_server_tf"),
+    RequestCase("multi_worker_mirrored", "multi_worker_mirrored_tf"),
+    RequestCase("heterogeneous_mpi", "heterogeneous_mpi"),
+    RequestCase(
+        "heterogeneous_smddp",
+        "smddp_p4d",
+        {
+            "compute": {
+                "instance_type": None,
+                "instance_count": None,
+                "instance_groups": [
+                    {"name": "data", "instance_type": "ml.c5.18xlarge", "instance_count": 2},
+                    {"name": "gpu", "instance_type": "ml.p4d.24xlarge", "instance_count": 2},
+                ],
+            },
+            "distribution": {"instance_group": "gpu"},
+            "channels": {"train": {"instance_groups": ["data"]}},
+        },
+    ),
+    RequestCase(
+        "heterogeneous_torch_distributed",
+        "torch_distributed_p4d",
+        {
+            "compute": {
+                "instance_type": None,
+                "instance_count": None,
+                "instance_groups": [
+                    {"name": "a", "instance_type": "ml.p4d.24xlarge", "instance_count": 1},
+                    {"name": "b", "instance_type": "ml.g5.48xlarge", "instance_count": 1},
+                ],
+            },
+        },
+    ),
+    RequestCase("network_isolation", "torch_distributed_p4d", {"network": {"network_isolation": True}}),
+    RequestCase(
+        "network_isolation_tf", "multi_worker_mirrored_tf", {"network": {"network_isolation": True}}
+    ),
+    RequestCase(
+        "spot_checkpoint_local_path",
+        "torch_distributed_p4d",
+        {"checkpoint": {"local_path": "/opt/ml/checkpoints"}},
+    ),
+    RequestCase("all_options", "smddp_p4d", ALL_OPTIONS),
+    RequestCase("debugger_off", "pytorchddp_g5", {"debugger": {"hook": False, "profiler": False}}),
+    RequestCase("none_pytorch", "torch_distributed_p4d", {"distribution": {"strategy": "none"}}),
+    RequestCase("none_tensorflow", "mpi_horovod", {"distribution": None, "compute": {"instance_count": 1}}),
+    RequestCase(
+        "efs_channel",
+        "torch_distributed_p4d",
+        {
+            "channels": {
+                "train": {
+                    "type": "efs",
+                    "file_system_id": "fs-0123456789abcdef0",
+                    "directory_path": "/data",
+                    "access_mode": "rw",
+                    "content_type": None,
+                }
+            }
+        },
+    ),
+    RequestCase("region_cn", "torch_distributed_p4d", region="cn-north-1"),
+    RequestCase("region_debugger_unsupported", "pytorchddp_g5", region="ap-southeast-3"),
+    RequestCase("region_govcloud", "mpi_horovod", region="us-gov-west-1"),
+    RequestCase("run_identity_tag", "torch_distributed_p4d", run_identity=True),
+]
+
+
+@dataclass(frozen=True)
+class ErrorCase:
+    """An invalid spec: the SDK raises ``sdk_message`` (checked), ours must contain it (whitespace-normalised)."""
+
+    id: str
+    example: str
+    overrides: dict[str, Any]
+    sdk_message: str  # the SDK's text, as verified by the driver (substring of str(exc))
+
+    @property
+    def spec(self) -> TrainingJobSpec:
+        return load(self.example, self.overrides)
+
+
+ERROR_CASES = [
+    ErrorCase(
+        "smddp_p5_without_torch_distributed",
+        "smddp_p4d",
+        {"compute": {"instance_type": "ml.p5.48xlarge"}},
+        "SMModelParallel and SMDataParallel currently do not support p5 instances.",
+    ),
+    ErrorCase(
+        "smp_v1_p5",
+        "smp_v1_p3",
+        {"compute": {"instance_type": "ml.p5.48xlarge"}},
+        "SMModelParallel and SMDataParallel currently do not support p5 instances.",
+    ),
+    ErrorCase(
+        "smddp_unsupported_version",
+        "smddp_p4d",
+        {"image": {"framework_version": "2.3.0", "py_version": "py311"}},
+        "Provided framework_version 2.3.0 is not supported by smdataparallel.",
+    ),
+    ErrorCase(
+        "pytorchddp_unsupported_version",
+        "pytorchddp_g5",
+        {"image": {"framework_version": "2.8.0", "py_version": "py312"}},
+        "Provided framework_version 2.8.0 is not supported by smdataparallel.",
+    ),
+    ErrorCase(
+        "torch_distributed_unsupported_version",
+        "torch_distributed_p4d",
+        {"image": {"framework_version": "2.4.0", "py_version": "py311"}},
+        "Provided framework_version 2.4.0 is not supported by torch_distributed for instance ml.p4d.24xlarge.",
+    ),
+    ErrorCase(
+        "torch_distributed_trn1_version",
+        "torch_distributed_trn1",
+        {"image": {"uri": None, "framework": "pytorch", "framework_version": "2.1.0", "py_version": "py310"}},
+        "Provided framework_version 2.1.0 is not supported by torch_distributed for instance ml.trn1.32xlarge.",
+    ),
+    ErrorCase(
+        "torch_distributed_cpu",
+        "torch_distributed_p4d",
+        {"compute": {"instance_type": "ml.c5.18xlarge"}},
+        "Currently torch_distributed is supported only for GPU and Trainium instances.",
+    ),
+    ErrorCase(
+        "torch_distributed_not_python",
+        "torch_distributed_p4d",
+        {"source": {"entry_point": "train.sh"}},
+        "Unsupported entry point type for the distribution torch_distributed.",
+    ),
+    ErrorCase(
+        "trainium_smdistributed",
+        "smddp_p5_torchrun",
+        {
+            "image": {"uri": "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-neuronx:2.1.2"},
+            "compute": {"instance_type": "ml.trn1.32xlarge"},
+            "distribution": {"torch_distributed": False},
+        },
+        "Provided distribution strategy smdistributed is not supported for Trainium instances.",
+    ),
+    ErrorCase(
+        "trainium_mpi",
+        "smddp_p5_torchrun",
+        {
+            "image": {"uri": "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-neuronx:2.1.2"},
+            "compute": {"instance_type": "ml.trn1.32xlarge"},
+            "distribution": {"strategy": "mpi", "torch_distributed": None},
+        },
+        "Provided distribution strategy mpi is not supported for Trainium instances.",
+    ),
+    ErrorCase(
+        "smp_v1_bad_partitions",
+        "smp_v1_p3",
+        {"distribution": {"smp": {"parameters": {"partitions": 0, "microbatches": 4}}}},
+        "The number of partitions must be a positive integer.",
+    ),
+    ErrorCase(
+        "smp_v1_bad_microbatches",
+        "smp_v1_p3",
+        {"distribution": {"smp": {"parameters": {"partitions": 2, "microbatches": "four"}}}},
+        "The number of microbatches must be a positive integer.",
+    ),
+    ErrorCase(
+        "smp_v1_ddp_and_horovod",
+        "smp_v1_p3",
+        {"distribution": {"smp": {"parameters": {"partitions": 2, "ddp": True, "horovod": True}}}},
+        "'ddp' and 'horovod' cannot be simultaneously enabled.",
+    ),
+    ErrorCase(
+        "smp_v1_no_default_partition",
+        "smp_v1_p3",
+        {"distribution": {"smp": {"parameters": {"partitions": 2, "auto_partition": False}}}},
+        "default_partition must be supplied if auto_partition is set to False!",
+    ),
+    ErrorCase(
+        "smp_v1_default_partition_too_big",
+        "smp_v1_p3",
+        {"distribution": {"smp": {"parameters": {"partitions": 2, "auto_partition": False, "default_partition": 2}}}},
+        "default_partition must be less than the number of partitions!",
+    ),
+    ErrorCase(
+        "smp_v1_memory_weight",
+        "smp_v1_p3",
+        {"distribution": {"smp": {"parameters": {"partitions": 2, "memory_weight": 1.5}}}},
+        "memory_weight must be between 0.0 and 1.0!",
+    ),
+    ErrorCase(
+        "mwms_tf_2_8",
+        "multi_worker_mirrored_tf",
+        {"image": {"framework_version": "2.8", "py_version": "py39"}},
+        "Multi Worker Mirrored Strategy is only supported from framework_version 2.9 but received 2.8",
+    ),
+    ErrorCase(
+        "mwms_pytorch",
+        "multi_worker_mirrored_tf",
+        {"image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"}},
+        "Multi Worker Mirrored Strategy is currently only supported with dict_keys(['tensorflow']) frameworks but received pytorch",
+    ),
+    ErrorCase(
+        "vpc_subnets_only",
+        "torch_distributed_p4d",
+        {"network": {"security_group_ids": []}},
+        "When setting up custom VPC, both subnets and security_group_ids must be set",
+    ),
+    ErrorCase(
+        "hetero_unknown_group",
+        "heterogeneous_mpi",
+        {"distribution": {"instance_group": "nope"}},
+        "Invalid training instance group nope !",
+    ),
+]
+
+# Image-URI grid: (framework, version, py_version, instance type) x regions.
+IMAGE_REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "ap-southeast-3", "cn-north-1", "us-gov-west-1", "il-central-1"]
+IMAGE_GRID: list[tuple[str, str, str | None, str]] = [
+    ("pytorch", "2.8.0", "py312", "ml.p4d.24xlarge"),
+    ("pytorch", "2.8", "py312", "ml.g5.2xlarge"),
+    ("pytorch", "2.7.1", "py312", "ml.c5.4xlarge"),
+    ("pytorch", "2.5.1", "py311", "ml.p5.48xlarge"),
+    ("pytorch", "2.4.0", "py311", "ml.p4d.24xlarge"),
+    ("pytorch", "2.2.0", "py310", "ml.p3.16xlarge"),
+    ("pytorch", "2.0", "py310", "ml.g4dn.12xlarge"),
+    ("pytorch", "1.13.1", "py39", "ml.p4d.24xlarge"),
+    ("pytorch", "1.12.1", "py38", "ml.m5.xlarge"),
+    ("pytorch", "2.8.0", None, "ml.p4d.24xlarge"),
+    ("pytorch", "1.11.0", "py38", "ml.trn1.32xlarge"),
+    ("tensorflow", "2.19.0", "py312", "ml.g5.2xlarge"),
+    ("tensorflow", "2.13.0", "py310", "ml.c5.4xlarge"),
+    ("tensorflow", "2.13", "py310", "ml.p3.2xlarge"),
+    ("tensorflow", "2.9", "py39", "ml.p4d.24xlarge"),
+    ("tensorflow", "2.8", "py39", "ml.p4d.24xlarge"),
+    ("tensorflow", "2.3.2", "py37", "ml.p3.2xlarge"),
+]
+SMP_V2_GRID: list[tuple[str, str, str]] = [
+    ("2.4.1", "py311", "ml.p4d.24xlarge"),
+    ("2.3.1", "py310", "ml.p4d.24xlarge"),
+    ("2.5.1", "py311", "ml.p5.48xlarge"),
+    ("2.2.0", "py310", "ml.p4de.24xlarge"),
+    ("2.0.1", "py310", "ml.p4d.24xlarge"),
+    ("2.0.1", "py310", "ml.p5.48xlarge"),
+    ("2.1.2", "py310", "ml.g5.48xlarge"),
+]
+SMP_V2_REGIONS = ["us-west-2", "eu-west-1", "ap-northeast-1", "cn-north-1"]
+SMP_V2_DISTRIBUTION = {"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}
+
+
+def image_cases() -> list[dict[str, Any]]:
+    cases = []
+    for framework, version, py_version, instance_type in IMAGE_GRID:
+        for region in IMAGE_REGIONS:
+            cases.append(
+                {
+                    "id": f"image:{framework}:{version}:{py_version}:{instance_type}:{region}",
+                    "kind": "image",
+                    "framework": framework,
+                    "version": version,
+                    "py_version": py_version,
+                    "instance_type": instance_type,
+                    "region": region,
+                }
+            )
+    for version, py_version, instance_type in SMP_V2_GRID:
+        for region in SMP_V2_REGIONS:
+            cases.append(
+                {
+                    "id": f"smp-image:{version}:{py_version}:{instance_type}:{region}",
+                    "kind": "image",
+                    "framework": "pytorch",
+                    "version": version,
+                    "py_version": py_version,
+                    "instance_type": instance_type,
+                    "region": region,
+                    "distribution": SMP_V2_DISTRIBUTION,
+                }
+            )
+    return cases
+
+
+NAME_BASES = ["my_job", "llm-finetune", "a" * 70]

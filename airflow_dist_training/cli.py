@@ -34,7 +34,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     plan = _plan(args)
     for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"{args.spec}: valid ({plan.cluster.instances} instance(s), cluster size {plan.cluster.cluster_size})")
+    print(
+        f"{args.spec}: valid ({plan.cluster.instances} instance(s), cluster size {plan.cluster.cluster_size})"
+    )
     return 0
 
 
@@ -55,7 +57,8 @@ def render_plan(plan: Any) -> str:
     resource = request["ResourceConfig"]
     if "InstanceGroups" in resource:
         instances = ", ".join(
-            f"{g['InstanceCount']} x {g['InstanceType']} ({g['InstanceGroupName']})" for g in resource["InstanceGroups"]
+            f"{g['InstanceCount']} x {g['InstanceType']} ({g['InstanceGroupName']})"
+            for g in resource["InstanceGroups"]
         )
     else:
         instances = f"{resource['InstanceCount']} x {resource['InstanceType']}"
@@ -81,7 +84,9 @@ def render_plan(plan: Any) -> str:
     if "CheckpointConfig" in request:
         lines.append(f"Checkpoints      {request['CheckpointConfig']['S3Uri']}")
     if request.get("EnableManagedSpotTraining"):
-        lines.append(f"Spot             max wait {request['StoppingCondition'].get('MaxWaitTimeInSeconds')} s")
+        lines.append(
+            f"Spot             max wait {request['StoppingCondition'].get('MaxWaitTimeInSeconds')} s"
+        )
     for upload in plan.uploads:
         lines.append(f"Upload           {upload.s3_uri}")
     for warning in plan.warnings:
@@ -106,11 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("spec", help="path to a spec YAML file")
         p.add_argument("--region", default="us-east-1", help="AWS region to plan for (default us-east-1)")
-        p.add_argument("--job-name", default=None, help="explicit job name (default: derived from the spec name)")
+        p.add_argument(
+            "--job-name", default=None, help="explicit job name (default: derived from the spec name)"
+        )
         p.add_argument("--run-identity", default=None, help="run identity the job name derives from")
         p.set_defaults(handler=handler)
         if name == "plan":
-            p.add_argument("--json", action="store_true", help="print the exact CreateTrainingJob request as JSON")
+            p.add_argument(
+                "--json", action="store_true", help="print the exact CreateTrainingJob request as JSON"
+            )
     schema = sub.add_parser("schema", help="print the JSON Schema of the spec")
     schema.set_defaults(handler=cmd_schema)
     return parser

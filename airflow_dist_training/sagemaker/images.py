@@ -50,7 +50,9 @@ def _registry(config: dict, region: str) -> str:
     return str(registries["exceptions"].get(region, registries["default"]))
 
 
-def resolve_image_uri(image: ImageSpec, *, region: str, instance_type: str | None, smp_v2: bool = False) -> str:
+def resolve_image_uri(
+    image: ImageSpec, *, region: str, instance_type: str | None, smp_v2: bool = False
+) -> str:
     """The training image URI for ``image`` (an explicit ``uri`` is returned unchanged)."""
     if image.uri:
         return image.uri

@@ -40,7 +40,11 @@ def encode_hyperparameter(value: Any) -> str:
 
 
 def launcher_script() -> bytes:
-    return resources.files("airflow_dist_training.sagemaker").joinpath("launcher_files", LAUNCHER_SCRIPT).read_bytes()
+    return (
+        resources.files("airflow_dist_training.sagemaker")
+        .joinpath("launcher_files", LAUNCHER_SCRIPT)
+        .read_bytes()
+    )
 
 
 def launch_config(spec: TrainingJobSpec) -> dict[str, Any]:
@@ -68,7 +72,12 @@ def plan_launch(spec: TrainingJobSpec, *, job_name: str, source_uri: str) -> Lau
     prefix = f"s3://{bucket}/{job_name}/{LAUNCHER_CHANNEL}"
     config = launch_config(spec)
     uploads = [
-        Upload(s3_uri=f"{prefix}/{LAUNCHER_SCRIPT}", kind="file", content=launcher_script(), kms_key=spec.output.kms_key),
+        Upload(
+            s3_uri=f"{prefix}/{LAUNCHER_SCRIPT}",
+            kind="file",
+            content=launcher_script(),
+            kms_key=spec.output.kms_key,
+        ),
         Upload(
             s3_uri=f"{prefix}/launch.json",
             kind="file",
@@ -82,7 +91,11 @@ def plan_launch(spec: TrainingJobSpec, *, job_name: str, source_uri: str) -> Lau
     )
 
     def channel(name: str, uri: str) -> dict[str, Any]:
-        source: dict[str, Any] = {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}
+        source: dict[str, Any] = {
+            "S3DataType": "S3Prefix",
+            "S3Uri": uri,
+            "S3DataDistributionType": "FullyReplicated",
+        }
         if assign_groups:
             source["InstanceGroupNames"] = all_groups
         return {"ChannelName": name, "DataSource": {"S3DataSource": source}, "InputMode": "File"}

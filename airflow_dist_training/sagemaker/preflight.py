@@ -7,6 +7,7 @@ every problem at once, before anything is launched.
 from __future__ import annotations
 
 import re
+
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.sagemaker.catalog import lookup_instance, unknown_instance_message
 from airflow_dist_training.spec.training import EFSChannel, FSxChannel, InputMode, Strategy, TrainingJobSpec
@@ -44,7 +45,12 @@ def _check_instances(spec: TrainingJobSpec) -> list[Problem]:
     if compute.instance_groups:
         for i, group in enumerate(compute.instance_groups):
             if lookup_instance(group.instance_type) is None:
-                problems.append(Problem(f"compute.instance_groups[{i}].instance_type", unknown_instance_message(group.instance_type)))
+                problems.append(
+                    Problem(
+                        f"compute.instance_groups[{i}].instance_type",
+                        unknown_instance_message(group.instance_type),
+                    )
+                )
     elif compute.instance_type is not None and lookup_instance(compute.instance_type) is None:
         problems.append(Problem("compute.instance_type", unknown_instance_message(compute.instance_type)))
     return problems
@@ -59,7 +65,9 @@ def _check_network(spec: TrainingJobSpec) -> list[Problem]:
             Problem(missing, "When setting up custom VPC, both subnets and security_group_ids must be set")
         )
     if len(net.subnets) > MAX_SUBNETS:
-        problems.append(Problem("network.subnets", f"has {len(net.subnets)} subnets; the API allows 1 to {MAX_SUBNETS}"))
+        problems.append(
+            Problem("network.subnets", f"has {len(net.subnets)} subnets; the API allows 1 to {MAX_SUBNETS}")
+        )
     if len(net.security_group_ids) > MAX_SECURITY_GROUPS:
         problems.append(
             Problem(
@@ -72,7 +80,9 @@ def _check_network(spec: TrainingJobSpec) -> list[Problem]:
             problems.append(Problem(f"network.subnets[{i}]", f"{subnet!r} is not a subnet ID (subnet-...)"))
     for i, group in enumerate(net.security_group_ids):
         if not SECURITY_GROUP_ID.match(group):
-            problems.append(Problem(f"network.security_group_ids[{i}]", f"{group!r} is not a security group ID (sg-...)"))
+            problems.append(
+                Problem(f"network.security_group_ids[{i}]", f"{group!r} is not a security group ID (sg-...)")
+            )
     return problems
 
 
@@ -93,20 +103,30 @@ def _check_channels(spec: TrainingJobSpec) -> list[Problem]:
             if isinstance(channel, EFSChannel) and spec.input_mode == InputMode.PIPE:
                 problems.append(Problem("input_mode", f"EFS does not support Pipe mode (channel {name!r})"))
             if isinstance(channel, FSxChannel) and spec.input_mode == InputMode.PIPE:
-                problems.append(Problem("input_mode", f"FSx for Lustre does not support Pipe mode (channel {name!r})"))
+                problems.append(
+                    Problem("input_mode", f"FSx for Lustre does not support Pipe mode (channel {name!r})")
+                )
         elif channel.instance_groups:
             known = {g.name for g in spec.compute.instance_groups or []}
             for group in channel.instance_groups:
                 if group not in known:
                     problems.append(
-                        Problem(f"channels.{name}.instance_groups", f"unknown instance group {group!r}; known: {sorted(known)}")
+                        Problem(
+                            f"channels.{name}.instance_groups",
+                            f"unknown instance group {group!r}; known: {sorted(known)}",
+                        )
                     )
     reserved = {"adt_launcher"}
     if spec.network.network_isolation or spec.distribution.strategy == Strategy.LAUNCHER:
         reserved.add("code")  # the code tarball travels as a channel of this name
     for name in spec.channels:
         if name in reserved:
-            problems.append(Problem(f"channels.{name}", f"the channel name {name!r} is reserved for the job's code/launcher; rename it"))
+            problems.append(
+                Problem(
+                    f"channels.{name}",
+                    f"the channel name {name!r} is reserved for the job's code/launcher; rename it",
+                )
+            )
     return problems
 
 
@@ -117,7 +137,10 @@ def _check_stopping(spec: TrainingJobSpec) -> list[Problem]:
     if spot.enabled:
         if spot.max_wait_seconds is None:
             problems.append(
-                Problem("spot.max_wait_seconds", "is required for managed spot training (time to wait for capacity plus run time)")
+                Problem(
+                    "spot.max_wait_seconds",
+                    "is required for managed spot training (time to wait for capacity plus run time)",
+                )
             )
         elif spot.max_wait_seconds < max_run:
             problems.append(
@@ -144,15 +167,24 @@ def _check_stopping(spec: TrainingJobSpec) -> list[Problem]:
 def _check_environment(environment: dict[str, str]) -> list[Problem]:
     problems = []
     if len(environment) > MAX_ENVIRONMENT:
-        problems.append(Problem("environment", f"has {len(environment)} entries; the API allows at most {MAX_ENVIRONMENT}"))
+        problems.append(
+            Problem(
+                "environment", f"has {len(environment)} entries; the API allows at most {MAX_ENVIRONMENT}"
+            )
+        )
     for key, value in environment.items():
         if not ENV_KEY.match(key):
             problems.append(Problem(f"environment.{key}", "key must match [a-zA-Z_][a-zA-Z0-9_]*"))
         if len(key) > MAX_ENVIRONMENT_VALUE:
-            problems.append(Problem(f"environment.{key}", f"key is longer than {MAX_ENVIRONMENT_VALUE} characters"))
+            problems.append(
+                Problem(f"environment.{key}", f"key is longer than {MAX_ENVIRONMENT_VALUE} characters")
+            )
         if len(value) > MAX_ENVIRONMENT_VALUE:
             problems.append(
-                Problem(f"environment.{key}", f"value is {len(value)} characters; the API allows at most {MAX_ENVIRONMENT_VALUE}")
+                Problem(
+                    f"environment.{key}",
+                    f"value is {len(value)} characters; the API allows at most {MAX_ENVIRONMENT_VALUE}",
+                )
             )
     return problems
 
@@ -174,7 +206,12 @@ def _check_tags(tags: dict[str, str]) -> list[Problem]:
 def _check_source(spec: TrainingJobSpec) -> list[Problem]:
     source_dir = spec.source.source_dir
     if source_dir and source_dir.startswith("s3://") and not source_dir.endswith(".tar.gz"):
-        return [Problem("source.source_dir", "an s3:// source must be a .tar.gz archive (e.g. s3://bucket/code/sourcedir.tar.gz)")]
+        return [
+            Problem(
+                "source.source_dir",
+                "an s3:// source must be a .tar.gz archive (e.g. s3://bucket/code/sourcedir.tar.gz)",
+            )
+        ]
     if source_dir and "://" in source_dir and not source_dir.startswith(("s3://", "file://")):
         return [Problem("source.source_dir", "must be an s3:// tarball or a local directory")]
     return []
@@ -194,13 +231,23 @@ def check_hyperparameters(spec: TrainingJobSpec, encoded: dict[str, str]) -> lis
         )
     for key, value in encoded.items():
         path = _SDK_KEYS_PATHS.get(key, f"hyperparameters.{key}")
-        if key in ("sagemaker_mpi_custom_mpi_options", "sagemaker_distributed_dataparallel_custom_mpi_options"):
+        if key in (
+            "sagemaker_mpi_custom_mpi_options",
+            "sagemaker_distributed_dataparallel_custom_mpi_options",
+        ):
             path = "distribution.custom_mpi_options"
         if len(key) > MAX_HYPERPARAMETER_KEY:
-            problems.append(Problem(path, f"key is {len(key)} characters; the API allows at most {MAX_HYPERPARAMETER_KEY}"))
+            problems.append(
+                Problem(
+                    path, f"key is {len(key)} characters; the API allows at most {MAX_HYPERPARAMETER_KEY}"
+                )
+            )
         if len(value) > MAX_HYPERPARAMETER_VALUE:
             problems.append(
-                Problem(path, f"encodes to {len(value)} characters; the API allows at most {MAX_HYPERPARAMETER_VALUE}")
+                Problem(
+                    path,
+                    f"encodes to {len(value)} characters; the API allows at most {MAX_HYPERPARAMETER_VALUE}",
+                )
             )
     return problems
 

@@ -38,7 +38,17 @@ from airflow_dist_training.spec.training import (
 )
 
 # The SDK leaves DebugHookConfig/ProfilerConfig out in these regions (fw_utils.DEBUGGER_UNSUPPORTED_REGIONS).
-DEBUGGER_UNSUPPORTED_REGIONS = ("us-iso-east-1", "us-isob-east-1", "ap-southeast-3", "ap-southeast-4", "eu-south-2", "me-central-1", "ap-south-2", "eu-central-2", "us-gov-east-1")
+DEBUGGER_UNSUPPORTED_REGIONS = (
+    "us-iso-east-1",
+    "us-isob-east-1",
+    "ap-southeast-3",
+    "ap-southeast-4",
+    "eu-south-2",
+    "me-central-1",
+    "ap-south-2",
+    "eu-central-2",
+    "us-gov-east-1",
+)
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SDK sends it
 RUN_IDENTITY_TAG = "airflow-dist-training:run-identity"
 SOURCE_TARBALL = "sourcedir.tar.gz"
@@ -100,7 +110,11 @@ def _s3_join(*parts: str) -> str:
     """The SDK's ``s3_path_join``: join with single slashes, keep the ``s3://`` scheme."""
     cleaned = [p.strip("/") for p in parts if p and p.strip("/")]
     joined = "/".join(cleaned)
-    return joined.replace("s3:/", "s3://", 1) if joined.startswith("s3:/") and not joined.startswith("s3://") else joined
+    return (
+        joined.replace("s3:/", "s3://", 1)
+        if joined.startswith("s3:/") and not joined.startswith("s3://")
+        else joined
+    )
 
 
 def _bucket(uri: str) -> str:
@@ -129,9 +143,15 @@ def plan_training_job(
     if spec.output is None:
         problems.append(Problem("output.s3_path", "is required for SageMaker jobs (where model.tar.gz goes)"))
     if spec.role_arn is None:
-        problems.append(Problem("role_arn", "is required for SageMaker jobs (the execution role SageMaker assumes)"))
+        problems.append(
+            Problem("role_arn", "is required for SageMaker jobs (the execution role SageMaker assumes)")
+        )
     if spec.source.source_dir is None:
-        problems.append(Problem("source.source_dir", "is required for SageMaker jobs: a local directory or an s3:// tarball"))
+        problems.append(
+            Problem(
+                "source.source_dir", "is required for SageMaker jobs: a local directory or an s3:// tarball"
+            )
+        )
 
     strategy = spec.distribution.strategy
     # Heterogeneous clusters: the image follows the group that runs the distributed job.
@@ -194,7 +214,10 @@ def plan_training_job(
     if spec.environment:
         request["Environment"] = dict(spec.environment)
     if spec.network.subnets and spec.network.security_group_ids:
-        request["VpcConfig"] = {"Subnets": list(spec.network.subnets), "SecurityGroupIds": list(spec.network.security_group_ids)}
+        request["VpcConfig"] = {
+            "Subnets": list(spec.network.subnets),
+            "SecurityGroupIds": list(spec.network.security_group_ids),
+        }
     if spec.network.network_isolation:
         request["EnableNetworkIsolation"] = True
     if spec.network.inter_container_encryption:
@@ -223,7 +246,12 @@ def plan_training_job(
     cluster = cluster_facts(spec)
     problems += scaling_warnings(spec, cluster)
     problems += _efa_warnings(spec)
-    if spec.distribution.processes_per_host and strategy in (Strategy.TORCH_DISTRIBUTED, Strategy.SMP_V2, Strategy.SMDDP, Strategy.PYTORCHDDP):
+    if spec.distribution.processes_per_host and strategy in (
+        Strategy.TORCH_DISTRIBUTED,
+        Strategy.SMP_V2,
+        Strategy.SMDDP,
+        Strategy.PYTORCHDDP,
+    ):
         problems.append(
             Problem(
                 "distribution.processes_per_host",
@@ -315,7 +343,11 @@ def _code_channel(source_uri: str) -> dict[str, Any]:
     return {
         "ChannelName": "code",
         "DataSource": {
-            "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": source_uri, "S3DataDistributionType": "FullyReplicated"}
+            "S3DataSource": {
+                "S3DataType": "S3Prefix",
+                "S3Uri": source_uri,
+                "S3DataDistributionType": "FullyReplicated",
+            }
         },
     }
 
@@ -337,14 +369,22 @@ def _script_mode_hyperparameters(
     encoded.update(distribution_hyperparameters(ctx))
     if spec.image.framework == "tensorflow" and "model_dir" not in spec.hyperparameters:
         assert spec.output is not None
-        model_dir = "/opt/ml/model" if uses_mpi(spec.distribution.strategy) else _s3_join(spec.output.s3_path, job_name, "model")
+        model_dir = (
+            "/opt/ml/model"
+            if uses_mpi(spec.distribution.strategy)
+            else _s3_join(spec.output.s3_path, job_name, "model")
+        )
         encoded["model_dir"] = encode_hyperparameter(model_dir)
     return encoded
 
 
 def _is_distributed(spec: TrainingJobSpec) -> bool:
     # The SDK's PyTorch estimator always carries a distribution dict, so it counts as distributed.
-    return spec.compute.count > 1 or spec.image.framework == "pytorch" or spec.distribution.strategy != Strategy.NONE
+    return (
+        spec.compute.count > 1
+        or spec.image.framework == "pytorch"
+        or spec.distribution.strategy != Strategy.NONE
+    )
 
 
 def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
@@ -357,7 +397,11 @@ def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
     hook = spec.debugger.hook and supported_region
     if hook and spec.checkpoint is not None and spec.checkpoint.local_path and _is_distributed(spec):
         hook = False  # SMDebug does not support distributed jobs with checkpointing (SDK rule)
-    if hook and spec.image.framework == "tensorflow" and spec.distribution.strategy == Strategy.PARAMETER_SERVER:
+    if (
+        hook
+        and spec.image.framework == "tensorflow"
+        and spec.distribution.strategy == Strategy.PARAMETER_SERVER
+    ):
         hook = False
     if hook:
         configs["DebugHookConfig"] = {"S3OutputPath": spec.output.s3_path, "CollectionConfigurations": []}

@@ -111,7 +111,11 @@ def check_distribution(ctx: StrategyContext) -> None:
     dist = ctx.spec.distribution
     strategy = dist.strategy
     for name, allowed in _FIELD_STRATEGIES.items():
-        if name in dist.model_fields_set and getattr(dist, name) not in (None, False) and strategy not in allowed:
+        if (
+            name in dist.model_fields_set
+            and getattr(dist, name) not in (None, False)
+            and strategy not in allowed
+        ):
             ctx.error(
                 f"distribution.{name}",
                 f"is not used by strategy {strategy.value!r}; it applies to: "
@@ -160,7 +164,10 @@ def _check_instance_group(ctx: StrategyContext) -> None:
     if dist.instance_group is None:
         return
     if not groups:
-        ctx.error("distribution.instance_group", "Instance groups not specified in the estimator ! (compute.instance_groups is empty)")
+        ctx.error(
+            "distribution.instance_group",
+            "Instance groups not specified in the estimator ! (compute.instance_groups is empty)",
+        )
         return
     if dist.instance_group not in {g.name for g in groups}:
         ctx.error(
@@ -178,7 +185,11 @@ def _check_p5(ctx: StrategyContext, smdistributed: str) -> None:
         ctx.error(
             "distribution.torch_distributed" if smdistributed == "dataparallel" else "compute.instance_type",
             "SMModelParallel and SMDataParallel currently do not support p5 instances."
-            + (" Set distribution.torch_distributed: true to launch SMDDP through torchrun." if smdistributed == "dataparallel" else ""),
+            + (
+                " Set distribution.torch_distributed: true to launch SMDDP through torchrun."
+                if smdistributed == "dataparallel"
+                else ""
+            ),
         )
     for bad in UNSUPPORTED_DLC_IMAGE_FOR_SM_PARALLELISM:
         if bad in ctx.image_uri:
@@ -261,12 +272,16 @@ def smp_parameter_problems(parameters: dict[str, Any]) -> list[tuple[str, str]]:
     for key in _SMP_POSITIVE_INTS:
         value = parameters.get(key)
         if key in parameters and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            problems.append((key, f"must be a positive integer (The number of {key} must be a positive integer.)"))
+            problems.append(
+                (key, f"must be a positive integer (The number of {key} must be a positive integer.)")
+            )
     for key in _SMP_BOOLS:
         if key in parameters and not isinstance(parameters[key], bool):
             problems.append((key, f"must be a boolean, got {parameters[key]!r}"))
     if parameters.get("auto_partition") is False and "default_partition" not in parameters:
-        problems.append(("default_partition", "default_partition must be supplied if auto_partition is set to False!"))
+        problems.append(
+            ("default_partition", "default_partition must be supplied if auto_partition is set to False!")
+        )
     partitions = parameters.get("partitions")
     default_partition = parameters.get("default_partition")
     if (
@@ -275,7 +290,9 @@ def smp_parameter_problems(parameters: dict[str, Any]) -> list[tuple[str, str]]:
         and not isinstance(partitions, bool)
         and default_partition >= partitions
     ):
-        problems.append(("default_partition", "default_partition must be less than the number of partitions!"))
+        problems.append(
+            ("default_partition", "default_partition must be less than the number of partitions!")
+        )
     if "memory_weight" in parameters:
         weight = parameters["memory_weight"]
         if not isinstance(weight, int | float) or isinstance(weight, bool) or not 0.0 <= weight <= 1.0:
@@ -291,7 +308,9 @@ def smp_parameter_problems(parameters: dict[str, Any]) -> list[tuple[str, str]]:
 def _check_smp_v1(ctx: StrategyContext) -> None:
     smp = ctx.spec.distribution.smp
     if smp is None:
-        ctx.error("distribution.smp", "is required for smp_v1 (give smp.parameters, e.g. partitions, microbatches)")
+        ctx.error(
+            "distribution.smp", "is required for smp_v1 (give smp.parameters, e.g. partitions, microbatches)"
+        )
     else:
         if "partitions" not in smp.parameters:
             ctx.error("distribution.smp.parameters.partitions", "is required for SMP v1")
@@ -303,9 +322,16 @@ def _check_smp_v1(ctx: StrategyContext) -> None:
 def _check_smp_v2(ctx: StrategyContext) -> None:
     smp = ctx.spec.distribution.smp
     if smp is None:
-        ctx.error("distribution.smp", "is required for smp_v2 (give smp.parameters, e.g. hybrid_shard_degree)")
+        ctx.error(
+            "distribution.smp", "is required for smp_v2 (give smp.parameters, e.g. hybrid_shard_degree)"
+        )
         return
-    for key in ("hybrid_shard_degree", "tensor_parallel_degree", "context_parallel_degree", "expert_parallel_degree"):
+    for key in (
+        "hybrid_shard_degree",
+        "tensor_parallel_degree",
+        "context_parallel_degree",
+        "expert_parallel_degree",
+    ):
         value = smp.parameters.get(key)
         if key in smp.parameters and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             ctx.error(f"distribution.smp.parameters.{key}", "must be a positive integer")
@@ -316,7 +342,10 @@ def _check_smp_v2(ctx: StrategyContext) -> None:
 def _check_parameter_server(ctx: StrategyContext) -> None:
     """SDK ``warn_if_parameter_server_with_multi_gpu``."""
     for instance_type in ctx.instance_types:
-        if instance_family(instance_type).startswith("p") and instance_type not in ("ml.p2.xlarge", "ml.p3.2xlarge"):
+        if instance_family(instance_type).startswith("p") and instance_type not in (
+            "ml.p2.xlarge",
+            "ml.p3.2xlarge",
+        ):
             ctx.warn(
                 "distribution.strategy",
                 f"parameter_server on a multi-GPU instance ({instance_type}) does not use all GPUs by itself; "
@@ -443,7 +472,9 @@ ENCODERS: dict[Strategy, Callable[[StrategyContext], dict[str, str]]] = {
     Strategy.SMP_V2: _smp_v2_keys,
     Strategy.MPI: _mpi_keys,
     Strategy.PARAMETER_SERVER: lambda ctx: {"sagemaker_parameter_server_enabled": _dumps(True)},
-    Strategy.MULTI_WORKER_MIRRORED: lambda ctx: {"sagemaker_multi_worker_mirrored_strategy_enabled": _dumps(True)},
+    Strategy.MULTI_WORKER_MIRRORED: lambda ctx: {
+        "sagemaker_multi_worker_mirrored_strategy_enabled": _dumps(True)
+    },
     Strategy.LAUNCHER: lambda ctx: {},  # the launcher reads its own config channel
 }
 
@@ -463,7 +494,12 @@ def model_parallel_degree(spec: TrainingJobSpec) -> int:
         return 1
     p = smp.parameters
     degree = 1
-    for key in ("partitions", "pipeline_parallel_degree", "tensor_parallel_degree", "context_parallel_degree"):
+    for key in (
+        "partitions",
+        "pipeline_parallel_degree",
+        "tensor_parallel_degree",
+        "context_parallel_degree",
+    ):
         value = p.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             degree *= value

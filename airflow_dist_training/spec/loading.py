@@ -49,7 +49,8 @@ def problems_from_validation_error(exc: ValidationError, prefix: str = "") -> li
                 continue
             cleaned.append(part)
         path = ".".join(
-            str(p) if not isinstance(p, int) else f"[{p}]" for p in ((prefix,) if prefix else ()) + tuple(cleaned)
+            str(p) if not isinstance(p, int) else f"[{p}]"
+            for p in ((prefix,) if prefix else ()) + tuple(cleaned)
         ).replace(".[", "[")
         problems.append(Problem(path=path, message=_message(error)))
     return problems
@@ -72,7 +73,9 @@ def read_yaml_file(path: str | Path) -> Any:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SpecValidationError([Problem("", f"cannot read spec file: {exc.strerror}")], source=str(p)) from None
+        raise SpecValidationError(
+            [Problem("", f"cannot read spec file: {exc.strerror}")], source=str(p)
+        ) from None
     return parse_yaml(text, source=str(p))
 
 

@@ -137,9 +137,13 @@ class DistributionSpec(_Model):
 
     strategy: Strategy = Strategy.NONE
     processes_per_host: int | None = Field(
-        default=None, ge=1, description="MPI processes or torchrun workers per host; default: devices per host."
+        default=None,
+        ge=1,
+        description="MPI processes or torchrun workers per host; default: devices per host.",
     )
-    custom_mpi_options: str | None = Field(default=None, description="Extra mpirun options (SMDDP, MPI, SMP v1).")
+    custom_mpi_options: str | None = Field(
+        default=None, description="Extra mpirun options (SMDDP, MPI, SMP v1)."
+    )
     torch_distributed: bool = Field(
         default=False, description="SMDDP only: launch through torchrun (required on ml.p5 instances)."
     )
@@ -190,7 +194,9 @@ class FSxChannel(_Model):
     @classmethod
     def _absolute(cls, value: str) -> str:
         if not value.startswith("/"):
-            raise ValueError("must be absolute and start with the file system's mount name, e.g. /abcdefgh/data")
+            raise ValueError(
+                "must be absolute and start with the file system's mount name, e.g. /abcdefgh/data"
+            )
         return value
 
 
@@ -220,7 +226,9 @@ class OutputSpec(_Model):
 
 class CheckpointSpec(_Model):
     s3_uri: str = Field(pattern=S3_URI)
-    local_path: str | None = Field(default=None, description="In-container path; service default /opt/ml/checkpoints")
+    local_path: str | None = Field(
+        default=None, description="In-container path; service default /opt/ml/checkpoints"
+    )
     local_uri: str | None = Field(
         default=None,
         description="Local backend: a local directory or file:// URI used instead of s3_uri as the checkpoint store.",

@@ -31,11 +31,7 @@ def test_provider_info_uses_the_distribution_name():
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES)
 def test_public_module_imports_no_heavy_dependency(module):
-    code = (
-        f"import sys, {module}\n"
-        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
-        "print(','.join(heavy))"
-    )
+    code = f"import sys, {module}\nheavy = [m for m in {HEAVY!r} if m in sys.modules]\nprint(','.join(heavy))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
@@ -51,7 +47,10 @@ def test_cli_plan_json_prints_the_exact_request():
     assert out.returncode == 0, out.stderr
     request = json.loads(out.stdout)
     assert request["TrainingJobName"] == "job-1"
-    assert request["HyperParameters"]["mp_parameters"] == '{"hybrid_shard_degree": 16, "tensor_parallel_degree": 2}'
+    assert (
+        request["HyperParameters"]["mp_parameters"]
+        == '{"hybrid_shard_degree": 16, "tensor_parallel_degree": 2}'
+    )
 
 
 def test_cli_plan_summary_shows_cluster_batch_and_cost():
@@ -106,7 +105,9 @@ def test_airflow_providers_list_shows_the_provider(tmp_path):
 
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
     airflow = Path(sys.executable).with_name("airflow")
-    out = subprocess.run([str(airflow), "providers", "list", "-o", "json"], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [str(airflow), "providers", "list", "-o", "json"], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 0, out.stderr
     # Airflow may print log lines before the JSON document.
     names = {p["package_name"] for p in json.loads(out.stdout[out.stdout.index("[{") :])}

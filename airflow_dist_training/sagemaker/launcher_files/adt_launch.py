@@ -69,9 +69,11 @@ def build_command(config: dict, resource: dict, hyperparameters: dict, gpu_count
 
 
 def sm_environment(resource: dict, hyperparameters: dict) -> dict[str, str]:
-    channels = sorted(
-        d for d in os.listdir(os.path.join(OPT_ML, "input", "data")) if d not in ("adt_launcher",)
-    ) if os.path.isdir(os.path.join(OPT_ML, "input", "data")) else []
+    channels = (
+        sorted(d for d in os.listdir(os.path.join(OPT_ML, "input", "data")) if d not in ("adt_launcher",))
+        if os.path.isdir(os.path.join(OPT_ML, "input", "data"))
+        else []
+    )
     env = {
         "SM_MODEL_DIR": os.path.join(OPT_ML, "model"),
         "SM_OUTPUT_DATA_DIR": os.path.join(OPT_ML, "output", "data"),
@@ -120,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, **sm_environment(resource, hyperparameters)}
     print("adt-launch:", " ".join(shlex.quote(c) for c in command), flush=True)
     tail: deque[str] = deque(maxlen=40)
-    process = subprocess.Popen(command, cwd=code_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, cwd=code_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     assert process.stdout is not None
     for line in process.stdout:
         sys.stdout.write(line)

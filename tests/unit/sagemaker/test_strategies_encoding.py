@@ -7,7 +7,6 @@ import json
 import pytest
 
 from airflow_dist_training.sagemaker.request import plan_training_job
-
 from tests.unit.sagemaker.specs import JOB, REGION, example
 
 SCRIPT_MODE = {
@@ -109,7 +108,13 @@ def test_torch_distributed_p4d_request_is_exact():
                 "sagemaker_mpi_num_of_processes_per_host": "8",
                 "sagemaker_mpi_custom_mpi_options": '"-verbose -x NCCL_DEBUG=WARN"',
                 "mp_parameters": json.dumps(
-                    {"partitions": 2, "microbatches": 4, "ddp": True, "pipeline": "interleaved", "optimize": "speed"}
+                    {
+                        "partitions": 2,
+                        "microbatches": 4,
+                        "ddp": True,
+                        "pipeline": "interleaved",
+                        "optimize": "speed",
+                    }
                 ),
                 "sagemaker_distributed_dataparallel_enabled": "false",
                 "sagemaker_instance_type": '"ml.p4d.24xlarge"',
@@ -168,7 +173,10 @@ def test_strategy_hyperparameters_match_sdk_encoding(name, expected):
 
 def test_smp_v2_switches_to_the_smp_image():
     image = plan("smp_v2_p4d").request["AlgorithmSpecification"]["TrainingImage"]
-    assert image == "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121"
+    assert (
+        image
+        == "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121"
+    )
 
 
 def test_trainium_disables_the_profiler():
@@ -215,7 +223,10 @@ def test_local_source_dir_is_uploaded_where_the_sdk_puts_it():
 def test_network_isolation_ships_code_as_a_channel():
     p = plan("smddp_p4d", network__network_isolation=True)
     assert p.request["EnableNetworkIsolation"] is True
-    assert p.request["HyperParameters"]["sagemaker_submit_directory"] == '"/opt/ml/input/data/code/sourcedir.tar.gz"'
+    assert (
+        p.request["HyperParameters"]["sagemaker_submit_directory"]
+        == '"/opt/ml/input/data/code/sourcedir.tar.gz"'
+    )
     code = p.request["InputDataConfig"][-1]
     assert code == {
         "ChannelName": "code",

@@ -107,8 +107,11 @@ CASES = [
         id="unknown-instance-type",
     ),
     pytest.param(
-        {"compute": {"instance_type": "ml.p5.48xlarge", "instance_count": 2}, "distribution": {"strategy": "smddp"},
-         "image": {"uri": "img:1"}},
+        {
+            "compute": {"instance_type": "ml.p5.48xlarge", "instance_count": 2},
+            "distribution": {"strategy": "smddp"},
+            "image": {"uri": "img:1"},
+        },
         "distribution.torch_distributed: SMModelParallel and SMDataParallel currently do not support p5 instances. "
         "Set distribution.torch_distributed: true to launch SMDDP through torchrun.",
         id="smddp-on-p5",
@@ -123,21 +126,30 @@ CASES = [
         id="smddp-version",
     ),
     pytest.param(
-        {"distribution": {"strategy": "torch_distributed"}, "image": {"framework": "pytorch", "framework_version": "2.4.0"}},
+        {
+            "distribution": {"strategy": "torch_distributed"},
+            "image": {"framework": "pytorch", "framework_version": "2.4.0"},
+        },
         "image.framework_version: Provided framework_version 2.4.0 is not supported by torch_distributed for "
         "instance ml.p4d.24xlarge. Please specify one of the supported framework versions:['1.13.1', '2.0.0', "
         "'2.0.1', '2.1.0', '2.1.2', '2.2.0', '2.3.0', '2.3.1', '2.4.1', '2.5.1', '2.6.0', '2.7.1', '2.8.0']",
         id="torch-distributed-gpu-version",
     ),
     pytest.param(
-        {"distribution": {"strategy": "torch_distributed"}, "compute": {"instance_type": "ml.c5.4xlarge", "instance_count": 2}},
+        {
+            "distribution": {"strategy": "torch_distributed"},
+            "compute": {"instance_type": "ml.c5.4xlarge", "instance_count": 2},
+        },
         "compute.instance_type: Currently torch_distributed is supported only for GPU and Trainium instances "
         "(ml.c5.4xlarge is neither).",
         id="torch-distributed-cpu",
     ),
     pytest.param(
-        {"distribution": {"strategy": "smddp"}, "compute": {"instance_type": "ml.trn1.32xlarge", "instance_count": 2},
-         "image": {"uri": "img:1"}},
+        {
+            "distribution": {"strategy": "smddp"},
+            "compute": {"instance_type": "ml.trn1.32xlarge", "instance_count": 2},
+            "image": {"uri": "img:1"},
+        },
         "distribution.strategy: Provided distribution strategy smdistributed is not supported for Trainium "
         "instances. Please specify one of the following supported distribution strategies: ['torch_distributed'] "
         "(or our 'launcher')",
@@ -150,7 +162,12 @@ CASES = [
         id="smp-partitions",
     ),
     pytest.param(
-        {"distribution": {"strategy": "smp_v1", "smp": {"parameters": {"partitions": 2, "ddp": True, "horovod": True}}}},
+        {
+            "distribution": {
+                "strategy": "smp_v1",
+                "smp": {"parameters": {"partitions": 2, "ddp": True, "horovod": True}},
+            }
+        },
         "distribution.smp.parameters.ddp: 'ddp' and 'horovod' cannot be simultaneously enabled.",
         id="smp-ddp-horovod",
     ),
@@ -160,8 +177,10 @@ CASES = [
         id="mwms-on-pytorch",
     ),
     pytest.param(
-        {"distribution": {"strategy": "multi_worker_mirrored"},
-         "image": {"framework": "tensorflow", "framework_version": "2.8.0"}},
+        {
+            "distribution": {"strategy": "multi_worker_mirrored"},
+            "image": {"framework": "tensorflow", "framework_version": "2.8.0"},
+        },
         "image.framework_version: Multi Worker Mirrored Strategy is only supported from framework_version 2.9 "
         "but received 2.8.0",
         id="mwms-tf-too-old",
@@ -173,8 +192,10 @@ CASES = [
         id="mpi-options-with-torchrun",
     ),
     pytest.param(
-        {"distribution": {"strategy": "torch_distributed"}, "source": {"entry_point": "train.sh",
-         "source_dir": "s3://my-ml-bucket/code/sourcedir.tar.gz"}},
+        {
+            "distribution": {"strategy": "torch_distributed"},
+            "source": {"entry_point": "train.sh", "source_dir": "s3://my-ml-bucket/code/sourcedir.tar.gz"},
+        },
         "source.entry_point: Unsupported entry point type for the distribution torch_distributed. Only python "
         "programs (*.py) are supported.",
         id="torchrun-shell-entry",
@@ -215,7 +236,9 @@ def test_all_problems_are_reported_at_once():
 
 def test_spot_without_checkpoint_is_a_warning_not_an_error():
     plan = plan_training_job(
-        load_spec(spec_with(spot={"enabled": True, "max_wait_seconds": 90000})), job_name="job-1", region="us-east-1"
+        load_spec(spec_with(spot={"enabled": True, "max_wait_seconds": 90000})),
+        job_name="job-1",
+        region="us-east-1",
     )
     assert [str(w) for w in plan.warnings] == [
         "checkpoint: spot training without checkpointing restarts from scratch after every interruption; set "

@@ -75,7 +75,13 @@ def test_malformed_specs_yield_field_path_errors_only(mutations):
         socket.socket = original  # type: ignore[misc]
 
 
-@given(st.one_of(st.none(), st.integers(), st.text(max_size=20).filter(lambda t: not t.strip().endswith((".yaml", ".yml", ".json")))))
+@given(
+    st.one_of(
+        st.none(),
+        st.integers(),
+        st.text(max_size=20).filter(lambda t: not t.strip().endswith((".yaml", ".yml", ".json"))),
+    )
+)
 def test_non_mapping_input_is_a_clear_error(value):
     try:
         load_spec(value)

@@ -1,0 +1,135 @@
+"""A retraining pipeline described as data: one YAML file -> one DAG.
+
+Pure (pydantic + stdlib). The DAG factory (``airflow_dist_training.dag_factory``) turns a
+``PipelineSpec`` into stage -> train -> checkpoints -> evaluate -> gate -> register tasks.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from airflow_dist_training.evaluation.gate import GateSpec
+from airflow_dist_training.spec.training import TrainingJobSpec
+
+Backend = Literal["local", "sagemaker"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StagingStep(_Model):
+    """Put a dataset where the training channel reads it (FSx on SageMaker, a directory locally)."""
+
+    channel: str = Field(default="train", description="The training channel the staged data feeds.")
+    source: str = Field(description="s3://, file:// or a local path")
+    file_system_id: str | None = Field(default=None, description="SageMaker: the FSx for Lustre file system")
+    file_system_path: str | None = Field(
+        default=None, description="SageMaker: path inside the file system, e.g. /data/train"
+    )
+
+
+class CheckpointStep(_Model):
+    resume: Literal["fresh", "latest", "none"] = "latest"
+    keep_last: int = Field(default=3, ge=1)
+    keep_best: int = Field(default=1, ge=0)
+    metric: str | None = None
+    mode: Literal["min", "max"] = "min"
+    promote_to: str | None = Field(
+        default=None, description="Stable location the best checkpoint is copied to"
+    )
+
+
+class EvaluationStep(_Model):
+    script: str = Field(description="Evaluation script; writes evaluation.json")
+    channel_source: str | None = Field(default=None, description="Held-out data for the evaluation")
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class RegistryStep(_Model):
+    model_package_group: str | None = Field(default=None, description="SageMaker model package group")
+    local_dir: str | None = Field(default=None, description="Local registry directory (local backend)")
+    auto_approve: bool = Field(
+        default=False, description="Approved when the gate passed; else PendingManualApproval"
+    )
+
+
+class PipelineSpec(_Model):
+    """One retraining pipeline: schedule, training spec, gate and registry."""
+
+    dag_id: str
+    description: str | None = None
+    schedule: str | None = Field(default=None, description="cron expression, @daily, ... or null")
+    timezone: str = "UTC"
+    assets: list[str] = Field(
+        default_factory=list, description="Asset URIs whose updates also trigger the DAG"
+    )
+    start_date: str = "2026-01-01"
+    backend: Backend = "local"
+    aws_conn_id: str = "aws_default"
+    region_name: str | None = None
+    owner: str = "ml-platform"
+    retries: int = Field(default=2, ge=0)
+    tags: list[str] = Field(default_factory=list)
+    training: TrainingJobSpec
+    staging: StagingStep | None = None
+    checkpoints: CheckpointStep = Field(default_factory=CheckpointStep)
+    evaluation: EvaluationStep | None = None
+    gate: GateSpec | None = None
+    fail_on_reject: bool = False
+    registry: RegistryStep | None = None
+
+    @field_validator("dag_id")
+    @classmethod
+    def _dag_id(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,250}", value):
+            raise ValueError("must contain only letters, digits, '_', '.' and '-' (at most 250)")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value!r} (use an IANA name such as Europe/Amsterdam)"
+            ) from None
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str | None) -> str | None:
+        if value is None or value.startswith("@"):
+            return value
+        fields = value.split()
+        if len(fields) not in (5, 6):
+            raise ValueError(f"{value!r} is not a cron expression (5 fields: minute hour day month weekday)")
+        return value
+
+    @model_validator(mode="after")
+    def _steps_fit(self) -> PipelineSpec:
+        if self.gate is not None and self.evaluation is None:
+            raise ValueError("gate needs an evaluation step (the gate reads its evaluation.json)")
+        if self.registry is not None:
+            if self.backend == "sagemaker" and not self.registry.model_package_group:
+                raise ValueError("registry.model_package_group is required with backend: sagemaker")
+        return self
+
+
+def resolve_training_reference(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """Allow ``training: path/to/spec.yaml`` (relative to the pipeline file) as well as an inline spec."""
+    training = data.get("training")
+    if isinstance(training, str):
+        from airflow_dist_training.spec.loading import read_yaml_file
+
+        path = (base_dir / training).resolve()
+        loaded = read_yaml_file(path)
+        data = {**data, "training": loaded}
+    return data

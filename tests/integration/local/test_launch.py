@@ -1,0 +1,183 @@
+"""Simulated hosts, stopping, and failures of the local backend with real torchrun processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_dist_training.errors import TrainingJobError
+from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+from .conftest import job_processes, script_spec
+
+WHO_AM_I = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    t = torch.tensor([1.0])
+    dist.all_reduce(t)
+    seen = {k: os.environ.get(k) for k in ("SM_HOSTS", "SM_CURRENT_HOST", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+            "GROUP_RANK", "SM_MODEL_DIR", "SM_USER_ARGS")}
+    seen.update(dist_rank=dist.get_rank(), dist_world=dist.get_world_size(), sum=t.item(), argv=sys.argv[1:],
+                config=json.load(open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "resourceconfig.json"))))
+    out = os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"rank{dist.get_rank()}.json")
+    open(out, "w").write(json.dumps(seen))
+    dist.destroy_process_group()
+    """
+)
+
+SLEEPER = textwrap.dedent(
+    """
+    import os, time
+    print(f"ready rank={os.environ.get('RANK')}", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.slow
+def test_two_simulated_hosts_see_their_hosts_ranks_and_world_size(tmp_path: Path) -> None:
+    spec = script_spec(
+        tmp_path,
+        WHO_AM_I,
+        compute={"instance_type": "ml.m5.xlarge", "instance_count": 2},
+        hyperparameters={"epochs": 1},
+    )
+    hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False)
+    lines: list[str] = []
+    result = hook.run_job(spec, "two-hosts", log=lines.append)
+    assert result["status"] == "Completed"
+    job = tmp_path / "root" / "two-hosts"
+    seen0 = json.loads((job / "output" / "data" / "rank0.json").read_text())
+    seen1 = json.loads((job / "hosts" / "algo-2" / "output" / "data" / "rank1.json").read_text())
+    for seen in (seen0, seen1):
+        assert seen["SM_HOSTS"] == '["algo-1","algo-2"]'
+        assert seen["WORLD_SIZE"] == "2"
+        assert seen["dist_world"] == 2
+        assert seen["sum"] == 2.0
+        assert seen["argv"] == ["--epochs", "1"]
+        assert seen["LOCAL_RANK"] == "0"
+    assert (seen0["SM_CURRENT_HOST"], seen0["RANK"], seen0["dist_rank"]) == ("algo-1", "0", 0)
+    assert (seen1["SM_CURRENT_HOST"], seen1["RANK"], seen1["dist_rank"]) == ("algo-2", "1", 1)
+    assert seen1["config"]["current_host"] == "algo-2"
+    assert seen1["SM_MODEL_DIR"] == str(job / "hosts" / "algo-2" / "model")
+    assert any("--node-rank=1" in line and "--rdzv-backend=static" in line for line in lines)
+
+
+def _wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not reached in time")
+
+
+@pytest.mark.slow
+def test_stop_from_another_thread_kills_every_process_of_the_job(tmp_path: Path) -> None:
+    spec = script_spec(tmp_path, SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2})
+    hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False, stop_grace_seconds=5)
+    lines: list[str] = []
+
+    def stopper() -> None:
+        _wait_for(lambda: sum("ready rank=" in line for line in lines) == 2)
+        assert len(job_processes("stop-me")) >= 3  # the torchrun agent and two workers
+        hook.stop("stop-me")
+
+    thread = threading.Thread(target=stopper)
+    thread.start()
+    started = time.time()
+    with pytest.raises(TrainingJobError) as info:
+        hook.run_job(spec, "stop-me", log=lines.append)
+    thread.join()
+    assert info.value.status == "Stopped"
+    assert time.time() - started < 60
+    assert job_processes("stop-me") == []
+    assert hook.stop("stop-me") is False  # nothing left to stop
+
+
+PARENT = textwrap.dedent(
+    """
+    import sys
+    from airflow_dist_training.hooks.local_training import LocalTrainingHook
+    spec, root, log = sys.argv[1], sys.argv[2], sys.argv[3]
+    out = open(log, "a", buffering=1)
+    LocalTrainingHook(root=root, use_s3=False, stop_grace_seconds=5).run_job(
+        spec, "sigterm-me", log=lambda line: out.write(line + "\\n"))
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_parent_leaves_no_orphan_training_processes(tmp_path: Path) -> None:
+    spec = script_spec(tmp_path, SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2})
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    log = tmp_path / "parent.log"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(spec_file).replace(".json", ".json"), str(tmp_path / "root"), str(log)],
+        env={**os.environ, "ADT_LOCAL_USE_S3": "0"},
+    )
+    # load_spec reads YAML/JSON paths
+    _wait_for(lambda: log.exists() and log.read_text().count("ready rank=") == 2)
+    assert len(job_processes("sigterm-me")) >= 3
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(timeout=60)
+    _wait_for(lambda: job_processes("sigterm-me") == [], timeout=20)
+
+
+FAILING = textwrap.dedent(
+    """
+    import os, sys
+    print("epoch=0 loss=1.0", flush=True)
+    if os.environ.get("RANK") == "0":
+        raise ValueError("boom from user script")
+    """
+)
+
+
+@pytest.mark.slow
+def test_failing_script_raises_with_its_last_lines_and_the_failure_file(tmp_path: Path) -> None:
+    spec = script_spec(tmp_path, FAILING, metric_definitions=[{"name": "loss", "regex": "loss=([0-9.]+)"}])
+    hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False)
+    with pytest.raises(TrainingJobError) as info:
+        hook.run_job(spec, "fails", log=lambda line: None)
+    error = info.value
+    failure_file = tmp_path / "root" / "fails" / "output" / "failure"
+    assert error.status == "Failed"
+    text = str(error)
+    assert text.startswith("Local training job fails failed on host algo-1 (exit code 1).")
+    assert 'raise ValueError("boom from user script")' in text  # the script's last lines
+    assert f"Failure file {failure_file}:\nExecuteUserScriptError:\nExitCode 1\nErrorMessage \"ValueError: boom" in text
+    assert failure_file.read_text().startswith("ExecuteUserScriptError:\nExitCode 1\n")
+    assert error.failure_reason is not None and error.failure_reason.startswith("AlgorithmError: ExecuteUserScriptError:")
+    assert not (tmp_path / "root" / "fails" / "output" / "success").exists()
+
+
+OWN_FAILURE = textwrap.dedent(
+    """
+    import os, sys
+    open(os.path.join(os.environ["SM_OUTPUT_DIR"], "failure"), "w").write("CUDA out of patience: lower --batch-size")
+    sys.exit(3)
+    """
+)
+
+
+def test_a_failure_file_written_by_the_script_is_kept(tmp_path: Path) -> None:
+    spec = script_spec(tmp_path, OWN_FAILURE, distribution={"strategy": "none"})
+    hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False)
+    with pytest.raises(TrainingJobError) as info:
+        hook.run_job(spec, "own-failure", log=lambda line: None)
+    assert "failed on host algo-1 (exit code 3)" in str(info.value)
+    assert str(info.value).endswith(":\nCUDA out of patience: lower --batch-size")
+    assert info.value.failure_reason == "AlgorithmError: CUDA out of patience: lower --batch-size"

@@ -285,6 +285,9 @@ class CheckpointWriter:
         writes; other ranks get a temporary directory that is removed on exit.
     :param overwrite: replace an existing *complete* checkpoint of the same step (default: error).
     :param checksums: compute a sha256 per file for the manifest (default True).
+    :param fsync: flush every file to disk before the manifest is written (default True), so that
+        after a machine crash a manifest never describes data that did not reach the disk. Costs a
+        few milliseconds per file; turn off for checkpoints of thousands of small files.
     """
 
     def __init__(
@@ -294,8 +297,10 @@ class CheckpointWriter:
         rank: int | None = None,
         overwrite: bool = False,
         checksums: bool = True,
+        fsync: bool = True,
     ) -> None:
         self.root = pathlib.Path(root)
+        self.fsync = fsync
         self.rank = _rank_from_env() if rank is None else rank
         self.overwrite = overwrite
         self.checksums = checksums
@@ -360,8 +365,9 @@ class CheckpointWriter:
             rel = path.relative_to(directory).as_posix()
             if _is_internal(path.name):
                 continue
-            with path.open("rb") as fh:
-                os.fsync(fh.fileno())
+            if self.fsync:
+                with path.open("rb") as fh:
+                    os.fsync(fh.fileno())
             entry: dict[str, Any] = {"path": rel, "size": path.stat().st_size}
             if self.checksums:
                 entry["sha256"] = _sha256(path)

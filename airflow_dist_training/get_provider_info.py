@@ -60,6 +60,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_dist_training.hooks.training",
                     "airflow_dist_training.hooks.checkpoints",
                     "airflow_dist_training.hooks.registry",
+                    "airflow_dist_training.hooks.evaluation",
                 ],
             },
             {
@@ -82,5 +83,7 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_dist_training.links.sagemaker.TrainingLogsLink",
             "airflow_dist_training.links.sagemaker.TrainingOutputLink",
             "airflow_dist_training.links.sagemaker.TrainingCheckpointLink",
+            "airflow_dist_training.links.evaluation.EvaluationReportLink",
+            "airflow_dist_training.links.evaluation.RegistrationAuditLink",
         ],
     }

@@ -890,7 +890,11 @@ def config_files(plan: LocalJobPlan, host: HostPlan) -> dict[str, Any]:
 # --------------------------------------------------------------------------- failure text
 
 _EXCEPTION_NAMES = sorted(
-    (n for n, o in vars(builtins).items() if isinstance(o, type) and issubclass(o, BaseException)),
+    (
+        n
+        for n, o in vars(builtins).items()
+        if isinstance(o, type) and issubclass(o, BaseException) and not issubclass(o, Warning)
+    ),
     key=len,
     reverse=True,
 )
@@ -900,9 +904,7 @@ def error_excerpt(lines: list[str]) -> str:
     """Deduplicated lines from the first one naming a built-in exception (TT:process.py#watch)."""
     start = None
     for i, line in enumerate(lines):
-        if any(name in line for name in _EXCEPTION_NAMES if name not in ("Exception", "BaseException")) or (
-            "Exception" in line
-        ):
+        if any(name in line for name in _EXCEPTION_NAMES):
             start = i
             break
     if start is None:

@@ -53,6 +53,7 @@ from airflow_dist_training.results import StatusTransition, TrainingResult
 
 LogFn = Callable[[str], None]
 _TAIL_LINES = 200
+_AGENT_FAILURE_MARK = "torch/distributed/elastic/multiprocessing/api.py"
 _SKIP_SYNC_PREFIXES = ("._MANIFEST.json.tmp",)
 
 
@@ -508,7 +509,9 @@ class LocalJobRun:
             reason = f"MaxRuntimeExceeded: Training job timed out after {self.max_runtime_seconds:.0f} s"
         else:
             reason = "AlgorithmError: " + failure[:1024]
-        last = "\n".join(f"  {line}" for line in tail[-25:])
+        # the script's own last lines: stop where torchrun's agent starts its failure report
+        cut = next((i for i, line in enumerate(tail) if _AGENT_FAILURE_MARK in line), len(tail))
+        last = "\n".join(f"  {line}" for line in tail[:cut][-25:])
         message = (
             f"Local training job {plan.job_name} failed on host {hp.host} (exit code {code}).\n"
             f"Last lines of {hp.host}'s output:\n{last}\n"

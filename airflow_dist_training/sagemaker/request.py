@@ -13,7 +13,13 @@ from typing import Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.sagemaker import launcher
-from airflow_dist_training.sagemaker.catalog import hourly_price, is_trainium, lookup_instance, price_table
+from airflow_dist_training.sagemaker.catalog import (
+    hourly_price,
+    is_gpu_family,
+    is_trainium,
+    lookup_instance,
+    price_table,
+)
 from airflow_dist_training.sagemaker.images import ImageResolutionError, resolve_image_uri
 from airflow_dist_training.sagemaker.naming import job_name_problems
 from airflow_dist_training.sagemaker.preflight import (
@@ -154,9 +160,10 @@ def plan_training_job(
         )
 
     strategy = spec.distribution.strategy
-    # Heterogeneous clusters: the image follows the group that runs the distributed job.
-    group_types = {g.name: g.instance_type for g in spec.compute.groups}
-    first_type = group_types.get(spec.distribution.instance_group or "", spec.compute.groups[0].instance_type)
+    # Heterogeneous clusters: like the SDK's ``EstimatorBase._get_instance_type``, the image follows the
+    # first GPU (ml.p*/ml.g*) group, else the first group.
+    group_types = [g.instance_type for g in spec.compute.groups]
+    first_type = next((t for t in group_types if is_gpu_family(t)), group_types[0])
     image_uri = ""
     try:
         image_uri = resolve_image_uri(

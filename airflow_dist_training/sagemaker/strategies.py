@@ -53,8 +53,12 @@ _FIELD_STRATEGIES: dict[str, set[Strategy]] = {
     "torch_distributed": {Strategy.SMDDP, Strategy.PYTORCHDDP},
     "smp": {Strategy.SMP_V1, Strategy.SMP_V2},
     "launcher": {Strategy.LAUNCHER},
-    "instance_group": {Strategy.SMDDP, Strategy.PYTORCHDDP, Strategy.MPI, Strategy.SMP_V1},
 }
+# Strategies that run on one instance group of a heterogeneous cluster (SDK ``validate_distribution``).
+# torch_distributed accepts the group but the SDK encodes nothing for it (a known SDK gap).
+_GROUP_STRATEGIES = {Strategy.SMDDP, Strategy.PYTORCHDDP, Strategy.MPI, Strategy.SMP_V1, Strategy.TORCH_DISTRIBUTED}
+# The SDK rejects an instance group for these ("no distribution strategies enabled").
+_NO_GROUP_STRATEGIES = {Strategy.SMP_V2, Strategy.PARAMETER_SERVER, Strategy.MULTI_WORKER_MIRRORED}
 _FRAMEWORKS: dict[Strategy, set[str]] = {
     Strategy.PYTORCHDDP: {"pytorch"},
     Strategy.TORCH_DISTRIBUTED: {"pytorch"},
@@ -83,6 +87,30 @@ class StrategyContext:
     @property
     def instance_types(self) -> list[str]:
         return [g.instance_type for g in self.spec.compute.groups]
+
+    @property
+    def training_group(self) -> str | None:
+        """The instance group that runs the distributed job (the SDK's ``distribution["instance_groups"]``).
+
+        As the SDK's ``validate_distribution``: a single-group cluster uses its only group when
+        ``distribution.instance_group`` is not given.
+        """
+        groups = self.spec.compute.instance_groups
+        dist = self.spec.distribution
+        if not groups:
+            return None
+        if dist.instance_group is not None:
+            return dist.instance_group
+        if len(groups) == 1 and dist.strategy not in (Strategy.NONE, Strategy.LAUNCHER):
+            return groups[0].name
+        return None
+
+    @property
+    def validation_instance_types(self) -> list[str]:
+        """The instance types the SDK validates the strategy against: the training group's, or all."""
+        group = self.training_group
+        types = [g.instance_type for g in self.spec.compute.groups if g.name == group]
+        return types or self.instance_types
 
     @property
     def distribution_instance_type(self) -> str | None:
@@ -122,7 +150,13 @@ def check_distribution(ctx: StrategyContext) -> None:
                 + ", ".join(sorted(s.value for s in allowed)),
             )
     frameworks = _FRAMEWORKS.get(strategy)
-    if frameworks and ctx.framework and ctx.framework not in frameworks:
+    if strategy == Strategy.MULTI_WORKER_MIRRORED and ctx.framework and ctx.framework not in frameworks:
+        ctx.error(  # the SDK's Framework._validate_mwms_config message
+            "distribution.strategy",
+            "Multi Worker Mirrored Strategy is currently only supported with dict_keys(['tensorflow']) "
+            f"frameworks but received {ctx.framework}",
+        )
+    elif frameworks and ctx.framework and ctx.framework not in frameworks:
         ctx.error(
             "distribution.strategy",
             f"{strategy.value} is only supported with the {'/'.join(sorted(frameworks))} framework, "
@@ -136,7 +170,7 @@ def check_distribution(ctx: StrategyContext) -> None:
 def _check_trainium(ctx: StrategyContext) -> None:
     """SDK ``validate_distribution_for_instance_type``: Trainium only runs torch_distributed."""
     strategy = ctx.spec.distribution.strategy
-    if not any(is_trainium(t) for t in ctx.instance_types):
+    if not any(is_trainium(t) for t in ctx.validation_instance_types):
         return
     if strategy in (Strategy.NONE, Strategy.TORCH_DISTRIBUTED, Strategy.LAUNCHER):
         return
@@ -158,10 +192,32 @@ def _check_trainium(ctx: StrategyContext) -> None:
 
 
 def _check_instance_group(ctx: StrategyContext) -> None:
-    """SDK ``validate_distribution`` rules for heterogeneous clusters."""
+    """SDK ``validate_distribution`` and ``_distribution_configuration`` rules for heterogeneous clusters."""
     dist = ctx.spec.distribution
     groups = ctx.spec.compute.instance_groups
+    strategy = dist.strategy
     if dist.instance_group is None:
+        if groups and len(groups) > 1 and strategy in _GROUP_STRATEGIES | _NO_GROUP_STRATEGIES:
+            ctx.error(
+                "distribution.instance_group",
+                "Distribution should only contain one instance group name ! "
+                f"Name the instance group that runs {strategy.value}: one of " + ", ".join(g.name for g in groups),
+            )
+        elif ctx.training_group and strategy in _NO_GROUP_STRATEGIES:
+            ctx.error(
+                "compute.instance_groups",
+                "Don't set training instance groups while no distribution strategies enabled! "
+                f"({strategy.value} does not run on an instance group; use instance_type and instance_count)",
+            )
+        return
+    if strategy not in _GROUP_STRATEGIES:
+        message = f"is not used by strategy {strategy.value!r}"
+        if strategy in _NO_GROUP_STRATEGIES:
+            message = f"Don't set training instance groups while no distribution strategies enabled! ({message})"
+        ctx.error(
+            "distribution.instance_group",
+            f"{message}; it applies to: " + ", ".join(sorted(s.value for s in _GROUP_STRATEGIES)),
+        )
         return
     if not groups:
         ctx.error(
@@ -202,7 +258,7 @@ def _check_p5(ctx: StrategyContext, smdistributed: str) -> None:
 
 def _check_smddp(ctx: StrategyContext) -> None:
     """SDK ``_validate_smdataparallel_args`` (pytorchddp is validated as SMDDP since 2.221.1)."""
-    if ctx.distribution_instance_type is None and ctx.spec.distribution.instance_group is None:
+    if ctx.distribution_instance_type is None and ctx.training_group is None:
         ctx.error(
             "compute.instance_type",
             "Please specify an instance_type for smdataparallel (or distribution.instance_group on a heterogeneous cluster).",
@@ -244,7 +300,7 @@ def _check_torch_distributed(ctx: StrategyContext) -> None:
             f"Provided py_version {py} is not supported by torch_distributed. Please specify py_version>=py3",
         )
     version = ctx.spec.image.framework_version
-    for instance_type in ctx.instance_types:
+    for instance_type in ctx.validation_instance_types:
         if is_trainium(instance_type):
             supported = TORCH_DISTRIBUTED_TRAINIUM_VERSIONS
         elif is_gpu_family(instance_type):
@@ -252,7 +308,7 @@ def _check_torch_distributed(ctx: StrategyContext) -> None:
         else:
             ctx.error(
                 "compute.instance_type",
-                f"Currently torch_distributed is supported only for GPU and Trainium instances ({instance_type} is neither).",
+                f"Currently torch_distributed is supported only for GPU and Trainium instances. ({instance_type} is neither)",
             )
             continue
         if version not in supported:
@@ -459,7 +515,7 @@ def _mpi_keys(ctx: StrategyContext) -> dict[str, str]:
 
 
 def _instance_group_keys(ctx: StrategyContext) -> dict[str, str]:
-    group = ctx.spec.distribution.instance_group
+    group = ctx.training_group
     return {"sagemaker_distribution_instance_groups": _dumps([group])} if group else {}
 
 

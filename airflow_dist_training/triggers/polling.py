@@ -193,10 +193,14 @@ async def default_client_factory(
 class JobWatch:
     """A trigger's subscription to one job. Updated by the poller; awaited by the trigger."""
 
-    def __init__(self, poller: TrainingJobPoller, job_name: str, interval: float) -> None:
+    def __init__(self, poller: TrainingJobPoller, job_name: str, interval: float, details: bool = True) -> None:
         self.poller = poller
         self.job_name = job_name
         self.interval = interval
+        #: Wants a full describe on every change (secondary status, hosts) - e.g. to stream logs.
+        #: Without it, only TrainingJobStatus changes are described; other changes are published
+        #: from the ListTrainingJobs summary.
+        self.details = details
         #: Latest ``DescribeTrainingJob`` response (None until the first describe).
         self.description: dict[str, Any] | None = None
         #: A permanent error for this job (the trigger reports it as an "error" event).
@@ -237,6 +241,10 @@ class _JobState:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def wants_details(self) -> bool:
+        return any(w.details for w in self.watches)
 
 
 @dataclass
@@ -291,8 +299,8 @@ class TrainingJobPoller:
     def watched_jobs(self) -> list[str]:
         return list(self._jobs)
 
-    def subscribe(self, job_name: str, interval: float) -> JobWatch:
-        watch = JobWatch(self, job_name, interval)
+    def subscribe(self, job_name: str, interval: float, details: bool = True) -> JobWatch:
+        watch = JobWatch(self, job_name, interval, details)
         state = self._jobs.setdefault(job_name, _JobState())
         state.watches.add(watch)
         if state.description is not None:
@@ -446,7 +454,65 @@ class TrainingJobPoller:
             await asyncio.gather(*(self._describe(n) for n in names))
 
     async def _describe_new(self) -> None:
-        await self._describe_many([n for n, s in self._jobs.items() if s.description is None and s.key is None])
+        new = [n for n, s in self._jobs.items() if s.description is None and s.key is None]
+        if not new:
+            return
+        # Many new jobs that only need their status (a triggerer restart, a burst of deferrals):
+        # take their baseline from the InProgress/Stopping listing instead of one describe each.
+        cheap = [n for n in new if not self._jobs[n].wants_details]
+        pages = 2 * (len(self._jobs) // self.page_size + 1)
+        if self._list_allowed and len(cheap) > pages:
+            try:
+                running = await self._running_summaries()
+            except Exception as exc:
+                if not self._list_denied(exc):
+                    raise
+            else:
+                for name in cheap:
+                    summary = running.get(name)
+                    if summary is not None:
+                        self._apply_summary(name, summary)
+                        new.remove(name)
+        await self._describe_many(new)
+
+    def _apply_summary(self, name: str, summary: dict[str, Any]) -> None:
+        """Publish a status change read from a ListTrainingJobs summary (no describe)."""
+        state = self._jobs[name]
+        lmt = _as_utc(summary.get("LastModifiedTime"))
+        desc = dict(state.description or {"TrainingJobName": name})
+        desc["TrainingJobStatus"] = summary.get("TrainingJobStatus")
+        if "SecondaryStatus" in summary:
+            desc["SecondaryStatus"] = summary["SecondaryStatus"]
+        if summary.get("LastModifiedTime") is not None:
+            desc["LastModifiedTime"] = summary["LastModifiedTime"]
+        state.key = (desc.get("TrainingJobStatus"), desc.get("SecondaryStatus"), lmt)
+        if desc != state.description:
+            state.description = desc
+            self._changed_last_cycle = True
+            for w in list(state.watches):
+                w._publish(desc)
+
+    def _list_denied(self, exc: BaseException) -> bool:
+        if error_code(exc) in {"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"}:
+            if self._list_allowed:
+                log.warning(
+                    "sagemaker:ListTrainingJobs is denied (%s); falling back to one DescribeTrainingJob "
+                    "per watched job per poll. Grant sagemaker:ListTrainingJobs to poll cheaply.",
+                    exc,
+                )
+            self._list_allowed = False
+            return True
+        return False
+
+    async def _running_summaries(self) -> dict[str, dict[str, Any]]:
+        running: dict[str, dict[str, Any]] = {}
+        for status in ("InProgress", "Stopping"):
+            for summary in await self._list(StatusEquals=status):
+                running[summary["TrainingJobName"]] = summary
+                lmt = _as_utc(summary.get("LastModifiedTime"))
+                if lmt is not None and (self._watermark is None or lmt > self._watermark):
+                    self._watermark = lmt
+        return running
 
     async def _list(self, **params: Any) -> list[dict[str, Any]]:
         client = await self.client("sagemaker")
@@ -479,17 +545,9 @@ class TrainingJobPoller:
                 if self.reconcile_every and self.stats.cycles % self.reconcile_every == 0:
                     to_describe |= await self._reconcile(live)
             except Exception as exc:
-                if error_code(exc) in {"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"}:
-                    log.warning(
-                        "sagemaker:ListTrainingJobs is denied (%s); falling back to one "
-                        "DescribeTrainingJob per watched job per poll. Grant sagemaker:ListTrainingJobs "
-                        "to poll cheaply.",
-                        exc,
-                    )
-                    self._list_allowed = False
-                    to_describe |= live
-                else:
+                if not self._list_denied(exc):
                     raise
+                to_describe |= live
         await self._describe_many(to_describe)
 
     async def _changed_since_watermark(self, live: set[str]) -> set[str]:
@@ -511,14 +569,15 @@ class TrainingJobPoller:
                 continue
             status = summary.get("TrainingJobStatus")
             secondary = summary.get("SecondaryStatus", old[1])
-            if (status, secondary) != old[:2] or (lmt is not None and old[2] is not None and lmt > old[2]):
-                changed.add(name)
+            newer = lmt is not None and old[2] is not None and lmt > old[2]
+            if status != old[0] or (state.wants_details and (secondary != old[1] or newer)):
+                changed.add(name)  # terminal/primary change, or a watcher wants the full details
+            elif secondary != old[1] or newer:
+                self._apply_summary(name, summary)
         return changed
 
     async def _reconcile(self, live: set[str]) -> set[str]:
-        running: set[str] = set()
-        for status in ("InProgress", "Stopping"):
-            running |= {s["TrainingJobName"] for s in await self._list(StatusEquals=status)}
+        running = await self._running_summaries()
         return {n for n in live if n not in running}
 
 

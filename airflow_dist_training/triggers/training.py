@@ -240,7 +240,7 @@ class TrainingJobTrigger(BaseTrigger):
         start = time.monotonic()
         deadline = start + self.max_wait_seconds if self.max_wait_seconds is not None else None
         poller = get_poller(self.aws_conn_id, self.region_name)
-        watch: JobWatch = poller.subscribe(self.job_name, float(self.poll_interval))
+        watch: JobWatch = poller.subscribe(self.job_name, float(self.poll_interval), details=self.stream_logs)
         streamer = _LogStreamer(self.job_name, poller, self.log.info) if self.stream_logs else None
         seen_transitions = 0
         last_status: tuple[Any, Any] | None = None
@@ -266,7 +266,9 @@ class TrainingJobTrigger(BaseTrigger):
                     status = desc.get("TrainingJobStatus")
                     secondary = desc.get("SecondaryStatus")
                     if (status, secondary) != last_status:
-                        self.log.info("Training job %s is %s (%s).", self.job_name, status, secondary)
+                        self.log.info(
+                            "Training job %s is %s%s.", self.job_name, status, f" ({secondary})" if secondary else ""
+                        )
                         last_status = (status, secondary)
                     terminal = status in TERMINAL_STATUSES
                     if streamer is not None and (terminal or secondary in STREAMING_SECONDARY):

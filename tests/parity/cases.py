@@ -116,6 +116,33 @@ REQUEST_CASES = [
                     {"name": "b", "instance_type": "ml.g5.48xlarge", "instance_count": 1},
                 ],
             },
+            "distribution": {"instance_group": "b"},
+        },
+    ),
+    RequestCase(
+        "single_group_smddp",  # one group: the SDK uses it as the training group by itself
+        "smddp_p4d",
+        {
+            "compute": {
+                "instance_type": None,
+                "instance_count": None,
+                "instance_groups": [{"name": "gpu", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}],
+            },
+        },
+    ),
+    RequestCase(
+        "heterogeneous_no_strategy",  # image follows the first GPU group, not the first group
+        "torch_distributed_p4d",
+        {
+            "distribution": {"strategy": "none"},
+            "compute": {
+                "instance_type": None,
+                "instance_count": None,
+                "instance_groups": [
+                    {"name": "cpu", "instance_type": "ml.c5.18xlarge", "instance_count": 1},
+                    {"name": "gpu", "instance_type": "ml.g5.48xlarge", "instance_count": 1},
+                ],
+            },
         },
     ),
     RequestCase("network_isolation", "torch_distributed_p4d", {"network": {"network_isolation": True}}),
@@ -295,6 +322,30 @@ ERROR_CASES = [
         "heterogeneous_mpi",
         {"distribution": {"instance_group": "nope"}},
         "Invalid training instance group nope !",
+    ),
+    ErrorCase(
+        "hetero_two_groups_no_training_group",
+        "heterogeneous_mpi",
+        {"distribution": {"instance_group": None}},
+        "Distribution should only contain one instance group name !",
+    ),
+    ErrorCase(
+        "hetero_parameter_server_group",
+        "heterogeneous_mpi",
+        {"distribution": {"strategy": "parameter_server", "processes_per_host": None}},
+        "Don't set training instance groups while no distribution strategies enabled!",
+    ),
+    ErrorCase(
+        "single_group_smp_v2",
+        "smp_v2_p4d",
+        {
+            "compute": {
+                "instance_type": None,
+                "instance_count": None,
+                "instance_groups": [{"name": "gpu", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}],
+            },
+        },
+        "Don't set training instance groups while no distribution strategies enabled!",
     ),
 ]
 

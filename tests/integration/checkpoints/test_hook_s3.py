@@ -38,8 +38,8 @@ def test_latest_lookup_cost_does_not_depend_on_files_per_checkpoint(s3, hook):
     few = {f"shard{i}.pt": b"x" for i in range(3)}
     many = {f"shard{i}.pt": b"x" for i in range(60)}
     for step in range(1, 6):
-        put_checkpoint(s3, "few/", step, files=few)
-        put_checkpoint(s3, "many/", step, files=many)
+        put_checkpoint(s3, "few/", step, files=few, fast=True)
+        put_checkpoint(s3, "many/", step, files=many, fast=True)
     costs = {}
     for root in ("few/", "many/"):
         for use_hint in (True, False):
@@ -70,7 +70,7 @@ def test_no_checkpoints_gives_none(s3, hook):
 def test_retention_deletes_in_batches_and_keeps_protected(s3, hook):
     files = {f"f{i:04d}": b"x" for i in range(450)}
     for step, loss in [(1, 0.1), (2, 0.5), (3, 0.9), (4, 0.8)]:
-        put_checkpoint(s3, "pipe/run1/", step, files=files, metrics={"loss": loss})
+        put_checkpoint(s3, "pipe/run1/", step, files=files, metrics={"loss": loss}, fast=True)
     put_checkpoint(s3, "pipe/run1/", 5, skip=["_MANIFEST.json"])  # in progress: kept
     plan = hook.apply_retention(ROOT, RetentionRule(keep_last=1, keep_best=1, metric="loss"))
     assert plan.delete == (3, 2)
@@ -84,7 +84,7 @@ def test_retention_deletes_in_batches_and_keeps_protected(s3, hook):
 
 
 def test_delete_objects_never_sends_more_than_1000_keys(s3, hook):
-    put_checkpoint(s3, "pipe/run1/", 1, files={f"f{i:04d}": b"x" for i in range(2100)})
+    put_checkpoint(s3, "pipe/run1/", 1, files={f"f{i:04d}": b"x" for i in range(2100)}, fast=True)
     sent = []
     hook.s3_client.meta.events.register(
         "before-parameter-build.s3.DeleteObjects", lambda params, **_: sent.append(len(params["Delete"]["Objects"]))

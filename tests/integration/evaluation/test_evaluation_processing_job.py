@@ -34,7 +34,9 @@ def request(name: str = "eval-job-1") -> dict[str, Any]:
 
 def test_processing_job_is_created_and_its_evaluation_read(s3: Any, sagemaker: Any) -> None:
     # moto never runs the container: the test plays the script and puts evaluation.json in place.
-    s3.put_object(Bucket=BUCKET, Key="eval/run1/evaluation.json", Body=json.dumps({"metrics": {"accuracy": 0.91}}))
+    s3.put_object(
+        Bucket=BUCKET, Key="eval/run1/evaluation.json", Body=json.dumps({"metrics": {"accuracy": 0.91}})
+    )
     runner = SageMakerEvaluationRunner(aws_conn_id=None, region_name="us-east-1", poll_interval=0)
     info, uri = runner.run(request())
     assert info["job_name"] == "eval-job-1" and info["status"] == "Completed"
@@ -66,17 +68,35 @@ def test_failed_processing_job_reports_failure_reason() -> None:
     client = boto3.client("sagemaker", region_name="us-east-1")
     runner.__dict__["client"] = client
     req = request("eval-job-3")
-    base = {"ProcessingJobName": "eval-job-3", "ProcessingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:processing-job/eval-job-3",
-            "ProcessingResources": req["ProcessingResources"], "AppSpecification": req["AppSpecification"],
-            "CreationTime": "2026-01-01T00:00:00Z"}
+    base = {
+        "ProcessingJobName": "eval-job-3",
+        "ProcessingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:processing-job/eval-job-3",
+        "ProcessingResources": req["ProcessingResources"],
+        "AppSpecification": req["AppSpecification"],
+        "CreationTime": "2026-01-01T00:00:00Z",
+    }
     with Stubber(client) as stub:
-        stub.add_client_error("describe_processing_job", "ValidationException", "Could not find requested job with name eval-job-3",
-                              expected_params={"ProcessingJobName": "eval-job-3"})
+        stub.add_client_error(
+            "describe_processing_job",
+            "ValidationException",
+            "Could not find requested job with name eval-job-3",
+            expected_params={"ProcessingJobName": "eval-job-3"},
+        )
         stub.add_response("create_processing_job", {"ProcessingJobArn": base["ProcessingJobArn"]}, req)
-        stub.add_response("describe_processing_job", {**base, "ProcessingJobStatus": "InProgress"}, {"ProcessingJobName": "eval-job-3"})
-        stub.add_response("describe_processing_job", {**base, "ProcessingJobStatus": "Failed",
-                          "FailureReason": "AlgorithmError: ModuleNotFoundError: No module named 'sklearn'"},
-                          {"ProcessingJobName": "eval-job-3"})
+        stub.add_response(
+            "describe_processing_job",
+            {**base, "ProcessingJobStatus": "InProgress"},
+            {"ProcessingJobName": "eval-job-3"},
+        )
+        stub.add_response(
+            "describe_processing_job",
+            {
+                **base,
+                "ProcessingJobStatus": "Failed",
+                "FailureReason": "AlgorithmError: ModuleNotFoundError: No module named 'sklearn'",
+            },
+            {"ProcessingJobName": "eval-job-3"},
+        )
         with pytest.raises(EvaluationScriptError) as exc:
             runner.run(req)
         stub.assert_no_pending_responses()

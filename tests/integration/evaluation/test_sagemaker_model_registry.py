@@ -24,7 +24,11 @@ TRAINING = {
 
 
 def put_eval(s3: Any, key: str, metrics: dict[str, float] | str) -> str:
-    body = metrics if isinstance(metrics, str) else json.dumps({"metrics": metrics, "evaluation_set_hash": "sha256:" + "d" * 64})
+    body = (
+        metrics
+        if isinstance(metrics, str)
+        else json.dumps({"metrics": metrics, "evaluation_set_hash": "sha256:" + "d" * 64})
+    )
     s3.put_object(Bucket=BUCKET, Key=key, Body=body.encode())
     return f"s3://{BUCKET}/{key}"
 
@@ -33,7 +37,11 @@ def decision(passed: bool, champion: dict | None = None) -> dict:
     return {
         "passed": passed,
         "reasons": ["PASS accuracy: 0.93 >= 0.9 (min)"],
-        "challenger": {"metrics": {"accuracy": 0.93}, "slices": {}, "evaluation_set_hash": "sha256:" + "d" * 64},
+        "challenger": {
+            "metrics": {"accuracy": 0.93},
+            "slices": {},
+            "evaluation_set_hash": "sha256:" + "d" * 64,
+        },
         "champion": champion,
         "thresholds": {"accuracy": {"min": 0.9}},
         "report_uri": f"s3://{BUCKET}/eval/evaluation_report.html",
@@ -67,12 +75,20 @@ def test_register_creates_missing_group_and_package_with_metrics_and_lineage(s3:
         "evaluation_uri": uri,
         "audit_uri": f"s3://{BUCKET}/eval/run1/audit.json",
     }
-    assert sagemaker.describe_model_package_group(ModelPackageGroupName="churn")["ModelPackageGroupStatus"] == "Completed"
+    assert (
+        sagemaker.describe_model_package_group(ModelPackageGroupName="churn")["ModelPackageGroupStatus"]
+        == "Completed"
+    )
     desc = sagemaker.describe_model_package(ModelPackageName=result["package_id"])
     assert desc["ModelApprovalStatus"] == "Approved"
-    assert desc["ModelMetrics"] == {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": uri}}}
+    assert desc["ModelMetrics"] == {
+        "ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": uri}}
+    }
     assert desc["InferenceSpecification"]["Containers"] == [
-        {"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/infer:1", "ModelDataUrl": TRAINING["model_artifact_uri"]}
+        {
+            "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/infer:1",
+            "ModelDataUrl": TRAINING["model_artifact_uri"],
+        }
     ]
     assert desc["MetadataProperties"] == {"GeneratedBy": TRAINING["job_arn"]}
     assert desc["CustomerMetadataProperties"]["TrainingJobName"] == "train-1"
@@ -90,7 +106,10 @@ def test_gate_failed_or_no_auto_approve_registers_pending(s3: Any, sagemaker: An
     common = dict(model_data_uri="s3://b/m.tar.gz", image_uri="img", evaluation_uri=uri, training=TRAINING)
     r1 = h.register(**common, decision=decision(False), auto_approve=True)
     r2 = h.register(**common, decision=decision(True), auto_approve=False)
-    assert (r1["approval_status"], r2["approval_status"]) == ("PendingManualApproval", "PendingManualApproval")
+    assert (r1["approval_status"], r2["approval_status"]) == (
+        "PendingManualApproval",
+        "PendingManualApproval",
+    )
     assert h.get_champion() is None  # nothing approved
 
 
@@ -98,8 +117,14 @@ def test_champion_is_latest_approved_with_metrics_from_s3(s3: Any, sagemaker: An
     h = hook()
     for i, (acc, approve) in enumerate([(0.8, True), (0.85, True), (0.9, False)], start=1):
         uri = put_eval(s3, f"eval/{i}/evaluation.json", {"accuracy": acc})
-        h.register(model_data_uri=f"s3://b/m{i}.tar.gz", image_uri="img", evaluation_uri=uri,
-                   decision=decision(True), auto_approve=approve, training=TRAINING)
+        h.register(
+            model_data_uri=f"s3://b/m{i}.tar.gz",
+            image_uri="img",
+            evaluation_uri=uri,
+            decision=decision(True),
+            auto_approve=approve,
+            training=TRAINING,
+        )
     champion = h.get_champion()
     assert champion is not None
     assert champion.id == f"{ARN_PREFIX}/churn/2"
@@ -117,7 +142,9 @@ def _approved_package(sagemaker: Any, metrics_uri: str | None) -> str:
         "ModelApprovalStatus": "Approved",
     }
     if metrics_uri:
-        kwargs["ModelMetrics"] = {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": metrics_uri}}}
+        kwargs["ModelMetrics"] = {
+            "ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": metrics_uri}}
+        }
     return sagemaker.create_model_package(**kwargs)["ModelPackageArn"]
 
 
@@ -127,8 +154,7 @@ def test_champion_with_malformed_metrics_names_package_and_file(s3: Any, sagemak
     with pytest.raises(ChampionUnreadableError) as exc:
         hook().get_champion()
     assert str(exc.value) == (
-        f"champion model package {arn} ({uri}): malformed JSON at line 1, column 29: "
-        "Expecting ',' delimiter"
+        f"champion model package {arn} ({uri}): malformed JSON at line 1, column 29: Expecting ',' delimiter"
     )
 
 
@@ -137,7 +163,10 @@ def test_champion_with_non_numeric_metric(s3: Any, sagemaker: Any) -> None:
     arn = _approved_package(sagemaker, uri)
     with pytest.raises(ChampionUnreadableError) as exc:
         hook().get_champion()
-    assert str(exc.value) == f"champion model package {arn} ({uri}): metrics.accuracy: must be a number, got '0.9'"
+    assert (
+        str(exc.value)
+        == f"champion model package {arn} ({uri}): metrics.accuracy: must be a number, got '0.9'"
+    )
 
 
 def test_champion_whose_report_is_gone(s3: Any, sagemaker: Any) -> None:
@@ -173,7 +202,9 @@ def test_tags_on_model_packages_with_stubber() -> None:
     h = hook()
     arn = f"{ARN_PREFIX}/churn/4"
     stub = _stubbed(h)
-    stub.add_response("add_tags", {"Tags": []}, {"ResourceArn": arn, "Tags": [{"Key": "stage", "Value": "canary"}]})
+    stub.add_response(
+        "add_tags", {"Tags": []}, {"ResourceArn": arn, "Tags": [{"Key": "stage", "Value": "canary"}]}
+    )
     stub.add_response("list_tags", {"Tags": [{"Key": "stage", "Value": "canary"}]}, {"ResourceArn": arn})
     with stub:
         h.tag_version(arn, {"stage": "canary"})
@@ -197,10 +228,17 @@ def test_create_request_with_tags_and_client_token_exactly_as_sent() -> None:
     h = hook()
     stub = _stubbed(h)
     h.__dict__["store"] = type("NoStore", (), {"write_text": lambda self, *a, **k: a[0]})()
-    stub.add_response("describe_model_package_group", {
-        "ModelPackageGroupName": "churn", "ModelPackageGroupArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package-group/churn",
-        "CreationTime": "2026-01-01T00:00:00Z", "CreatedBy": {}, "ModelPackageGroupStatus": "Completed"},
-        {"ModelPackageGroupName": "churn"})
+    stub.add_response(
+        "describe_model_package_group",
+        {
+            "ModelPackageGroupName": "churn",
+            "ModelPackageGroupArn": "arn:aws:sagemaker:us-east-1:123456789012:model-package-group/churn",
+            "CreationTime": "2026-01-01T00:00:00Z",
+            "CreatedBy": {},
+            "ModelPackageGroupStatus": "Completed",
+        },
+        {"ModelPackageGroupName": "churn"},
+    )
     expected = {
         "ModelPackageGroupName": "churn",
         "ModelPackageDescription": "Trained by train-1; quality gate passed",
@@ -209,7 +247,11 @@ def test_create_request_with_tags_and_client_token_exactly_as_sent() -> None:
             "SupportedContentTypes": ["application/json"],
             "SupportedResponseMIMETypes": ["application/json"],
         },
-        "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": "s3://b/e/evaluation.json"}}},
+        "ModelMetrics": {
+            "ModelQuality": {
+                "Statistics": {"ContentType": "application/json", "S3Uri": "s3://b/e/evaluation.json"}
+            }
+        },
         "ModelApprovalStatus": "PendingManualApproval",
         "CustomerMetadataProperties": {
             "TrainingJobName": "train-1",
@@ -221,13 +263,23 @@ def test_create_request_with_tags_and_client_token_exactly_as_sent() -> None:
             "EvaluationReport": f"s3://{BUCKET}/eval/evaluation_report.html",
         },
         "MetadataProperties": {"GeneratedBy": TRAINING["job_arn"]},
-        "Tags": [{"Key": "team", "Value": "ml"}, {"Key": "airflow-dist-training:training-job", "Value": "train-1"}],
+        "Tags": [
+            {"Key": "team", "Value": "ml"},
+            {"Key": "airflow-dist-training:training-job", "Value": "train-1"},
+        ],
         "ClientToken": "tok-1",
     }
     stub.add_response("create_model_package", {"ModelPackageArn": f"{ARN_PREFIX}/churn/7"}, expected)
     with stub:
-        r = h.register(model_data_uri="s3://b/m.tar.gz", image_uri="img", evaluation_uri="s3://b/e/evaluation.json",
-                       decision=decision(True), training=TRAINING, tags={"team": "ml"}, client_token="tok-1",
-                       report_uri=f"s3://{BUCKET}/eval/evaluation_report.html")
+        r = h.register(
+            model_data_uri="s3://b/m.tar.gz",
+            image_uri="img",
+            evaluation_uri="s3://b/e/evaluation.json",
+            decision=decision(True),
+            training=TRAINING,
+            tags={"team": "ml"},
+            client_token="tok-1",
+            report_uri=f"s3://{BUCKET}/eval/evaluation_report.html",
+        )
     assert r["version"] == 7 and r["approval_status"] == "PendingManualApproval"
     stub.assert_no_pending_responses()

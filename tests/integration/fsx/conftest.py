@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "fsx"))
 
-from fake_fsx import FakeFSx  # noqa: E402
+from fake_fsx import FakeFSx
 
 
 @pytest.fixture

@@ -20,19 +20,30 @@ def _task(fake: FakeFSx, **plan: Any) -> str:
     subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
     fsx = boto3.client("fsx", region_name="us-east-1")
     fs_id = fsx.create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet])[
-        "FileSystem"]["FileSystemId"]
+        "FileSystem"
+    ]["FileSystemId"]
     fake.plan_next_task(**plan)
     return fsx.create_data_repository_task(
-        Type="RELEASE_DATA_FROM_FILESYSTEM", FileSystemId=fs_id, Paths=["data"],
-        Report={"Enabled": True, "Path": "s3://bucket/reports", "Format": "REPORT_CSV_20191124",
-                "Scope": "FAILED_FILES_ONLY"},
+        Type="RELEASE_DATA_FROM_FILESYSTEM",
+        FileSystemId=fs_id,
+        Paths=["data"],
+        Report={
+            "Enabled": True,
+            "Path": "s3://bucket/reports",
+            "Format": "REPORT_CSV_20191124",
+            "Scope": "FAILED_FILES_ONLY",
+        },
     )["DataRepositoryTask"]["TaskId"]
 
 
 def _trigger(task_id: str, **kw: Any) -> FSxDataRepositoryTaskTrigger:
     return FSxDataRepositoryTaskTrigger(
-        fsx_task_id=task_id, poll_interval=0.01, aws_conn_id=None, region_name="us-east-1",
-        botocore_config={"retries": {"total_max_attempts": 1}}, **kw,
+        fsx_task_id=task_id,
+        poll_interval=0.01,
+        aws_conn_id=None,
+        region_name="us-east-1",
+        botocore_config={"retries": {"total_max_attempts": 1}},
+        **kw,
     )
 
 

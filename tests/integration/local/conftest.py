@@ -19,7 +19,16 @@ EXAMPLES = REPO / "examples"
 def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("demo-data")
     subprocess.run(
-        [sys.executable, str(EXAMPLES / "make_dataset.py"), "--out", str(out), "--train", "2000", "--test", "500"],
+        [
+            sys.executable,
+            str(EXAMPLES / "make_dataset.py"),
+            "--out",
+            str(out),
+            "--train",
+            "2000",
+            "--test",
+            "500",
+        ],
         check=True,
         capture_output=True,
     )

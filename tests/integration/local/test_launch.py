@@ -85,7 +85,9 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-unty
 
 @pytest.mark.slow
 def test_stop_from_another_thread_kills_every_process_of_the_job(tmp_path: Path) -> None:
-    spec = script_spec(tmp_path, SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2})
+    spec = script_spec(
+        tmp_path, SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2}
+    )
     hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False, stop_grace_seconds=5)
     lines: list[str] = []
 
@@ -120,15 +122,16 @@ PARENT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_sigterm_to_the_parent_leaves_no_orphan_training_processes(tmp_path: Path) -> None:
-    spec = script_spec(tmp_path, SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2})
+    spec = script_spec(
+        tmp_path, SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2}
+    )
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec))
     log = tmp_path / "parent.log"
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, str(spec_file).replace(".json", ".json"), str(tmp_path / "root"), str(log)],
+        [sys.executable, "-c", PARENT, str(spec_file), str(tmp_path / "root"), str(log)],
         env={**os.environ, "ADT_LOCAL_USE_S3": "0"},
     )
-    # load_spec reads YAML/JSON paths
     _wait_for(lambda: log.exists() and log.read_text().count("ready rank=") == 2)
     assert len(job_processes("sigterm-me")) >= 3
     parent.send_signal(signal.SIGTERM)
@@ -158,9 +161,14 @@ def test_failing_script_raises_with_its_last_lines_and_the_failure_file(tmp_path
     text = str(error)
     assert text.startswith("Local training job fails failed on host algo-1 (exit code 1).")
     assert 'raise ValueError("boom from user script")' in text  # the script's last lines
-    assert f"Failure file {failure_file}:\nExecuteUserScriptError:\nExitCode 1\nErrorMessage \"ValueError: boom" in text
+    assert (
+        f"Failure file {failure_file}:\nExecuteUserScriptError:\nExitCode 1\n"
+        'ErrorMessage "    raise ValueError("boom from user script")\nValueError: boom from user script\n'
+    ) in text
     assert failure_file.read_text().startswith("ExecuteUserScriptError:\nExitCode 1\n")
-    assert error.failure_reason is not None and error.failure_reason.startswith("AlgorithmError: ExecuteUserScriptError:")
+    assert error.failure_reason is not None and error.failure_reason.startswith(
+        "AlgorithmError: ExecuteUserScriptError:"
+    )
     assert not (tmp_path / "root" / "fails" / "output" / "success").exists()
 
 

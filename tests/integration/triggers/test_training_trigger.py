@@ -35,9 +35,16 @@ async def first_event(trigger: TrainingJobTrigger, timeout: float = 20) -> Trigg
         await get_poller(trigger.aws_conn_id, trigger.region_name).aclose()
 
 
-async def later(delay: float, fn: Any, *args: Any, **kw: Any) -> None:
+async def first_describe(moto_sm: MotoSageMaker) -> None:
+    """Wait for the trigger's first DescribeTrainingJob (client start-up can take a second)."""
+    while moto_sm.calls["DescribeTrainingJob"] < 1:
+        await asyncio.sleep(0.02)
+
+
+async def later(moto_sm: MotoSageMaker, delay: float, fn: Any, *args: Any) -> None:
+    await first_describe(moto_sm)
     await asyncio.sleep(delay)
-    fn(*args, **kw)
+    fn(*args)
 
 
 async def test_success_after_secondary_transitions(moto_sm: MotoSageMaker, caplog: pytest.LogCaptureFixture) -> None:
@@ -45,6 +52,7 @@ async def test_success_after_secondary_transitions(moto_sm: MotoSageMaker, caplo
     moto_sm.create_job("job-ok")
 
     async def script() -> None:
+        await first_describe(moto_sm)
         for secondary in ("Downloading", "Training", "Uploading"):
             await asyncio.sleep(0.3)
             moto_sm.set_state("job-ok", "InProgress", secondary)
@@ -52,7 +60,7 @@ async def test_success_after_secondary_transitions(moto_sm: MotoSageMaker, caplo
         moto_sm.set_state("job-ok", "Completed", "Completed")
 
     task = asyncio.create_task(script())
-    event = await first_event(make_trigger("job-ok", stream_logs=False))
+    event = await first_event(make_trigger("job-ok"))
     await task
     assert event == TriggerEvent(
         {
@@ -82,7 +90,7 @@ async def test_failed_and_stopped(
 ) -> None:
     moto_sm.create_job("job-x")
     moto_sm.set_state("job-x", "InProgress", "Training")
-    task = asyncio.create_task(later(0.3, moto_sm.set_state, "job-x", status, secondary, reason))
+    task = asyncio.create_task(later(moto_sm, 0.3, moto_sm.set_state, "job-x", status, secondary, reason))
     event = await first_event(make_trigger("job-x", stream_logs=False))
     await task
     assert event.payload["status"] == expected
@@ -131,7 +139,7 @@ async def test_logs_from_all_hosts_in_timestamp_order(
     moto_sm.create_job(name, instance_count=hosts)
     written = moto_sm.seed_logs(name, hosts=hosts, lines_per_host=5)
     moto_sm.set_state(name, "InProgress", "Training")
-    task = asyncio.create_task(later(0.5, moto_sm.set_state, name, "Completed", "Completed"))
+    task = asyncio.create_task(later(moto_sm, 0.5, moto_sm.set_state, name, "Completed", "Completed"))
     event = await first_event(make_trigger(name), timeout=60)
     await task
     assert event.payload["status"] == "success"
@@ -158,7 +166,7 @@ async def test_throttling_on_half_the_calls_still_succeeds(moto_sm: MotoSageMake
     moto_sm.throttle("DescribeTrainingJob")
     moto_sm.throttle("ListTrainingJobs")
     moto_sm.set_state("job-throttled", "InProgress", "Training")
-    task = asyncio.create_task(later(0.5, moto_sm.set_state, "job-throttled", "Completed", "Completed"))
+    task = asyncio.create_task(later(moto_sm, 0.5, moto_sm.set_state, "job-throttled", "Completed", "Completed"))
     event = await first_event(make_trigger("job-throttled", stream_logs=False), timeout=30)
     await task
     assert event.payload["status"] == "success"
@@ -171,7 +179,7 @@ async def test_on_kill_stops_the_job(moto_sm: MotoSageMaker) -> None:
     moto_sm.set_state("job-kill", "InProgress", "Training")
     trigger = make_trigger("job-kill", stream_logs=False)
     task = asyncio.create_task(trigger.run().__anext__())
-    await asyncio.sleep(0.3)
+    await first_describe(moto_sm)
     task.cancel()  # what the triggerer does on a user kill, before calling on_kill()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -17,8 +17,15 @@ def _decision(with_champion: bool = True) -> dict:
         evaluation_uri="/reg/2/evaluation.json",
         version=2,
     )
-    spec = parse_gate_spec({"accuracy": {"min": 0.9, "no_regression": True}, "loss": {"direction": "lower_is_better", "max": 0.2}})
-    return evaluate_gate(challenger, spec, champion if with_champion else None, challenger_uri="/out/evaluation.json")
+    spec = parse_gate_spec(
+        {
+            "accuracy": {"min": 0.9, "no_regression": True},
+            "loss": {"direction": "lower_is_better", "max": 0.2},
+        }
+    )
+    return evaluate_gate(
+        challenger, spec, champion if with_champion else None, challenger_uri="/out/evaluation.json"
+    )
 
 
 def test_markdown_lists_verdict_checks_and_metric_table() -> None:

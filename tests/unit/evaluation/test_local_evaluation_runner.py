@@ -41,7 +41,9 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
 def test_runs_over_model_tarball_and_streams_output(setup, tmp_path: Path, caplog) -> None:
     script, archive = setup
     caplog.set_level(logging.INFO)
-    out = LocalEvaluationRunner().run(script=str(script), model_uri=f"file://{archive}", work_dir=tmp_path / "w")
+    out = LocalEvaluationRunner().run(
+        script=str(script), model_uri=f"file://{archive}", work_dir=tmp_path / "w"
+    )
     assert out.read_text() == '{"metrics": {"accuracy": 0.75}}'
     assert "[evaluate] evaluating ['weights.txt']" in caplog.text
 
@@ -51,7 +53,9 @@ def test_runs_over_checkpoint_directory(setup, tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "weights.txt").write_text("0.5")
-    out = LocalEvaluationRunner().run(script=str(script), model_uri=str(ckpt), work_dir=tmp_path / "w", output_dir=tmp_path / "o")
+    out = LocalEvaluationRunner().run(
+        script=str(script), model_uri=str(ckpt), work_dir=tmp_path / "w", output_dir=tmp_path / "o"
+    )
     assert out == tmp_path / "o" / "evaluation.json"
 
 
@@ -71,7 +75,10 @@ def test_script_that_writes_nothing(setup, tmp_path: Path) -> None:
     script, archive = setup
     with pytest.raises(SpecValidationError) as exc:
         LocalEvaluationRunner().run(
-            script=str(script), model_uri=str(archive), work_dir=tmp_path / "w", arguments=["--mode", "silent"],
+            script=str(script),
+            model_uri=str(archive),
+            work_dir=tmp_path / "w",
+            arguments=["--mode", "silent"],
             output_dir=tmp_path / "o",
         )
     assert str(exc.value) == (
@@ -82,14 +89,22 @@ def test_script_that_writes_nothing(setup, tmp_path: Path) -> None:
 def test_missing_model_and_script(setup, tmp_path: Path) -> None:
     script, _ = setup
     with pytest.raises(SpecValidationError, match=r"model_uri: /nope/model.tar.gz does not exist"):
-        LocalEvaluationRunner().run(script=str(script), model_uri="/nope/model.tar.gz", work_dir=tmp_path / "w")
+        LocalEvaluationRunner().run(
+            script=str(script), model_uri="/nope/model.tar.gz", work_dir=tmp_path / "w"
+        )
     with pytest.raises(SpecValidationError, match=r"script: /nope/evaluate.py does not exist"):
-        LocalEvaluationRunner().run(script="/nope/evaluate.py", model_uri=str(tmp_path), work_dir=tmp_path / "w")
+        LocalEvaluationRunner().run(
+            script="/nope/evaluate.py", model_uri=str(tmp_path), work_dir=tmp_path / "w"
+        )
 
 
 def test_timeout_kills_the_script(tmp_path: Path) -> None:
     script = tmp_path / "slow.py"
     script.write_text("import time, sys\nprint('starting', file=sys.stderr, flush=True)\ntime.sleep(30)\n")
     with pytest.raises(EvaluationScriptError) as exc:
-        LocalEvaluationRunner().run(script=str(script), model_uri=str(tmp_path), work_dir=tmp_path / "w", timeout=1)
-    assert str(exc.value) == f"evaluation script {script} timed out after 1s; last 1 stderr line(s):\n  starting"
+        LocalEvaluationRunner().run(
+            script=str(script), model_uri=str(tmp_path), work_dir=tmp_path / "w", timeout=1
+        )
+    assert (
+        str(exc.value) == f"evaluation script {script} timed out after 1s; last 1 stderr line(s):\n  starting"
+    )

@@ -34,16 +34,37 @@ def test_empty_registry_has_no_champion(tmp_path: Path) -> None:
 
 def test_champion_is_latest_approved_and_read_from_stored_evaluation(tmp_path: Path) -> None:
     reg = LocalModelRegistry(tmp_path / "reg", "churn")
-    r1 = reg.register(model_data_uri="/m1.tar.gz", image_uri=None, evaluation_uri=write_eval(tmp_path, "e1", {"accuracy": 0.8}),
-                      decision=decision(True), auto_approve=True)
-    r2 = reg.register(model_data_uri="/m2.tar.gz", image_uri=None, evaluation_uri=write_eval(tmp_path, "e2", {"accuracy": 0.85}),
-                      decision=decision(True), auto_approve=False)
-    r3 = reg.register(model_data_uri="/m3.tar.gz", image_uri=None, evaluation_uri=write_eval(tmp_path, "e3", {"accuracy": 0.7}),
-                      decision=decision(False), auto_approve=True)
-    assert [r["approval_status"] for r in (r1, r2, r3)] == ["Approved", "PendingManualApproval", "PendingManualApproval"]
+    r1 = reg.register(
+        model_data_uri="/m1.tar.gz",
+        image_uri=None,
+        evaluation_uri=write_eval(tmp_path, "e1", {"accuracy": 0.8}),
+        decision=decision(True),
+        auto_approve=True,
+    )
+    r2 = reg.register(
+        model_data_uri="/m2.tar.gz",
+        image_uri=None,
+        evaluation_uri=write_eval(tmp_path, "e2", {"accuracy": 0.85}),
+        decision=decision(True),
+        auto_approve=False,
+    )
+    r3 = reg.register(
+        model_data_uri="/m3.tar.gz",
+        image_uri=None,
+        evaluation_uri=write_eval(tmp_path, "e3", {"accuracy": 0.7}),
+        decision=decision(False),
+        auto_approve=True,
+    )
+    assert [r["approval_status"] for r in (r1, r2, r3)] == [
+        "Approved",
+        "PendingManualApproval",
+        "PendingManualApproval",
+    ]
     assert [r["version"] for r in (r1, r2, r3)] == [1, 2, 3]
     champion = reg.get_champion()
-    assert champion is not None and champion.id == "churn/1" and champion.evaluation.metrics == {"accuracy": 0.8}
+    assert (
+        champion is not None and champion.id == "churn/1" and champion.evaluation.metrics == {"accuracy": 0.8}
+    )
     # A manual approval makes version 2 the champion.
     reg.set_approval("churn/2", "Approved", "looked fine")
     champion = reg.get_champion()
@@ -56,8 +77,14 @@ def test_champion_is_latest_approved_and_read_from_stored_evaluation(tmp_path: P
 def test_audit_record_next_to_stored_evaluation(tmp_path: Path) -> None:
     reg = LocalModelRegistry(tmp_path / "reg", "g")
     training = {"backend": "local", "job_name": "j1", "job_arn": "local:///jobs/j1"}
-    r = reg.register(model_data_uri="/m.tar.gz", image_uri=None, evaluation_uri=write_eval(tmp_path, "e", {"accuracy": 0.9}),
-                     decision=decision(True), auto_approve=True, training=training)
+    r = reg.register(
+        model_data_uri="/m.tar.gz",
+        image_uri=None,
+        evaluation_uri=write_eval(tmp_path, "e", {"accuracy": 0.9}),
+        decision=decision(True),
+        auto_approve=True,
+        training=training,
+    )
     audit = json.loads(Path(r["audit_uri"]).read_text())
     assert Path(r["audit_uri"]).parent == Path(r["evaluation_uri"]).parent
     assert audit["approval_status"] == "Approved"
@@ -79,19 +106,34 @@ def test_concurrent_registrations_get_distinct_versions(tmp_path: Path) -> None:
     reg = LocalModelRegistry(tmp_path / "reg", "g")
     ev = write_eval(tmp_path, "e", {"accuracy": 0.9})
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda i: reg.register(model_data_uri=f"/m{i}", image_uri=None, evaluation_uri=ev, decision=None), range(8)))
+        results = list(
+            pool.map(
+                lambda i: reg.register(
+                    model_data_uri=f"/m{i}", image_uri=None, evaluation_uri=ev, decision=None
+                ),
+                range(8),
+            )
+        )
     assert sorted(r["version"] for r in results) == list(range(1, 9))
     assert not list((tmp_path / "reg" / "g").glob(".*.tmp"))  # no leftovers from atomic writes
 
 
 def test_unreadable_champion_names_the_version_and_file(tmp_path: Path) -> None:
     reg = LocalModelRegistry(tmp_path / "reg", "g")
-    r = reg.register(model_data_uri="/m", image_uri=None, evaluation_uri=write_eval(tmp_path, "e", {"accuracy": 0.9}),
-                     decision=decision(True), auto_approve=True)
+    r = reg.register(
+        model_data_uri="/m",
+        image_uri=None,
+        evaluation_uri=write_eval(tmp_path, "e", {"accuracy": 0.9}),
+        decision=decision(True),
+        auto_approve=True,
+    )
     Path(r["evaluation_uri"]).write_text('{"metrics": {"accuracy": "n/a"}}')
     with pytest.raises(ChampionUnreadableError) as exc:
         reg.get_champion()
-    assert str(exc.value) == f"champion g/1 ({r['evaluation_uri']}): metrics.accuracy: must be a number, got 'n/a'"
+    assert (
+        str(exc.value)
+        == f"champion g/1 ({r['evaluation_uri']}): metrics.accuracy: must be a number, got 'n/a'"
+    )
     Path(r["evaluation_uri"]).write_text("{oops")
     with pytest.raises(ChampionUnreadableError) as exc:
         reg.get_champion()

@@ -35,24 +35,51 @@ def test_exact_processing_job_request() -> None:
             "ImageUri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312",
             "ContainerEntrypoint": ["sh", "-c", BOOTSTRAP, "/opt/ml/processing/input/code/evaluate.py"],
             "ContainerArguments": [
-                "--model-dir", "/opt/ml/processing/model", "--output-dir", "/opt/ml/processing/evaluation",
-                "--batch-size", "64",
+                "--model-dir",
+                "/opt/ml/processing/model",
+                "--output-dir",
+                "/opt/ml/processing/evaluation",
+                "--batch-size",
+                "64",
             ],
         },
         "ProcessingInputs": [
-            {"InputName": "model", "S3Input": {"S3Uri": "s3://b/job/output/model.tar.gz", "LocalPath": "/opt/ml/processing/model", **s3in}},
-            {"InputName": "code", "S3Input": {"S3Uri": "s3://b/code/", "LocalPath": "/opt/ml/processing/input/code", **s3in}},
-            {"InputName": "data", "S3Input": {"S3Uri": "s3://b/data/test", "LocalPath": "/opt/ml/processing/input/data", **s3in}},
+            {
+                "InputName": "model",
+                "S3Input": {
+                    "S3Uri": "s3://b/job/output/model.tar.gz",
+                    "LocalPath": "/opt/ml/processing/model",
+                    **s3in,
+                },
+            },
+            {
+                "InputName": "code",
+                "S3Input": {"S3Uri": "s3://b/code/", "LocalPath": "/opt/ml/processing/input/code", **s3in},
+            },
+            {
+                "InputName": "data",
+                "S3Input": {
+                    "S3Uri": "s3://b/data/test",
+                    "LocalPath": "/opt/ml/processing/input/data",
+                    **s3in,
+                },
+            },
         ],
         "ProcessingOutputConfig": {
             "Outputs": [
                 {
                     "OutputName": "evaluation",
-                    "S3Output": {"S3Uri": "s3://b/eval/run1", "LocalPath": "/opt/ml/processing/evaluation", "S3UploadMode": "EndOfJob"},
+                    "S3Output": {
+                        "S3Uri": "s3://b/eval/run1",
+                        "LocalPath": "/opt/ml/processing/evaluation",
+                        "S3UploadMode": "EndOfJob",
+                    },
                 }
             ]
         },
-        "ProcessingResources": {"ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.xlarge", "VolumeSizeInGB": 30}},
+        "ProcessingResources": {
+            "ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.xlarge", "VolumeSizeInGB": 30}
+        },
         "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
         "Environment": {
             "ADT_MODEL_DIR": "/opt/ml/processing/model",
@@ -70,8 +97,12 @@ def test_request_passes_botocore_validation() -> None:
 
     model = botocore.session.get_session().get_service_model("sagemaker")
     request = build_processing_job_request(
-        job_name="e", role_arn=ROLE, image_uri="img", script_uri="s3://b/evaluate.py",
-        model_uri="s3://b/m.tar.gz", output_uri="s3://b/out",
+        job_name="e",
+        role_arn=ROLE,
+        image_uri="img",
+        script_uri="s3://b/evaluate.py",
+        model_uri="s3://b/m.tar.gz",
+        output_uri="s3://b/out",
     )
     validate_parameters(request, model.operation_model("CreateProcessingJob").input_shape)  # raises on error
     assert all(len(s) <= 256 for s in request["AppSpecification"]["ContainerEntrypoint"])
@@ -80,8 +111,12 @@ def test_request_passes_botocore_validation() -> None:
 def test_invalid_sagemaker_arguments_each_named() -> None:
     with pytest.raises(SpecValidationError) as exc:
         build_processing_job_request(
-            job_name="bad_name", role_arn="role", image_uri="", script_uri="/local/evaluate.sh",
-            model_uri="/local/model.tar.gz", output_uri="s3://b/out",
+            job_name="bad_name",
+            role_arn="role",
+            image_uri="",
+            script_uri="/local/evaluate.sh",
+            model_uri="/local/model.tar.gz",
+            output_uri="s3://b/out",
         )
     assert str(exc.value).splitlines() == [
         "job_name: 'bad_name': 1-63 letters, digits and hyphens",
@@ -114,6 +149,8 @@ def test_container_bootstrap_extracts_model_and_runs_script(tmp_path: Path) -> N
     env = {"PATH": f"{shim}:/usr/bin:/bin", "ADT_MODEL_DIR": str(model_dir), "ADT_OUTPUT_DIR": str(out_dir)}
     subprocess.run(
         ["sh", "-c", BOOTSTRAP, str(script), "--model-dir", str(model_dir), "--output-dir", str(out_dir)],
-        env=env, check=True, timeout=60,
+        env=env,
+        check=True,
+        timeout=60,
     )
     assert json.loads((out_dir / "evaluation.json").read_text()) == {"metrics": {"w": 42.0}}

@@ -33,15 +33,16 @@ def champ(metrics: dict[str, float], **kw: object) -> Champion:
 
 
 def test_absolute_bounds_pass_and_fail_with_one_line_per_check() -> None:
-    spec = parse_gate_spec(
-        {"accuracy": {"min": 0.9}, "loss": {"direction": "lower_is_better", "max": 0.2}}
-    )
+    spec = parse_gate_spec({"accuracy": {"min": 0.9}, "loss": {"direction": "lower_is_better", "max": 0.2}})
     decision = evaluate_gate(ev({"accuracy": 0.93, "loss": 0.21}), spec, None, challenger_uri=SRC)
     assert decision["passed"] is False
     assert decision["reasons"] == ["PASS accuracy: 0.93 >= 0.9 (min)", "FAIL loss: 0.21 <= 0.2 (max)"]
     assert decision["champion"] is None
     assert decision["challenger"]["evaluation_uri"] == SRC
-    assert decision["thresholds"] == {"accuracy": {"min": 0.9}, "loss": {"direction": "lower_is_better", "max": 0.2}}
+    assert decision["thresholds"] == {
+        "accuracy": {"min": 0.9},
+        "loss": {"direction": "lower_is_better", "max": 0.2},
+    }
     json.dumps(decision, allow_nan=False)  # strict JSON for XCom
 
 
@@ -84,7 +85,10 @@ def test_lower_is_better_improvement_sign() -> None:
     spec = parse_gate_spec({"loss": {"direction": "lower_is_better", "min_improvement": 0.05}})
     decision = evaluate_gate(ev({"loss": 0.1}), spec, champ({"loss": 0.2}))
     assert decision["passed"] is True
-    assert "improvement vs champion" in decision["reasons"][0] and "+0.1 (required +0.05" in decision["reasons"][0]
+    assert (
+        "improvement vs champion" in decision["reasons"][0]
+        and "+0.1 (required +0.05" in decision["reasons"][0]
+    )
 
 
 def test_relative_improvement_against_zero_champion_is_json_safe() -> None:
@@ -103,20 +107,32 @@ def test_slice_metric_threshold() -> None:
 
 def test_different_evaluation_sets_warn_or_fail() -> None:
     t = {"accuracy": {"no_regression": True}}
-    d = evaluate_gate(ev({"accuracy": 0.95}, evaluation_set_hash=H1), parse_gate_spec(t), champ({"accuracy": 0.9}, evaluation_set_hash=H2))
+    d = evaluate_gate(
+        ev({"accuracy": 0.95}, evaluation_set_hash=H1),
+        parse_gate_spec(t),
+        champ({"accuracy": 0.9}, evaluation_set_hash=H2),
+    )
     assert d["passed"] is True
-    assert d["reasons"][-1] == f"WARN evaluation_set_hash: evaluation sets differ: challenger {H1} vs champion {H2} (comparison may be unfair)"
+    assert (
+        d["reasons"][-1]
+        == f"WARN evaluation_set_hash: evaluation sets differ: challenger {H1} vs champion {H2} (comparison may be unfair)"
+    )
     strict = parse_gate_spec(t, require_same_evaluation_set=True)
     d = evaluate_gate(ev({"accuracy": 0.95}, evaluation_set_hash=H1), strict, champ({"accuracy": 0.9}))
     assert d["passed"] is False
-    assert d["reasons"][-1] == f"FAIL evaluation_set_hash: evaluation sets differ: challenger {H1} vs champion unknown"
+    assert (
+        d["reasons"][-1]
+        == f"FAIL evaluation_set_hash: evaluation sets differ: challenger {H1} vs champion unknown"
+    )
 
 
 def test_threshold_on_unknown_metric_names_metric_and_file() -> None:
     spec = parse_gate_spec({"f1": {"min": 0.8}, "accuracy": {"min": 0.5}})
     with pytest.raises(SpecValidationError) as exc:
         evaluate_gate(ev({"accuracy": 0.93, "loss": 0.2}), spec, None, challenger_uri=SRC)
-    assert str(exc.value) == f"thresholds.f1: no metric 'f1' in evaluation.json {SRC} (it has: accuracy, loss)"
+    assert (
+        str(exc.value) == f"thresholds.f1: no metric 'f1' in evaluation.json {SRC} (it has: accuracy, loss)"
+    )
 
 
 def test_champion_missing_compared_metric_names_champion_and_metric() -> None:
@@ -132,13 +148,21 @@ def test_champion_missing_compared_metric_names_champion_and_metric() -> None:
 @pytest.mark.parametrize(
     ("thresholds", "message"),
     [
-        ({"accuracy": {}}, "thresholds.accuracy: has no check: give min, max, no_regression, min_improvement or "
-         "min_relative_improvement"),
+        (
+            {"accuracy": {}},
+            "thresholds.accuracy: has no check: give min, max, no_regression, min_improvement or "
+            "min_relative_improvement",
+        ),
         ({"accuracy": {"min": 0.9, "max": 0.5}}, "thresholds.accuracy: min (0.9) is greater than max (0.5)"),
-        ({"accuracy": {"minimum": 0.9}}, "thresholds.accuracy.minimum: unknown field (check the spelling; see "
-         "`airflow-dist-training schema`)"),
-        ({"loss": {"direction": "down", "max": 1}}, "thresholds.loss.direction: Input should be 'higher_is_better' "
-         "or 'lower_is_better'"),
+        (
+            {"accuracy": {"minimum": 0.9}},
+            "thresholds.accuracy.minimum: unknown field (check the spelling; see "
+            "`airflow-dist-training schema`)",
+        ),
+        (
+            {"loss": {"direction": "down", "max": 1}},
+            "thresholds.loss.direction: Input should be 'higher_is_better' or 'lower_is_better'",
+        ),
         ({}, "thresholds: Dictionary should have at least 1 item after validation, not 0"),
     ],
 )

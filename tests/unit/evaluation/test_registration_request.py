@@ -56,13 +56,18 @@ def test_exact_create_model_package_request() -> None:
         "ModelPackageDescription": "Trained by train-abc123; quality gate passed",
         "InferenceSpecification": {
             "Containers": [
-                {"Image": "123.dkr.ecr.us-east-1.amazonaws.com/infer:1", "ModelDataUrl": TRAINING["model_artifact_uri"]}
+                {
+                    "Image": "123.dkr.ecr.us-east-1.amazonaws.com/infer:1",
+                    "ModelDataUrl": TRAINING["model_artifact_uri"],
+                }
             ],
             "SupportedContentTypes": ["application/json"],
             "SupportedResponseMIMETypes": ["application/json"],
         },
         "ModelMetrics": {
-            "ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": "s3://b/eval/evaluation.json"}}
+            "ModelQuality": {
+                "Statistics": {"ContentType": "application/json", "S3Uri": "s3://b/eval/evaluation.json"}
+            }
         },
         "ModelApprovalStatus": "Approved",
         "CustomerMetadataProperties": {
@@ -99,14 +104,22 @@ def test_request_rejects_local_uris_and_bad_group() -> None:
     ]
     with pytest.raises(SpecValidationError, match="'my_group' is not a valid model package group name"):
         build_create_model_package_request(
-            group="my_group", model_data_uri="s3://b/m", image_uri="i", evaluation_uri="s3://b/e", status="Approved"
+            group="my_group",
+            model_data_uri="s3://b/m",
+            image_uri="i",
+            evaluation_uri="s3://b/e",
+            status="Approved",
         )
 
 
 def test_customer_metadata_value_rules() -> None:
     with pytest.raises(SpecValidationError) as exc:
         build_create_model_package_request(
-            group="g", model_data_uri="s3://b/m", image_uri="i", evaluation_uri="s3://b/e", status="Approved",
+            group="g",
+            model_data_uri="s3://b/m",
+            image_uri="i",
+            evaluation_uri="s3://b/e",
+            status="Approved",
             customer_metadata={"Owner": "a~b", "Long": "x" * 300},
         )
     assert str(exc.value).splitlines() == [
@@ -134,4 +147,8 @@ def test_audit_record_holds_hash_thresholds_and_both_sides() -> None:
     assert audit["gate"]["reasons"] == ["PASS accuracy: 0.93 >= 0.9 (min)"]
     assert audit["challenger"]["metrics"] == {"accuracy": 0.93}
     assert audit["champion"] == champion
-    assert audit["training_job"] == {"backend": "sagemaker", "job_name": "train-abc123", "job_arn": TRAINING["job_arn"]}
+    assert audit["training_job"] == {
+        "backend": "sagemaker",
+        "job_name": "train-abc123",
+        "job_arn": TRAINING["job_arn"],
+    }

@@ -13,7 +13,7 @@ from moto import mock_aws
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_fsx import FakeFSx  # noqa: E402
+from fake_fsx import FakeFSx
 
 REGION = "us-east-1"
 
@@ -29,7 +29,12 @@ def make_world(fake: FakeFSx, *, lustre_rules: bool = True) -> dict[str, Any]:
         ec2.authorize_security_group_ingress(
             GroupId=fsx_sg,
             IpPermissions=[
-                {"IpProtocol": "tcp", "FromPort": lo, "ToPort": hi, "UserIdGroupPairs": [{"GroupId": train_sg}]}
+                {
+                    "IpProtocol": "tcp",
+                    "FromPort": lo,
+                    "ToPort": hi,
+                    "UserIdGroupPairs": [{"GroupId": train_sg}],
+                }
                 for lo, hi in ((988, 988), (1018, 1023))
             ],
         )

@@ -44,7 +44,9 @@ def validate_request(operation: str, params: dict[str, Any]) -> None:
 def validate_response(operation: str, body: dict[str, Any]) -> None:
     shape = _MODEL.operation_model(operation).output_shape
     report = ParamValidator().validate(body, shape)
-    assert not report.has_errors(), f"fake {operation} response breaks the service model: {report.generate_report()}"
+    assert not report.has_errors(), (
+        f"fake {operation} response breaks the service model: {report.generate_report()}"
+    )
 
 
 @dataclass
@@ -256,7 +258,9 @@ class FakeFSx:
             total = 0
             for path in params.get("Paths") or []:
                 bucket, _, prefix = path[len("s3://") :].partition("/")
-                total += sum(1 for k in backend.buckets[bucket].keys if k.startswith(prefix) and not k.endswith("/"))
+                total += sum(
+                    1 for k in backend.buckets[bucket].keys if k.startswith(prefix) and not k.endswith("/")
+                )
             return total
         except Exception:
             return 3
@@ -270,7 +274,12 @@ class FakeFSx:
         if life == "PENDING":
             task["Lifecycle"] = "EXECUTING"
             task["StartTime"] = now
-            task["Status"] = {"TotalCount": total, "SucceededCount": 0, "FailedCount": 0, "LastUpdatedTime": now}
+            task["Status"] = {
+                "TotalCount": total,
+                "SucceededCount": 0,
+                "FailedCount": 0,
+                "LastUpdatedTime": now,
+            }
         elif life == "EXECUTING":
             state["polls"] += 1
             if state["polls"] < plan.executing_polls:

@@ -25,15 +25,21 @@ def test_file_system_gains_lifecycle_mount_name_and_enis(world: dict[str, Any]) 
 def test_task_state_machine_and_report(world: dict[str, Any], fake_fsx: FakeFSx) -> None:
     fsx = boto3.client("fsx", region_name="us-east-1")
     fsx.create_data_repository_association(
-        FileSystemId=world["fs_id"], FileSystemPath="/d", DataRepositoryPath="s3://data-bucket/datasets/train/"
+        FileSystemId=world["fs_id"],
+        FileSystemPath="/d",
+        DataRepositoryPath="s3://data-bucket/datasets/train/",
     )
     fake_fsx.plan_next_task(outcome="FAILED", total=10, failed=2, executing_polls=2)
     task = fsx.create_data_repository_task(
         Type="EXPORT_TO_REPOSITORY",
         FileSystemId=world["fs_id"],
         Paths=["d"],
-        Report={"Enabled": True, "Path": "s3://data-bucket/reports", "Scope": "FAILED_FILES_ONLY",
-                "Format": "REPORT_CSV_20191124"},
+        Report={
+            "Enabled": True,
+            "Path": "s3://data-bucket/reports",
+            "Scope": "FAILED_FILES_ONLY",
+            "Format": "REPORT_CSV_20191124",
+        },
     )["DataRepositoryTask"]
     seen = []
     for _ in range(5):
@@ -51,8 +57,10 @@ def test_cancel_goes_through_canceling(world: dict[str, Any]) -> None:
         Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=world["fs_id"], Report={"Enabled": False}
     )["DataRepositoryTask"]
     assert fsx.cancel_data_repository_task(TaskId=task["TaskId"])["Lifecycle"] == "CANCELING"
-    states = [fsx.describe_data_repository_tasks(TaskIds=[task["TaskId"]])["DataRepositoryTasks"][0]["Lifecycle"]
-              for _ in range(2)]
+    states = [
+        fsx.describe_data_repository_tasks(TaskIds=[task["TaskId"]])["DataRepositoryTasks"][0]["Lifecycle"]
+        for _ in range(2)
+    ]
     assert states == ["CANCELING", "CANCELED"]
 
 

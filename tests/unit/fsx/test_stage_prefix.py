@@ -97,7 +97,9 @@ def test_conflicting_association_names_both_prefixes(world: dict[str, Any], fake
     )
 
 
-def test_unknown_file_system_fails_before_anything_is_created(world: dict[str, Any], fake_fsx: FakeFSx) -> None:
+def test_unknown_file_system_fails_before_anything_is_created(
+    world: dict[str, Any], fake_fsx: FakeFSx
+) -> None:
     with pytest.raises(SpecValidationError) as err:
         stage_op(world, file_system_id="fs-0123456789abcdef0").execute(CTX)
     assert str(err.value) == (
@@ -131,8 +133,13 @@ def test_mismatched_az_is_an_error(world: dict[str, Any], fake_fsx: FakeFSx) -> 
 
 def test_mismatched_az_can_be_a_warning(world: dict[str, Any], fake_fsx: FakeFSx) -> None:
     out = FSxPreflightOperator(
-        task_id="pf", file_system_id=world["fs_id"], subnets=[world["subnet_b"]],
-        security_group_ids=[world["train_sg"]], az_mismatch="warning", aws_conn_id=None, region_name="us-east-1",
+        task_id="pf",
+        file_system_id=world["fs_id"],
+        subnets=[world["subnet_b"]],
+        security_group_ids=[world["train_sg"]],
+        az_mismatch="warning",
+        aws_conn_id=None,
+        region_name="us-east-1",
     ).execute(CTX)
     assert len(out["warnings"]) == 1 and "us-east-1b" in out["warnings"][0]
     assert out["mount_name"] == world["mount"]
@@ -143,8 +150,14 @@ def test_security_groups_without_lustre_ports(fake_fsx: FakeFSx) -> None:
     ec2 = boto3.client("ec2", region_name="us-east-1")
     ec2.authorize_security_group_ingress(  # only 988 opened
         GroupId=world["fsx_sg"],
-        IpPermissions=[{"IpProtocol": "tcp", "FromPort": 988, "ToPort": 988,
-                        "UserIdGroupPairs": [{"GroupId": world["train_sg"]}]}],
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 988,
+                "ToPort": 988,
+                "UserIdGroupPairs": [{"GroupId": world["train_sg"]}],
+            }
+        ],
     )
     with pytest.raises(SpecValidationError) as err:
         stage_op(world).execute(CTX)
@@ -186,8 +199,13 @@ def test_path_outside_the_association(world: dict[str, Any], fake_fsx: FakeFSx) 
     stage_op(world).execute(CTX)
     fake_fsx.requests.clear()
     op = FSxDataRepositoryTaskOperator(
-        task_id="export", file_system_id=world["fs_id"], fsx_task_type="export", paths=["/checkpoints"],
-        aws_conn_id=None, region_name="us-east-1", deferrable=False,
+        task_id="export",
+        file_system_id=world["fs_id"],
+        fsx_task_type="export",
+        paths=["/checkpoints"],
+        aws_conn_id=None,
+        region_name="us-east-1",
+        deferrable=False,
     )
     with pytest.raises(SpecValidationError) as err:
         op.execute(CTX)
@@ -200,16 +218,26 @@ def test_path_outside_the_association(world: dict[str, Any], fake_fsx: FakeFSx) 
 
 def test_export_task_sends_relative_paths_and_defers(world: dict[str, Any], fake_fsx: FakeFSx) -> None:
     FSxDataRepositoryAssociationOperator(
-        task_id="dra", file_system_id=world["fs_id"], file_system_path="/datasets/train",
-        s3_uri="s3://data-bucket/datasets/train", auto_export_events=["NEW", "CHANGED"],
-        aws_conn_id=None, region_name="us-east-1",
+        task_id="dra",
+        file_system_id=world["fs_id"],
+        file_system_path="/datasets/train",
+        s3_uri="s3://data-bucket/datasets/train",
+        auto_export_events=["NEW", "CHANGED"],
+        aws_conn_id=None,
+        region_name="us-east-1",
     ).execute(CTX)
     assert fake_fsx.calls("CreateDataRepositoryAssociation")[0]["S3"] == {
         "AutoExportPolicy": {"Events": ["NEW", "CHANGED"]}
     }
     op = FSxDataRepositoryTaskOperator(
-        task_id="export", file_system_id=world["fs_id"], fsx_task_type="export", paths=["/datasets/train/ckpt"],
-        aws_conn_id=None, region_name="us-east-1", deferrable=True, poll_interval=5,
+        task_id="export",
+        file_system_id=world["fs_id"],
+        fsx_task_type="export",
+        paths=["/datasets/train/ckpt"],
+        aws_conn_id=None,
+        region_name="us-east-1",
+        deferrable=True,
+        poll_interval=5,
     )
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(CTX)
@@ -224,8 +252,15 @@ def test_release_task_logs_released_capacity(world: dict[str, Any], fake_fsx: Fa
     stage_op(world).execute(CTX)
     fake_fsx.plan_next_task(released_bytes=5 * 1024**3)
     op = FSxDataRepositoryTaskOperator(
-        task_id="release", file_system_id=world["fs_id"], fsx_task_type="release", paths=["/datasets/train"],
-        release_after_days=1, aws_conn_id=None, region_name="us-east-1", deferrable=False, poll_interval=0,
+        task_id="release",
+        file_system_id=world["fs_id"],
+        fsx_task_type="release",
+        paths=["/datasets/train"],
+        release_after_days=1,
+        aws_conn_id=None,
+        region_name="us-east-1",
+        deferrable=False,
+        poll_interval=0,
     )
     op.hook.sleep = lambda _s: None
     result = op.execute(CTX)

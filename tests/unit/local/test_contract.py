@@ -175,7 +175,11 @@ def test_config_files_have_the_platform_shapes(tmp_path: Path) -> None:
         "current_group_name": "homogeneousCluster",
         "hosts": ["algo-1"],
         "instance_groups": [
-            {"instance_group_name": "homogeneousCluster", "instance_type": "ml.g5.2xlarge", "hosts": ["algo-1"]}
+            {
+                "instance_group_name": "homogeneousCluster",
+                "instance_type": "ml.g5.2xlarge",
+                "hosts": ["algo-1"],
+            }
         ],
         "network_interface_name": "lo",
     }
@@ -227,7 +231,9 @@ def test_fsx_channel_without_local_source_is_rejected(tmp_path: Path) -> None:
     spec = make_spec(
         tmp_path,
         distribution={"strategy": "torch_distributed", "processes_per_host": 1},
-        channels={"train": {"type": "fsx", "file_system_id": "fs-0123456789abcdef0", "directory_path": "/abcd/data"}},
+        channels={
+            "train": {"type": "fsx", "file_system_id": "fs-0123456789abcdef0", "directory_path": "/abcd/data"}
+        },
     )
     assert problems(tmp_path, spec) == [
         "channels.train.local_source: an fsx channel needs local_source on the local backend: the local path or "
@@ -259,7 +265,9 @@ def test_more_processes_than_cores_needs_an_explicit_opt_in(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("strategy", ["smp_v1", "smp_v2", "mpi", "parameter_server", "multi_worker_mirrored"])
-def test_strategies_that_cannot_run_locally_are_rejected_with_the_reason(tmp_path: Path, strategy: str) -> None:
+def test_strategies_that_cannot_run_locally_are_rejected_with_the_reason(
+    tmp_path: Path, strategy: str
+) -> None:
     spec = make_spec(tmp_path, distribution={"strategy": strategy, "processes_per_host": 1})
     found = problems(tmp_path, spec)
     assert len(found) == 1
@@ -295,7 +303,9 @@ def test_hook_raises_spec_validation_error_before_launch(tmp_path: Path) -> None
     hook = LocalTrainingHook(root=tmp_path / "root", base_dir=tmp_path, use_s3=False)
     with pytest.raises(SpecValidationError) as info:
         hook.run_job(spec, "job-x")
-    assert str(info.value).startswith("local backend: distribution.strategy: mpi cannot run on the local backend")
+    assert str(info.value).startswith(
+        "local backend: distribution.strategy: mpi cannot run on the local backend"
+    )
     assert not (tmp_path / "root" / "job-x").exists()
 
 
@@ -307,14 +317,23 @@ def test_checkpoint_and_output_stores(tmp_path: Path) -> None:
     )
     p = plan(tmp_path, spec)
     assert p.checkpoint_store.uri == (tmp_path / "ck").as_uri()
-    assert p.model_artifact.uri == (tmp_path / "root" / "_s3" / "bkt" / "models" / "job-1" / "output" / "model.tar.gz").as_uri()
+    assert (
+        p.model_artifact.uri
+        == (tmp_path / "root" / "_s3" / "bkt" / "models" / "job-1" / "output" / "model.tar.gz").as_uri()
+    )
     assert any("local mirror" in w for w in p.warnings)
     p3 = plan(tmp_path, spec, s3_available=True)
     assert p3.model_artifact.uri == "s3://bkt/models/job-1/output/model.tar.gz"
 
 
 def test_failure_text_and_excerpt_follow_the_toolkit() -> None:
-    lines = ["epoch=0 loss=1", "Traceback (most recent call last):", '  File "t.py"', "ValueError: boom", "ValueError: boom"]
+    lines = [
+        "epoch=0 loss=1",
+        "Traceback (most recent call last):",
+        '  File "t.py"',
+        "ValueError: boom",
+        "ValueError: boom",
+    ]
     assert error_excerpt(lines) == "ValueError: boom"
     assert failure_text(2, "ValueError: boom", ["python", "t.py"]) == (
         'ExecuteUserScriptError:\nExitCode 2\nErrorMessage "ValueError: boom"\nCommand "python t.py"'

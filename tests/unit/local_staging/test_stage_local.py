@@ -76,13 +76,13 @@ def test_rerun_copies_changed_skips_touched_and_deletes_removed(tmp_path: Path, 
 def test_s3_source_is_incremental(tmp_path: Path) -> None:
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket="b")
-        s3.put_object(Bucket="b", Key="ds/x/1.txt", Body=b"one")
-        s3.put_object(Bucket="b", Key="ds/2.txt", Body=b"two")
-        s3.put_object(Bucket="b", Key="other/3.txt", Body=b"no")
-        first = stage_local("s3://b/ds", tmp_path / "chan", s3_client=s3)
+        s3.create_bucket(Bucket="bkt")
+        s3.put_object(Bucket="bkt", Key="ds/x/1.txt", Body=b"one")
+        s3.put_object(Bucket="bkt", Key="ds/2.txt", Body=b"two")
+        s3.put_object(Bucket="bkt", Key="other/3.txt", Body=b"no")
+        first = stage_local("s3://bkt/ds", tmp_path / "chan", s3_client=s3)
         assert sorted(first.copied) == ["2.txt", "x/1.txt"]
-        second = stage_local("s3://b/ds/", tmp_path / "chan", s3_client=s3)
+        second = stage_local("s3://bkt/ds/", tmp_path / "chan", s3_client=s3)
         assert second.copied == [] and len(second.skipped) == 2
         assert (tmp_path / "chan" / "x" / "1.txt").read_bytes() == b"one"
 
@@ -98,12 +98,18 @@ def test_missing_source_and_nested_destination(tmp_path: Path) -> None:
 def test_local_stage_operator_returns_fsx_channel(tmp_path: Path) -> None:
     _tree(tmp_path / "src")
     op = LocalStageOperator(
-        task_id="stage", source=str(tmp_path / "src"), channel_dir=str(tmp_path / "chan"),
-        file_system_id="fs-0123456789abcdef0", file_system_path="/datasets/train",
+        task_id="stage",
+        source=str(tmp_path / "src"),
+        channel_dir=str(tmp_path / "chan"),
+        file_system_id="fs-0123456789abcdef0",
+        file_system_path="/datasets/train",
     )
     channel = op.execute({})
     assert channel == {
-        "type": "fsx", "file_system_id": "fs-0123456789abcdef0", "directory_path": "/local/datasets/train",
-        "access_mode": "ro", "local_source": str(tmp_path / "chan"),
+        "type": "fsx",
+        "file_system_id": "fs-0123456789abcdef0",
+        "directory_path": "/local/datasets/train",
+        "access_mode": "ro",
+        "local_source": str(tmp_path / "chan"),
     }
     FSxChannel.model_validate(channel)

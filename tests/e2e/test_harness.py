@@ -1,0 +1,62 @@
+"""The e2e harness itself: real Airflow services, a run triggered over REST with a conf, the triggerer."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.airflow_services import AirflowApi, AirflowServices
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("airflow-e2e")]
+
+DAG_ID = "adt_e2e_params"
+
+
+def test_services_report_healthy(airflow_services: AirflowServices) -> None:
+    health = airflow_services.health()
+    assert health is not None
+    for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"):
+        assert health[part]["status"] == "healthy", health
+
+
+def test_triggered_run_gets_conf_and_resumes_from_the_triggerer(airflow_api: AirflowApi) -> None:
+    airflow_api.wait_for_dag(DAG_ID)
+    airflow_api.unpause(DAG_ID)
+    conf = {"instance_count": 4, "strategy": "smddp", "learning_rate": 0.01, "spot": True, "wait_seconds": 2}
+
+    run_id = airflow_api.trigger_run(DAG_ID, conf)
+    run = airflow_api.wait_for_run(DAG_ID, run_id, timeout=240)
+
+    assert run["state"] == "success"
+    assert run["conf"] == conf
+    params = airflow_api.xcom(DAG_ID, run_id, "check_params")
+    assert params == {**conf, "instance_type": "ml.p4d.24xlarge", "dry_run": True}
+    assert airflow_api.xcom(DAG_ID, run_id, "wait_in_triggerer") == {
+        "resumed_from_trigger": True,
+        "waited_seconds": 2,
+    }
+    log = airflow_api.task_log(DAG_ID, run_id, "wait_in_triggerer")
+    assert "trigger" in log.lower()
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"instance_count": 99}, "99 is greater than the maximum of 16"),
+        ({"strategy": "horovod"}, "'horovod' is not one of"),
+        ({"learning_rate": 0}, "less than or equal to the minimum of 0"),
+    ],
+)
+def test_invalid_conf_is_rejected_with_400_and_the_param_message(
+    airflow_api: AirflowApi, conf: dict[str, object], message: str
+) -> None:
+    airflow_api.wait_for_dag(DAG_ID)
+    before = airflow_api.get(f"/dags/{DAG_ID}/dagRuns")["total_entries"]
+
+    response = airflow_api.trigger(DAG_ID, conf)
+
+    assert response.status_code == 400, response.text
+    detail = response.json()["detail"]
+    assert message in str(detail)
+    param = next(iter(conf))
+    assert f"Invalid input for param {param}" in str(detail)
+    assert airflow_api.get(f"/dags/{DAG_ID}/dagRuns")["total_entries"] == before

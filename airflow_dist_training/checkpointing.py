@@ -65,7 +65,9 @@ __all__ = [
 FORMAT = "airflow-dist-training/checkpoint"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "_MANIFEST.json"
-LATEST_HINT_NAME = "_LATEST.json"  # at the root: {"step": N, "path": "step-.../"}; a hint, never trusted alone
+LATEST_HINT_NAME = (
+    "_LATEST.json"  # at the root: {"step": N, "path": "step-.../"}; a hint, never trusted alone
+)
 _TMP_MANIFEST_PREFIX = "._MANIFEST.json.tmp"
 _STEP_RE = re.compile(r"^step-(\d{1,20})$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -110,6 +110,8 @@ def main() -> None:
                 "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
                 "distribution": {"strategy": "torch_distributed", "processes_per_host": nproc},
                 "hyperparameters": {"epochs": args.epochs, "batch-size": 64},
+                # torchrun sets OMP_NUM_THREADS=1 only for >1 process; pin it for a fair comparison
+                "environment": {"OMP_NUM_THREADS": "1"},
                 "channels": {
                     "train": {"type": "s3", "uri": "s3://bench-bucket/train", "local_source": str(data / "train")}
                 },

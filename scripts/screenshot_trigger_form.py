@@ -107,12 +107,16 @@ class Cdp:
 
 
 def get_token(base_url: str, username: str, password: str) -> str:
-    response = httpx.post(f"{base_url}/auth/token", json={"username": username, "password": password}, timeout=30)
+    response = httpx.post(
+        f"{base_url}/auth/token", json={"username": username, "password": password}, timeout=30
+    )
     response.raise_for_status()
     return str(response.json()["access_token"])
 
 
-def start_chromium(chromium: str, user_data_dir: Path, width: int, height: int) -> tuple[subprocess.Popen[bytes], int]:
+def start_chromium(
+    chromium: str, user_data_dir: Path, width: int, height: int
+) -> tuple[subprocess.Popen[bytes], int]:
     """Start headless Chromium with a new empty profile; return it and its DevTools port."""
     proc = subprocess.Popen(
         [
@@ -142,7 +146,15 @@ def start_chromium(chromium: str, user_data_dir: Path, width: int, height: int) 
 
 
 async def capture(
-    *, base_url: str, token: str, dag_id: str, out: Path, chromium: str, width: int, height: int, timeout: float
+    *,
+    base_url: str,
+    token: str,
+    dag_id: str,
+    out: Path,
+    chromium: str,
+    width: int,
+    height: int,
+    timeout: float,
 ) -> dict[str, Any]:
     import websockets
 
@@ -156,7 +168,11 @@ async def capture(
                 await cdp.send("Page.enable")
                 await cdp.send("Network.enable")
                 await cdp.send(
-                    "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+                    "Emulation.setDeviceMetricsOverride",
+                    width=width,
+                    height=height,
+                    deviceScaleFactor=1,
+                    mobile=False,
                 )
                 await cdp.send("Network.setCookie", name="_token", value=token, url=f"{base_url}/", path="/")
                 await cdp.send("Page.navigate", url=f"{base_url}/dags/{dag_id}")
@@ -186,13 +202,19 @@ async def capture(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dag-id", default="adt_e2e_params", help="the DAG whose trigger form to capture")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "img" / "trigger-form.png")
     parser.add_argument("--base-url", default=None, help="running api-server; default: start services here")
     parser.add_argument("--username", default="admin")
-    parser.add_argument("--password", default=None, help="default: read the AIRFLOW_HOME's generated password file")
-    parser.add_argument("--airflow-home", type=Path, default=None, help="where to read the password file from")
+    parser.add_argument(
+        "--password", default=None, help="default: read the AIRFLOW_HOME's generated password file"
+    )
+    parser.add_argument(
+        "--airflow-home", type=Path, default=None, help="where to read the password file from"
+    )
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=1600)
@@ -200,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if not Path(args.chromium).exists():
-        print(f"error: {args.chromium} not found; run scripts/setup.sh (apt-get install -y chromium)", file=sys.stderr)
+        print(
+            f"error: {args.chromium} not found; run scripts/setup.sh (apt-get install -y chromium)",
+            file=sys.stderr,
+        )
         return 2
 
     services = None
@@ -213,7 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         services = AirflowServices(home=home)
         t0 = time.monotonic()
         services.start()
-        print(f"services healthy after {time.monotonic() - t0:.1f} s ({services.startup_seconds})", file=sys.stderr)
+        print(
+            f"services healthy after {time.monotonic() - t0:.1f} s ({services.startup_seconds})",
+            file=sys.stderr,
+        )
         base_url, password = services.base_url, services.password
     try:
         if password is None:
@@ -221,7 +249,9 @@ def main(argv: list[str] | None = None) -> int:
             if home is None:
                 print("error: give --password or --airflow-home", file=sys.stderr)
                 return 2
-            password = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())[args.username]
+            password = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())[
+                args.username
+            ]
         if services is not None:
             services.api().wait_for_dag(args.dag_id)
         token = get_token(base_url, args.username, password)

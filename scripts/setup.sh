@@ -17,4 +17,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install --quiet -c constraints.txt -e ".[local,test,docs]"
   echo "$want" > "$stamp"
 fi
+# Headless Chromium (Debian package) for the trigger-form screenshot and its e2e test. Idempotent.
+if ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; }; then
+    echo "warning: could not install chromium; the trigger-form screenshot test will be skipped" >&2
+  fi
+fi
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$PWD/.airflow}"

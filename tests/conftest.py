@@ -36,6 +36,29 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
 
 
+def _share_botocore_loader() -> None:
+    """One botocore data loader per test process.
+
+    Every new boto3/botocore session otherwise re-reads and re-parses the service model JSON
+    (seconds per test for hooks that build several clients). The models never change within a run.
+    """
+    import botocore.loaders
+    import botocore.session
+
+    shared: dict[str | None, botocore.loaders.Loader] = {}
+    original = botocore.loaders.create_loader
+
+    def create_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in shared:
+            shared[search_path_string] = original(search_path_string)
+        return shared[search_path_string]
+
+    botocore.session.create_loader = create_loader  # type: ignore[attr-defined]
+
+
+_share_botocore_loader()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

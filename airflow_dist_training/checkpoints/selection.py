@@ -127,7 +127,11 @@ def newest_by_time(checkpoints: Iterable[CheckpointInfo]) -> CheckpointInfo | No
     # S3 LastModified has 1 s resolution: break ties with the writer's microsecond created_at.
     return max(
         complete,
-        key=lambda c: (int(c.manifest_modified or 0), str((c.manifest or {}).get("created_at") or ""), c.step),
+        key=lambda c: (
+            int(c.manifest_modified or 0),
+            str((c.manifest or {}).get("created_at") or ""),
+            c.step,
+        ),
     )
 
 

@@ -1,11 +1,14 @@
 """Resolve framework + version + py_version to the AWS Deep Learning Container image URI.
 
 Follows the SageMaker SDK's ``image_uris.retrieve``: ``{account}.dkr.ecr.{region}.{domain}/{repo}:{tag}``
-with the short tag ``<version>-<processor>-<py_version>`` (the version as the user wrote it, alias
-included). SMP v2 switches to the ``smdistributed-modelparallel`` image; Trainium to the neuron image.
+with the short tag ``<version>-<processor>-<py_version>[-<container version>]`` (the version as the user
+wrote it, alias included). SMP v2 switches to the ``smdistributed-modelparallel`` image; Trainium to the
+neuron image. Registries are per version and region, as in the SDK's image_uri_config.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from airflow_dist_training.sagemaker.catalog import image_config, instance_family, is_gpu_family, is_trainium
 from airflow_dist_training.spec.training import ImageSpec
@@ -22,16 +25,22 @@ def ecr_domain(region: str) -> str:
         return "c2s.ic.gov"
     if region.startswith("us-isob-"):
         return "sc2s.sgov.gov"
+    if region.startswith("us-isof-"):
+        return "csp.hci.ic.gov"
     return "amazonaws.com"
 
 
-def processor_for(instance_type: str) -> str:
+def processor_for(instance_type: str, available: list[str] | None = None) -> str:
+    """The SDK's ``image_uris._processor``: a family named in the config, else trn / gpu / cpu."""
+    family = instance_family(instance_type)
+    if available and family in available:
+        return family
     if is_trainium(instance_type):
-        return "neuron"
+        return "trn"
     return "gpu" if is_gpu_family(instance_type) else "cpu"
 
 
-def _resolve_version(framework: str, version: str) -> tuple[dict, str]:
+def _resolve_version(framework: str, version: str) -> tuple[dict[str, Any], str]:
     config = image_config()["frameworks"][framework]
     full = config["version_aliases"].get(version, version)
     if full not in config["versions"]:
@@ -43,17 +52,16 @@ def _resolve_version(framework: str, version: str) -> tuple[dict, str]:
     return config, full
 
 
-def _registry(config: dict, region: str) -> str:
-    if config["registry"] == "smp":
-        return str(config["account"])
-    registries = image_config()["dlc_registries"]
-    return str(registries["exceptions"].get(region, registries["default"]))
-
-
 def resolve_image_uri(
     image: ImageSpec, *, region: str, instance_type: str | None, smp_v2: bool = False
 ) -> str:
-    """The training image URI for ``image`` (an explicit ``uri`` is returned unchanged)."""
+    """The training image URI for ``image`` (an explicit ``uri`` is returned unchanged).
+
+    Mirrors ``sagemaker.image_uris.retrieve`` / ``get_training_image_uri`` (SDK v2.257.x) over the
+    data in ``data/images.json`` (regenerated from the SDK's image_uri_config by
+    ``tests/parity/regenerate_images.py``). One deliberate difference: where the SDK silently swaps
+    in its only Trainium image (PyTorch 1.11.0) for any requested version, we refuse.
+    """
     if image.uri:
         return image.uri
     assert image.framework and image.framework_version
@@ -62,30 +70,61 @@ def resolve_image_uri(
     instance = instance_type or ""
     if smp_v2:
         framework = "pytorch-smp"
-    elif framework == "pytorch" and is_trainium(instance):
+    elif is_trainium(instance):
+        if framework != "pytorch":
+            raise ImageResolutionError(
+                f"there is no {framework} training image for Trainium ({instance}); only pytorch"
+            )
         framework = "pytorch-neuron"
     config, full = _resolve_version(framework, version)
-    py_versions = config["versions"][full]
-    py_version = image.py_version or py_versions[-1]
+    version_config = config["versions"][full]
+    py_versions: list[str] = version_config["py_versions"]
+    py_version = image.py_version
+    if py_version is None:
+        if len(py_versions) != 1:
+            raise ImageResolutionError(
+                f"py_version is required for {image.framework} {version}: one of {', '.join(py_versions)}"
+            )
+        py_version = py_versions[0]
     if py_version not in py_versions:
         raise ImageResolutionError(
             f"py_version {py_version!r} is not available for {image.framework} {version}; "
             f"available: {', '.join(py_versions)}"
         )
-    processor = processor_for(instance)
+    registries: dict[str, str] = image_config()["registry_sets"][version_config["registries"]]
+    if region not in registries:
+        raise ImageResolutionError(
+            f"Unsupported region: {region}: no {version_config['repository']}:{version} image there; "
+            f"supported regions: {', '.join(registries)} (or give image.uri)"
+        )
+    processor = processor_for(instance, config["processors"])
+    if processor not in config["processors"]:
+        raise ImageResolutionError(
+            f"{version_config['repository']} images exist for {', '.join(config['processors'])} only, "
+            f"not for {instance or 'no instance type'}"
+        )
+    container_version = version_config.get("container_version", {}).get(processor)
+    if "sdk_versions" in version_config:  # neuron images carry the Neuron SDK version in the tag
+        container_version = f"{_latest(version_config['sdk_versions'])}-{container_version}"
     if framework == "pytorch-smp":
-        if processor != "gpu":
-            raise ImageResolutionError("SMP v2 images are GPU only; use a ml.p* or ml.g* instance type")
-        tag = f"{version}-gpu-{py_version}-{_smp_cuda(version, instance)}"
-    else:
-        tag = f"{version}-{processor}-{py_version}{config.get('tag_suffix', '')}"
-    return f"{_registry(config, region)}.dkr.ecr.{region}.{ecr_domain(region)}/{config['repository']}:{tag}"
+        container_version = _smp_cuda(version, instance)
+    middle = "neuron" if framework == "pytorch-neuron" else processor  # the SDK's inference_tool for trn
+    tag = "-".join(x for x in (version, middle, py_version, container_version) if x)
+    domain = ecr_domain(region)
+    return f"{registries[region]}.dkr.ecr.{region}.{domain}/{version_config['repository']}:{tag}"
+
+
+def _latest(versions: list[str]) -> str:
+    return max(versions, key=lambda v: [int(p) if p.isdigit() else p for p in v.lstrip("sdk").split(".")])
 
 
 def _smp_cuda(version: str, instance_type: str) -> str:
-    """The SMP image's CUDA suffix: cu124 for 2.5, cu121 for 2.1-2.4 or p5, else cu118."""
-    if version.startswith("2.5"):
+    """The SMP image's CUDA suffix (``get_training_image_uri``): cu124 for 2.5, cu121 for 2.1-2.4 or p5, else cu118.
+
+    Substring tests, exactly as the SDK does them.
+    """
+    if "2.5" in version:
         return "cu124"
-    if version.startswith(("2.1", "2.2", "2.3", "2.4")) or instance_family(instance_type).startswith("p5"):
+    if "p5" in instance_type or any(v in version for v in ("2.1", "2.2", "2.3", "2.4")):
         return "cu121"
     return "cu118"

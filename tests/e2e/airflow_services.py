@@ -169,7 +169,7 @@ class AirflowServices:
         t1 = time.monotonic()
         try:
             for name in SERVICES:
-                out = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - kept open for the process
+                out = open(self.log_dir / f"{name}.log", "wb")
                 # The first service leads a new process group; the others join it (same session,
                 # which setpgid requires), so one killpg reaches all of them and their children.
                 kwargs: dict[str, Any] = {"process_group": 0 if self.pgid is None else self.pgid}
@@ -218,7 +218,9 @@ class AirflowServices:
             ):
                 return last
             time.sleep(1)
-        raise AirflowServicesError(f"services not healthy after {timeout:.0f} s: {last}\n{self.all_log_tails()}")
+        raise AirflowServicesError(
+            f"services not healthy after {timeout:.0f} s: {last}\n{self.all_log_tails()}"
+        )
 
     def stop(self, grace: float = 20.0) -> None:
         """SIGTERM the whole process group, then SIGKILL whatever is left after ``grace`` seconds."""
@@ -314,11 +316,15 @@ class AirflowApi:
             if response.status_code == 200:
                 return dict(response.json())
             errors = self.import_errors()
-            mine = [e for e in errors if dag_id in e.get("stack_trace", "") or dag_id in e.get("filename", "")]
+            mine = [
+                e for e in errors if dag_id in e.get("stack_trace", "") or dag_id in e.get("filename", "")
+            ]
             if mine:
                 raise AirflowServicesError(f"{dag_id} has an import error: {mine[0]['stack_trace']}")
             time.sleep(1)
-        raise AirflowServicesError(f"DAG {dag_id} not parsed after {timeout:.0f} s; import errors: {self.import_errors()}")
+        raise AirflowServicesError(
+            f"DAG {dag_id} not parsed after {timeout:.0f} s; import errors: {self.import_errors()}"
+        )
 
     def import_errors(self) -> list[dict[str, Any]]:
         return list(self.get("/importErrors").get("import_errors", []))
@@ -350,7 +356,9 @@ class AirflowApi:
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         return list(self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances").get("task_instances", []))
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1) -> str:
+    def task_log(
+        self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1
+    ) -> str:
         """A task try's log as text, one line per structured log event (what the UI's log view shows)."""
         response = self.request(
             "GET",

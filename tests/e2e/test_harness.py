@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import struct
+from pathlib import Path
+
 import pytest
 
 from tests.e2e.airflow_services import AirflowApi, AirflowServices
@@ -60,3 +63,34 @@ def test_invalid_conf_is_rejected_with_400_and_the_param_message(
     param = next(iter(conf))
     assert f"Invalid input for param {param}" in str(detail)
     assert airflow_api.get(f"/dags/{DAG_ID}/dagRuns")["total_entries"] == before
+
+
+def test_trigger_form_screenshot_shows_the_params_dialog(
+    airflow_services: AirflowServices, airflow_api: AirflowApi, tmp_path: Path
+) -> None:
+    import shutil
+
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian chromium is not installed (scripts/setup.sh installs it)")
+    from scripts.screenshot_trigger_form import main as screenshot
+
+    airflow_api.wait_for_dag(DAG_ID)
+    out = tmp_path / "trigger-form.png"
+    rc = screenshot(
+        [
+            "--dag-id",
+            DAG_ID,
+            "--out",
+            str(out),
+            "--base-url",
+            airflow_services.base_url,
+            "--password",
+            airflow_services.password,
+        ]
+    )
+
+    assert rc == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 600 and height > 600, (width, height)

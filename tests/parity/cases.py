@@ -363,6 +363,12 @@ IMAGE_GRID: list[tuple[str, str, str | None, str]] = [
     ("pytorch", "1.12.1", "py38", "ml.m5.xlarge"),
     ("pytorch", "2.8.0", None, "ml.p4d.24xlarge"),
     ("pytorch", "1.11.0", "py38", "ml.trn1.32xlarge"),
+    ("pytorch", "1.11", "py38", "ml.trn1n.32xlarge"),
+    ("pytorch", "2.1.0", None, "ml.trn1.32xlarge"),  # deliberate: the SDK swaps in 1.11.0, we refuse
+    ("pytorch", "1.8.0", None, "ml.p3.2xlarge"),  # two py_versions: py_version required
+    ("pytorch", "2.8.0", "py311", "ml.p4d.24xlarge"),  # wrong py_version
+    ("pytorch", "9.9.9", "py312", "ml.p4d.24xlarge"),  # unknown version
+    ("tensorflow", "2.13.0", "py310", "ml.trn1.32xlarge"),  # no TensorFlow image for Trainium
     ("tensorflow", "2.19.0", "py312", "ml.g5.2xlarge"),
     ("tensorflow", "2.13.0", "py310", "ml.c5.4xlarge"),
     ("tensorflow", "2.13", "py310", "ml.p3.2xlarge"),
@@ -379,7 +385,15 @@ SMP_V2_GRID: list[tuple[str, str, str]] = [
     ("2.0.1", "py310", "ml.p5.48xlarge"),
     ("2.1.2", "py310", "ml.g5.48xlarge"),
 ]
-SMP_V2_REGIONS = ["us-west-2", "eu-west-1", "ap-northeast-1", "cn-north-1"]
+SMP_V2_REGIONS = ["us-west-2", "eu-west-1", "ap-northeast-1", "cn-north-1", "af-south-1"]
+ALL_REGIONS = [
+    "af-south-1", "ap-east-1", "ap-east-2", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+    "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-4", "ap-southeast-5", "ap-southeast-6",
+    "ap-southeast-7", "ca-central-1", "ca-west-1", "cn-northwest-1", "eu-central-1", "eu-central-2", "eu-north-1",
+    "eu-south-1", "eu-south-2", "eu-west-2", "eu-west-3", "me-central-1", "me-south-1", "mx-central-1",
+    "sa-east-1", "us-east-2", "us-gov-east-1", "us-iso-east-1", "us-isob-east-1", "us-isof-east-1",
+    "us-isof-south-1", "us-west-1",
+]  # fmt: skip
 SMP_V2_DISTRIBUTION = {"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}
 
 
@@ -398,6 +412,18 @@ def image_cases() -> list[dict[str, Any]]:
                     "region": region,
                 }
             )
+    for region in ALL_REGIONS:  # every registry region: account and ECR hostname
+        cases.append(
+            {
+                "id": f"image:pytorch:2.8.0:py312:ml.g5.2xlarge:{region}",
+                "kind": "image",
+                "framework": "pytorch",
+                "version": "2.8.0",
+                "py_version": "py312",
+                "instance_type": "ml.g5.2xlarge",
+                "region": region,
+            }
+        )
     for version, py_version, instance_type in SMP_V2_GRID:
         for region in SMP_V2_REGIONS:
             cases.append(

@@ -58,9 +58,7 @@ with DAG(
             title="Strategy",
             description="Distribution strategy.",
         ),
-        "learning_rate": Param(
-            0.0001, type="number", exclusiveMinimum=0, maximum=1, title="Learning rate"
-        ),
+        "learning_rate": Param(0.0001, type="number", exclusiveMinimum=0, maximum=1, title="Learning rate"),
         "spot": Param(False, type="boolean", title="Managed spot training"),
         "dry_run": Param(True, type="boolean", title="Dry run (plan only)"),
         "wait_seconds": Param(
@@ -73,4 +71,6 @@ with DAG(
     def check_params(**context: Any) -> dict[str, Any]:
         return dict(context["params"])
 
-    check_params() >> WaitInTriggererOperator(task_id="wait_in_triggerer", seconds="{{ params.wait_seconds }}")
+    check_params() >> WaitInTriggererOperator(
+        task_id="wait_in_triggerer", seconds="{{ params.wait_seconds }}"
+    )

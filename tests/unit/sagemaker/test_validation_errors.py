@@ -140,8 +140,8 @@ CASES = [
             "distribution": {"strategy": "torch_distributed"},
             "compute": {"instance_type": "ml.c5.4xlarge", "instance_count": 2},
         },
-        "compute.instance_type: Currently torch_distributed is supported only for GPU and Trainium instances "
-        "(ml.c5.4xlarge is neither).",
+        "compute.instance_type: Currently torch_distributed is supported only for GPU and Trainium instances. "
+        "(ml.c5.4xlarge is neither)",
         id="torch-distributed-cpu",
     ),
     pytest.param(
@@ -173,7 +173,8 @@ CASES = [
     ),
     pytest.param(
         {"distribution": {"strategy": "multi_worker_mirrored"}},
-        "distribution.strategy: multi_worker_mirrored is only supported with the tensorflow framework, not pytorch",
+        "distribution.strategy: Multi Worker Mirrored Strategy is currently only supported with "
+        "dict_keys(['tensorflow']) frameworks but received pytorch",
         id="mwms-on-pytorch",
     ),
     pytest.param(

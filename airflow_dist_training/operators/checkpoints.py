@@ -1,0 +1,169 @@
+"""Checkpoint operators: latest, retention, promotion. Declarative at parse time.
+
+``__init__`` only stores arguments and checks pure rules (a retention rule that would delete
+everything fails at DAG parse time); all I/O happens in ``execute`` through a cached
+:class:`~airflow_dist_training.hooks.checkpoints.CheckpointHook`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_dist_training.checkpoints.retention import RetentionRule
+from airflow_dist_training.checkpoints.selection import Selector
+from airflow_dist_training.errors import SpecValidationError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_dist_training.hooks.checkpoints import CheckpointHook
+
+
+class _CheckpointOperator(BaseOperator):
+    """Shared connection arguments and the cached hook."""
+
+    def __init__(
+        self,
+        *,
+        checkpoint_uri: str,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.checkpoint_uri = checkpoint_uri
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    @cached_property
+    def hook(self) -> CheckpointHook:
+        from airflow_dist_training.hooks.checkpoints import CheckpointHook
+
+        return CheckpointHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+
+class LatestCheckpointOperator(_CheckpointOperator):
+    """Push the newest complete checkpoint under ``checkpoint_uri`` to XCom.
+
+    The XCom value is ``{"uri", "step", "epoch", "metrics", "world_size", "created_at",
+    "manifest_modified", "num_files", "total_bytes", "complete"}``, or None when there is none.
+
+    :param checkpoint_uri: checkpoint root (``s3://bucket/prefix/`` or a local path). Templated.
+    :param fail_if_none: fail when there is no complete checkpoint (default: push None).
+    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
+    :param region_name: AWS region (default: the connection's).
+    """
+
+    template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
+
+    def __init__(self, *, checkpoint_uri: str, fail_if_none: bool = False, **kwargs: Any) -> None:
+        super().__init__(checkpoint_uri=checkpoint_uri, **kwargs)
+        self.fail_if_none = fail_if_none
+
+    def execute(self, context: Context) -> dict[str, Any] | None:
+        info = self.hook.latest_complete(self.checkpoint_uri)
+        if info is None:
+            if self.fail_if_none:
+                raise SpecValidationError(
+                    [("checkpoint_uri", f"no complete checkpoint under {self.checkpoint_uri}")]
+                )
+            self.log.info("No complete checkpoint under %s", self.checkpoint_uri)
+            return None
+        self.log.info("Latest complete checkpoint: step %s at %s", info.step, info.uri)
+        return info.to_xcom()
+
+
+class CheckpointRetentionOperator(_CheckpointOperator):
+    """Keep the last N and the best K checkpoints by a metric; delete the rest (batched).
+
+    Never deletes the newest complete checkpoint, the best one, a promoted one, or an incomplete one
+    newer than the newest complete (it may still be uploading). Pushes the plan
+    ``{"root", "kept": {step: [reasons]}, "deleted": [steps]}``.
+
+    :param checkpoint_uri: checkpoint root. Templated.
+    :param keep_last: newest complete checkpoints to keep.
+    :param keep_best: best complete checkpoints by ``metric`` to keep.
+    :param metric: manifest metric to rank by (needed when ``keep_best`` > 0).
+    :param mode: ``"min"`` or ``"max"``.
+    :param delete_incomplete: delete incomplete checkpoints older than the newest complete one.
+    :param dry_run: only compute and push the plan.
+    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
+    :param region_name: AWS region (default: the connection's).
+    """
+
+    template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
+
+    def __init__(
+        self,
+        *,
+        checkpoint_uri: str,
+        keep_last: int = 1,
+        keep_best: int = 0,
+        metric: str | None = None,
+        mode: str = "min",
+        delete_incomplete: bool = True,
+        dry_run: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(checkpoint_uri=checkpoint_uri, **kwargs)
+        self.rule = RetentionRule(keep_last, keep_best, metric, mode, delete_incomplete)
+        self.rule.validate(checkpoint_uri)  # pure: a rule that keeps nothing fails at parse time
+        self.retention_dry_run = dry_run  # BaseOperator.dry_run is a method
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        plan = self.hook.apply_retention(self.checkpoint_uri, self.rule, dry_run=self.retention_dry_run)
+        verb = "Would delete" if self.retention_dry_run else "Deleted"
+        self.log.info(
+            "%s %d checkpoints under %s: %s", verb, len(plan.delete), self.checkpoint_uri, list(plan.delete)
+        )
+        return {**plan.to_xcom(), "dry_run": self.retention_dry_run}
+
+
+class PromoteCheckpointOperator(_CheckpointOperator):
+    """Copy the best, latest or a given checkpoint to a stable location and record it.
+
+    The record goes to ``<checkpoint_uri>/_PROMOTED.json`` (``current`` + ``history``); retention never
+    deletes a promoted checkpoint. Pushes the promotion entry (``step``, ``source_uri``,
+    ``target_uri``, ``which``, ``metric``, ``metrics``, ``promoted_at``).
+
+    :param checkpoint_uri: checkpoint root. Templated.
+    :param target_uri: stable location to copy to (replaced on each promotion). Templated.
+    :param which: ``"best"``, ``"latest"`` or a step number. Templated.
+    :param metric: metric for ``which="best"``.
+    :param mode: ``"min"`` or ``"max"`` for ``which="best"``.
+    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
+    :param region_name: AWS region (default: the connection's).
+    """
+
+    template_fields: Sequence[str] = ("checkpoint_uri", "target_uri", "which", "aws_conn_id", "region_name")
+
+    def __init__(
+        self,
+        *,
+        checkpoint_uri: str,
+        target_uri: str,
+        which: str | int = "best",
+        metric: str | None = None,
+        mode: str = "min",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(checkpoint_uri=checkpoint_uri, **kwargs)
+        self.target_uri = target_uri
+        self.which = which
+        self.metric = metric
+        self.mode = mode
+        if not (isinstance(which, str) and "{{" in which):
+            Selector.parse(which, metric, mode)  # pure check at parse time
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        entry = self.hook.promote(
+            self.checkpoint_uri, self.which, self.target_uri, metric=self.metric, mode=self.mode
+        )
+        self.log.info(
+            "Promoted step %s from %s to %s", entry["step"], entry["source_uri"], entry["target_uri"]
+        )
+        return entry

@@ -1,0 +1,200 @@
+"""Benchmark: find the latest complete checkpoint among many, vs a naive full listing.
+
+Anchor (issue 6): a naive lookup lists every object under the checkpoint root (ListObjectsV2 over
+N*F keys), groups them by step and picks the newest step whose manifest exists and whose files match
+the manifest's sizes. Ours is ``CheckpointHook.latest_complete``: the ``_LATEST.json`` hint + a
+``StartAfter`` listing of newer steps + per-candidate manifest/file checks, or (``use_hint=False``) a
+``Delimiter='/'`` listing of step prefixes + the same checks.
+
+Both run side by side against the same ThreadedMotoServer bucket (seeded in-process through moto's
+backend). The newest checkpoint is left partial (no manifest, as during an upload) so both must skip it.
+
+    .venv/bin/python bench/checkpoints_latest.py                  # 10,000 x 20 files, + scaling runs
+    .venv/bin/python bench/checkpoints_latest.py --checkpoints 2000 --files 20 --no-scaling
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import statistics
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+BUCKET = "bench-ckpts"
+ACCOUNT = "123456789012"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def seed(prefix: str, checkpoints: int, files: int) -> float:
+    """Seed ``checkpoints`` x ``files`` objects (+ manifests) straight into moto's backend."""
+    from moto.backends import get_backend
+
+    from airflow_dist_training.checkpointing import FORMAT, FORMAT_VERSION
+
+    backend = get_backend("s3")[ACCOUNT]["global"]
+    started = time.perf_counter()
+    for step in range(1, checkpoints + 1):
+        base = f"{prefix}step-{step:012d}/"
+        entries = []
+        for i in range(files):
+            body = b"x" * (16 + i)
+            backend.put_object(BUCKET, f"{base}shard-{i:04d}.pt", body)
+            entries.append({"path": f"shard-{i:04d}.pt", "size": len(body)})
+        if step == checkpoints:
+            continue  # newest one still uploading: no manifest yet
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "step": step,
+            "epoch": step // 100,
+            "metrics": {"loss": 1.0 / step},
+            "world_size": 8,
+            "created_at": "2025-01-01T00:00:00.000000Z",
+            "files": entries,
+            "metadata": {},
+        }
+        backend.put_object(BUCKET, f"{base}_MANIFEST.json", json.dumps(manifest).encode())
+    hint = {"step": checkpoints - 1, "path": f"step-{checkpoints - 1:012d}/"}
+    backend.put_object(BUCKET, f"{prefix}_LATEST.json", json.dumps(hint).encode())
+    return time.perf_counter() - started
+
+
+def counted_client() -> tuple[Any, Counter[str]]:
+    import boto3
+
+    calls: Counter[str] = Counter()
+    client = boto3.client("s3", region_name="us-east-1")
+    client.meta.events.register("before-call.s3", lambda model, **_: calls.update([model.name]))
+    return client, calls
+
+
+def naive_latest(client: Any, prefix: str) -> int | None:
+    """List everything, group by step, check newest-first with the listing's sizes."""
+    from airflow_dist_training.checkpointing import parse_manifest, parse_step
+
+    per_step: dict[int, dict[str, int]] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            top, _, rest = obj["Key"][len(prefix) :].partition("/")
+            step = parse_step(top)
+            if step is not None and rest:
+                per_step.setdefault(step, {})[rest] = obj["Size"]
+    for step in sorted(per_step, reverse=True):
+        present = per_step[step]
+        if "_MANIFEST.json" not in present:
+            continue
+        key = f"{prefix}step-{step:012d}/_MANIFEST.json"
+        manifest = parse_manifest(client.get_object(Bucket=BUCKET, Key=key)["Body"].read(), key)
+        if all(present.get(f["path"]) == f["size"] for f in manifest["files"]):
+            return step
+    return None
+
+
+def measure(fn: Any, calls: Counter[str], repeats: int) -> tuple[Any, int, dict[str, int], float]:
+    times = []
+    result = None
+    for _ in range(repeats):
+        calls.clear()
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return result, sum(calls.values()), dict(calls), statistics.median(times)
+
+
+def run_case(checkpoints: int, files: int, repeats: int) -> dict[str, Any]:
+    from airflow_dist_training.hooks.checkpoints import CheckpointHook
+
+    prefix = f"n{checkpoints}-f{files}/"
+    seed_seconds = seed(prefix, checkpoints, files)
+    root = f"s3://{BUCKET}/{prefix}"
+    client, naive_calls = counted_client()
+    naive = measure(lambda: naive_latest(client, prefix), naive_calls, repeats)
+    out: dict[str, Any] = {"checkpoints": checkpoints, "files": files, "objects": checkpoints * (files + 1), "seed_s": seed_seconds}
+    out["naive"] = naive
+    for label, use_hint in (("ours_hint", True), ("ours_nohint", False)):
+
+        def lookup(use_hint: bool = use_hint) -> int | None:
+            hook = CheckpointHook(aws_conn_id=None, region_name="us-east-1", verify_region=True)
+            hook.s3_client.meta.events.register("before-call.s3", lambda model, **_: calls.update([model.name]))
+            info = hook.latest_complete(root, use_hint=use_hint)
+            return info.step if info else None
+
+        calls: Counter[str] = Counter()
+        out[label] = measure(lookup, calls, repeats)
+    expected = checkpoints - 1
+    for label in ("naive", "ours_hint", "ours_nohint"):
+        assert out[label][0] == expected, (label, out[label][0], expected)
+    return out
+
+
+def report(case: dict[str, Any]) -> None:
+    n_calls, n_time = case["naive"][1], case["naive"][3]
+    print(
+        f"\n{case['checkpoints']:,} checkpoints x {case['files']} files "
+        f"({case['objects']:,} objects, seeded in {case['seed_s']:.1f}s); newest complete = step {case['naive'][0]}"
+    )
+    print(f"  {'method':<34}{'S3 calls':>9}{'wall s':>10}{'calls ratio':>13}{'time ratio':>12}   calls by operation")
+    rows = [
+        ("naive full listing (anchor)", case["naive"]),
+        ("ours: _LATEST.json hint", case["ours_hint"]),
+        ("ours: Delimiter='/' (no hint)", case["ours_nohint"]),
+    ]
+    for name, (_, calls, by_op, seconds) in rows:
+        print(
+            f"  {name:<34}{calls:>9}{seconds:>10.3f}{n_calls / calls:>12.1f}x{n_time / seconds:>11.1f}x   {by_op}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoints", type=int, default=10_000)
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-scaling", action="store_true", help="skip the 20 vs 200 files-per-checkpoint runs")
+    args = parser.parse_args()
+
+    logging.disable(logging.INFO)
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1"
+    )
+    os.environ.pop("AWS_PROFILE", None)
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+    try:
+        import boto3
+
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        print("latest complete checkpoint lookup: ours vs naive full listing (moto server, same bucket, median of", args.repeats, "runs)")
+        main_case = run_case(args.checkpoints, args.files, args.repeats)
+        report(main_case)
+        if not args.no_scaling:
+            print("\nscaling: cost vs files per checkpoint (N=1,000)")
+            for files in (20, 200):
+                report(run_case(1_000, files, args.repeats))
+            print("\nscaling: cost vs number of checkpoints (20 files each)")
+            for n in (1_000, 3_000):
+                report(run_case(n, 20, args.repeats))
+        ratio = main_case["naive"][1] / main_case["ours_hint"][1]
+        print(f"\ngoal >= 20x fewer S3 calls at {args.checkpoints:,} x {args.files}: {ratio:.1f}x -> {'met' if ratio >= 20 else 'NOT met'}")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -101,13 +101,17 @@ def naive_latest(client: Any, prefix: str) -> int | None:
     return None
 
 
-def measure(fn: Any, calls: Counter[str], repeats: int) -> tuple[Any, int, dict[str, int], float]:
+def measure(
+    fn: Any, calls: Counter[str], repeats: int, setup: Any = None
+) -> tuple[Any, int, dict[str, int], float]:
+    """Median wall time of ``fn(setup())`` over ``repeats``; ``setup`` (not timed) builds clients."""
     times = []
     result = None
     for _ in range(repeats):
+        arg = setup() if setup else None
         calls.clear()
         started = time.perf_counter()
-        result = fn()
+        result = fn(arg) if setup else fn()
         times.append(time.perf_counter() - started)
     return result, sum(calls.values()), dict(calls), statistics.median(times)
 
@@ -115,23 +119,40 @@ def measure(fn: Any, calls: Counter[str], repeats: int) -> tuple[Any, int, dict[
 def run_case(checkpoints: int, files: int, repeats: int) -> dict[str, Any]:
     from airflow_dist_training.hooks.checkpoints import CheckpointHook
 
-    prefix = f"n{checkpoints}-f{files}/"
+    global BUCKET
+    BUCKET = (
+        f"bench-n{checkpoints}-f{files}"  # one bucket per case: moto's listing cost grows with bucket size
+    )
+    boto3_client = __import__("boto3").client("s3", region_name="us-east-1")
+    boto3_client.create_bucket(Bucket=BUCKET)
+    prefix = "pipeline/run-1/"
     seed_seconds = seed(prefix, checkpoints, files)
     root = f"s3://{BUCKET}/{prefix}"
     client, naive_calls = counted_client()
     naive = measure(lambda: naive_latest(client, prefix), naive_calls, repeats)
-    out: dict[str, Any] = {"checkpoints": checkpoints, "files": files, "objects": checkpoints * (files + 1), "seed_s": seed_seconds}
+    out: dict[str, Any] = {
+        "checkpoints": checkpoints,
+        "files": files,
+        "objects": checkpoints * (files + 1),
+        "seed_s": seed_seconds,
+    }
     out["naive"] = naive
     for label, use_hint in (("ours_hint", True), ("ours_nohint", False)):
+        calls: Counter[str] = Counter()
 
-        def lookup(use_hint: bool = use_hint) -> int | None:
+        def make_hook(calls: Counter[str] = calls) -> CheckpointHook:
+            # A fresh hook per run (as in a task): its one GetBucketLocation check is counted and timed.
             hook = CheckpointHook(aws_conn_id=None, region_name="us-east-1", verify_region=True)
-            hook.s3_client.meta.events.register("before-call.s3", lambda model, **_: calls.update([model.name]))
+            hook.s3_client.meta.events.register(
+                "before-call.s3", lambda model, **_: calls.update([model.name])
+            )
+            return hook
+
+        def lookup(hook: CheckpointHook, use_hint: bool = use_hint) -> int | None:
             info = hook.latest_complete(root, use_hint=use_hint)
             return info.step if info else None
 
-        calls: Counter[str] = Counter()
-        out[label] = measure(lookup, calls, repeats)
+        out[label] = measure(lookup, calls, repeats, setup=make_hook)
     expected = checkpoints - 1
     for label in ("naive", "ours_hint", "ours_nohint"):
         assert out[label][0] == expected, (label, out[label][0], expected)
@@ -144,7 +165,9 @@ def report(case: dict[str, Any]) -> None:
         f"\n{case['checkpoints']:,} checkpoints x {case['files']} files "
         f"({case['objects']:,} objects, seeded in {case['seed_s']:.1f}s); newest complete = step {case['naive'][0]}"
     )
-    print(f"  {'method':<34}{'S3 calls':>9}{'wall s':>10}{'calls ratio':>13}{'time ratio':>12}   calls by operation")
+    print(
+        f"  {'method':<34}{'S3 calls':>9}{'wall s':>10}{'calls ratio':>13}{'time ratio':>12}   calls by operation"
+    )
     rows = [
         ("naive full listing (anchor)", case["naive"]),
         ("ours: _LATEST.json hint", case["ours_hint"]),
@@ -157,11 +180,15 @@ def report(case: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--checkpoints", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--no-scaling", action="store_true", help="skip the 20 vs 200 files-per-checkpoint runs")
+    parser.add_argument(
+        "--no-scaling", action="store_true", help="skip the 20 vs 200 files-per-checkpoint runs"
+    )
     args = parser.parse_args()
 
     logging.disable(logging.INFO)
@@ -176,10 +203,11 @@ def main() -> int:
     server.start()
     os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
     try:
-        import boto3
-
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
-        print("latest complete checkpoint lookup: ours vs naive full listing (moto server, same bucket, median of", args.repeats, "runs)")
+        print(
+            "latest complete checkpoint lookup: ours vs naive full listing (moto server, same bucket, median of",
+            args.repeats,
+            "runs)",
+        )
         main_case = run_case(args.checkpoints, args.files, args.repeats)
         report(main_case)
         if not args.no_scaling:
@@ -190,7 +218,9 @@ def main() -> int:
             for n in (1_000, 3_000):
                 report(run_case(n, 20, args.repeats))
         ratio = main_case["naive"][1] / main_case["ours_hint"][1]
-        print(f"\ngoal >= 20x fewer S3 calls at {args.checkpoints:,} x {args.files}: {ratio:.1f}x -> {'met' if ratio >= 20 else 'NOT met'}")
+        print(
+            f"\ngoal >= 20x fewer S3 calls at {args.checkpoints:,} x {args.files}: {ratio:.1f}x -> {'met' if ratio >= 20 else 'NOT met'}"
+        )
     finally:
         server.stop()
     return 0

@@ -113,7 +113,11 @@ def main() -> None:
                 # torchrun sets OMP_NUM_THREADS=1 only for >1 process; pin it for a fair comparison
                 "environment": {"OMP_NUM_THREADS": "1"},
                 "channels": {
-                    "train": {"type": "s3", "uri": "s3://bench-bucket/train", "local_source": str(data / "train")}
+                    "train": {
+                        "type": "s3",
+                        "uri": "s3://bench-bucket/train",
+                        "local_source": str(data / "train"),
+                    }
                 },
                 "metric_definitions": [
                     {"name": "samples_per_second", "regex": "samples_per_second=([0-9.]+)"},

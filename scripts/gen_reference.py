@@ -31,7 +31,10 @@ PACKAGE = "airflow_dist_training"
 KINDS = {
     "operators": ("Operators", "Airflow operators: the tasks you put in a DAG."),
     "sensors": ("Sensors", "Sensors: tasks that wait for a condition, in poke or deferrable mode."),
-    "hooks": ("Hooks", "Hooks and clients: the I/O layer (SageMaker, FSx, S3 checkpoints, registry, local torchrun)."),
+    "hooks": (
+        "Hooks",
+        "Hooks and clients: the I/O layer (SageMaker, FSx, S3 checkpoints, registry, local torchrun).",
+    ),
     "triggers": ("Triggers", "Triggers: the async waits that run in the triggerer for deferrable tasks."),
     "links": ("Extra links", "Operator extra links shown on the task in the Airflow UI."),
 }
@@ -118,10 +121,12 @@ def _defined_class_names(module: Any) -> list[str]:
 def _is_public_api(cls: type, kind: str) -> bool:
     if kind in ("operators", "sensors", "triggers", "links"):
         return _kind(cls, kind) == kind
-    # hooks package: hooks and the clients/registries they expose; not exceptions or plain records
-    return not issubclass(cls, BaseException) and bool(cls.__doc__) and "Protocol" not in {
-        b.__name__ for b in cls.__mro__[1:2]
-    }
+    # hooks package: hooks and the clients/registries they expose; not exceptions, protocols or records
+    import dataclasses
+
+    if issubclass(cls, BaseException) or dataclasses.is_dataclass(cls) or not cls.__doc__:
+        return False
+    return not getattr(cls, "_is_protocol", False)
 
 
 def _params(cls: type) -> tuple[str, list[tuple[str, str, str]]]:
@@ -136,9 +141,21 @@ def _params(cls: type) -> tuple[str, list[tuple[str, str, str]]]:
         sig = inspect.signature(cls.__init__)
     except (TypeError, ValueError):
         return "", []
+    parameters = dict(sig.parameters)
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        # keyword arguments a base class of this package takes through **kwargs
+        for klass in cls.__mro__[1:]:
+            if not klass.__module__.startswith(PACKAGE) or "__init__" not in klass.__dict__:
+                continue
+            for name, p in inspect.signature(klass.__init__).parameters.items():
+                if name not in parameters and p.kind is p.KEYWORD_ONLY:
+                    parameters[name] = p
+    ordered = [p for p in parameters.values() if p.kind is not p.VAR_KEYWORD]
+    ordered += [p for p in parameters.values() if p.kind is p.VAR_KEYWORD]
     rows = []
     shown = []
-    for name, p in sig.parameters.items():
+    for p in ordered:
+        name = p.name
         if name == "self" or p.kind in (p.VAR_POSITIONAL,):
             continue
         if p.kind is p.VAR_KEYWORD:
@@ -176,7 +193,11 @@ def collect() -> dict[str, list[ClassDoc]]:
                 kind = _kind(cls, package_kind)
                 summary, body, _ = split_docstring(cls.__doc__ or "")
                 signature, params = _params(cls)
-                fields = list(getattr(cls, "template_fields", ()) or ()) if kind in ("operators", "sensors") else []
+                fields = (
+                    list(getattr(cls, "template_fields", ()) or ())
+                    if kind in ("operators", "sensors")
+                    else []
+                )
                 found.setdefault(kind, []).append(
                     ClassDoc(name, module.__name__, kind, summary, body, signature, params, fields)
                 )
@@ -231,7 +252,9 @@ def render_index(found: dict[str, list[ClassDoc]]) -> str:
     for kind, classes in found.items():
         for c in classes:
             summary = _md_inline(c.summary).replace("|", "\\|")
-            out.append(f"| [`{c.name}`]({kind}.md#{c.anchor}) | {KINDS[kind][0]} | `{c.module}` | {summary} |")
+            out.append(
+                f"| [`{c.name}`]({kind}.md#{c.anchor}) | {KINDS[kind][0]} | `{c.module}` | {summary} |"
+            )
     return "\n".join(out) + "\n"
 
 

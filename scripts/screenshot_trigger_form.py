@@ -25,7 +25,9 @@ import asyncio
 import base64
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -145,6 +147,20 @@ def start_chromium(
     raise RuntimeError("chromium did not open its DevTools port within 30 s")
 
 
+def stop_chromium(proc: subprocess.Popen[bytes]) -> None:
+    """End Chromium and its helper processes (its own process group), so its profile can be removed."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=10)
+            time.sleep(0.5)  # helpers (zygote, renderers) exit after the browser
+        except subprocess.TimeoutExpired:
+            continue
+
+
 async def capture(
     *,
     base_url: str,
@@ -158,7 +174,7 @@ async def capture(
 ) -> dict[str, Any]:
     import websockets
 
-    with tempfile.TemporaryDirectory(prefix="adt-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="adt-chromium-", ignore_cleanup_errors=True) as profile:
         proc, port = start_chromium(chromium, Path(profile), width, height)
         try:
             targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
@@ -191,11 +207,7 @@ async def capture(
                 }
                 shot = await cdp.send("Page.captureScreenshot", format="png", clip=clip)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_chromium(proc)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(base64.b64decode(shot["data"]))
     return {"path": str(out), "bytes": out.stat().st_size, "dialog": box}

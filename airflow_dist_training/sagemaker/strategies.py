@@ -56,7 +56,13 @@ _FIELD_STRATEGIES: dict[str, set[Strategy]] = {
 }
 # Strategies that run on one instance group of a heterogeneous cluster (SDK ``validate_distribution``).
 # torch_distributed accepts the group but the SDK encodes nothing for it (a known SDK gap).
-_GROUP_STRATEGIES = {Strategy.SMDDP, Strategy.PYTORCHDDP, Strategy.MPI, Strategy.SMP_V1, Strategy.TORCH_DISTRIBUTED}
+_GROUP_STRATEGIES = {
+    Strategy.SMDDP,
+    Strategy.PYTORCHDDP,
+    Strategy.MPI,
+    Strategy.SMP_V1,
+    Strategy.TORCH_DISTRIBUTED,
+}
 # The SDK rejects an instance group for these ("no distribution strategies enabled").
 _NO_GROUP_STRATEGIES = {Strategy.SMP_V2, Strategy.PARAMETER_SERVER, Strategy.MULTI_WORKER_MIRRORED}
 _FRAMEWORKS: dict[Strategy, set[str]] = {
@@ -150,7 +156,12 @@ def check_distribution(ctx: StrategyContext) -> None:
                 + ", ".join(sorted(s.value for s in allowed)),
             )
     frameworks = _FRAMEWORKS.get(strategy)
-    if strategy == Strategy.MULTI_WORKER_MIRRORED and ctx.framework and ctx.framework not in frameworks:
+    if (
+        strategy == Strategy.MULTI_WORKER_MIRRORED
+        and frameworks
+        and ctx.framework
+        and ctx.framework not in frameworks
+    ):
         ctx.error(  # the SDK's Framework._validate_mwms_config message
             "distribution.strategy",
             "Multi Worker Mirrored Strategy is currently only supported with dict_keys(['tensorflow']) "
@@ -201,7 +212,8 @@ def _check_instance_group(ctx: StrategyContext) -> None:
             ctx.error(
                 "distribution.instance_group",
                 "Distribution should only contain one instance group name ! "
-                f"Name the instance group that runs {strategy.value}: one of " + ", ".join(g.name for g in groups),
+                f"Name the instance group that runs {strategy.value}: one of "
+                + ", ".join(g.name for g in groups),
             )
         elif ctx.training_group and strategy in _NO_GROUP_STRATEGIES:
             ctx.error(
@@ -213,7 +225,9 @@ def _check_instance_group(ctx: StrategyContext) -> None:
     if strategy not in _GROUP_STRATEGIES:
         message = f"is not used by strategy {strategy.value!r}"
         if strategy in _NO_GROUP_STRATEGIES:
-            message = f"Don't set training instance groups while no distribution strategies enabled! ({message})"
+            message = (
+                f"Don't set training instance groups while no distribution strategies enabled! ({message})"
+            )
         ctx.error(
             "distribution.instance_group",
             f"{message}; it applies to: " + ", ".join(sorted(s.value for s in _GROUP_STRATEGIES)),

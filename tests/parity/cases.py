@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from airflow_dist_training.sagemaker.naming import job_name as derive_job_name
 from airflow_dist_training.spec.training import TrainingJobSpec
 
 SPECS = Path(__file__).resolve().parents[2] / "examples" / "specs"
@@ -51,6 +52,8 @@ class RequestCase:
 
     @property
     def job_name(self) -> str:
+        if self.run_identity:
+            return derive_job_name(self.spec.name, RUN_IDENTITY)
         return f"parity-{self.id.replace('_', '-')}"
 
 
@@ -146,9 +149,7 @@ REQUEST_CASES = [
         },
     ),
     RequestCase("network_isolation", "torch_distributed_p4d", {"network": {"network_isolation": True}}),
-    RequestCase(
-        "network_isolation_tf", "multi_worker_mirrored_tf", {"network": {"network_isolation": True}}
-    ),
+    RequestCase("network_isolation_tf", "multi_worker_mirrored_tf", {"network": {"network_isolation": True}}),
     RequestCase(
         "spot_checkpoint_local_path",
         "torch_distributed_p4d",
@@ -290,7 +291,11 @@ ERROR_CASES = [
     ErrorCase(
         "smp_v1_default_partition_too_big",
         "smp_v1_p3",
-        {"distribution": {"smp": {"parameters": {"partitions": 2, "auto_partition": False, "default_partition": 2}}}},
+        {
+            "distribution": {
+                "smp": {"parameters": {"partitions": 2, "auto_partition": False, "default_partition": 2}}
+            }
+        },
         "default_partition must be less than the number of partitions!",
     ),
     ErrorCase(
@@ -350,7 +355,15 @@ ERROR_CASES = [
 ]
 
 # Image-URI grid: (framework, version, py_version, instance type) x regions.
-IMAGE_REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "ap-southeast-3", "cn-north-1", "us-gov-west-1", "il-central-1"]
+IMAGE_REGIONS = [
+    "us-east-1",
+    "us-west-2",
+    "eu-west-1",
+    "ap-southeast-3",
+    "cn-north-1",
+    "us-gov-west-1",
+    "il-central-1",
+]
 IMAGE_GRID: list[tuple[str, str, str | None, str]] = [
     ("pytorch", "2.8.0", "py312", "ml.p4d.24xlarge"),
     ("pytorch", "2.8", "py312", "ml.g5.2xlarge"),
@@ -394,7 +407,10 @@ ALL_REGIONS = [
     "sa-east-1", "us-east-2", "us-gov-east-1", "us-iso-east-1", "us-isob-east-1", "us-isof-east-1",
     "us-isof-south-1", "us-west-1",
 ]  # fmt: skip
-SMP_V2_DISTRIBUTION = {"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}
+SMP_V2_DISTRIBUTION = {
+    "torch_distributed": {"enabled": True},
+    "smdistributed": {"modelparallel": {"enabled": True}},
+}
 
 
 def image_cases() -> list[dict[str, Any]]:

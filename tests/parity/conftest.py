@@ -118,6 +118,9 @@ def sdk_results() -> dict[str, Any]:
                 pytest.fail(f"SDK driver failed:\n{proc.stdout}\n{proc.stderr}")
             tmp.rename(out)
             cases_file.unlink()
+            for stale in CACHE.glob("sdk-parity-*.json"):  # results of older cases/driver versions
+                if stale != out:
+                    stale.unlink(missing_ok=True)
     results = json.loads(out.read_text())
     assert results["_sdk_version"] == SDK_VERSION
     return results

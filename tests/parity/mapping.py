@@ -98,9 +98,7 @@ def _channel(channel: S3Channel | FSxChannel | EFSChannel) -> dict[str, Any]:
     return {"type": "fs", "kwargs": kwargs}
 
 
-def sdk_estimator_case(
-    case_id: str, spec: TrainingJobSpec, *, job_name: str, region: str
-) -> dict[str, Any]:
+def sdk_estimator_case(case_id: str, spec: TrainingJobSpec, *, job_name: str, region: str) -> dict[str, Any]:
     """A ``request`` case for the driver: estimator class, kwargs, inputs, job name."""
     image = spec.image
     framework = image.framework or "pytorch"  # explicit-image specs here are all PyTorch jobs
@@ -118,7 +116,11 @@ def sdk_estimator_case(
     compute = spec.compute
     if compute.instance_groups:
         kwargs["instance_groups"] = [
-            {"instance_group_name": g.name, "instance_type": g.instance_type, "instance_count": g.instance_count}
+            {
+                "instance_group_name": g.name,
+                "instance_type": g.instance_type,
+                "instance_count": g.instance_count,
+            }
             for g in compute.instance_groups
         ]
     else:

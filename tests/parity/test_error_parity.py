@@ -32,5 +32,6 @@ def test_error_contains_sdk_message(case: ErrorCase, sdk_results: dict[str, Any]
     ours = [normalise(f"{p.path}: {p.message}") for p in info.value.problems]
     sdk_first_sentence = normalise(result["error"])
     assert any(normalise(case.sdk_message) in line for line in ours), (
-        f"our errors do not contain the SDK's message.\n  sdk:  {sdk_first_sentence}\n  ours: " + "\n        ".join(ours)
+        f"our errors do not contain the SDK's message.\n  sdk:  {sdk_first_sentence}\n  ours: "
+        + "\n        ".join(ours)
     )

@@ -27,10 +27,15 @@ ALLOWED_SDK_ONLY = {
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["id"])
 def test_default_image_uri_matches_sdk(case: dict[str, Any], sdk_results: dict[str, Any]) -> None:
     sdk = sdk_results[case["id"]]
-    image = ImageSpec(framework=case["framework"], framework_version=case["version"], py_version=case["py_version"])
+    image = ImageSpec(
+        framework=case["framework"], framework_version=case["version"], py_version=case["py_version"]
+    )
     try:
         ours: str | None = resolve_image_uri(
-            image, region=case["region"], instance_type=case["instance_type"], smp_v2=bool(case.get("distribution"))
+            image,
+            region=case["region"],
+            instance_type=case["instance_type"],
+            smp_v2=bool(case.get("distribution")),
         )
         our_error = None
     except ImageResolutionError as exc:
@@ -39,7 +44,9 @@ def test_default_image_uri_matches_sdk(case: dict[str, Any], sdk_results: dict[s
     if allowed is not None:
         assert ours is None, f"we should refuse: {allowed}"
         if case["region"] == "us-west-2":  # where the SDK has the neuron image, it swaps it in
-            assert ":1.11.0-neuron-" in sdk.get("uri", ""), f"deliberate difference no longer occurs: {allowed}"
+            assert ":1.11.0-neuron-" in sdk.get("uri", ""), (
+                f"deliberate difference no longer occurs: {allowed}"
+            )
         return
     if "uri" in sdk:
         assert ours == sdk["uri"], f"ours: {ours} (error: {our_error})\n sdk: {sdk['uri']}"

@@ -38,11 +38,18 @@ def flatten(value: Any, path: str = "") -> dict[str, Any]:
 
 def diff(ours: dict[str, Any], sdk: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     a, b = flatten(ours), flatten(sdk)
-    return {k: (a.get(k, MISSING), b.get(k, MISSING)) for k in sorted(set(a) | set(b)) if a.get(k, MISSING) != b.get(k, MISSING)}
+    return {
+        k: (a.get(k, MISSING), b.get(k, MISSING))
+        for k in sorted(set(a) | set(b))
+        if a.get(k, MISSING) != b.get(k, MISSING)
+    }
 
 
 def render(differences: dict[str, tuple[Any, Any]]) -> str:
-    lines = [f"  {path}\n      ours: {json.dumps(o)}\n      sdk:  {json.dumps(s)}" for path, (o, s) in differences.items()]
+    lines = [
+        f"  {path}\n      ours: {json.dumps(o)}\n      sdk:  {json.dumps(s)}"
+        for path, (o, s) in differences.items()
+    ]
     return "\n".join(lines)
 
 
@@ -81,9 +88,10 @@ ALLOWED: dict[str, list[AllowedDifference]] = {
 def our_request(case: RequestCase) -> dict[str, Any]:
     spec = case.spec
     if case.run_identity:
-        # Our job name: sanitised base + run-identity hash (the SDK: base + timestamp). Both sides get it.
-        assert case.job_name == derive_job_name(spec.name, RUN_IDENTITY) or True
-        plan = plan_training_job(spec, job_name=case.job_name, region=case.region, run_identity=RUN_IDENTITY)
+        # Our job name: sanitised base + run-identity hash (the SDK: base + timestamp); both sides get it.
+        name = derive_job_name(spec.name, RUN_IDENTITY)
+        assert name == case.job_name, "RequestCase.job_name must use our derivation for run-identity cases"
+        plan = plan_training_job(spec, job_name=name, region=case.region, run_identity=RUN_IDENTITY)
     else:
         plan = plan_training_job(spec, job_name=case.job_name, region=case.region)
     return plan.request
@@ -95,8 +103,12 @@ def test_request_matches_sdk(case: RequestCase, sdk_results: dict[str, Any]) -> 
     assert "request" in result, f"the SDK rejected case {case.id}: {result.get('error')}"
     differences = diff(our_request(case), result["request"])
     allowed = {d.path: d for d in ALLOWED.get(case.id, [])}
-    unexpected = {p: v for p, v in differences.items() if p not in allowed or (allowed[p].ours, allowed[p].sdk) != v}
-    assert not unexpected, f"request differs from SDK {result.get('_sdk_version', '')} in {case.id}:\n" + render(unexpected)
+    unexpected = {
+        p: v for p, v in differences.items() if p not in allowed or (allowed[p].ours, allowed[p].sdk) != v
+    }
+    assert not unexpected, (
+        f"request differs from SDK {result.get('_sdk_version', '')} in {case.id}:\n" + render(unexpected)
+    )
     missing = sorted(set(allowed) - set(differences))
     assert not missing, f"allowed differences no longer occur (update ALLOWED and docs/parity.md): {missing}"
 

@@ -87,7 +87,8 @@ def test_delete_objects_never_sends_more_than_1000_keys(s3, hook):
     put_checkpoint(s3, "pipe/run1/", 1, files={f"f{i:04d}": b"x" for i in range(2100)}, fast=True)
     sent = []
     hook.s3_client.meta.events.register(
-        "before-parameter-build.s3.DeleteObjects", lambda params, **_: sent.append(len(params["Delete"]["Objects"]))
+        "before-parameter-build.s3.DeleteObjects",
+        lambda params, **_: sent.append(len(params["Delete"]["Objects"])),
     )
     hook.delete_checkpoints(ROOT, [1])
     assert sent == [1, 1000, 1000, 100]
@@ -139,10 +140,14 @@ def test_promote_best_copies_and_records_and_retention_protects_it(s3, hook):
 def test_resume_fresh_latest_and_seed(s3, hook):
     put_checkpoint(s3, "pipe/run1/", 10)
     put_checkpoint(s3, "pipe/run2/", 3)  # written later, lower step: "latest" is by time
-    assert resolve_resume_checkpoint("fresh", ROOT, f"s3://{BUCKET}/pipe/", hook) == f"{ROOT}step-000000000010/"
+    assert (
+        resolve_resume_checkpoint("fresh", ROOT, f"s3://{BUCKET}/pipe/", hook) == f"{ROOT}step-000000000010/"
+    )
     latest = resolve_resume_checkpoint("latest", f"s3://{BUCKET}/pipe/run3/", f"s3://{BUCKET}/pipe/", hook)
     assert latest == f"s3://{BUCKET}/pipe/run2/step-000000000003/"
-    assert resolve_resume_checkpoint("fresh", f"s3://{BUCKET}/pipe/run3/", f"s3://{BUCKET}/pipe/", hook) is None
+    assert (
+        resolve_resume_checkpoint("fresh", f"s3://{BUCKET}/pipe/run3/", f"s3://{BUCKET}/pipe/", hook) is None
+    )
     seeded = seed_checkpoint(latest, f"s3://{BUCKET}/pipe/run3/", hook)
     assert seeded == f"s3://{BUCKET}/pipe/run3/step-000000000003/"
     assert hook.latest_complete(f"s3://{BUCKET}/pipe/run3/").step == 3
@@ -157,7 +162,10 @@ def test_seed_refuses_incomplete_source(s3, hook):
     src = put_checkpoint(s3, "pipe/run1/", 7, skip=["model.pt"])
     with pytest.raises(SpecValidationError) as info:
         hook.seed_checkpoint(src, f"s3://{BUCKET}/pipe/run9/")
-    assert str(info.value) == f"source_uri: {src}: not a complete checkpoint: {src}model.pt: missing (listed in the manifest)"
+    assert (
+        str(info.value)
+        == f"source_uri: {src}: not a complete checkpoint: {src}model.pt: missing (listed in the manifest)"
+    )
 
 
 def test_malformed_manifest_error_names_manifest_and_field(s3, hook):
@@ -197,7 +205,10 @@ def test_access_denied_names_path_and_permission(moto_reset):
     )
     with Stubber(hook.s3_client) as stub:
         stub.add_client_error("get_object", service_error_code="AccessDenied", http_status_code=403)
-        with pytest.raises(AwsPermissionError, match=r"s3://locked/pipe/run1/_LATEST.json: access denied \(GetObject\); grant s3:GetObject"):
+        with pytest.raises(
+            AwsPermissionError,
+            match=r"s3://locked/pipe/run1/_LATEST.json: access denied \(GetObject\); grant s3:GetObject",
+        ):
             hook.latest_complete("s3://locked/pipe/run1/")
 
 

@@ -167,4 +167,8 @@ def test_latest_hint_written_after_manifest_and_never_moves_backwards(tmp_path):
     _write(tmp_path, 5)  # an older step written later does not move the hint back
     hint = json.loads((tmp_path / "_LATEST.json").read_text())
     assert (hint["step"], hint["path"]) == (20, "step-000000000020/")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["_LATEST.json", "step-000000000005", "step-000000000020"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "_LATEST.json",
+        "step-000000000005",
+        "step-000000000020",
+    ]

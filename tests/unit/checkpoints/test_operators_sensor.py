@@ -43,7 +43,9 @@ def test_constructors_do_no_io_and_template_uris():
     op = LatestCheckpointOperator(task_id="latest", checkpoint_uri="s3://no-such-bucket/{{ run_id }}/")
     assert "hook" not in op.__dict__
     assert set(op.template_fields) >= {"checkpoint_uri"}
-    promote = PromoteCheckpointOperator(task_id="p", checkpoint_uri="s3://b/x/", target_uri="s3://b/{{ ds }}/", which="{{ params.which }}")
+    promote = PromoteCheckpointOperator(
+        task_id="p", checkpoint_uri="s3://b/x/", target_uri="s3://b/{{ ds }}/", which="{{ params.which }}"
+    )
     assert set(promote.template_fields) >= {"checkpoint_uri", "target_uri", "which"}
     assert "hook" not in promote.__dict__
 
@@ -79,9 +81,15 @@ def test_retention_operator_dry_run_then_delete(root):
     plan = op.execute({})
     assert plan["deleted"] == [30, 10] and plan["dry_run"] is True
     assert len(list(root.glob("step-*"))) == 5
-    op = CheckpointRetentionOperator(task_id="r", checkpoint_uri=str(root), keep_last=1, keep_best=1, metric="loss")
+    op = CheckpointRetentionOperator(
+        task_id="r", checkpoint_uri=str(root), keep_last=1, keep_best=1, metric="loss"
+    )
     assert op.execute({})["deleted"] == [30, 10]
-    assert sorted(p.name for p in root.glob("step-*")) == ["step-000000000020", "step-000000000040", "step-000000000050"]
+    assert sorted(p.name for p in root.glob("step-*")) == [
+        "step-000000000020",
+        "step-000000000040",
+        "step-000000000050",
+    ]
 
 
 def test_promote_operator_records_and_protects(root, tmp_path):
@@ -93,7 +101,9 @@ def test_promote_operator_records_and_protects(root, tmp_path):
     assert (target / "model.pt").read_bytes() == b"w" * 20 and (target / "_MANIFEST.json").exists()
     record = json.loads((root / "_PROMOTED.json").read_text())
     assert record["current"]["step"] == 20
-    entry = PromoteCheckpointOperator(task_id="p", checkpoint_uri=str(root), target_uri=str(target), which=10).execute({})
+    entry = PromoteCheckpointOperator(
+        task_id="p", checkpoint_uri=str(root), target_uri=str(target), which=10
+    ).execute({})
     assert entry["step"] == 10
     plan = CheckpointRetentionOperator(task_id="r", checkpoint_uri=str(root), keep_last=1).execute({})
     assert plan["deleted"] == [30]  # 20 and 10 were promoted
@@ -101,15 +111,31 @@ def test_promote_operator_records_and_protects(root, tmp_path):
 
 
 def test_freshness_pure():
-    f = assess_freshness(root="s3://b/r/", now=1000, max_age_seconds=300, started_at=0, latest_modified=600, latest_uri="u", latest_step=5)
+    f = assess_freshness(
+        root="s3://b/r/",
+        now=1000,
+        max_age_seconds=300,
+        started_at=0,
+        latest_modified=600,
+        latest_uri="u",
+        latest_step=5,
+    )
     assert f.age_seconds == 400 and f.stale
     assert f.message == (
         "newest complete checkpoint under s3://b/r/ is step 5 (u), written 400s ago; exceeds max_age=300s"
     )
-    f = assess_freshness(root="s3://b/r/", now=1000, max_age_seconds=300, started_at=900, latest_modified=None)
-    assert not f.stale and f.message == "no complete checkpoint under s3://b/r/ for 100s (since the run started); within max_age=300s"
+    f = assess_freshness(
+        root="s3://b/r/", now=1000, max_age_seconds=300, started_at=900, latest_modified=None
+    )
+    assert (
+        not f.stale
+        and f.message
+        == "no complete checkpoint under s3://b/r/ for 100s (since the run started); within max_age=300s"
+    )
     # a seed checkpoint older than the watch does not make the sensor stale right away
-    assert not assess_freshness(root="r", now=1000, max_age_seconds=300, started_at=900, latest_modified=10).stale
+    assert not assess_freshness(
+        root="r", now=1000, max_age_seconds=300, started_at=900, latest_modified=10
+    ).stale
 
 
 def context(started_at: float):
@@ -122,14 +148,22 @@ def test_sensor_fresh_stale_fail_warn_and_done(root):
     newest = root / "step-000000000040" / "_MANIFEST.json"
     os.utime(newest, (time.time() - 3600, time.time() - 3600))
     ctx = context(time.time() - 7200)
-    sensor = CheckpointFreshnessSensor(task_id="fresh", checkpoint_uri=str(root), max_age=600, mode="reschedule")
+    sensor = CheckpointFreshnessSensor(
+        task_id="fresh", checkpoint_uri=str(root), max_age=600, mode="reschedule"
+    )
     with pytest.raises(AirflowFailException) as info:
         sensor.poke(ctx)
-    assert str(info.value).startswith(f"Checkpoints stale: newest complete checkpoint under {root} is step 40 (")
+    assert str(info.value).startswith(
+        f"Checkpoints stale: newest complete checkpoint under {root} is step 40 ("
+    )
     assert str(info.value).endswith("exceeds max_age=600s")
     alerts = []
     warn = CheckpointFreshnessSensor(
-        task_id="w", checkpoint_uri=str(root), max_age=600, on_stale="warn", stale_callback=lambda c, d: alerts.append(d)
+        task_id="w",
+        checkpoint_uri=str(root),
+        max_age=600,
+        on_stale="warn",
+        stale_callback=lambda c, d: alerts.append(d),
     )
     assert warn.poke(ctx) is False
     assert alerts[0]["stale"] is True and alerts[0]["step"] == 40

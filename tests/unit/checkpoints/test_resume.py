@@ -23,7 +23,9 @@ class FakeStore:
 
     def latest_complete(self, root_uri):
         self.calls.append(("latest_complete", root_uri))
-        return CheckpointInfo(step=5, uri=f"{root_uri}step-000000000005/", checked=True, manifest={"files": []})
+        return CheckpointInfo(
+            step=5, uri=f"{root_uri}step-000000000005/", checked=True, manifest={"files": []}
+        )
 
     def latest_complete_under(self, prefix_uri):
         self.calls.append(("latest_complete_under", prefix_uri))
@@ -37,16 +39,25 @@ def test_policies():
     store = FakeStore()
     assert resolve_resume_checkpoint("none", "s3://b/p/run1/", "s3://b/p/", store) is None
     assert store.calls == []
-    assert resolve_resume_checkpoint("fresh", "s3://b/p/run1/", "s3://b/p/", store) == "s3://b/p/run1/step-000000000005/"
+    assert (
+        resolve_resume_checkpoint("fresh", "s3://b/p/run1/", "s3://b/p/", store)
+        == "s3://b/p/run1/step-000000000005/"
+    )
     assert resolve_resume_checkpoint("latest", "s3://b/p/run1/", "s3://b/p/", store) is None
     assert store.calls == [("latest_complete", "s3://b/p/run1/"), ("latest_complete_under", "s3://b/p/")]
-    with pytest.raises(SpecValidationError, match="checkpoint.resume_policy: must be one of fresh, latest, none; got 'eager'"):
+    with pytest.raises(
+        SpecValidationError,
+        match=r"checkpoint\.resume_policy: must be one of fresh, latest, none; got 'eager'",
+    ):
         resolve_resume_checkpoint("eager", "", "", store)
 
 
 def test_classify_outcome():
     assert classify_outcome("Completed") is AttemptOutcome.SUCCEEDED
-    assert classify_outcome("Failed", "CapacityError: Unable to provision requested ML compute capacity.") is AttemptOutcome.CAPACITY
+    assert (
+        classify_outcome("Failed", "CapacityError: Unable to provision requested ML compute capacity.")
+        is AttemptOutcome.CAPACITY
+    )
     assert classify_outcome("Stopped", None, "MaxWaitTimeExceeded") is AttemptOutcome.INTERRUPTED
     assert classify_outcome("Failed", "AlgorithmError: CUDA out of memory") is AttemptOutcome.FAILED
     from airflow_dist_training.checkpoints.resume import outcome_of_exception

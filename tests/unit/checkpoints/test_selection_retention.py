@@ -40,7 +40,11 @@ def make(step: int, state: str = "complete", loss: float | None = 1.0) -> Checkp
     has_manifest = state != "no_manifest"
     problems = completeness_problems(manifest if has_manifest else None, present, uri)
     return CheckpointInfo(
-        step=step, uri=uri, manifest=manifest if has_manifest else None, problems=tuple(problems), checked=True
+        step=step,
+        uri=uri,
+        manifest=manifest if has_manifest else None,
+        problems=tuple(problems),
+        checked=True,
     )
 
 
@@ -87,7 +91,9 @@ def test_selector_parsing_and_errors():
     assert Selector.parse("step:7").step == 7
     with pytest.raises(SpecValidationError, match="which='best' needs a metric name"):
         Selector.parse("best")
-    with pytest.raises(SpecValidationError, match="which: must be 'latest', 'best' or a step number, got 'newest'"):
+    with pytest.raises(
+        SpecValidationError, match="which: must be 'latest', 'best' or a step number, got 'newest'"
+    ):
         Selector.parse("newest")
     cps = [make(1), make(2, "no_manifest")]
     with pytest.raises(SpecValidationError) as info:
@@ -119,14 +125,19 @@ def test_rule_validation_messages():
         "retention.mode: must be 'min' or 'max', got 'median'",
         "retention.metric: keep_best=2 needs a metric to rank by",
     ]
-    with pytest.raises(SpecValidationError, match=f"retention.metric: no complete checkpoint under {ROOT} reports metric 'acc'"):
+    with pytest.raises(
+        SpecValidationError,
+        match=f"retention.metric: no complete checkpoint under {ROOT} reports metric 'acc'",
+    ):
         plan_retention([make(1)], RetentionRule(keep_best=1, metric="acc"), root=ROOT)
 
 
 def test_retention_example():
-    cps = [make(s, loss=l) for s, l in [(1, 0.1), (2, 0.9), (3, 0.5), (4, 0.8), (5, 0.7)]]
+    cps = [make(s, loss=v) for s, v in [(1, 0.1), (2, 0.9), (3, 0.5), (4, 0.8), (5, 0.7)]]
     cps += [make(6, "no_manifest"), make(0, "missing_file")]
-    plan = plan_retention(cps, RetentionRule(keep_last=2, keep_best=1, metric="loss"), root=ROOT, promoted_steps=[2])
+    plan = plan_retention(
+        cps, RetentionRule(keep_last=2, keep_best=1, metric="loss"), root=ROOT, promoted_steps=[2]
+    )
     assert plan.delete == (3, 0)
     assert plan.to_xcom() == {
         "root": ROOT,
@@ -210,7 +221,9 @@ def test_parse_location_variants_and_errors():
     assert parse_location("/tmp/x").child("step-1").uri == "/tmp/x/step-1"
     with pytest.raises(SpecValidationError, match="uri: gs://b/x: unsupported scheme"):
         parse_location("gs://b/x")
-    with pytest.raises(SpecValidationError, match="uri: relative/x: a local checkpoint location must be an absolute path"):
+    with pytest.raises(
+        SpecValidationError, match="uri: relative/x: a local checkpoint location must be an absolute path"
+    ):
         parse_location("relative/x")
     with pytest.raises(SpecValidationError, match=r"uri: s3:///x: no bucket name"):
         parse_location("s3:///x")

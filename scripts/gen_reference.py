@@ -138,7 +138,7 @@ def _params(cls: type) -> tuple[str, list[tuple[str, str, str]]]:
             if init_doc is not None and init_doc.__doc__:
                 documented.update(split_docstring(init_doc.__doc__)[2])
     try:
-        sig = inspect.signature(cls.__init__)
+        sig = inspect.signature(cls.__dict__.get("__init__") or cls)
     except (TypeError, ValueError):
         return "", []
     parameters = dict(sig.parameters)
@@ -147,7 +147,7 @@ def _params(cls: type) -> tuple[str, list[tuple[str, str, str]]]:
         for klass in cls.__mro__[1:]:
             if not klass.__module__.startswith(PACKAGE) or "__init__" not in klass.__dict__:
                 continue
-            for name, p in inspect.signature(klass.__init__).parameters.items():
+            for name, p in inspect.signature(klass.__dict__["__init__"]).parameters.items():
                 if name not in parameters and p.kind is p.KEYWORD_ONLY:
                     parameters[name] = p
     ordered = [p for p in parameters.values() if p.kind is not p.VAR_KEYWORD]

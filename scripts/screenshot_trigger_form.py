@@ -283,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if services is not None:
             services.stop()
+            shutil.rmtree(services.home, ignore_errors=True)
     return 0
 
 

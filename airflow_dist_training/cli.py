@@ -47,51 +47,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         for warning in plan.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         return 0
+    from airflow_dist_training.sagemaker.summary import render_plan
+
     print(render_plan(plan))
     return 0
-
-
-def render_plan(plan: Any) -> str:
-    c = plan.cluster
-    request = plan.request
-    resource = request["ResourceConfig"]
-    if "InstanceGroups" in resource:
-        instances = ", ".join(
-            f"{g['InstanceCount']} x {g['InstanceType']} ({g['InstanceGroupName']})"
-            for g in resource["InstanceGroups"]
-        )
-    else:
-        instances = f"{resource['InstanceCount']} x {resource['InstanceType']}"
-    devices = ", ".join(f"{t}: {n}" for t, n in c.devices_per_instance.items())
-    lines = [
-        f"Training job     {plan.job_name}  ({plan.region})",
-        f"Image            {request['AlgorithmSpecification']['TrainingImage']}",
-        f"Instances        {instances}",
-        f"Cluster size     {c.cluster_size} devices = instances x devices per instance ({devices})",
-        f"Processes        {c.processes} (model-parallel degree {c.model_parallel_degree}, {c.replicas} data-parallel replicas)",
-    ]
-    if c.global_batch_size is not None:
-        lines.append(
-            f"Global batch     {c.global_batch_size} = {c.replicas} replicas x {c.per_device_batch_size} per replica"
-        )
-    if plan.cost_bound_usd is not None:
-        lines.append(f"Cost bound       <= ${plan.cost_bound_usd:,.2f} ({plan.cost_note})")
-    else:
-        lines.append(f"Cost bound       unknown ({plan.cost_note})")
-    channels = [ch["ChannelName"] for ch in request.get("InputDataConfig", [])]
-    lines.append(f"Channels         {', '.join(channels) or '-'}")
-    lines.append(f"Output           {request['OutputDataConfig']['S3OutputPath']}")
-    if "CheckpointConfig" in request:
-        lines.append(f"Checkpoints      {request['CheckpointConfig']['S3Uri']}")
-    if request.get("EnableManagedSpotTraining"):
-        lines.append(
-            f"Spot             max wait {request['StoppingCondition'].get('MaxWaitTimeInSeconds')} s"
-        )
-    for upload in plan.uploads:
-        lines.append(f"Upload           {upload.s3_uri}")
-    for warning in plan.warnings:
-        lines.append(f"WARNING          {warning}")
-    return "\n".join(lines)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -136,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = f"{exc.source}: " if exc.source else ""
             print(f"error: {where}{problem}", file=sys.stderr)
         return EXIT_INVALID
+    except BrokenPipeError:  # e.g. `plan ... | head`
+        return 0
 
 
 if __name__ == "__main__":

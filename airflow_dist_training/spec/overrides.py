@@ -1,0 +1,66 @@
+"""Per-run overrides of a training spec: what a UI trigger form or a DAG run conf may change.
+
+Pure. The retraining DAGs expose these as Params; ``apply_overrides`` turns them into a new,
+re-validated spec (so a bad combination fails with a field-path error before any launch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from airflow_dist_training.spec.loading import validate_model
+from airflow_dist_training.spec.training import Strategy, TrainingJobSpec
+
+# Spot needs a MaxWait >= MaxRuntime; when the form turns spot on we allow twice the runtime.
+SPOT_WAIT_FACTOR = 2
+
+
+class RunOverrides(BaseModel):
+    """The knobs of one run. ``None`` keeps the spec's value."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instance_type: str | None = None
+    instance_count: int | None = Field(default=None, ge=1)
+    strategy: Strategy | None = None
+    processes_per_host: int | None = Field(default=None, ge=1)
+    epochs: int | None = Field(default=None, ge=1)
+    learning_rate: float | None = Field(default=None, gt=0)
+    spot: bool | None = None
+    hyperparameter_names: dict[str, str] = Field(
+        default_factory=lambda: {"epochs": "epochs", "learning_rate": "lr"},
+        description="Which hyperparameter each override sets (e.g. learning_rate -> lr).",
+    )
+
+
+def apply_overrides(spec: TrainingJobSpec, overrides: RunOverrides | dict[str, Any]) -> TrainingJobSpec:
+    if isinstance(overrides, dict):
+        overrides = validate_model(RunOverrides, overrides, source="run overrides")
+    data = spec.model_dump(mode="json", exclude_unset=True)
+    compute = data.setdefault("compute", {})
+    if overrides.instance_type is not None and not compute.get("instance_groups"):
+        compute["instance_type"] = overrides.instance_type
+    if overrides.instance_count is not None and not compute.get("instance_groups"):
+        compute["instance_count"] = overrides.instance_count
+    distribution = data.setdefault("distribution", {})
+    if overrides.strategy is not None:
+        distribution["strategy"] = overrides.strategy.value
+    if overrides.processes_per_host is not None:
+        distribution["processes_per_host"] = overrides.processes_per_host
+    hyperparameters = data.setdefault("hyperparameters", {})
+    names = overrides.hyperparameter_names
+    if overrides.epochs is not None:
+        hyperparameters[names.get("epochs", "epochs")] = overrides.epochs
+    if overrides.learning_rate is not None:
+        hyperparameters[names.get("learning_rate", "lr")] = overrides.learning_rate
+    if overrides.spot is not None:
+        spot = data.setdefault("spot", {})
+        spot["enabled"] = overrides.spot
+        if overrides.spot and not spot.get("max_wait_seconds"):
+            runtime = data.get("stopping", {}).get("max_runtime_seconds", 86400)
+            spot["max_wait_seconds"] = runtime * SPOT_WAIT_FACTOR
+        if not overrides.spot:
+            spot.pop("max_wait_seconds", None)
+    return validate_model(TrainingJobSpec, data, source="spec with run overrides")

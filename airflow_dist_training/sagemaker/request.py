@@ -250,7 +250,7 @@ def plan_training_job(
     if tags:
         request["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
 
-    cluster = cluster_facts(spec)
+    cluster = cluster_facts(spec, ctx.training_group)
     problems += scaling_warnings(spec, cluster)
     problems += _efa_warnings(spec)
     if spec.distribution.processes_per_host and strategy in (
@@ -420,7 +420,8 @@ def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
     return configs
 
 
-def cluster_facts(spec: TrainingJobSpec) -> ClusterFacts:
+def cluster_facts(spec: TrainingJobSpec, training_group: str | None = None) -> ClusterFacts:
+    """Cluster size and batch facts; on a heterogeneous cluster only ``training_group`` runs training processes."""
     devices: dict[str, int] = {}
     cluster_size = 0
     processes = 0
@@ -430,7 +431,8 @@ def cluster_facts(spec: TrainingJobSpec) -> ClusterFacts:
         count = info.devices if info else 1
         devices[group.instance_type] = count
         cluster_size += group.instance_count * count
-        processes += group.instance_count * (per_host or count)
+        if training_group is None or group.name == training_group:
+            processes += group.instance_count * (per_host or count)
     if spec.distribution.strategy == Strategy.NONE:
         processes = spec.compute.count
     if spec.distribution.strategy == Strategy.PARAMETER_SERVER:

@@ -80,11 +80,11 @@ ALL_OPTIONS = {
 
 REQUEST_CASES = [
     RequestCase("smddp", "smddp_p4d"),
-    RequestCase("pytorchddp", "pytorchddp_g5"),
+    RequestCase("pytorchddp", "pytorchddp_p3"),
     RequestCase("smddp_p5_torchrun", "smddp_p5_torchrun"),
     RequestCase("torch_distributed_gpu", "torch_distributed_p4d"),
     RequestCase("torch_distributed_trn1", "torch_distributed_trn1"),
-    RequestCase("smp_v1", "smp_v1_p3"),
+    RequestCase("smp_v1", "smp_v1_p4d"),
     RequestCase("smp_v2", "smp_v2_p4d"),
     RequestCase("smp_v2_p5", "smp_v2_p4d", {"compute": {"instance_type": "ml.p5.48xlarge"}}),
     RequestCase("mpi", "mpi_horovod"),
@@ -156,7 +156,7 @@ REQUEST_CASES = [
         {"checkpoint": {"local_path": "/opt/ml/checkpoints"}},
     ),
     RequestCase("all_options", "smddp_p4d", ALL_OPTIONS),
-    RequestCase("debugger_off", "pytorchddp_g5", {"debugger": {"hook": False, "profiler": False}}),
+    RequestCase("debugger_off", "pytorchddp_p3", {"debugger": {"hook": False, "profiler": False}}),
     RequestCase("none_pytorch", "torch_distributed_p4d", {"distribution": {"strategy": "none"}}),
     RequestCase("none_tensorflow", "mpi_horovod", {"distribution": None, "compute": {"instance_count": 1}}),
     RequestCase(
@@ -175,7 +175,7 @@ REQUEST_CASES = [
         },
     ),
     RequestCase("region_cn", "torch_distributed_p4d", region="cn-north-1"),
-    RequestCase("region_debugger_unsupported", "pytorchddp_g5", region="ap-southeast-3"),
+    RequestCase("region_debugger_unsupported", "pytorchddp_p3", region="ap-southeast-3"),
     RequestCase("region_govcloud", "mpi_horovod", region="us-gov-west-1"),
     RequestCase("run_identity_tag", "torch_distributed_p4d", run_identity=True),
 ]
@@ -204,7 +204,7 @@ ERROR_CASES = [
     ),
     ErrorCase(
         "smp_v1_p5",
-        "smp_v1_p3",
+        "smp_v1_p4d",
         {"compute": {"instance_type": "ml.p5.48xlarge"}},
         "SMModelParallel and SMDataParallel currently do not support p5 instances.",
     ),
@@ -216,7 +216,7 @@ ERROR_CASES = [
     ),
     ErrorCase(
         "pytorchddp_unsupported_version",
-        "pytorchddp_g5",
+        "pytorchddp_p3",
         {"image": {"framework_version": "2.8.0", "py_version": "py312"}},
         "Provided framework_version 2.8.0 is not supported by smdataparallel.",
     ),
@@ -266,31 +266,31 @@ ERROR_CASES = [
     ),
     ErrorCase(
         "smp_v1_bad_partitions",
-        "smp_v1_p3",
+        "smp_v1_p4d",
         {"distribution": {"smp": {"parameters": {"partitions": 0, "microbatches": 4}}}},
         "The number of partitions must be a positive integer.",
     ),
     ErrorCase(
         "smp_v1_bad_microbatches",
-        "smp_v1_p3",
+        "smp_v1_p4d",
         {"distribution": {"smp": {"parameters": {"partitions": 2, "microbatches": "four"}}}},
         "The number of microbatches must be a positive integer.",
     ),
     ErrorCase(
         "smp_v1_ddp_and_horovod",
-        "smp_v1_p3",
+        "smp_v1_p4d",
         {"distribution": {"smp": {"parameters": {"partitions": 2, "ddp": True, "horovod": True}}}},
         "'ddp' and 'horovod' cannot be simultaneously enabled.",
     ),
     ErrorCase(
         "smp_v1_no_default_partition",
-        "smp_v1_p3",
+        "smp_v1_p4d",
         {"distribution": {"smp": {"parameters": {"partitions": 2, "auto_partition": False}}}},
         "default_partition must be supplied if auto_partition is set to False!",
     ),
     ErrorCase(
         "smp_v1_default_partition_too_big",
-        "smp_v1_p3",
+        "smp_v1_p4d",
         {
             "distribution": {
                 "smp": {"parameters": {"partitions": 2, "auto_partition": False, "default_partition": 2}}
@@ -300,7 +300,7 @@ ERROR_CASES = [
     ),
     ErrorCase(
         "smp_v1_memory_weight",
-        "smp_v1_p3",
+        "smp_v1_p4d",
         {"distribution": {"smp": {"parameters": {"partitions": 2, "memory_weight": 1.5}}}},
         "memory_weight must be between 0.0 and 1.0!",
     ),

@@ -71,7 +71,11 @@ def run_ours(run: int, workdir: Path) -> None:
         stream_logs=False,
     )
     run_id = f"crash__{run}"
-    ctx = {"ti": FakeTI(run_id), "run_id": run_id, "task_state_store": FileTaskStateStore(workdir / f"{run}.json")}
+    ctx = {
+        "ti": FakeTI(run_id),
+        "run_id": run_id,
+        "task_state_store": FileTaskStateStore(workdir / f"{run}.json"),
+    }
     op.execute(ctx)  # type: ignore[arg-type]
 
 
@@ -159,7 +163,10 @@ def main() -> None:
         retry_rc = fork_run(args.impl, i, args.workdir, None, None)
         prefix = f"crash{i}-"
         print(
-            json.dumps({"run": i, "prefix": prefix, "point": point, "crash_rc": crash_rc, "retry_ok": retry_rc == 0}),
+            "RESULT "
+            + json.dumps(
+                {"run": i, "prefix": prefix, "point": point, "crash_rc": crash_rc, "retry_ok": retry_rc == 0}
+            ),
             flush=True,
         )
 

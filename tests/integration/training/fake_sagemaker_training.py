@@ -279,7 +279,11 @@ def spec_dict(name: str = "llm-finetune", **overrides: Any) -> dict[str, Any]:
         "environment": {"WANDB_API_KEY": "s3cr3t-wandb-value", "LOG_LEVEL": "info"},
         "channels": {
             "train": {"type": "s3", "uri": "s3://my-ml-bucket/datasets/train/"},
-            "extra": {"type": "fsx", "file_system_id": "fs-0123456789abcdef0", "directory_path": "/abcdefgh/data"},
+            "extra": {
+                "type": "fsx",
+                "file_system_id": "fs-0123456789abcdef0",
+                "directory_path": "/abcdefgh/data",
+            },
         },
         "output": {"s3_path": "s3://my-ml-bucket/output"},
         "checkpoint": {"s3_uri": "s3://my-ml-bucket/checkpoints/llm-finetune"},
@@ -315,4 +319,8 @@ class FakeTI:
 
 def make_context(run_id: str = "manual__1", store: FakeTaskStateStore | None = None) -> dict[str, Any]:
     ti = FakeTI(run_id)
-    return {"ti": ti, "run_id": run_id, "task_state_store": store if store is not None else FakeTaskStateStore()}
+    return {
+        "ti": ti,
+        "run_id": run_id,
+        "task_state_store": store if store is not None else FakeTaskStateStore(),
+    }

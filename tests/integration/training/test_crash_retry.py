@@ -23,10 +23,24 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DRIVER = Path(__file__).parent / "crash_driver.py"
 
 
-def run_driver(tmp_path: Path, *, runs: int, first: int, seed: int, impl: str = "ours") -> subprocess.Popen[str]:
+def run_driver(
+    tmp_path: Path, *, runs: int, first: int, seed: int, impl: str = "ours"
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(DRIVER), "--impl", impl, "--runs", str(runs), "--first", str(first), "--seed", str(seed),
-         "--workdir", str(tmp_path / f"state-{first}")],
+        [
+            sys.executable,
+            str(DRIVER),
+            "--impl",
+            impl,
+            "--runs",
+            str(runs),
+            "--first",
+            str(first),
+            "--seed",
+            str(seed),
+            "--workdir",
+            str(tmp_path / f"state-{first}"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -39,18 +53,24 @@ def test_crash_at_random_points_then_retry_creates_exactly_one_job(
 ) -> None:
     fake.complete_after = 0.4  # a real wait phase to crash in
     # 2 drivers x 28 runs = 56 randomized crash points, in parallel.
-    procs = [run_driver(tmp_path, runs=28, first=0, seed=11), run_driver(tmp_path, runs=28, first=28, seed=29)]
+    procs = [
+        run_driver(tmp_path, runs=28, first=0, seed=11),
+        run_driver(tmp_path, runs=28, first=28, seed=29),
+    ]
     records = []
     for proc in procs:
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-3000:]
-        records += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        records += [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
     assert len(records) == 56
     points = Counter(r["point"].split("@")[0] for r in records)
     assert set(points) >= {"before_create", "after_create", "after_persist", "wait", "sigkill"}, points
     failures = [r for r in records if not r["retry_ok"]]
     assert failures == []
-    per_run = {r["prefix"]: sum(n for name, n in fake.creates.items() if name.startswith(r["prefix"])) for r in records}
+    per_run = {
+        r["prefix"]: sum(n for name, n in fake.creates.items() if name.startswith(r["prefix"]))
+        for r in records
+    }
     assert all(n == 1 for n in per_run.values()), {k: v for k, v in per_run.items() if v != 1}
     assert fake.total_creates == 56
     assert all(n == 1 for n in fake.creates.values())  # never a duplicate create of one name

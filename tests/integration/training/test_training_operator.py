@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 from fake_sagemaker_training import FakeTaskStateStore, FakeTrainingLifecycle, make_context, spec_dict
 
-from airflow_dist_training.errors import AwsPermissionError, CapacityError, SpecValidationError, TrainingJobError
+from airflow_dist_training.errors import (
+    AwsPermissionError,
+    CapacityError,
+    SpecValidationError,
+    TrainingJobError,
+)
 from airflow_dist_training.operators.training import DistributedTrainingOperator, lineage_datasets
 
 pytestmark = pytest.mark.integration
@@ -17,7 +22,12 @@ pytestmark = pytest.mark.integration
 def make_op(**kwargs: Any) -> DistributedTrainingOperator:
     kwargs.setdefault("spec", spec_dict())
     op = DistributedTrainingOperator(
-        task_id="train", aws_conn_id=None, region_name="us-east-1", poll_interval=0.01, deferrable=False, **kwargs
+        task_id="train",
+        aws_conn_id=None,
+        region_name="us-east-1",
+        poll_interval=0.01,
+        deferrable=False,
+        **kwargs,
     )
     op.hook.throttle_base_delay = 0.01
     return op
@@ -140,7 +150,10 @@ def test_bad_spec_fails_before_any_aws_call(fake: FakeTrainingLifecycle) -> None
 
 def test_access_denied_on_create_names_permission(fake: FakeTrainingLifecycle) -> None:
     fake.deny = {"CreateTrainingJob"}
-    with pytest.raises(AwsPermissionError, match=r"needs the IAM permission sagemaker:CreateTrainingJob on arn:aws:sagemaker:us-east-1:123456789012:training-job/llm-finetune-"):
+    with pytest.raises(
+        AwsPermissionError,
+        match=r"needs the IAM permission sagemaker:CreateTrainingJob on arn:aws:sagemaker:us-east-1:123456789012:training-job/llm-finetune-",
+    ):
         make_op().execute(make_context())
 
 
@@ -152,7 +165,9 @@ def test_task_succeeds_with_throttling_on_half_the_describes(fake: FakeTrainingL
     assert fake.throttled >= 1 and fake.throttled == fake.describes // 2
 
 
-def test_resource_in_use_on_create_reattaches(fake: FakeTrainingLifecycle, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resource_in_use_on_create_reattaches(
+    fake: FakeTrainingLifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake.complete_after = None
     op = make_op()
     ctx = make_context()
@@ -200,7 +215,10 @@ def test_lineage_datasets_cover_s3_fsx_and_model() -> None:
                     }
                 },
             },
-            {"ChannelName": "code", "DataSource": {"S3DataSource": {"S3Uri": "s3://b/code/sourcedir.tar.gz"}}},
+            {
+                "ChannelName": "code",
+                "DataSource": {"S3DataSource": {"S3Uri": "s3://b/code/sourcedir.tar.gz"}},
+            },
         ]
     }
     desc = {"ModelArtifacts": {"S3ModelArtifacts": "s3://b/output/j/output/model.tar.gz"}}

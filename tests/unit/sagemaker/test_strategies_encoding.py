@@ -81,7 +81,7 @@ def test_torch_distributed_p4d_request_is_exact():
             },
         ),
         (
-            "pytorchddp_g5",
+            "pytorchddp_p3",
             {
                 "sagemaker_distributed_dataparallel_enabled": "true",
                 "sagemaker_instance_type": '"ml.p3.16xlarge"',
@@ -102,7 +102,7 @@ def test_torch_distributed_p4d_request_is_exact():
             {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": '"ml.trn1.32xlarge"'},
         ),
         (
-            "smp_v1_p3",
+            "smp_v1_p4d",
             {
                 "sagemaker_mpi_enabled": "true",
                 "sagemaker_mpi_num_of_processes_per_host": "8",

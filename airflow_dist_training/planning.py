@@ -1,0 +1,88 @@
+"""Plan one run of a training task: apply the run's overrides, validate, and describe the launch.
+
+Used by the DAGs' ``plan`` task (the dry-run view of the trigger form): it shows the exact
+request (SageMaker) or launch (local), the cost bound and the warnings, and launches nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_dist_training.sagemaker.naming import job_name, run_identity
+from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
+from airflow_dist_training.spec.training import TrainingJobSpec
+
+# Params of a trigger form that are not spec overrides.
+_NON_SPEC_PARAMS = {"backend", "dry_run"}
+
+
+def overrides_from_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The spec overrides among a run's params (``None`` values keep the spec's)."""
+    if not params:
+        return {}
+    known = set(RunOverrides.model_fields)
+    return {k: v for k, v in params.items() if k in known and k not in _NON_SPEC_PARAMS and v is not None}
+
+
+def plan_run(
+    spec: TrainingJobSpec,
+    *,
+    backend: str,
+    overrides: Mapping[str, Any] | None,
+    train_task_id: str,
+    context: Mapping[str, Any],
+    aws_conn_id: str | None = None,
+    region_name: str | None = None,
+) -> dict[str, Any]:
+    """Return ``{"spec", "job_name", "backend", "summary", "warnings", "cost_bound_usd", "request"}``."""
+    effective = apply_overrides(spec, overrides_from_params(overrides))
+    ti = context.get("ti")
+    identity = run_identity(
+        getattr(ti, "dag_id", "dag"), train_task_id, str(context.get("run_id", "manual")), -1
+    )
+    name = job_name(effective.name, identity)
+    result: dict[str, Any] = {
+        "spec": effective.model_dump(mode="json", exclude_unset=True),
+        "job_name": name,
+        "backend": backend,
+        "request": None,
+        "cost_bound_usd": None,
+    }
+    if backend == "local":
+        from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+        local = LocalTrainingHook().plan(effective, name)
+        lines = [
+            f"Local job        {name}",
+            f"Hosts            {len(local.hosts)} x {local.processes_per_host} process(es) "
+            f"({local.strategy.value}, torchrun on 127.0.0.1, gloo on CPU)",
+            f"Entry point      {local.entry_point} {' '.join(local.user_args)}",
+            f"Channels         {', '.join(f'{k}={v}' for k, v in local.channel_sources.items()) or '-'}",
+            "Cost bound       $0 (local)",
+        ]
+        warnings = list(local.warnings)
+        result["cost_bound_usd"] = 0.0
+    else:
+        from airflow_dist_training.sagemaker.request import plan_training_job
+        from airflow_dist_training.sagemaker.summary import render_plan
+
+        region = region_name or _connection_region(aws_conn_id)
+        plan = plan_training_job(effective, job_name=name, region=region, run_identity=identity)
+        lines = [render_plan(plan), "Request:", json.dumps(plan.request, indent=1, sort_keys=True)]
+        warnings = [str(w) for w in plan.warnings]
+        result["request"] = plan.request
+        result["cost_bound_usd"] = plan.cost_bound_usd
+    result["warnings"] = warnings
+    result["summary"] = "\n".join(lines + [f"WARNING          {w}" for w in warnings if w not in "\n".join(lines)])
+    return result
+
+
+def _connection_region(aws_conn_id: str | None) -> str:
+    import os
+
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    region = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="sagemaker").conn_region_name
+    return str(region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")

@@ -1,0 +1,268 @@
+"""Reusable task groups for Python DAG authors: ``stage_train_evaluate``.
+
+One group runs a whole retraining step on one backend:
+
+    plan -> stage -> train -> checkpoints (retention, promotion) -> evaluate -> gate -> register
+
+The YAML DAG factory and the ready DAGs in ``dags/`` build on it, so there is one composition.
+Everything here runs at DAG-parse time: it only constructs operators (no I/O, no AWS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
+from airflow_dist_training.spec.training import TrainingJobSpec
+
+
+def _xcom_field(task_id: str, field: str) -> str:
+    return f"{{{{ ti.xcom_pull(task_ids='{task_id}')['{field}'] }}}}"
+
+
+def stage_train_evaluate(
+    *,
+    spec: TrainingJobSpec | Mapping[str, Any],
+    backend: str = "local",
+    group_id: str | None = None,
+    overrides: Mapping[str, Any] | str | None = None,
+    dry_run: bool | str = False,
+    staging: StagingStep | None = None,
+    checkpoints: CheckpointStep | None = None,
+    evaluation: EvaluationStep | None = None,
+    gate: Mapping[str, Any] | None = None,
+    fail_on_reject: bool = False,
+    registry: RegistryStep | None = None,
+    aws_conn_id: str | None = "aws_default",
+    region_name: str | None = None,
+    base_dir: str | Path | None = None,
+    training_kwargs: Mapping[str, Any] | None = None,
+) -> Any:
+    """Build the ``stage_train_evaluate`` task group and return it.
+
+    :param spec: the training spec (object or dict; validated here, at parse time).
+    :param backend: ``local`` (torchrun on the worker) or ``sagemaker``.
+    :param group_id: task group id (default ``stage_train_evaluate`` or ``<backend>_stage_train_evaluate``).
+    :param overrides: run overrides (``RunOverrides`` fields), e.g. ``"{{ params }}"`` from a trigger form.
+    :param dry_run: when true (or a template rendering to true) the plan is shown and nothing launches.
+    :param staging: put a dataset in place first (FSx on SageMaker, a directory locally).
+    :param checkpoints: resume policy, retention and promotion.
+    :param evaluation: the evaluation script step.
+    :param gate: quality-gate thresholds (``{"thresholds": {...}}``, see ``GateSpec``).
+    :param fail_on_reject: fail the run when the gate rejects (default: skip registration).
+    :param registry: where to register an approved model.
+    :param aws_conn_id: Airflow AWS connection.
+    :param region_name: AWS region.
+    :param base_dir: directory relative paths (scripts, local sources) resolve against.
+    :param training_kwargs: extra ``DistributedTrainingOperator`` arguments.
+    """
+    from airflow.sdk import TaskGroup, task
+
+    from airflow_dist_training.operators.checkpoints import (
+        CheckpointRetentionOperator,
+        PromoteCheckpointOperator,
+    )
+    from airflow_dist_training.operators.evaluation import (
+        EvaluationOperator,
+        QualityGateOperator,
+        RegisterModelOperator,
+    )
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+    from airflow_dist_training.spec.loading import load_spec
+
+    spec_obj = load_spec(spec)
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    checkpoints = checkpoints or CheckpointStep()
+    group_id = group_id or "stage_train_evaluate"
+    with TaskGroup(group_id=group_id) as group:
+        prefix = f"{group.group_id}."
+
+        @task(task_id="plan", multiple_outputs=True)
+        def plan(run_overrides: Any = None, dry: Any = False) -> dict[str, Any]:
+            """Apply the run's overrides, validate and plan; show the request, cost bound and warnings."""
+            from airflow.sdk import get_current_context
+
+            from airflow_dist_training.planning import plan_run
+
+            context = get_current_context()
+            result = plan_run(
+                spec_obj,
+                backend=backend,
+                overrides=run_overrides,
+                train_task_id=f"{prefix}train",
+                context=context,
+                aws_conn_id=aws_conn_id,
+                region_name=region_name,
+            )
+            for line in result["summary"].splitlines():
+                print(line)
+            result["dry_run"] = _truthy(dry)
+            return result
+
+        @task.short_circuit(task_id="launch_unless_dry_run")
+        def launch_unless_dry_run(dry: Any) -> bool:
+            """A dry run stops here: everything downstream is skipped, nothing is launched."""
+            return not bool(dry)
+
+        planned = plan(overrides, dry_run)
+        gatekeeper = launch_unless_dry_run(planned["dry_run"])
+        upstream: Any = gatekeeper
+        if staging is not None:
+            stage = _staging_task(staging, backend, spec_obj, base, aws_conn_id, region_name)
+            gatekeeper >> stage
+            upstream = stage
+        train = DistributedTrainingOperator(
+            task_id="train",
+            spec=planned["spec"],
+            backend=backend,
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+            local_hook_kwargs={"base_dir": str(base)},
+            checkpoint_resume=checkpoints.resume,
+            **dict(training_kwargs or {}),
+        )
+        upstream >> train
+        checkpoint_uri = _xcom_field(f"{prefix}train", "checkpoint_uri")
+        retention = CheckpointRetentionOperator(
+            task_id="checkpoint_retention",
+            checkpoint_uri=checkpoint_uri,
+            keep_last=checkpoints.keep_last,
+            keep_best=checkpoints.keep_best if checkpoints.metric else 0,
+            metric=checkpoints.metric,
+            mode=checkpoints.mode,
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+        )
+        train >> retention
+        if checkpoints.promote_to:
+            promote = PromoteCheckpointOperator(
+                task_id="promote_checkpoint",
+                checkpoint_uri=checkpoint_uri,
+                target_uri=checkpoints.promote_to,
+                which="best" if checkpoints.metric else "latest",
+                metric=checkpoints.metric,
+                aws_conn_id=aws_conn_id,
+                region_name=region_name,
+            )
+            retention >> promote
+        if evaluation is not None:
+            script = evaluation.script if "://" in evaluation.script else str((base / evaluation.script).resolve())
+            data_uri = evaluation.channel_source
+            if data_uri and "://" not in data_uri:
+                data_uri = str((base / data_uri).resolve())
+            evaluate = EvaluationOperator(
+                task_id="evaluate",
+                script=script,
+                model_uri=_xcom_field(f"{prefix}train", "model_artifact_uri"),
+                data_uri=data_uri,
+                arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
+                backend="sagemaker" if backend == "sagemaker" else "local",
+                aws_conn_id=aws_conn_id,
+                region_name=region_name,
+            )
+            train >> evaluate
+            if gate is not None:
+                registry_kind = _registry_kind(registry, backend)
+                gate_task = QualityGateOperator(
+                    task_id="gate",
+                    evaluation=evaluate.output,
+                    thresholds=dict(gate.get("thresholds", {})),
+                    require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
+                    registry=registry_kind,
+                    model_package_group_name=_group_name(registry, spec_obj),
+                    local_registry_dir=_local_registry_dir(registry, base),
+                    fail_on_reject=fail_on_reject,
+                    aws_conn_id=aws_conn_id,
+                    region_name=region_name,
+                )
+                evaluate >> gate_task
+                if registry is not None and registry_kind is not None:
+                    register = RegisterModelOperator(
+                        task_id="register",
+                        evaluation=evaluate.output,
+                        decision=gate_task.output,
+                        training=train.output,
+                        image_uri=spec_obj.image.uri,
+                        registry=registry_kind,
+                        model_package_group_name=_group_name(registry, spec_obj),
+                        local_registry_dir=_local_registry_dir(registry, base),
+                        auto_approve=registry.auto_approve,
+                        aws_conn_id=aws_conn_id,
+                        region_name=region_name,
+                    )
+                    gate_task >> register
+    return group
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _registry_kind(registry: RegistryStep | None, backend: str) -> str | None:
+    if registry is None:
+        return None
+    if registry.model_package_group and backend == "sagemaker":
+        return "sagemaker"
+    return "local"
+
+
+def _group_name(registry: RegistryStep | None, spec: TrainingJobSpec) -> str:
+    if registry is not None and registry.model_package_group:
+        return registry.model_package_group
+    return spec.name
+
+
+def _local_registry_dir(registry: RegistryStep | None, base: Path) -> str | None:
+    if registry is None:
+        return None
+    directory = registry.local_dir or ".adt-demo/registry"
+    return str((base / directory).resolve())
+
+
+def _staging_task(
+    staging: StagingStep,
+    backend: str,
+    spec: TrainingJobSpec,
+    base: Path,
+    aws_conn_id: str | None,
+    region_name: str | None,
+) -> Any:
+    from airflow_dist_training.operators.fsx import FSxStagePrefixOperator, LocalStageOperator
+
+    channel = spec.channels.get(staging.channel)
+    if backend == "local":
+        target = getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}"
+        source = staging.source if "://" in staging.source else str((base / staging.source).resolve())
+        return LocalStageOperator(
+            task_id="stage",
+            source=source,
+            channel_dir=str((base / target).resolve()),
+            **{
+                k: v
+                for k, v in (
+                    ("file_system_id", staging.file_system_id or getattr(channel, "file_system_id", None)),
+                    ("file_system_path", staging.file_system_path),
+                )
+                if v
+            },
+        )
+    if not staging.file_system_id or not staging.file_system_path:
+        from airflow_dist_training.errors import SpecValidationError
+
+        raise SpecValidationError(
+            [("staging.file_system_id", "SageMaker staging needs file_system_id and file_system_path")]
+        )
+    return FSxStagePrefixOperator(
+        task_id="stage",
+        s3_uri=staging.source,
+        file_system_id=staging.file_system_id,
+        file_system_path=staging.file_system_path,
+        subnets=list(spec.network.subnets),
+        security_group_ids=list(spec.network.security_group_ids),
+        aws_conn_id=aws_conn_id,
+        region_name=region_name,
+    )

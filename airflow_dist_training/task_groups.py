@@ -27,7 +27,7 @@ def stage_train_evaluate(
     spec: TrainingJobSpec | Mapping[str, Any],
     backend: str = "local",
     group_id: str | None = None,
-    overrides: Mapping[str, Any] | str | None = None,
+    overrides: Mapping[str, Any] | None = None,
     dry_run: bool | str = False,
     staging: StagingStep | None = None,
     checkpoints: CheckpointStep | None = None,
@@ -45,8 +45,9 @@ def stage_train_evaluate(
     :param spec: the training spec (object or dict; validated here, at parse time).
     :param backend: ``local`` (torchrun on the worker) or ``sagemaker``.
     :param group_id: task group id (default ``stage_train_evaluate`` or ``<backend>_stage_train_evaluate``).
-    :param overrides: run overrides (``RunOverrides`` fields), e.g. ``"{{ params }}"`` from a trigger form.
-    :param dry_run: when true (or a template rendering to true) the plan is shown and nothing launches.
+    :param overrides: fixed run overrides (``RunOverrides`` fields); the run's params (a trigger
+        form's ``instance_type``, ``epochs``, ...) are applied on top of them.
+    :param dry_run: show the plan and launch nothing (the run's ``dry_run`` param also turns this on).
     :param staging: put a dataset in place first (FSx on SageMaker, a directory locally).
     :param checkpoints: resume policy, retention and promotion.
     :param evaluation: the evaluation script step.
@@ -80,17 +81,18 @@ def stage_train_evaluate(
         prefix = f"{group.group_id}."
 
         @task(task_id="plan", multiple_outputs=True)
-        def plan(run_overrides: Any = None, dry: Any = False) -> dict[str, Any]:
+        def plan() -> dict[str, Any]:
             """Apply the run's overrides, validate and plan; show the request, cost bound and warnings."""
             from airflow.sdk import get_current_context
 
             from airflow_dist_training.planning import plan_run
 
             context = get_current_context()
+            params = dict(context.get("params") or {})
             result = plan_run(
                 spec_obj,
                 backend=backend,
-                overrides=run_overrides,
+                overrides={**dict(overrides or {}), **params},
                 train_task_id=f"{prefix}train",
                 context=context,
                 aws_conn_id=aws_conn_id,
@@ -98,7 +100,7 @@ def stage_train_evaluate(
             )
             for line in result["summary"].splitlines():
                 print(line)
-            result["dry_run"] = _truthy(dry)
+            result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
             return result
 
         @task.short_circuit(task_id="launch_unless_dry_run")
@@ -106,7 +108,7 @@ def stage_train_evaluate(
             """A dry run stops here: everything downstream is skipped, nothing is launched."""
             return not bool(dry)
 
-        planned = plan(overrides, dry_run)
+        planned = plan()
         gatekeeper = launch_unless_dry_run(planned["dry_run"])
         upstream: Any = gatekeeper
         if staging is not None:
@@ -152,8 +154,19 @@ def stage_train_evaluate(
             data_uri = evaluation.channel_source
             if data_uri and "://" not in data_uri:
                 data_uri = str((base / data_uri).resolve())
+            sagemaker_kwargs: dict[str, Any] = {}
+            if backend == "sagemaker":
+                output = spec_obj.output.s3_path.rstrip("/") if spec_obj.output else ""
+                sagemaker_kwargs = {
+                    # the training image, as planned for this run's region
+                    "image_uri": f"{{{{ ti.xcom_pull(task_ids='{prefix}plan', key='request')"
+                    "['AlgorithmSpecification']['TrainingImage'] }}",
+                    "role_arn": spec_obj.role_arn,
+                    "output_uri": f"{output}/evaluation/{{{{ run_id }}}}",
+                }
             evaluate = EvaluationOperator(
                 task_id="evaluate",
+                **sagemaker_kwargs,
                 script=script,
                 model_uri=_xcom_field(f"{prefix}train", "model_artifact_uri"),
                 data_uri=data_uri,

@@ -1,0 +1,102 @@
+"""Scheduled distributed retraining: stage -> train -> checkpoints -> evaluate -> gate -> register.
+
+Runs every Monday 03:00 Europe/Amsterdam, and whenever the training data asset is updated.
+Triggered from the UI, the trigger form validates its inputs (backend, instance type, count,
+strategy, epochs, learning rate, spot, dry run). ``backend=local`` (the default) runs the job
+on this machine with torchrun on CPU under the SageMaker container contract; ``sagemaker``
+launches it on SageMaker. ``dry_run`` shows the plan (request, cost bound, warnings) and launches
+nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
+
+from airflow_dist_training.sagemaker.catalog import instance_catalog
+from airflow_dist_training.spec.loading import load_spec
+from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
+from airflow_dist_training.spec.training import Strategy
+from airflow_dist_training.task_groups import stage_train_evaluate
+
+REPO = Path(__file__).resolve().parent.parent
+SPEC = load_spec(REPO / "examples" / "specs" / "local_demo.yaml")
+TIMEZONE = pendulum.timezone("Europe/Amsterdam")
+TRAINING_DATA = Asset("s3://adt-demo-bucket/data/train/")
+GATE = {"thresholds": {"accuracy": {"min": 0.8, "no_regression": True}, "loss": {"direction": "lower_is_better", "max": 0.8}}}
+
+with DAG(
+    dag_id="distributed_retraining",
+    description="Distributed retraining with checkpoints, a quality gate and model registration",
+    schedule=AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable("0 3 * * 1", timezone=TIMEZONE), assets=TRAINING_DATA
+    ),
+    start_date=pendulum.datetime(2026, 1, 1, tz=TIMEZONE),
+    catchup=False,
+    max_active_runs=1,
+    tags=["airflow-dist-training", "retraining"],
+    default_args={"owner": "ml-platform", "retries": 1, "retry_delay": pendulum.duration(minutes=5)},
+    params={
+        "backend": Param(
+            "local",
+            enum=["local", "sagemaker"],
+            title="Backend",
+            description="local: torchrun on this machine (CPU); sagemaker: a SageMaker training job",
+        ),
+        "instance_type": Param(
+            SPEC.compute.instance_type,
+            enum=sorted(instance_catalog()),
+            title="Instance type",
+            description="SageMaker instance type (devices per instance come from the catalog)",
+        ),
+        "instance_count": Param(
+            SPEC.compute.count, type="integer", minimum=1, maximum=16, title="Instance count"
+        ),
+        "strategy": Param(
+            SPEC.distribution.strategy.value,
+            enum=[s.value for s in Strategy],
+            title="Distribution strategy",
+        ),
+        "epochs": Param(int(SPEC.hyperparameters.get("epochs", 6)), type="integer", minimum=1, maximum=1000),
+        "learning_rate": Param(
+            float(SPEC.hyperparameters.get("lr", 0.05)), type="number", exclusiveMinimum=0, maximum=10, title="Learning rate"
+        ),
+        "spot": Param(False, type="boolean", title="Managed spot training", description="SageMaker only"),
+        "dry_run": Param(
+            False, type="boolean", title="Dry run", description="Show the plan (request, cost, warnings); launch nothing"
+        ),
+    },
+    doc_md=__doc__,
+) as dag:
+
+    @task.branch(task_id="choose_backend")
+    def choose_backend(**context: Any) -> str:
+        return f"{context['params']['backend']}.plan"
+
+    common: dict[str, Any] = {
+        "spec": SPEC,
+        "base_dir": REPO,
+        "checkpoints": CheckpointStep(resume="latest", keep_last=2, keep_best=1, metric="train:loss", mode="min"),
+        "evaluation": EvaluationStep(script="examples/evaluate.py", channel_source=".adt-demo/source/test"),
+        "gate": GATE,
+        "registry": RegistryStep(local_dir=".adt-demo/registry", model_package_group="adt-demo", auto_approve=True),
+    }
+    local = stage_train_evaluate(
+        group_id="local",
+        backend="local",
+        staging=StagingStep(channel="train", source=".adt-demo/source/train"),
+        **common,
+    )
+    sagemaker = stage_train_evaluate(group_id="sagemaker", backend="sagemaker", **common)
+
+    @task(task_id="summary", trigger_rule="none_failed_min_one_success")
+    def summary(**context: Any) -> dict[str, Any]:
+        """A readable summary: metrics, the gate decision, and where the model went."""
+        from airflow_dist_training.reporting import run_summary
+
+        return run_summary(context, groups=["local", "sagemaker"])
+
+    choose_backend() >> [local, sagemaker] >> summary()

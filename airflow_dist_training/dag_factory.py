@@ -46,7 +46,11 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
             timetable=CronTriggerTimetable(pipeline.schedule, timezone=timezone), assets=_any(assets)
         )
     elif pipeline.schedule:
-        schedule = CronTriggerTimetable(pipeline.schedule, timezone=timezone) if not pipeline.schedule.startswith("@") else pipeline.schedule
+        schedule = (
+            CronTriggerTimetable(pipeline.schedule, timezone=timezone)
+            if not pipeline.schedule.startswith("@")
+            else pipeline.schedule
+        )
     elif assets:
         schedule = _any(assets)
     dag = DAG(
@@ -86,7 +90,9 @@ def _any(assets: list[Any]) -> Any:
     return AssetAny(*assets)
 
 
-def dag_from_yaml(python_file: str, yaml_file: str | None = None, *, base_dir: str | Path | None = None) -> Any:
+def dag_from_yaml(
+    python_file: str, yaml_file: str | None = None, *, base_dir: str | Path | None = None
+) -> Any:
     """Build the DAG of the YAML file next to ``python_file`` (same stem, ``.yaml``/``.yml``)."""
     stub = Path(python_file)
     if yaml_file is None:

@@ -75,7 +75,9 @@ def plan_run(
         result["request"] = plan.request
         result["cost_bound_usd"] = plan.cost_bound_usd
     result["warnings"] = warnings
-    result["summary"] = "\n".join(lines + [f"WARNING          {w}" for w in warnings if w not in "\n".join(lines)])
+    result["summary"] = "\n".join(
+        lines + [f"WARNING          {w}" for w in warnings if w not in "\n".join(lines)]
+    )
     return result
 
 

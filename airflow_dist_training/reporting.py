@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -13,8 +14,10 @@ def _pull(ti: Any, task_id: str) -> Any:
         return None
 
 
-def run_summary(context: Mapping[str, Any], groups: Sequence[str]) -> dict[str, Any]:
-    """Collect the results of whichever group ran and print them as a block of text."""
+def run_summary(
+    context: Mapping[str, Any], groups: Sequence[str], write_to: str | Path | None = None
+) -> dict[str, Any]:
+    """Collect the results of whichever group ran; print them (and write them to ``write_to``)."""
     ti = context["ti"]
     for group in groups:
         plan = _pull(ti, f"{group}.plan")
@@ -38,13 +41,20 @@ def run_summary(context: Mapping[str, Any], groups: Sequence[str]) -> dict[str, 
         "model_artifact_uri": training.get("model_artifact_uri"),
         "registered": registration or None,
     }
-    print(render_summary(result, plan))
+    text = render_summary(result, plan)
+    print(text)
+    if write_to is not None:
+        Path(write_to).parent.mkdir(parents=True, exist_ok=True)
+        Path(write_to).write_text(text + "\n", encoding="utf-8")
     return result
 
 
 def render_summary(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
     def metrics(values: Mapping[str, Any]) -> str:
-        return ", ".join(f"{k}={v:.4g}" if isinstance(v, int | float) else f"{k}={v}" for k, v in values.items()) or "-"
+        return (
+            ", ".join(f"{k}={v:.4g}" if isinstance(v, int | float) else f"{k}={v}" for k, v in values.items())
+            or "-"
+        )
 
     lines = ["", "=" * 72, f"Retraining run summary ({result['backend']} backend)", "=" * 72]
     if result["dry_run"]:
@@ -61,7 +71,12 @@ def render_summary(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
     lines.append(f"Model artifact      {result['model_artifact_uri'] or '-'}")
     registered = result["registered"]
     if registered:
-        where = registered.get("model_package_arn") or registered.get("uri") or registered.get("path") or registered
+        where = (
+            registered.get("model_package_arn")
+            or registered.get("uri")
+            or registered.get("path")
+            or registered
+        )
         status = registered.get("approval_status") or registered.get("status") or ""
         lines.append(f"Registered          {where} {status}".rstrip())
     else:

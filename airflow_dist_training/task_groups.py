@@ -150,7 +150,9 @@ def stage_train_evaluate(
             )
             retention >> promote
         if evaluation is not None:
-            script = evaluation.script if "://" in evaluation.script else str((base / evaluation.script).resolve())
+            script = (
+                evaluation.script if "://" in evaluation.script else str((base / evaluation.script).resolve())
+            )
             data_uri = evaluation.channel_source
             if data_uri and "://" not in data_uri:
                 data_uri = str((base / data_uri).resolve())

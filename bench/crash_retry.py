@@ -60,6 +60,12 @@ def main() -> None:
     fake = FakeTrainingLifecycle()
     fake.install()
     fake.complete_after = 0.4
+    import boto3
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    for bucket in ("data-bucket", "out-bucket", "my-ml-bucket"):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket="data-bucket", Key="train/part-0", Body=b"x")  # the provider HEADs inputs
     results: dict[str, dict[str, float]] = {}
     try:
         for impl in ("ours", "amazon"):

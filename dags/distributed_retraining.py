@@ -26,7 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 SPEC = load_spec(REPO / "examples" / "specs" / "local_demo.yaml")
 TIMEZONE = pendulum.timezone("Europe/Amsterdam")
 TRAINING_DATA = Asset("s3://adt-demo-bucket/data/train/")
-GATE = {"thresholds": {"accuracy": {"min": 0.8, "no_regression": True}, "loss": {"direction": "lower_is_better", "max": 0.8}}}
+GATE = {
+    "thresholds": {
+        "accuracy": {"min": 0.8, "no_regression": True},
+        "loss": {"direction": "lower_is_better", "max": 0.8},
+    }
+}
 
 with DAG(
     dag_id="distributed_retraining",
@@ -62,11 +67,18 @@ with DAG(
         ),
         "epochs": Param(int(SPEC.hyperparameters.get("epochs", 6)), type="integer", minimum=1, maximum=1000),
         "learning_rate": Param(
-            float(SPEC.hyperparameters.get("lr", 0.05)), type="number", exclusiveMinimum=0, maximum=10, title="Learning rate"
+            float(SPEC.hyperparameters.get("lr", 0.05)),
+            type="number",
+            exclusiveMinimum=0,
+            maximum=10,
+            title="Learning rate",
         ),
         "spot": Param(False, type="boolean", title="Managed spot training", description="SageMaker only"),
         "dry_run": Param(
-            False, type="boolean", title="Dry run", description="Show the plan (request, cost, warnings); launch nothing"
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Show the plan (request, cost, warnings); launch nothing",
         ),
     },
     doc_md=__doc__,
@@ -79,10 +91,14 @@ with DAG(
     common: dict[str, Any] = {
         "spec": SPEC,
         "base_dir": REPO,
-        "checkpoints": CheckpointStep(resume="latest", keep_last=2, keep_best=1, metric="train:loss", mode="min"),
+        "checkpoints": CheckpointStep(
+            resume="latest", keep_last=2, keep_best=1, metric="train:loss", mode="min"
+        ),
         "evaluation": EvaluationStep(script="examples/evaluate.py", channel_source=".adt-demo/source/test"),
         "gate": GATE,
-        "registry": RegistryStep(local_dir=".adt-demo/registry", model_package_group="adt-demo", auto_approve=True),
+        "registry": RegistryStep(
+            local_dir=".adt-demo/registry", model_package_group="adt-demo", auto_approve=True
+        ),
     }
     local = stage_train_evaluate(
         group_id="local",
@@ -97,6 +113,8 @@ with DAG(
         """A readable summary: metrics, the gate decision, and where the model went."""
         from airflow_dist_training.reporting import run_summary
 
-        return run_summary(context, groups=["local", "sagemaker"])
+        return run_summary(
+            context, groups=["local", "sagemaker"], write_to=REPO / ".adt-demo" / "last-run-summary.txt"
+        )
 
     choose_backend() >> [local, sagemaker] >> summary()

@@ -90,6 +90,9 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
     :param stream_logs: copy CloudWatch logs (all hosts, merged) into the task log.
     :param durable: persist the job name in ``task_state_store`` (Airflow 3.3 durable execution).
     :param local_hook_kwargs: keyword arguments of ``LocalTrainingHook`` (local backend).
+    :param checkpoint_resume: the pipeline's resume policy (``fresh``/``latest``/``none``). Recorded
+        for the task group; a retry of the same run always keeps the spec's CheckpointConfig, so
+        SageMaker restores the run's own latest checkpoints into the new generation's container.
     """
 
     template_fields: Sequence[str] = ("spec", "aws_conn_id", "region_name")
@@ -111,6 +114,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         poll_interval: float = 30,
         stream_logs: bool = True,
         local_hook_kwargs: dict[str, Any] | None = None,
+        checkpoint_resume: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -126,6 +130,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         self.poll_interval = poll_interval
         self.stream_logs = stream_logs
         self.local_hook_kwargs = local_hook_kwargs or {}
+        self.checkpoint_resume = checkpoint_resume
         self._job_name: str | None = None
         self._spec_obj: TrainingJobSpec | None = None
         self._plan: TrainingPlan | None = None

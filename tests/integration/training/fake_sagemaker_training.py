@@ -39,7 +39,9 @@ class FakeTrainingLifecycle:
     create_log: list[str] = field(default_factory=list)
     stops: Counter[str] = field(default_factory=Counter)
     describes: int = 0
+    lists: int = 0
     throttled: int = 0
+    on_create: Any = None  # callable(job name), run in the server thread after a create
     _created_at: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _originals: dict[str, Any] = field(default_factory=dict)
@@ -56,8 +58,10 @@ class FakeTrainingLifecycle:
             self.create_log.clear()
             self.stops.clear()
             self.describes = 0
+            self.lists = 0
             self.throttled = 0
             self._created_at.clear()
+            self.on_create = None
 
     @property
     def total_creates(self) -> int:
@@ -84,6 +88,7 @@ class FakeTrainingLifecycle:
         job = self.job(name, region)
         now = datetime.now(UTC)
         job.training_job_status = status
+        job.last_modified_time = now
         job.secondary_status = secondary or {
             "InProgress": "Training",
             "Completed": "Completed",
@@ -132,7 +137,19 @@ class FakeTrainingLifecycle:
 
         orig_create = SageMakerResponse.create_training_job
         orig_describe = SageMakerResponse.describe_training_job
-        self._originals = {"create_training_job": orig_create, "describe_training_job": orig_describe}
+        orig_list = SageMakerResponse.list_training_jobs
+        self._originals = {
+            "create_training_job": orig_create,
+            "describe_training_job": orig_describe,
+            "list_training_jobs": orig_list,
+        }
+
+        def list_training_jobs(resp: Any) -> Any:
+            with fake._lock:
+                fake.lists += 1
+                for name in list(fake._created_at):
+                    fake._advance(resp, name)
+            return orig_list(resp)
 
         def arn(resp: Any, name: str) -> str:
             return f"arn:aws:sagemaker:{resp.region}:{resp.current_account}:training-job/{name}"
@@ -158,6 +175,8 @@ class FakeTrainingLifecycle:
                         {"Status": "Starting", "StartTime": now, "StatusMessage": "Preparing the instances"}
                     ]
                     fake._created_at[name] = time.monotonic()
+            if fake.on_create is not None:
+                fake.on_create(name)
             return result
 
         def describe_training_job(resp: Any) -> Any:
@@ -169,18 +188,7 @@ class FakeTrainingLifecycle:
                 if fake.throttle_every and fake.describes % fake.throttle_every == 0:
                     fake.throttled += 1
                     raise Throttling("Rate exceeded")
-                job = resp.sagemaker_backend.training_jobs.get(name)
-                created = fake._created_at.get(name)
-                if (
-                    job is not None
-                    and created is not None
-                    and job.training_job_status == "InProgress"
-                    and fake.complete_after is not None
-                    and time.monotonic() - created >= fake.complete_after
-                ):
-                    for step in ("Downloading", "Training", "Uploading"):
-                        fake.set_status(name, "InProgress", secondary=step, region=resp.region)
-                    fake.set_status(name, "Completed", region=resp.region)
+                fake._advance(resp, name)
             return orig_describe(resp)
 
         def stop_training_job(resp: Any) -> Any:
@@ -204,6 +212,22 @@ class FakeTrainingLifecycle:
         SageMakerResponse.create_training_job = create_training_job  # type: ignore[method-assign]
         SageMakerResponse.describe_training_job = describe_training_job  # type: ignore[method-assign]
         SageMakerResponse.stop_training_job = stop_training_job  # type: ignore[attr-defined]
+        SageMakerResponse.list_training_jobs = list_training_jobs  # type: ignore[method-assign]
+
+    def _advance(self, resp: Any, name: str) -> None:
+        """Complete an InProgress job once ``complete_after`` seconds have passed (caller holds the lock)."""
+        job = resp.sagemaker_backend.training_jobs.get(name)
+        created = self._created_at.get(name)
+        if (
+            job is not None
+            and created is not None
+            and job.training_job_status == "InProgress"
+            and self.complete_after is not None
+            and time.monotonic() - created >= self.complete_after
+        ):
+            for step in ("Downloading", "Training", "Uploading"):
+                self.set_status(name, "InProgress", secondary=step, region=resp.region)
+            self.set_status(name, "Completed", region=resp.region)
 
     def uninstall(self) -> None:
         from moto.sagemaker.responses import SageMakerResponse

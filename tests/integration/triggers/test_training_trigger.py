@@ -37,8 +37,11 @@ async def first_event(trigger: TrainingJobTrigger, timeout: float = 20) -> Trigg
 
 async def first_describe(moto_sm: MotoSageMaker) -> None:
     """Wait for the trigger's first DescribeTrainingJob (client start-up can take a second)."""
-    while moto_sm.calls["DescribeTrainingJob"] < 1:
-        await asyncio.sleep(0.02)
+    async def poll() -> None:
+        while moto_sm.calls["DescribeTrainingJob"] < 1:
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout=30)
 
 
 async def later(moto_sm: MotoSageMaker, delay: float, fn: Any, *args: Any) -> None:
@@ -180,6 +183,7 @@ async def test_on_kill_stops_the_job(moto_sm: MotoSageMaker) -> None:
     trigger = make_trigger("job-kill", stream_logs=False)
     task = asyncio.create_task(trigger.run().__anext__())
     await first_describe(moto_sm)
+    assert not task.done(), task.result()
     task.cancel()  # what the triggerer does on a user kill, before calling on_kill()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -1,0 +1,119 @@
+"""``TrainingJobSensor``: wait for a SageMaker training job started elsewhere.
+
+Same terminal-state rules as ``DistributedTrainingOperator``: Completed -> success (the
+``TrainingResult`` dict is returned to XCom); Failed, Stopped and MaxRuntimeExceeded -> a
+``TrainingJobError`` with the FailureReason (``CapacityError`` for capacity/limit failures). A
+Stopped job is never success. Deferrable through ``TrainingJobTrigger`` (shared poller, logs in the
+task log, no silent cap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_dist_training.links import sagemaker as links
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+
+class TrainingJobSensor(BaseSensorOperator):
+    """Wait until a SageMaker training job ends; succeed only if it Completed.
+
+    :param job_name: the training job (templated).
+    :param aws_conn_id: Airflow AWS connection (``None``: boto3's default chain).
+    :param region_name: AWS region (default: the connection's).
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param max_wait_seconds: deferrable mode: the only limit on the wait (``None``: no limit).
+        In poke/reschedule mode use the sensor's ``timeout``.
+    :param stream_logs: deferrable mode: copy the job's CloudWatch logs into the task log.
+    """
+
+    template_fields: Sequence[str] = ("job_name", "aws_conn_id", "region_name")
+    operator_extra_links = links.ALL_LINKS
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        max_wait_seconds: float | None = None,
+        stream_logs: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("poke_interval", 30)
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.deferrable = deferrable
+        self.max_wait_seconds = max_wait_seconds
+        self.stream_logs = stream_logs
+
+    @cached_property
+    def hook(self) -> SageMakerTrainingHook:
+        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    def _region(self) -> str:
+        return str(self.region_name or self.hook.conn_region_name or "us-east-1")
+
+    def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
+        from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
+
+        if desc.get("TrainingJobStatus") != "Completed":
+            raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
+        return dict(result_from_description(desc))
+
+    def execute(self, context: Context) -> Any:
+        desc = self.hook.describe_training_job(self.job_name)
+        links.persist(
+            context,
+            region=self._region(),
+            job_name=self.job_name,
+            output_uri=(desc.get("OutputDataConfig") or {}).get("S3OutputPath"),
+            checkpoint_uri=(desc.get("CheckpointConfig") or {}).get("S3Uri"),
+        )
+        if self.deferrable and desc.get("TrainingJobStatus") in {"InProgress", "Stopping"}:
+            from airflow_dist_training.triggers.training import TrainingJobTrigger
+
+            self.defer(
+                trigger=TrainingJobTrigger(
+                    job_name=self.job_name,
+                    aws_conn_id=self.aws_conn_id,
+                    region_name=self._region(),
+                    poll_interval=self.poke_interval
+                    if not isinstance(self.poke_interval, timedelta)
+                    else self.poke_interval.total_seconds(),
+                    max_wait_seconds=self.max_wait_seconds,
+                    stream_logs=self.stream_logs,
+                ),
+                method_name="execute_complete",
+            )
+        return super().execute(context)
+
+    def poke(self, context: Context) -> PokeReturnValue | bool:
+        desc = self.hook.describe_training_job(self.job_name)
+        status = desc.get("TrainingJobStatus")
+        self.log.info("Training job %s is %s (%s)", self.job_name, status, desc.get("SecondaryStatus"))
+        if status in {"InProgress", "Stopping"}:
+            return False
+        return PokeReturnValue(is_done=True, xcom_value=self._finish(desc))
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        if not event or "job_name" not in event:
+            raise AirflowException(f"Invalid trigger event: {event!r}")
+        if event.get("status") in {"timeout", "error"}:
+            raise AirflowException(str(event.get("message")))
+        return self._finish(self.hook.describe_training_job(str(event["job_name"])))

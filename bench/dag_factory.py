@@ -1,0 +1,106 @@
+"""YAML pipelines parse time: 200 pipeline files through Airflow's DagBag, and per-DAG-file overhead.
+
+Generates 200 pipeline YAML files (+ their two-line stubs) in a temporary folder, then parses them
+with ``DagBag`` as the dag-processor does, in one process where Airflow is already imported.
+Anchor for the per-file overhead: a plain Python DAG file with the same tasks built by hand
+(``EmptyOperator``s), measured side by side in the same run. Goal: 200 files in <= 1 s in total.
+
+    .venv/bin/python bench/dag_factory.py [--files 200] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+PIPELINE = """\
+dag_id: pipeline_{i:04d}
+schedule: "{minute} 3 * * *"
+timezone: Europe/Amsterdam
+backend: local
+training:
+  name: model-{i:04d}
+  image: {{framework: pytorch, framework_version: "2.8.0", py_version: py312}}
+  source: {{entry_point: train.py, source_dir: {repo}/examples}}
+  compute: {{instance_type: ml.m5.xlarge, instance_count: 1}}
+  distribution: {{strategy: torch_distributed, processes_per_host: 2}}
+  hyperparameters: {{epochs: 3, lr: 0.05}}
+  channels:
+    train: {{type: s3, uri: s3://bucket/data/{i}/train, local_source: /tmp/data/{i}}}
+  checkpoint: {{s3_uri: s3://bucket/ckpt/{i}, local_uri: /tmp/ckpt/{i}}}
+  output: {{s3_path: s3://bucket/models/{i}, local_uri: /tmp/models/{i}}}
+evaluation: {{script: {repo}/examples/evaluate.py, channel_source: /tmp/data/{i}/test}}
+gate:
+  thresholds:
+    accuracy: {{min: 0.8, no_regression: true}}
+registry: {{local_dir: /tmp/registry/{i}, auto_approve: true}}
+"""
+STUB = "from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n"
+ANCHOR = """\
+import pendulum
+from airflow.sdk import DAG
+from airflow.providers.standard.operators.empty import EmptyOperator
+with DAG("plain_{i:04d}", schedule="{minute} 3 * * *", start_date=pendulum.datetime(2026, 1, 1), catchup=False):
+    names = ["plan", "launch_unless_dry_run", "train", "checkpoint_retention", "evaluate", "gate", "register"]
+    tasks = [EmptyOperator(task_id=n) for n in names]
+    for a, b in zip(tasks, tasks[1:]):
+        a >> b
+"""
+
+
+def write_files(folder: Path, count: int, kind: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        if kind == "yaml":
+            (folder / f"pipeline_{i:04d}.yaml").write_text(PIPELINE.format(i=i, minute=i % 60, repo=REPO))
+            (folder / f"pipeline_{i:04d}.py").write_text(STUB)
+        else:
+            (folder / f"plain_{i:04d}.py").write_text(ANCHOR.format(i=i, minute=i % 60))
+
+
+def parse(folder: Path) -> tuple[float, int, dict]:
+    from airflow.dag_processing.dagbag import DagBag
+
+    start = time.perf_counter()
+    bag = DagBag(dag_folder=str(folder), safe_mode=False)
+    return time.perf_counter() - start, len(bag.dags), bag.import_errors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    import airflow.sdk  # noqa: F401  (already paid for by the dag-processor)
+    import airflow_dist_training.dag_factory  # noqa: F401  (first-import cost measured separately below)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        yaml_dir, plain_dir = Path(tmp) / "yaml", Path(tmp) / "plain"
+        write_files(yaml_dir, args.files, "yaml")
+        write_files(plain_dir, args.files, "plain")
+        ours, anchor = [], []
+        for _ in range(args.rounds):
+            seconds, count, errors = parse(yaml_dir)
+            if errors or count != args.files:
+                sys.exit(f"parse failed: {count} DAGs, errors: {list(errors.items())[:1]}")
+            ours.append(seconds)
+            seconds, count, _ = parse(plain_dir)
+            anchor.append(seconds)
+    ours_s, anchor_s = statistics.median(ours), statistics.median(anchor)
+    n = args.files
+    print(f"{n} YAML pipelines  : {ours_s:.3f} s total, {ours_s / n * 1000:.2f} ms per DAG file (goal: <= 1 s total)")
+    print(f"{n} plain DAG files : {anchor_s:.3f} s total, {anchor_s / n * 1000:.2f} ms per DAG file (anchor)")
+    print(f"ratio YAML/plain = {ours_s / anchor_s:.2f}x; per-file overhead of the factory = "
+          f"{(ours_s - anchor_s) / n * 1000:.2f} ms ({args.rounds} rounds, median)")
+
+
+if __name__ == "__main__":
+    main()

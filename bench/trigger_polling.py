@@ -160,7 +160,9 @@ def make_trigger(impl: str, name: str, poll: float) -> Any:
     if impl == "ours":
         from airflow_dist_training.triggers.training import TrainingJobTrigger
 
-        return TrainingJobTrigger(name, aws_conn_id=None, region_name=REGION, poll_interval=poll, stream_logs=False)
+        return TrainingJobTrigger(
+            name, aws_conn_id=None, region_name=REGION, poll_interval=poll, stream_logs=False
+        )
     from airflow.providers.amazon.aws.triggers.sagemaker import SageMakerTrigger
 
     return SageMakerTrigger(
@@ -174,7 +176,7 @@ def make_trigger(impl: str, name: str, poll: float) -> Any:
 
 
 async def run_window(
-    server: Server, impl: str, names: list[str], poll: float, events: list[list[Any]]
+    server: Server, impl: str, names: list[str], poll: float, events: list[list[Any]], window: float
 ) -> dict[str, Any]:
     """Start every trigger, wait until all are polling (warm-up), then measure one scripted window."""
     n = len(names)
@@ -209,23 +211,34 @@ async def run_window(
     await asyncio.to_thread(server.ask, cmd="counts", reset=True)
     cpu0, t0 = time.process_time(), time.time()
     await asyncio.to_thread(server.ask, cmd="schedule", t0=t0, events=events)
-    await asyncio.gather(*tasks)
+    await asyncio.wait(tasks, timeout=window)
+    for task in tasks:  # jobs still running at the end of the window: stop watching them
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     cpu = time.process_time() - cpu0
-    return {"t0": t0, "ends": results, "statuses": dict(statuses), "cpu": cpu, "startup_cpu": startup_cpu}
+    t_end = t0 + window
+    ends = {name: results.get(name, t_end) for name in names}
+    return {"t0": t0, "ends": ends, "statuses": dict(statuses), "cpu": cpu, "startup_cpu": startup_cpu}
 
 
-def run_one(server: Server, impl: str, n: int, poll: float, intervals: int, seed: int) -> dict[str, Any]:
+def run_one(
+    server: Server, impl: str, n: int, poll: float, intervals: int, mean_job_hours: float, seed: int
+) -> dict[str, Any]:
     server.ask(cmd="reset")
     names = [f"bench-{n}-{i:04d}" for i in range(n)]
     server.ask(cmd="create", names=names)
     rng = random.Random(seed)
-    duration = intervals * poll
+    window = intervals * poll
+    # Steady fleet: each job's remaining run time is uniform in [0, 2 * mean] (real hours), so about
+    # window / (2 * mean) of the jobs finish inside the window; the others are still running at its end.
+    compress = poll / REAL_INTERVAL
     events: list[list[Any]] = []
     for name in names:
-        done_at = poll + rng.uniform(0, duration)
-        events.append([max(0.0, done_at - 2 * poll), name, "InProgress", "Uploading"])
-        events.append([done_at, name, "Completed", "Completed"])
-    out = asyncio.run(run_window(server, impl, names, poll, events))
+        done_at = rng.uniform(0, 2 * mean_job_hours * 3600 * compress)
+        if done_at < window - 2 * poll:
+            events.append([max(0.0, done_at - 2 * poll), name, "InProgress", "Uploading"])
+            events.append([done_at, name, "Completed", "Completed"])
+    out = asyncio.run(run_window(server, impl, names, poll, events, window))
     counts = server.ask(cmd="counts", reset=True)["counts"]
     completions = server.ask(cmd="completions")["completions"]
     t0, ends = out["t0"], out["ends"]
@@ -253,7 +266,9 @@ def run_one(server: Server, impl: str, n: int, poll: float, intervals: int, seed
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
     parser.add_argument(
@@ -264,7 +279,13 @@ def main() -> None:
         help="compressed poll interval per --jobs value (default: 0.5 s for <=100 jobs, else 3 s, "
         "so moto can serve the baseline's describe rate)",
     )
-    parser.add_argument("--intervals", type=int, default=30, help="run length in poll intervals")
+    parser.add_argument("--intervals", type=int, default=60, help="measured window, in poll intervals")
+    parser.add_argument(
+        "--mean-job-hours",
+        type=float,
+        default=2.0,
+        help="mean remaining run time of a watched job (real hours)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     if args.serve:
@@ -289,7 +310,7 @@ def main() -> None:
     try:
         for n, poll in zip(args.jobs, polls, strict=False):
             for impl in ("amazon", "ours"):
-                row = run_one(server, impl, n, poll, args.intervals, args.seed)
+                row = run_one(server, impl, n, poll, args.intervals, args.mean_job_hours, args.seed)
                 rows.append(row)
                 print(
                     f"  {impl:6s} {n:5d} jobs: {row['calls']:6d} SageMaker calls {row['by_action']}, "
@@ -302,7 +323,10 @@ def main() -> None:
         server.close()
 
     print()
-    print(f"API calls and triggerer CPU per job-hour (scaled to a {REAL_INTERVAL:.0f} s poll interval)")
+    print(
+        f"API calls and triggerer CPU per job-hour (scaled to a {REAL_INTERVAL:.0f} s poll interval; "
+        f"window {args.intervals} intervals, mean remaining job time {args.mean_job_hours} h)"
+    )
     header = (
         "| jobs | poll (compressed) | trigger | SageMaker calls / job-hour | CPU ms / job-hour | "
         "start-up CPU s | detection latency mean / p95 / max (x poll interval) |"

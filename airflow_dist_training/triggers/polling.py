@@ -62,7 +62,13 @@ _THROTTLING_CODES = frozenset(
     }
 )
 _TRANSIENT_CODES = _THROTTLING_CODES | frozenset(
-    {"InternalFailure", "InternalServerError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException"}
+    {
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
 )
 
 ClientFactory = Callable[[str], Awaitable[AbstractAsyncContextManager[Any]]]
@@ -94,6 +100,8 @@ def is_transient(exc: BaseException) -> bool:
     try:
         from botocore.exceptions import (
             ConnectionError as BotoConnectionError,
+        )
+        from botocore.exceptions import (
             HTTPClientError,
             NoCredentialsError,
         )
@@ -193,7 +201,9 @@ async def default_client_factory(
 class JobWatch:
     """A trigger's subscription to one job. Updated by the poller; awaited by the trigger."""
 
-    def __init__(self, poller: TrainingJobPoller, job_name: str, interval: float, details: bool = True) -> None:
+    def __init__(
+        self, poller: TrainingJobPoller, job_name: str, interval: float, details: bool = True
+    ) -> None:
         self.poller = poller
         self.job_name = job_name
         self.interval = interval
@@ -582,7 +592,9 @@ class TrainingJobPoller:
 
 
 # -- process-wide registry ---------------------------------------------------------------------------
-_REGISTRY: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str | None, str | None], TrainingJobPoller]]
+_REGISTRY: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str | None, str | None], TrainingJobPoller]
+]
 _REGISTRY = weakref.WeakKeyDictionary()
 
 

@@ -22,6 +22,7 @@ Event payload (always these keys)::
 
 from __future__ import annotations
 
+import functools
 import heapq
 import time
 from collections.abc import AsyncIterator
@@ -94,7 +95,7 @@ class _LogStreamer:
                 kwargs["nextToken"] = token
             try:
                 page = await call_with_retry(
-                    lambda kw=kwargs: client.describe_log_streams(**kw), what="DescribeLogStreams"
+                    functools.partial(client.describe_log_streams, **kwargs), what="DescribeLogStreams"
                 )
             except Exception as exc:
                 if error_code(exc) == "ResourceNotFoundException":  # no log group yet
@@ -115,10 +116,16 @@ class _LogStreamer:
         host = stream[len(self.job_name) + 1 :] if stream.startswith(f"{self.job_name}/") else stream
         for _ in range(self.MAX_PAGES_PER_STREAM):
             token = self.tokens.get(stream)
-            kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True}
+            kwargs: dict[str, Any] = {
+                "logGroupName": LOG_GROUP,
+                "logStreamName": stream,
+                "startFromHead": True,
+            }
             if token:
                 kwargs["nextToken"] = token
-            page = await call_with_retry(lambda kw=kwargs: client.get_log_events(**kw), what="GetLogEvents")
+            page = await call_with_retry(
+                functools.partial(client.get_log_events, **kwargs), what="GetLogEvents"
+            )
             for ev in page.get("events", []):
                 events.append((int(ev.get("timestamp", 0)), len(events), host, ev.get("message", "")))
             next_token = page.get("nextForwardToken")
@@ -208,7 +215,9 @@ class TrainingJobTrigger(BaseTrigger):
             return self._event("success", f"Training job {self.job_name} completed.", status)
         if status == "Failed" or secondary in FAILED_SECONDARY:
             why = reason or secondary or "no FailureReason given"
-            return self._event("failed", f"Training job {self.job_name} {status}: {why}", status, reason or secondary)
+            return self._event(
+                "failed", f"Training job {self.job_name} {status}: {why}", status, reason or secondary
+            )
         return self._event(
             "stopped",
             f"Training job {self.job_name} was stopped" + (f": {reason}" if reason else "."),
@@ -267,7 +276,10 @@ class TrainingJobTrigger(BaseTrigger):
                     secondary = desc.get("SecondaryStatus")
                     if (status, secondary) != last_status:
                         self.log.info(
-                            "Training job %s is %s%s.", self.job_name, status, f" ({secondary})" if secondary else ""
+                            "Training job %s is %s%s.",
+                            self.job_name,
+                            status,
+                            f" ({secondary})" if secondary else "",
                         )
                         last_status = (status, secondary)
                     terminal = status in TERMINAL_STATUSES

@@ -51,7 +51,11 @@ class MotoSageMaker:
                     control.throttled[action] += 1
             if throttle:
                 err = JsonRESTError("ThrottlingException", "Rate exceeded")
-                return err.code, {"status": err.code, "Content-Type": "application/x-amz-json-1.1"}, err.description
+                return (
+                    err.code,
+                    {"status": err.code, "Content-Type": "application/x-amz-json-1.1"},
+                    err.description,
+                )
             return original(resp)
 
         def stop_training_job(resp: Any) -> str:
@@ -83,7 +87,11 @@ class MotoSageMaker:
             AlgorithmSpecification={"TrainingImage": "img:latest", "TrainingInputMode": "File"},
             RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerRole",
             OutputDataConfig={"S3OutputPath": "s3://bucket/out"},
-            ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": instance_count, "VolumeSizeInGB": 50},
+            ResourceConfig={
+                "InstanceType": "ml.p4d.24xlarge",
+                "InstanceCount": instance_count,
+                "VolumeSizeInGB": 50,
+            },
             StoppingCondition={"MaxRuntimeInSeconds": 86400},
         )
         job = self.backend.training_jobs[name]
@@ -92,7 +100,9 @@ class MotoSageMaker:
         job.training_end_time = None
         job.final_metric_data_list = None
 
-    def set_state(self, name: str, status: str, secondary: str | None = None, failure_reason: str | None = None) -> None:
+    def set_state(
+        self, name: str, status: str, secondary: str | None = None, failure_reason: str | None = None
+    ) -> None:
         from moto.core.utils import utcnow
 
         job = self.backend.training_jobs[name]
@@ -113,7 +123,9 @@ class MotoSageMaker:
         job.last_modified_time = now
 
     # -- logs ---------------------------------------------------------------------------------------
-    def seed_logs(self, job: str, hosts: int, lines_per_host: int, t0_ms: int | None = None) -> list[tuple[int, str]]:
+    def seed_logs(
+        self, job: str, hosts: int, lines_per_host: int, t0_ms: int | None = None
+    ) -> list[tuple[int, str]]:
         """Write interleaved log lines for ``hosts`` streams; returns (timestamp, message) sorted."""
         t0 = t0_ms or int(time.time() * 1000) - 60_000
         try:

@@ -18,7 +18,9 @@ MotoSageMaker = Any  # fixture class in conftest.py
 
 
 def trigger(name: str, poll: float) -> TrainingJobTrigger:
-    t = TrainingJobTrigger(name, aws_conn_id=None, region_name="us-east-1", poll_interval=poll, stream_logs=False)
+    t = TrainingJobTrigger(
+        name, aws_conn_id=None, region_name="us-east-1", poll_interval=poll, stream_logs=False
+    )
     t._log = logging.getLogger("adt.test.poller")
     return t
 
@@ -98,7 +100,9 @@ async def test_200_triggers_share_one_poller(moto_sm: MotoSageMaker) -> None:
     await poller.aclose()
 
 
-async def test_list_denied_falls_back_to_describes(moto_sm: MotoSageMaker, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_list_denied_falls_back_to_describes(
+    moto_sm: MotoSageMaker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from moto.core.exceptions import JsonRESTError
     from moto.sagemaker.responses import SageMakerResponse
 

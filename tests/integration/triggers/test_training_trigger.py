@@ -7,8 +7,8 @@ import logging
 from typing import Any
 
 import pytest
-
 from airflow.triggers.base import TriggerEvent
+
 from airflow_dist_training.triggers.polling import get_poller
 from airflow_dist_training.triggers.training import TrainingJobTrigger
 
@@ -37,6 +37,7 @@ async def first_event(trigger: TrainingJobTrigger, timeout: float = 20) -> Trigg
 
 async def first_describe(moto_sm: MotoSageMaker) -> None:
     """Wait for the trigger's first DescribeTrainingJob (client start-up can take a second)."""
+
     async def poll() -> None:
         while moto_sm.calls["DescribeTrainingJob"] < 1:
             await asyncio.sleep(0.02)
@@ -50,7 +51,9 @@ async def later(moto_sm: MotoSageMaker, delay: float, fn: Any, *args: Any) -> No
     fn(*args)
 
 
-async def test_success_after_secondary_transitions(moto_sm: MotoSageMaker, caplog: pytest.LogCaptureFixture) -> None:
+async def test_success_after_secondary_transitions(
+    moto_sm: MotoSageMaker, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="adt.test")
     moto_sm.create_job("job-ok")
 
@@ -146,7 +149,9 @@ async def test_logs_from_all_hosts_in_timestamp_order(
     event = await first_event(make_trigger(name), timeout=60)
     await task
     assert event.payload["status"] == "success"
-    streamed = [r.getMessage().split(" ", 2)[2] for r in caplog.records if r.getMessage().startswith("[algo-")]
+    streamed = [
+        r.getMessage().split(" ", 2)[2] for r in caplog.records if r.getMessage().startswith("[algo-")
+    ]
     assert streamed == [msg for _, msg in written]  # every line, once, in timestamp order
     assert len(streamed) == hosts * 5
     # >50 hosts needs more than one DescribeLogStreams page
@@ -169,7 +174,9 @@ async def test_throttling_on_half_the_calls_still_succeeds(moto_sm: MotoSageMake
     moto_sm.throttle("DescribeTrainingJob")
     moto_sm.throttle("ListTrainingJobs")
     moto_sm.set_state("job-throttled", "InProgress", "Training")
-    task = asyncio.create_task(later(moto_sm, 0.5, moto_sm.set_state, "job-throttled", "Completed", "Completed"))
+    task = asyncio.create_task(
+        later(moto_sm, 0.5, moto_sm.set_state, "job-throttled", "Completed", "Completed")
+    )
     event = await first_event(make_trigger("job-throttled", stream_logs=False), timeout=30)
     await task
     assert event.payload["status"] == "success"

@@ -24,7 +24,9 @@ KWARGS: dict[str, Any] = {
 
 
 def client_error(code: str, status: int = 400) -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op")
+    return ClientError(
+        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op"
+    )
 
 
 def test_defaults_have_no_cap() -> None:
@@ -73,13 +75,25 @@ def test_db_faithful_round_trip(airflow_db: Path) -> None:
     ("desc", "status", "reason"),
     [
         ({"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed"}, "success", None),
-        ({"TrainingJobStatus": "Failed", "SecondaryStatus": "Failed", "FailureReason": "OOM"}, "failed", "OOM"),
         (
-            {"TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxRuntimeExceeded", "FailureReason": "limit"},
+            {"TrainingJobStatus": "Failed", "SecondaryStatus": "Failed", "FailureReason": "OOM"},
+            "failed",
+            "OOM",
+        ),
+        (
+            {
+                "TrainingJobStatus": "Stopped",
+                "SecondaryStatus": "MaxRuntimeExceeded",
+                "FailureReason": "limit",
+            },
             "failed",
             "limit",
         ),
-        ({"TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxRuntimeExceeded"}, "failed", "MaxRuntimeExceeded"),
+        (
+            {"TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxRuntimeExceeded"},
+            "failed",
+            "MaxRuntimeExceeded",
+        ),
         ({"TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"}, "stopped", None),
     ],
 )
@@ -92,7 +106,9 @@ def test_terminal_mapping(desc: dict[str, Any], status: str, reason: str | None)
 
 
 def test_error_classification() -> None:
-    assert is_transient(client_error("ThrottlingException")) and is_throttling(client_error("ThrottlingException"))
+    assert is_transient(client_error("ThrottlingException")) and is_throttling(
+        client_error("ThrottlingException")
+    )
     assert is_transient(client_error("InternalFailure", 500))
     assert is_transient(client_error("Whatever", 503))
     assert is_transient(EndpointConnectionError(endpoint_url="https://x"))
@@ -112,7 +128,10 @@ def test_backoff_grows_and_is_capped() -> None:
 
 def test_expected_hosts() -> None:
     assert _expected_hosts({"ResourceConfig": {"InstanceCount": 64}}) == 64
-    assert _expected_hosts({"ResourceConfig": {"InstanceGroups": [{"InstanceCount": 2}, {"InstanceCount": 3}]}}) == 5
+    assert (
+        _expected_hosts({"ResourceConfig": {"InstanceGroups": [{"InstanceCount": 2}, {"InstanceCount": 3}]}})
+        == 5
+    )
     assert _expected_hosts({}) == 1
 
 

@@ -1,0 +1,94 @@
+"""YAML pipelines: one DAG per file; a broken file is that file's import error, with the field path."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+STUB = "from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n"
+
+
+def _dagbag(folder: Path):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(folder), safe_mode=False)
+
+
+def _pipeline(folder: Path, name: str, text: str) -> None:
+    (folder / f"{name}.yaml").write_text(text)
+    (folder / f"{name}.py").write_text(STUB)
+
+
+GOOD = (REPO / "dags" / "pipelines" / "demo_mlp_local.yaml").read_text().replace("../../", str(REPO) + "/")
+
+
+def test_repo_dags_import_without_errors():
+    bag = _dagbag(REPO / "dags")
+    assert bag.import_errors == {}
+    assert {"distributed_retraining", "demo_mlp_local_yaml", "llm_finetune_sagemaker"} <= set(bag.dags)
+
+
+def test_broken_yaml_is_that_files_import_error_with_field_path(tmp_path):
+    _pipeline(tmp_path, "good", GOOD)
+    _pipeline(tmp_path, "typo", GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: typo").replace("keep_last: 2", "keep_lats: 2"))
+    _pipeline(tmp_path, "badcron", GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: badcron").replace('"30 2 * * *"', '"every night"'))
+    bag = _dagbag(tmp_path)
+    assert set(bag.dags) == {"demo_mlp_local_yaml"}
+    errors = {Path(k).name: v for k, v in bag.import_errors.items()}
+    assert set(errors) == {"typo.py", "badcron.py"}
+    assert f"{tmp_path}/typo.yaml: checkpoints.keep_lats: unknown field" in errors["typo.py"]
+    assert (
+        f"{tmp_path}/badcron.yaml: schedule: 'every night' is not a cron expression (5 fields: minute hour day "
+        "month weekday)" in errors["badcron.py"]
+    )
+
+
+def test_training_spec_errors_carry_the_training_prefix(tmp_path):
+    _pipeline(tmp_path, "p", GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: p").replace(
+        "training: " + str(REPO) + "/examples/specs/local_demo.yaml",
+        "training: {name: x, image: {uri: img}, source: {entry_point: t.py}, compute: {instance_type: ml.m5.xlarge, instance_count: 0}}",
+    ))
+    errors = list(_dagbag(tmp_path).import_errors.values())
+    assert len(errors) == 1
+    assert "training.compute.instance_count: Input should be greater than or equal to 1" in errors[0]
+
+
+def test_pipeline_schedule_is_cron_in_its_time_zone_or_asset():
+    from airflow_dist_training.dag_factory import dag_from_yaml
+
+    dag = dag_from_yaml(str(REPO / "dags" / "pipelines" / "demo_mlp_local.py"))
+    timetable = dag.timetable
+    assert type(timetable).__name__ == "AssetOrTimeSchedule"
+    assert "Europe/Amsterdam" in str(timetable.timetable._timezone)
+    assert [t.task_id for t in dag.tasks] == [
+        "stage_train_evaluate.plan",
+        "stage_train_evaluate.launch_unless_dry_run",
+        "stage_train_evaluate.stage",
+        "stage_train_evaluate.train",
+        "stage_train_evaluate.checkpoint_retention",
+        "stage_train_evaluate.evaluate",
+        "stage_train_evaluate.gate",
+        "stage_train_evaluate.register",
+    ]
+
+
+@pytest.mark.parametrize("missing", ["training", "dag_id"])
+def test_missing_required_section_is_named(tmp_path, missing):
+    from airflow_dist_training.dag_factory import load_pipeline
+    from airflow_dist_training.errors import SpecValidationError
+
+    lines = [line for line in GOOD.splitlines() if not line.startswith(f"{missing}:")]
+    path = tmp_path / "p.yaml"
+    path.write_text("\n".join(lines))
+    with pytest.raises(SpecValidationError) as info:
+        load_pipeline(path)
+    assert f"{missing}: is required" in str(info.value)
+
+
+def test_dag_file_copies_are_independent(tmp_path):
+    shutil.copy(REPO / "dags" / "pipelines" / "demo_mlp_local.py", tmp_path / "x.py")
+    (tmp_path / "x.yaml").write_text(GOOD.replace("demo_mlp_local_yaml", "x_yaml"))
+    assert set(_dagbag(tmp_path).dags) == {"x_yaml"}

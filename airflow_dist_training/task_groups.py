@@ -59,7 +59,7 @@ def stage_train_evaluate(
     :param base_dir: directory relative paths (scripts, local sources) resolve against.
     :param training_kwargs: extra ``DistributedTrainingOperator`` arguments.
     """
-    from airflow.sdk import TaskGroup, task
+    from airflow.sdk import TaskGroup, task, teardown
 
     from airflow_dist_training.operators.checkpoints import (
         CheckpointRetentionOperator,
@@ -126,6 +126,25 @@ def stage_train_evaluate(
             **dict(training_kwargs or {}),
         )
         upstream >> train
+
+        @teardown(task_id="stop_orphaned_job")
+        def stop_orphaned_job(name: str) -> list[str]:
+            """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
+            running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
+            if backend != "sagemaker":
+                return []
+            from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+            hook = SageMakerTrainingHook(aws_conn_id=aws_conn_id, region_name=region_name)
+            run_hash = name.rsplit("-", 1)[-1]
+            stopped = []
+            for job in hook.list_training_jobs(NameContains=run_hash, StatusEquals="InProgress"):
+                hook.stop_training_job(job["TrainingJobName"], reason="run finished while the job was running")
+                stopped.append(job["TrainingJobName"])
+            return stopped
+
+        cleanup = stop_orphaned_job(planned["job_name"])
+        train >> cleanup
         checkpoint_uri = _xcom_field(f"{prefix}train", "checkpoint_uri")
         retention = CheckpointRetentionOperator(
             task_id="checkpoint_retention",
@@ -208,6 +227,10 @@ def stage_train_evaluate(
                         region_name=region_name,
                     )
                     gate_task >> register
+        # the teardown runs after everything else in the group
+        for leaf in list(group.get_leaves()):
+            if leaf is not cleanup.operator:
+                leaf >> cleanup
     return group
 
 

@@ -108,8 +108,9 @@ class PipelineSpec(_Model):
     def _schedule(cls, value: str | None) -> str | None:
         if value is None or value.startswith("@"):
             return value
-        fields = value.split()
-        if len(fields) not in (5, 6):
+        from croniter import croniter
+
+        if len(value.split()) not in (5, 6) or not croniter.is_valid(value):
             raise ValueError(f"{value!r} is not a cron expression (5 fields: minute hour day month weekday)")
         return value
 

@@ -62,7 +62,8 @@ def test_pipeline_schedule_is_cron_in_its_time_zone_or_asset():
     dag = dag_from_yaml(str(REPO / "dags" / "pipelines" / "demo_mlp_local.py"))
     timetable = dag.timetable
     assert type(timetable).__name__ == "AssetOrTimeSchedule"
-    assert "Europe/Amsterdam" in str(timetable.timetable._timezone)
+    assert timetable.timetable.expression == "30 2 * * *"
+    assert "Europe/Amsterdam" in str(timetable.timetable.timezone)
     assert [t.task_id for t in dag.tasks] == [
         "stage_train_evaluate.plan",
         "stage_train_evaluate.launch_unless_dry_run",

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Any
-
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_sagemaker_training import FakeTrainingLifecycle  # noqa: E402
+from fake_sagemaker_training import FakeTrainingLifecycle
 
 
 @pytest.fixture(scope="session")

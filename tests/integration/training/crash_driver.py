@@ -83,7 +83,7 @@ def run_amazon(run: int, workdir: Path) -> None:
     from airflow.providers.amazon.aws.operators.sagemaker import SageMakerTrainingOperator
     from fake_sagemaker_training import FakeTI, make_request
 
-    op = SageMakerTrainingOperator(
+    train = SageMakerTrainingOperator(
         task_id="train",
         config=make_request(f"crash{run}-amz"),
         aws_conn_id=None,
@@ -93,7 +93,7 @@ def run_amazon(run: int, workdir: Path) -> None:
         wait_for_completion=True,
         deferrable=False,
     )
-    op.execute({"ti": FakeTI(f"crash__{run}")})  # type: ignore[arg-type]
+    train.execute({"ti": FakeTI(f"crash__{run}")})  # type: ignore[arg-type]
 
 
 def child(impl: str, run: int, workdir: Path, crash_at: str | None) -> None:
@@ -145,7 +145,7 @@ def main() -> None:
 
     if args.impl == "ours":
         import airflow_dist_training.hooks.training as hooks_training
-        import airflow_dist_training.operators.training  # noqa: F401
+        import airflow_dist_training.operators.training
         import airflow_dist_training.sagemaker.request  # noqa: F401
 
         hooks_training.SageMakerTrainingHook  # noqa: B018  (build the lazy class before forking)

@@ -22,8 +22,9 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
+
+from moto.core.utils import utcnow
 
 ACCOUNT = "123456789012"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -86,7 +87,7 @@ class FakeTrainingLifecycle:
         region: str = "us-east-1",
     ) -> None:
         job = self.job(name, region)
-        now = datetime.now(UTC)
+        now = utcnow()
         job.training_job_status = status
         job.last_modified_time = now
         job.secondary_status = secondary or {
@@ -166,7 +167,7 @@ class FakeTrainingLifecycle:
                 result = orig_create(resp)
                 job = resp.sagemaker_backend.training_jobs[name]
                 if fake.initial_status != "Completed":
-                    now = datetime.now(UTC)
+                    now = utcnow()
                     job.training_job_status = fake.initial_status
                     job.secondary_status = "Starting"
                     job.training_end_time = None

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from fake_sagemaker_training import FakeTaskStateStore, FakeTrainingLifecycle, make_context, spec_dict
+from fake_sagemaker_training import FakeTrainingLifecycle, make_context, spec_dict
 
 from airflow_dist_training.errors import (
     AwsPermissionError,
@@ -21,12 +21,12 @@ pytestmark = pytest.mark.integration
 
 def make_op(**kwargs: Any) -> DistributedTrainingOperator:
     kwargs.setdefault("spec", spec_dict())
+    kwargs.setdefault("deferrable", False)
     op = DistributedTrainingOperator(
         task_id="train",
         aws_conn_id=None,
         region_name="us-east-1",
         poll_interval=0.01,
-        deferrable=False,
         **kwargs,
     )
     op.hook.throttle_base_delay = 0.01
@@ -132,7 +132,7 @@ def test_max_wait_is_the_only_cap_and_stops_the_job(fake: FakeTrainingLifecycle)
 
     fake.complete_after = None
     op = make_op(max_wait_seconds=0.05)
-    with pytest.raises(AirflowException, match="max_wait_seconds=0.05.*stopped"):
+    with pytest.raises(AirflowException, match=r"max_wait_seconds=0\.05.*stopped"):
         op.execute(make_context())
     assert fake.stops[fake.create_log[0]] == 1
 
@@ -193,6 +193,7 @@ def test_resource_in_use_on_create_reattaches(
 
 def test_secret_environment_values_are_masked(fake: FakeTrainingLifecycle) -> None:
     from airflow.sdk.log import mask_secret  # noqa: F401
+
     from airflow_dist_training.operators.training import mask_spec_secrets
 
     assert mask_spec_secrets(spec_dict()) == ["WANDB_API_KEY"]
@@ -225,3 +226,22 @@ def test_lineage_datasets_cover_s3_fsx_and_model() -> None:
     inputs, outputs = lineage_datasets(request, desc)
     assert inputs == [("s3://b", "datasets/train/"), ("fsx://fs-0123456789abcdef0", "/abcdefgh/data")]
     assert outputs == [("s3://b", "output/j/output/model.tar.gz")]
+
+
+def test_deferrable_operator_defers_without_a_cap(fake: FakeTrainingLifecycle) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    fake.complete_after = None
+    op = make_op(deferrable=True)
+    ctx = make_context()
+    with pytest.raises(TaskDeferred) as info:
+        op.execute(ctx)
+    kwargs = info.value.trigger.serialize()[1]
+    assert kwargs["job_name"] == fake.create_log[0] and kwargs["max_wait_seconds"] is None
+    assert ctx["task_state_store"].data[op.external_id_key] == fake.create_log[0]
+    # resume on another worker: only the event is used
+    fake.set_status(fake.create_log[0], "Completed")
+    result = make_op(deferrable=True).execute_complete(
+        make_context(), event={"status": "success", "job_name": kwargs["job_name"]}
+    )
+    assert result["status"] == "Completed"

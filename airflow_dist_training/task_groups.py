@@ -111,10 +111,13 @@ def stage_train_evaluate(
         planned = plan()
         gatekeeper = launch_unless_dry_run(planned["dry_run"])
         upstream: Any = gatekeeper
+        staged_channels: dict[str, Any] | None = None
         if staging is not None:
             stage = _staging_task(staging, backend, spec_obj, base, aws_conn_id, region_name)
             gatekeeper >> stage
             upstream = stage
+            if backend == "sagemaker":  # the FSx channel the staging step returns
+                staged_channels = {staging.channel: stage.output}
         train = DistributedTrainingOperator(
             task_id="train",
             spec=planned["spec"],
@@ -123,11 +126,13 @@ def stage_train_evaluate(
             region_name=region_name,
             local_hook_kwargs={"base_dir": str(base)},
             checkpoint_resume=checkpoints.resume,
+            channels=staged_channels,
             **dict(training_kwargs or {}),
         )
         upstream >> train
 
-        @teardown(task_id="stop_orphaned_job")
+        @teardown
+        @task(task_id="stop_orphaned_job")
         def stop_orphaned_job(name: str) -> list[str]:
             """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
             running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
@@ -146,6 +151,10 @@ def stage_train_evaluate(
         cleanup = stop_orphaned_job(planned["job_name"])
         train >> cleanup
         checkpoint_uri = _xcom_field(f"{prefix}train", "checkpoint_uri")
+        # the training image, as planned for this run's region (SageMaker evaluation and registry)
+        planned_image = spec_obj.image.uri or (
+            f"{{{{ ti.xcom_pull(task_ids='{prefix}plan', key='request')['AlgorithmSpecification']['TrainingImage'] }}}}"
+        )
         retention = CheckpointRetentionOperator(
             task_id="checkpoint_retention",
             checkpoint_uri=checkpoint_uri,
@@ -179,9 +188,7 @@ def stage_train_evaluate(
             if backend == "sagemaker":
                 output = spec_obj.output.s3_path.rstrip("/") if spec_obj.output else ""
                 sagemaker_kwargs = {
-                    # the training image, as planned for this run's region
-                    "image_uri": f"{{{{ ti.xcom_pull(task_ids='{prefix}plan', key='request')"
-                    "['AlgorithmSpecification']['TrainingImage'] }}",
+                    "image_uri": planned_image,
                     "role_arn": spec_obj.role_arn,
                     "output_uri": f"{output}/evaluation/{{{{ run_id }}}}",
                 }
@@ -218,7 +225,7 @@ def stage_train_evaluate(
                         evaluation=evaluate.output,
                         decision=gate_task.output,
                         training=train.output,
-                        image_uri=spec_obj.image.uri,
+                        image_uri=planned_image if registry_kind == "sagemaker" else spec_obj.image.uri,
                         registry=registry_kind,
                         model_package_group_name=_group_name(registry, spec_obj),
                         local_registry_dir=_local_registry_dir(registry, base),

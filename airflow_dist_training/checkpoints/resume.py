@@ -208,3 +208,49 @@ def decide_retry(
         True,
         f"resume after {parsed[-1].value} ({interruptions} interruptions, {failures} failures){switched}",
     )
+
+
+@dataclass(frozen=True)
+class RunCheckpoints:
+    """Where one run's checkpoints live under the pipeline's checkpoint root."""
+
+    spec: Any  # the TrainingJobSpec with CheckpointConfig pointing at ``run_uri``
+    pipeline_uri: str  # the spec's checkpoint root: every run's checkpoints sit below it
+    run_uri: str  # this run's (or, for ``none``, this job's) checkpoint location
+
+
+def _child(uri: str, name: str) -> str:
+    return uri.rstrip("/") + "/" + name
+
+
+def run_checkpoint_location(
+    spec: Any, policy: str, *, run_key: str, job_name: str, local: bool, base_dir: str | None = None
+) -> RunCheckpoints | None:
+    """Give a run its own checkpoint location below the spec's checkpoint root (pure).
+
+    ``fresh``/``latest``: ``<root>/<run key>`` (the run's first job name), shared by every retry
+    and generation of the run, so SageMaker (or the local launcher) restores the run's own latest
+    checkpoint into each new job. ``none``: ``<root>/<job name>``, empty for every job.
+    Returns None when the spec has no checkpoint section.
+    """
+    if policy not in RESUME_POLICIES:
+        raise SpecValidationError([("checkpoints.resume", f"must be one of fresh, latest, none; got {policy!r}")])
+    checkpoint = getattr(spec, "checkpoint", None)
+    if checkpoint is None:
+        return None
+    leaf = job_name if policy == "none" else run_key
+    data = checkpoint.model_dump(mode="json", exclude_unset=True)
+    data["s3_uri"] = _child(checkpoint.s3_uri, leaf)
+    if local and checkpoint.local_uri:
+        import os
+
+        root = checkpoint.local_uri
+        if "://" not in root and not os.path.isabs(root) and base_dir:
+            root = os.path.join(base_dir, root)
+        data["local_uri"] = _child(root, leaf)
+        pipeline_uri = root
+    else:
+        pipeline_uri = checkpoint.s3_uri
+    new_spec = spec.model_copy(update={"checkpoint": type(checkpoint).model_validate(data)})
+    run_uri = data["local_uri"] if local and checkpoint.local_uri else data["s3_uri"]
+    return RunCheckpoints(spec=new_spec, pipeline_uri=pipeline_uri, run_uri=run_uri)

@@ -90,12 +90,17 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
     :param stream_logs: copy CloudWatch logs (all hosts, merged) into the task log.
     :param durable: persist the job name in ``task_state_store`` (Airflow 3.3 durable execution).
     :param local_hook_kwargs: keyword arguments of ``LocalTrainingHook`` (local backend).
-    :param checkpoint_resume: the pipeline's resume policy (``fresh``/``latest``/``none``). Recorded
-        for the task group; a retry of the same run always keeps the spec's CheckpointConfig, so
-        SageMaker restores the run's own latest checkpoints into the new generation's container.
+    :param checkpoint_resume: resume policy (``fresh``/``latest``/``none``), or ``None`` to use the
+        spec's checkpoint location as it is. With a policy, each run checkpoints to
+        ``<spec checkpoint root>/<run key>/`` (shared by its retries, so a retry after a spot
+        interruption or failure resumes from the run's latest complete checkpoint); ``latest``
+        also seeds a new run from the newest complete checkpoint of any earlier run; ``none``
+        gives every job an empty location.
+    :param channels: channels merged over the spec's (templated), e.g. the FSx channel that
+        ``FSxStagePrefixOperator`` returns: ``{"train": stage.output}``.
     """
 
-    template_fields: Sequence[str] = ("spec", "aws_conn_id", "region_name")
+    template_fields: Sequence[str] = ("spec", "channels", "aws_conn_id", "region_name")
     template_fields_renderers = {"spec": "json"}
     ui_color = "#f3e5d8"
     operator_extra_links = links.ALL_LINKS
@@ -115,6 +120,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         stream_logs: bool = True,
         local_hook_kwargs: dict[str, Any] | None = None,
         checkpoint_resume: str | None = None,
+        channels: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -130,7 +136,10 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         self.poll_interval = poll_interval
         self.stream_logs = stream_logs
         self.local_hook_kwargs = local_hook_kwargs or {}
+        if checkpoint_resume not in (None, "fresh", "latest", "none"):
+            raise ValueError("checkpoint_resume must be 'fresh', 'latest', 'none' or None")
         self.checkpoint_resume = checkpoint_resume
+        self.channels = channels
         self._job_name: str | None = None
         self._spec_obj: TrainingJobSpec | None = None
         self._plan: TrainingPlan | None = None
@@ -174,8 +183,52 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             spec = load_spec(text) if text.strip() else load_spec(str(path))
         else:
             spec = load_spec(source)  # type: ignore[arg-type]
+        if self.channels:
+            data = spec.model_dump(mode="json", exclude_unset=True)
+            data["channels"] = {**data.get("channels", {}), **dict(self.channels)}
+            spec = load_spec(data)
         mask_spec_secrets(spec)
         return spec
+
+    # --- checkpoints -------------------------------------------------------------------------------
+
+    @cached_property
+    def checkpoint_hook(self) -> Any:
+        from airflow_dist_training.hooks.checkpoints import CheckpointHook
+
+        return CheckpointHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    def _run_checkpoints(self, context: Context, name: str) -> Any:
+        """This run's checkpoint location (None without a policy or a checkpoint section)."""
+        from airflow_dist_training.checkpoints.resume import run_checkpoint_location
+
+        if self.checkpoint_resume is None or self._spec_obj is None:
+            return None
+        base_dir = str(self.local_hook_kwargs.get("base_dir") or Path.cwd())
+        return run_checkpoint_location(
+            self._spec_obj,
+            self.checkpoint_resume,
+            run_key=job_name(self._spec_obj.name, self._identity(context), 1),
+            job_name=name,
+            local=self.backend == "local",
+            base_dir=base_dir,
+        )
+
+    def _seed_checkpoint(self, run: Any) -> None:
+        """``latest``: a run without checkpoints of its own starts from the newest earlier run's."""
+        from airflow_dist_training.checkpoints.resume import resolve_resume_checkpoint
+
+        if run is None or self.checkpoint_resume != "latest":
+            return
+        if self.checkpoint_hook.latest_complete(run.run_uri) is not None:
+            self.log.info("Resuming from this run's own checkpoints in %s", run.run_uri)
+            return
+        source = resolve_resume_checkpoint("latest", run.run_uri, run.pipeline_uri, self.checkpoint_hook)
+        if source is None:
+            self.log.info("No complete checkpoint under %s: starting from scratch", run.pipeline_uri)
+            return
+        seeded = self.checkpoint_hook.seed_checkpoint(source, run.run_uri)
+        self.log.info("Seeded %s from the latest complete checkpoint %s", seeded, source)
 
     # --- naming & planning (pure) ----------------------------------------------------------------
 
@@ -207,8 +260,9 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         from airflow_dist_training.sagemaker.request import plan_training_job
 
         assert self._spec_obj is not None
+        run = self._run_checkpoints(context, name)
         return plan_training_job(
-            self._spec_obj,
+            run.spec if run is not None else self._spec_obj,
             job_name=name,
             region=self._region(),
             run_identity=run_identity_hash(self._identity(context)),
@@ -230,7 +284,10 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         assert self._spec_obj is not None
         self._job_name = self._name(context, 1)
         self.log.info("Running %s locally (torchrun) as %s", self._spec_obj.name, self._job_name)
-        result = self.local_hook.run_job(self._spec_obj, self._job_name, log=self.log.info)
+        run = self._run_checkpoints(context, self._job_name)
+        self._seed_checkpoint(run)
+        spec = run.spec if run is not None else self._spec_obj
+        result = self.local_hook.run_job(spec, self._job_name, log=self.log.info)
         return dict(result)
 
     # ResumableJobMixin: submit_job is "ensure the run's job exists" (idempotent).
@@ -269,6 +326,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             else self._plan_for(name, context)
         )
         self._upload(plan)
+        self._seed_checkpoint(self._run_checkpoints(context, name))
         self.log.info("Creating training job %s:\n%s", name, json.dumps(plan.request, indent=2, default=str))
         _fault_point("before_create")
         try:

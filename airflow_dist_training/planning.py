@@ -35,6 +35,7 @@ def plan_run(
     context: Mapping[str, Any],
     aws_conn_id: str | None = None,
     region_name: str | None = None,
+    base_dir: str | None = None,
 ) -> dict[str, Any]:
     """Return ``{"spec", "job_name", "backend", "summary", "warnings", "cost_bound_usd", "request"}``."""
     effective = apply_overrides(spec, overrides_from_params(overrides))
@@ -53,7 +54,8 @@ def plan_run(
     if backend == "local":
         from airflow_dist_training.hooks.local_training import LocalTrainingHook
 
-        local = LocalTrainingHook().plan(effective, name)
+        # Local sources may not exist yet: the staging step runs after the plan.
+        local = LocalTrainingHook(base_dir=base_dir).plan(effective, name, check_paths=False)
         lines = [
             f"Local job        {name}",
             f"Hosts            {len(local.hosts)} x {local.processes_per_host} process(es) "

@@ -59,7 +59,7 @@ def stage_train_evaluate(
     :param base_dir: directory relative paths (scripts, local sources) resolve against.
     :param training_kwargs: extra ``DistributedTrainingOperator`` arguments.
     """
-    from airflow.sdk import TaskGroup, task, teardown
+    from airflow.sdk import TaskGroup, task
 
     from airflow_dist_training.operators.checkpoints import (
         CheckpointRetentionOperator,
@@ -84,20 +84,26 @@ def stage_train_evaluate(
         def plan() -> dict[str, Any]:
             """Apply the run's overrides, validate and plan; show the request, cost bound and warnings."""
             from airflow.sdk import get_current_context
+            from airflow.sdk.exceptions import AirflowFailException
 
+            from airflow_dist_training.errors import SpecValidationError
             from airflow_dist_training.planning import plan_run
 
             context = get_current_context()
             params = dict(context.get("params") or {})
-            result = plan_run(
-                spec_obj,
-                backend=backend,
-                overrides={**dict(overrides or {}), **params},
-                train_task_id=f"{prefix}train",
-                context=context,
-                aws_conn_id=aws_conn_id,
-                region_name=region_name,
-            )
+            try:
+                result = plan_run(
+                    spec_obj,
+                    backend=backend,
+                    overrides={**dict(overrides or {}), **params},
+                    train_task_id=f"{prefix}train",
+                    context=context,
+                    aws_conn_id=aws_conn_id,
+                    region_name=region_name,
+                    base_dir=str(base),
+                )
+            except SpecValidationError as exc:  # bad input: fail now, retrying cannot fix it
+                raise AirflowFailException(f"Invalid spec, nothing was launched:\n{exc}") from None
             for line in result["summary"].splitlines():
                 print(line)
             result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
@@ -131,12 +137,11 @@ def stage_train_evaluate(
         )
         upstream >> train
 
-        @teardown
         @task(task_id="stop_orphaned_job")
-        def stop_orphaned_job(name: str) -> list[str]:
+        def stop_orphaned_job(name: str | None) -> list[str]:
             """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
             running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
-            if backend != "sagemaker":
+            if backend != "sagemaker" or not name:
                 return []
             from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
@@ -144,11 +149,15 @@ def stage_train_evaluate(
             run_hash = name.rsplit("-", 1)[-1]
             stopped = []
             for job in hook.list_training_jobs(NameContains=run_hash, StatusEquals="InProgress"):
-                hook.stop_training_job(job["TrainingJobName"], reason="run finished while the job was running")
+                hook.stop_training_job(
+                    job["TrainingJobName"], reason="run finished while the job was running"
+                )
                 stopped.append(job["TrainingJobName"])
             return stopped
 
         cleanup = stop_orphaned_job(planned["job_name"])
+        # a teardown of the plan: skipped with it when the other backend's branch is taken
+        cleanup.operator.as_teardown(setups=planned.operator)
         train >> cleanup
         checkpoint_uri = _xcom_field(f"{prefix}train", "checkpoint_uri")
         # the training image, as planned for this run's region (SageMaker evaluation and registry)

@@ -132,15 +132,24 @@ class LocalTrainingHook(BaseHook):
         job_name: str,
         *,
         allow_oversubscribe: bool = False,
+        check_paths: bool = True,
     ) -> LocalJobPlan:
-        """Validate ``spec`` for local mode and compute the plan; raises ``SpecValidationError``."""
+        """Validate ``spec`` for local mode and compute the plan; raises ``SpecValidationError``.
+
+        ``check_paths=False`` skips the existence checks of local sources (a dry run before the
+        staging step has produced them)."""
         spec = load_spec(spec)
         _validate_job_name(job_name)
         s3 = self._s3_available(spec)
         base = (self.base_dir or Path.cwd()).absolute()
         cpus = available_cpus()
         problems, _warnings = validate_local(
-            spec, cpu_count=cpus, allow_oversubscribe=allow_oversubscribe, s3_available=s3, base_dir=base
+            spec,
+            cpu_count=cpus,
+            allow_oversubscribe=allow_oversubscribe,
+            s3_available=s3,
+            base_dir=base,
+            check_paths=check_paths,
         )
         if problems:
             raise SpecValidationError(problems, source="local backend")

@@ -71,14 +71,10 @@ def render_summary(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
     lines.append(f"Model artifact      {result['model_artifact_uri'] or '-'}")
     registered = result["registered"]
     if registered:
-        where = (
-            registered.get("model_package_arn")
-            or registered.get("uri")
-            or registered.get("path")
-            or registered
-        )
-        status = registered.get("approval_status") or registered.get("status") or ""
-        lines.append(f"Registered          {where} {status}".rstrip())
+        where = registered.get("model_package_arn") or registered.get("package_id") or "?"
+        lines.append(f"Registered          {where} ({registered.get('approval_status', 'unknown status')})")
+        if registered.get("audit_uri"):
+            lines.append(f"Audit record        {registered['audit_uri']}")
     else:
         lines.append("Registered          no (gate rejected or no registry)")
     lines.append("=" * 72)

@@ -77,33 +77,31 @@ def stage_train_evaluate(
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     checkpoints = checkpoints or CheckpointStep()
     group_id = group_id or "stage_train_evaluate"
-    with TaskGroup(group_id=group_id) as group:
+    from airflow_dist_training.retry import training_retry_policy
+
+    # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
+    with TaskGroup(group_id=group_id, default_args={"retry_policy": training_retry_policy()}) as group:
         prefix = f"{group.group_id}."
 
         @task(task_id="plan", multiple_outputs=True)
         def plan() -> dict[str, Any]:
             """Apply the run's overrides, validate and plan; show the request, cost bound and warnings."""
             from airflow.sdk import get_current_context
-            from airflow.sdk.exceptions import AirflowFailException
 
-            from airflow_dist_training.errors import SpecValidationError
             from airflow_dist_training.planning import plan_run
 
             context = get_current_context()
             params = dict(context.get("params") or {})
-            try:
-                result = plan_run(
-                    spec_obj,
-                    backend=backend,
-                    overrides={**dict(overrides or {}), **params},
-                    train_task_id=f"{prefix}train",
-                    context=context,
-                    aws_conn_id=aws_conn_id,
-                    region_name=region_name,
-                    base_dir=str(base),
-                )
-            except SpecValidationError as exc:  # bad input: fail now, retrying cannot fix it
-                raise AirflowFailException(f"Invalid spec, nothing was launched:\n{exc}") from None
+            result = plan_run(
+                spec_obj,
+                backend=backend,
+                overrides={**dict(overrides or {}), **params},
+                train_task_id=f"{prefix}train",
+                context=context,
+                aws_conn_id=aws_conn_id,
+                region_name=region_name,
+                base_dir=str(base),
+            )
             for line in result["summary"].splitlines():
                 print(line)
             result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))

@@ -92,7 +92,7 @@ with DAG(
         "spec": SPEC,
         "base_dir": REPO,
         "checkpoints": CheckpointStep(
-            resume="latest", keep_last=2, keep_best=1, metric="train:loss", mode="min"
+            resume="latest", keep_last=2, keep_best=1, metric="loss", mode="min"
         ),
         "evaluation": EvaluationStep(script="examples/evaluate.py", channel_source=".adt-demo/source/test"),
         "gate": GATE,

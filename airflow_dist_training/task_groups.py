@@ -136,11 +136,11 @@ def stage_train_evaluate(
         upstream >> train
 
         @task(task_id="stop_orphaned_job")
-        def stop_orphaned_job(name: str | None) -> list[str]:
+        def stop_orphaned_job(name: str | None, dry: Any = False) -> list[str]:
             """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
             running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
-            if backend != "sagemaker" or not name:
-                return []
+            if backend != "sagemaker" or not name or _truthy(dry):
+                return []  # nothing was launched on SageMaker
             from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
             hook = SageMakerTrainingHook(aws_conn_id=aws_conn_id, region_name=region_name)
@@ -153,7 +153,7 @@ def stage_train_evaluate(
                 stopped.append(job["TrainingJobName"])
             return stopped
 
-        cleanup = stop_orphaned_job(planned["job_name"])
+        cleanup = stop_orphaned_job(planned["job_name"], planned["dry_run"])
         # a teardown of the plan: skipped with it when the other backend's branch is taken
         cleanup.operator.as_teardown(setups=planned.operator)
         train >> cleanup
@@ -222,6 +222,8 @@ def stage_train_evaluate(
                     model_package_group_name=_group_name(registry, spec_obj),
                     local_registry_dir=_local_registry_dir(registry, base),
                     fail_on_reject=fail_on_reject,
+                    # a rejection skips registration only; the run's summary still runs
+                    ignore_downstream_trigger_rules=False,
                     aws_conn_id=aws_conn_id,
                     region_name=region_name,
                 )

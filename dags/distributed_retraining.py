@@ -10,6 +10,7 @@ nothing.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,22 @@ from airflow_dist_training.spec.training import Strategy
 from airflow_dist_training.task_groups import stage_train_evaluate
 
 REPO = Path(__file__).resolve().parent.parent
-SPEC = load_spec(REPO / "examples" / "specs" / "local_demo.yaml")
+# Where the local backend's data, checkpoints, models and registry live (the demo's workspace).
+DEMO = Path(os.environ.get("ADT_DEMO_DIR") or REPO / ".adt-demo")
+
+
+def _demo_spec() -> Any:
+    spec = load_spec(REPO / "examples" / "specs" / "local_demo.yaml").model_dump(
+        mode="json", exclude_unset=True
+    )
+    spec["source"]["source_dir"] = str(REPO / "examples")
+    spec["channels"]["train"]["local_source"] = str(DEMO / "data" / "train")
+    spec["checkpoint"]["local_uri"] = str(DEMO / "checkpoints" / "local-demo")
+    spec["output"]["local_uri"] = str(DEMO / "models")
+    return load_spec(spec)
+
+
+SPEC = _demo_spec()
 TIMEZONE = pendulum.timezone("Europe/Amsterdam")
 TRAINING_DATA = Asset("s3://adt-demo-bucket/data/train/")
 GATE = {
@@ -91,19 +107,19 @@ with DAG(
     common: dict[str, Any] = {
         "spec": SPEC,
         "base_dir": REPO,
-        "checkpoints": CheckpointStep(
-            resume="latest", keep_last=2, keep_best=1, metric="loss", mode="min"
+        "checkpoints": CheckpointStep(resume="latest", keep_last=2, keep_best=1, metric="loss", mode="min"),
+        "evaluation": EvaluationStep(
+            script="examples/evaluate.py", channel_source=str(DEMO / "source" / "test")
         ),
-        "evaluation": EvaluationStep(script="examples/evaluate.py", channel_source=".adt-demo/source/test"),
         "gate": GATE,
         "registry": RegistryStep(
-            local_dir=".adt-demo/registry", model_package_group="adt-demo", auto_approve=True
+            local_dir=str(DEMO / "registry"), model_package_group="adt-demo", auto_approve=True
         ),
     }
     local = stage_train_evaluate(
         group_id="local",
         backend="local",
-        staging=StagingStep(channel="train", source=".adt-demo/source/train"),
+        staging=StagingStep(channel="train", source=str(DEMO / "source" / "train")),
         **common,
     )
     sagemaker = stage_train_evaluate(group_id="sagemaker", backend="sagemaker", **common)
@@ -113,8 +129,6 @@ with DAG(
         """A readable summary: metrics, the gate decision, and where the model went."""
         from airflow_dist_training.reporting import run_summary
 
-        return run_summary(
-            context, groups=["local", "sagemaker"], write_to=REPO / ".adt-demo" / "last-run-summary.txt"
-        )
+        return run_summary(context, groups=["local", "sagemaker"], write_to=DEMO / "last-run-summary.txt")
 
     choose_backend() >> [local, sagemaker] >> summary()

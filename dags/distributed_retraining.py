@@ -81,7 +81,13 @@ with DAG(
             enum=[s.value for s in Strategy],
             title="Distribution strategy",
         ),
-        "epochs": Param(int(SPEC.hyperparameters.get("epochs", 6)), type="integer", minimum=1, maximum=1000),
+        "epochs": Param(
+            int(SPEC.hyperparameters.get("epochs", 6)),
+            type="integer",
+            minimum=1,
+            maximum=1000,
+            title="Epochs",
+        ),
         "learning_rate": Param(
             float(SPEC.hyperparameters.get("lr", 0.05)),
             type="number",

@@ -300,7 +300,14 @@ class AirflowApi:
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """Any ``/api/v2`` call with the bearer token; returns the response whatever its status."""
         headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
-        return self.client.request(method, f"/api/v2{path}", headers=headers, **kwargs)
+        # SQLite under four services and running tasks: "database is locked" surfaces as a 500
+        # "Database error"; retry those a few times (a real deployment uses PostgreSQL).
+        for attempt in range(6):
+            response = self.client.request(method, f"/api/v2{path}", headers=headers, **kwargs)
+            if response.status_code != 500 or "Database error" not in response.text:
+                return response
+            time.sleep(0.5 * (attempt + 1))
+        return response
 
     def get(self, path: str, **kwargs: Any) -> Any:
         response = self.request("GET", path, **kwargs)

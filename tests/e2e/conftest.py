@@ -19,9 +19,19 @@ from tests.e2e.airflow_services import AirflowApi, AirflowServices
 
 
 @pytest.fixture(scope="session")
-def airflow_services_extra_env() -> dict[str, str]:
-    """Extra environment for the services; override this fixture in a conftest to add connections etc."""
-    return {}
+def airflow_services_extra_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Extra environment for the services: the retraining DAG's workspace, with its demo dataset."""
+    import subprocess
+    import sys
+
+    demo = tmp_path_factory.mktemp("e2e-demo")
+    repo = Path(__file__).resolve().parents[2]
+    subprocess.run(
+        [sys.executable, str(repo / "examples" / "make_dataset.py"), "--out", str(demo / "source")],
+        check=True,
+        capture_output=True,
+    )
+    return {"ADT_DEMO_DIR": str(demo), "ADT_LOCAL_ROOT": str(demo / "jobs")}
 
 
 @pytest.fixture(scope="session")

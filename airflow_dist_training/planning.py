@@ -14,6 +14,17 @@ from airflow_dist_training.sagemaker.naming import job_name, run_identity
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 
+# What the plan task shares with the rest of the run (XCom keys).
+PLAN_XCOM_KEYS = (
+    "spec",
+    "job_name",
+    "backend",
+    "dry_run",
+    "summary",
+    "request",
+    "cost_bound_usd",
+    "warnings",
+)
 # Params of a trigger form that are not spec overrides.
 _NON_SPEC_PARAMS = {"backend", "dry_run"}
 

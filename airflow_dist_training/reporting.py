@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 
-def _pull(ti: Any, task_id: str) -> Any:
+def _pull(ti: Any, task_id: str, key: str = "return_value") -> Any:
     try:
-        return ti.xcom_pull(task_ids=task_id)
+        return ti.xcom_pull(task_ids=task_id, key=key)
     except Exception:  # a skipped or missing task has no XCom
         return None
 
@@ -19,9 +19,11 @@ def run_summary(
 ) -> dict[str, Any]:
     """Collect the results of whichever group ran; print them (and write them to ``write_to``)."""
     ti = context["ti"]
+    from airflow_dist_training.planning import PLAN_XCOM_KEYS
+
     for group in groups:
-        plan = _pull(ti, f"{group}.plan")
-        if plan:
+        plan = {key: _pull(ti, f"{group}.plan", key) for key in PLAN_XCOM_KEYS}
+        if plan["summary"]:
             break
     else:
         print("Nothing ran.")

@@ -59,7 +59,7 @@ def stage_train_evaluate(
     :param base_dir: directory relative paths (scripts, local sources) resolve against.
     :param training_kwargs: extra ``DistributedTrainingOperator`` arguments.
     """
-    from airflow.sdk import TaskGroup, task
+    from airflow.sdk import TaskGroup, XComArg, task
 
     from airflow_dist_training.operators.checkpoints import (
         CheckpointRetentionOperator,
@@ -83,14 +83,13 @@ def stage_train_evaluate(
     with TaskGroup(group_id=group_id, default_args={"retry_policy": training_retry_policy()}) as group:
         prefix = f"{group.group_id}."
 
-        @task(task_id="plan", multiple_outputs=True)
-        def plan() -> dict[str, Any]:
-            """Apply the run's overrides, validate and plan; show the request, cost bound and warnings."""
-            from airflow.sdk import get_current_context
+        @task.short_circuit(task_id="plan", ignore_downstream_trigger_rules=False)
+        def plan(**context: Any) -> bool:
+            """Apply the run's overrides, validate and plan; show the request, cost bound and warnings.
 
-            from airflow_dist_training.planning import plan_run
+            A dry run stops here: the launch steps are skipped, nothing is launched."""
+            from airflow_dist_training.planning import PLAN_XCOM_KEYS, plan_run
 
-            context = get_current_context()
             params = dict(context.get("params") or {})
             result = plan_run(
                 spec_obj,
@@ -105,15 +104,13 @@ def stage_train_evaluate(
             for line in result["summary"].splitlines():
                 print(line)
             result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
-            return result
+            for key in PLAN_XCOM_KEYS:
+                context["ti"].xcom_push(key=key, value=result[key])
+            return not result["dry_run"]
 
-        @task.short_circuit(task_id="launch_unless_dry_run")
-        def launch_unless_dry_run(dry: Any) -> bool:
-            """A dry run stops here: everything downstream is skipped, nothing is launched."""
-            return not bool(dry)
-
-        planned = plan()
-        gatekeeper = launch_unless_dry_run(planned["dry_run"])
+        plan_task = plan().operator
+        planned = {key: XComArg(plan_task, key=key) for key in ("spec", "job_name", "dry_run")}
+        gatekeeper = plan_task
         upstream: Any = gatekeeper
         staged_channels: dict[str, Any] | None = None
         if staging is not None:
@@ -155,7 +152,7 @@ def stage_train_evaluate(
 
         cleanup = stop_orphaned_job(planned["job_name"], planned["dry_run"])
         # a teardown of the plan: skipped with it when the other backend's branch is taken
-        cleanup.operator.as_teardown(setups=planned.operator)
+        cleanup.operator.as_teardown(setups=plan_task)
         train >> cleanup
         checkpoint_uri = _xcom_field(f"{prefix}train", "checkpoint_uri")
         # the training image, as planned for this run's region (SageMaker evaluation and registry)

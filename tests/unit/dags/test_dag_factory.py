@@ -66,7 +66,6 @@ def test_pipeline_schedule_is_cron_in_its_time_zone_or_asset():
     assert "Europe/Amsterdam" in str(timetable.timetable.timezone)
     assert [t.task_id for t in dag.tasks] == [
         "stage_train_evaluate.plan",
-        "stage_train_evaluate.launch_unless_dry_run",
         "stage_train_evaluate.stage",
         "stage_train_evaluate.train",
         "stage_train_evaluate.stop_orphaned_job",

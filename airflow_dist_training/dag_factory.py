@@ -15,6 +15,7 @@ no AWS call, no heavy import (``bench/dag_factory.py`` measures it).
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
         dag_id=pipeline.dag_id,
         description=pipeline.description,
         schedule=schedule,
-        start_date=pendulum.parse(pipeline.start_date, tz=timezone),
+        start_date=pendulum.instance(datetime.fromisoformat(pipeline.start_date), tz=timezone),
         catchup=False,
         max_active_runs=1,
         tags=["airflow-dist-training", pipeline.backend, *pipeline.tags],

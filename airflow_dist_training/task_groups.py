@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
 from airflow_dist_training.spec.training import TrainingJobSpec
@@ -80,7 +80,8 @@ def stage_train_evaluate(
     from airflow_dist_training.retry import training_retry_policy
 
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
-    with TaskGroup(group_id=group_id, default_args={"retry_policy": training_retry_policy()}) as group:
+    group_defaults: Any = {"retry_policy": training_retry_policy()}
+    with TaskGroup(group_id=group_id, default_args=group_defaults) as group:
         prefix = f"{group.group_id}."
 
         @task.short_circuit(task_id="plan", ignore_downstream_trigger_rules=False)
@@ -108,8 +109,10 @@ def stage_train_evaluate(
                 context["ti"].xcom_push(key=key, value=result[key])
             return not result["dry_run"]
 
-        plan_task = plan().operator
-        planned = {key: XComArg(plan_task, key=key) for key in ("spec", "job_name", "dry_run")}
+        plan_task: Any = plan().operator  # type: ignore[attr-defined]
+        planned: dict[str, Any] = {
+            key: XComArg(plan_task, key=key) for key in ("spec", "job_name", "dry_run")
+        }
         gatekeeper = plan_task
         upstream: Any = gatekeeper
         staged_channels: dict[str, Any] | None = None
@@ -150,7 +153,7 @@ def stage_train_evaluate(
                 stopped.append(job["TrainingJobName"])
             return stopped
 
-        cleanup = stop_orphaned_job(planned["job_name"], planned["dry_run"])
+        cleanup: Any = stop_orphaned_job(planned["job_name"], planned["dry_run"])
         # a teardown of the plan: skipped with it when the other backend's branch is taken
         cleanup.operator.as_teardown(setups=plan_task)
         train >> cleanup
@@ -229,8 +232,8 @@ def stage_train_evaluate(
                     register = RegisterModelOperator(
                         task_id="register",
                         evaluation=evaluate.output,
-                        decision=gate_task.output,
-                        training=train.output,
+                        decision=gate_task.output,  # type: ignore[arg-type]
+                        training=train.output,  # type: ignore[arg-type]
                         image_uri=planned_image if registry_kind == "sagemaker" else spec_obj.image.uri,
                         registry=registry_kind,
                         model_package_group_name=_group_name(registry, spec_obj),
@@ -253,7 +256,7 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-def _registry_kind(registry: RegistryStep | None, backend: str) -> str | None:
+def _registry_kind(registry: RegistryStep | None, backend: str) -> Literal["local", "sagemaker"] | None:
     if registry is None:
         return None
     if registry.model_package_group and backend == "sagemaker":
@@ -292,7 +295,7 @@ def _staging_task(
             task_id="stage",
             source=source,
             channel_dir=str((base / target).resolve()),
-            **{
+            **{  # type: ignore[arg-type]
                 k: v
                 for k, v in (
                     ("file_system_id", staging.file_system_id or getattr(channel, "file_system_id", None)),

@@ -80,6 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     import airflow.sdk  # noqa: F401  (already paid for by the dag-processor)
+
     import airflow_dist_training.dag_factory  # noqa: F401  (first-import cost measured separately below)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,10 +97,14 @@ def main() -> None:
             anchor.append(seconds)
     ours_s, anchor_s = statistics.median(ours), statistics.median(anchor)
     n = args.files
-    print(f"{n} YAML pipelines  : {ours_s:.3f} s total, {ours_s / n * 1000:.2f} ms per DAG file (goal: <= 1 s total)")
+    print(
+        f"{n} YAML pipelines  : {ours_s:.3f} s total, {ours_s / n * 1000:.2f} ms per DAG file (goal: <= 1 s total)"
+    )
     print(f"{n} plain DAG files : {anchor_s:.3f} s total, {anchor_s / n * 1000:.2f} ms per DAG file (anchor)")
-    print(f"ratio YAML/plain = {ours_s / anchor_s:.2f}x; per-file overhead of the factory = "
-          f"{(ours_s - anchor_s) / n * 1000:.2f} ms ({args.rounds} rounds, median)")
+    print(
+        f"ratio YAML/plain = {ours_s / anchor_s:.2f}x; per-file overhead of the factory = "
+        f"{(ours_s - anchor_s) / n * 1000:.2f} ms ({args.rounds} rounds, median)"
+    )
 
 
 if __name__ == "__main__":

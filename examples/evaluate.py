@@ -65,11 +65,15 @@ def evaluate(model: str, data: str) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     # --model-dir/--output-dir and ADT_DATA_DIR are how EvaluationOperator calls the script.
-    parser.add_argument("--model", "--model-dir", required=True, help="model.tar.gz, a model directory or file://")
+    parser.add_argument(
+        "--model", "--model-dir", required=True, help="model.tar.gz, a model directory or file://"
+    )
     parser.add_argument(
         "--data", default=os.environ.get("ADT_DATA_DIR"), help="the held-out split (a directory of CSV files)"
     )
-    parser.add_argument("--output", "--output-dir", required=True, help="a directory (gets evaluation.json) or a .json path")
+    parser.add_argument(
+        "--output", "--output-dir", required=True, help="a directory (gets evaluation.json) or a .json path"
+    )
     args = parser.parse_args(argv)
     if not args.data:
         parser.error("--data (or ADT_DATA_DIR) is required")

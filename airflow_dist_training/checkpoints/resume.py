@@ -234,7 +234,9 @@ def run_checkpoint_location(
     Returns None when the spec has no checkpoint section.
     """
     if policy not in RESUME_POLICIES:
-        raise SpecValidationError([("checkpoints.resume", f"must be one of fresh, latest, none; got {policy!r}")])
+        raise SpecValidationError(
+            [("checkpoints.resume", f"must be one of fresh, latest, none; got {policy!r}")]
+        )
     checkpoint = getattr(spec, "checkpoint", None)
     if checkpoint is None:
         return None

@@ -65,7 +65,9 @@ def test_local_run_trains_passes_the_gate_and_registers_then_a_rerun_resumes(ret
     # the second model is gated against the first (now the champion): registered only if no worse
     summary = (demo_dir / "last-run-summary.txt").read_text()
     assert "no regression vs champion adt-demo/1" in summary
-    assert ("Registered          adt-demo/2 (Approved)" in summary) == ("Quality gate        PASSED" in summary)
+    assert ("Registered          adt-demo/2 (Approved)" in summary) == (
+        "Quality gate        PASSED" in summary
+    )
 
 
 def test_dry_run_shows_the_plan_and_launches_nothing(retraining_dag, demo_dir, capfd):

@@ -33,8 +33,18 @@ def test_repo_dags_import_without_errors():
 
 def test_broken_yaml_is_that_files_import_error_with_field_path(tmp_path):
     _pipeline(tmp_path, "good", GOOD)
-    _pipeline(tmp_path, "typo", GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: typo").replace("keep_last: 2", "keep_lats: 2"))
-    _pipeline(tmp_path, "badcron", GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: badcron").replace('"30 2 * * *"', '"every night"'))
+    _pipeline(
+        tmp_path,
+        "typo",
+        GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: typo").replace("keep_last: 2", "keep_lats: 2"),
+    )
+    _pipeline(
+        tmp_path,
+        "badcron",
+        GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: badcron").replace(
+            '"30 2 * * *"', '"every night"'
+        ),
+    )
     bag = _dagbag(tmp_path)
     assert set(bag.dags) == {"demo_mlp_local_yaml"}
     errors = {Path(k).name: v for k, v in bag.import_errors.items()}
@@ -47,10 +57,14 @@ def test_broken_yaml_is_that_files_import_error_with_field_path(tmp_path):
 
 
 def test_training_spec_errors_carry_the_training_prefix(tmp_path):
-    _pipeline(tmp_path, "p", GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: p").replace(
-        "training: " + str(REPO) + "/examples/specs/local_demo.yaml",
-        "training: {name: x, image: {uri: img}, source: {entry_point: t.py}, compute: {instance_type: ml.m5.xlarge, instance_count: 0}}",
-    ))
+    _pipeline(
+        tmp_path,
+        "p",
+        GOOD.replace("dag_id: demo_mlp_local_yaml", "dag_id: p").replace(
+            "training: " + str(REPO) + "/examples/specs/local_demo.yaml",
+            "training: {name: x, image: {uri: img}, source: {entry_point: t.py}, compute: {instance_type: ml.m5.xlarge, instance_count: 0}}",
+        ),
+    )
     errors = list(_dagbag(tmp_path).import_errors.values())
     assert len(errors) == 1
     assert "training.compute.instance_count: Input should be greater than or equal to 1" in errors[0]

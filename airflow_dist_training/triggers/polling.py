@@ -43,6 +43,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+# TrainingJobStatus values that end a job (MaxRuntimeExceeded is a SecondaryStatus of Stopped/Failed).
 TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 #: SecondaryStatus values after which a terminal status is usually near.
 PRE_TERMINAL_SECONDARY = frozenset({"Uploading", "Stopping", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"})

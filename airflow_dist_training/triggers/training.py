@@ -31,18 +31,17 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_dist_training.hooks.training import LOG_GROUP
 from airflow_dist_training.triggers.polling import (
     TERMINAL_STATUSES,
     JobWatch,
     TrainingJobPoller,
     call_with_retry,
-    default_client_factory,
     error_code,
     get_poller,
     is_transient,
 )
 
-LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 #: SecondaryStatus values during which the job's containers may be writing logs.
 STREAMING_SECONDARY = frozenset(
     {"Downloading", "DownloadingTrainingImage", "Training", "Uploading", "Stopping", "Restarting"}
@@ -306,20 +305,14 @@ class TrainingJobTrigger(BaseTrigger):
             poller.unsubscribe(watch)
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task: stop the training job so it stops billing."""
-        factory = await default_client_factory(self.aws_conn_id, self.region_name)
-        async with await factory("sagemaker") as client:
-            try:
-                await call_with_retry(
-                    lambda: client.stop_training_job(TrainingJobName=self.job_name),
-                    what="StopTrainingJob",
-                    max_attempts=5,
-                    cap=5.0,
-                )
-            except Exception as exc:
-                # ValidationException: the job already ended (nothing is billing any more).
-                if error_code(exc) == "ValidationException":
-                    self.log.info("Training job %s was not stopped: %s", self.job_name, exc)
-                    return
-                raise
+        """The user killed the deferred task: stop the training job so it stops billing.
+
+        Through the hook's stop, which tags the job ``stop-requested`` first, so the job is
+        reported as stopped on request rather than as stopped outside Airflow."""
+        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+        hook = SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        if not await hook.async_stop_training_job(self.job_name):
+            self.log.info("Training job %s was not running: nothing to stop.", self.job_name)
+            return
         self.log.info("Requested StopTrainingJob for %s (task killed while deferred).", self.job_name)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
-from airflow_dist_training.spec.training import TrainingJobSpec
+if TYPE_CHECKING:
+    from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
+    from airflow_dist_training.spec.training import TrainingJobSpec
 
 
 def _xcom_field(task_id: str, field: str) -> str:
@@ -72,6 +73,7 @@ def stage_train_evaluate(
     )
     from airflow_dist_training.operators.training import DistributedTrainingOperator
     from airflow_dist_training.spec.loading import load_spec
+    from airflow_dist_training.spec.pipeline import CheckpointStep
 
     spec_obj = load_spec(spec)
     base = Path(base_dir) if base_dir is not None else Path.cwd()

@@ -33,7 +33,7 @@ Direction = Literal["higher_is_better", "lower_is_better"]
 class MetricThreshold(BaseModel):
     """The checks for one metric (``accuracy``, or ``accuracy@<slice>`` for a slice metric)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     direction: Direction = "higher_is_better"
     min: float | None = Field(default=None, description="Absolute floor: value >= min.")
@@ -74,7 +74,7 @@ class MetricThreshold(BaseModel):
 class GateSpec(BaseModel):
     """Every threshold of one gate."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     thresholds: dict[str, MetricThreshold] = Field(min_length=1)
     require_same_evaluation_set: bool = Field(

@@ -42,7 +42,7 @@ HASH_PATTERN = r"^[a-z0-9]+:[0-9a-fA-F]{8,128}$"
 class EvaluationResult(BaseModel):
     """A parsed, validated ``evaluation.json``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     schema_version: Literal["1"] = Field(default="1", description="Version of this schema.")
     metrics: dict[str, float] = Field(description="Metric name -> finite number. At least one.")

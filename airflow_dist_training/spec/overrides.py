@@ -20,7 +20,7 @@ SPOT_WAIT_FACTOR = 2
 class RunOverrides(BaseModel):
     """The knobs of one run. ``None`` keeps the spec's value."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     instance_type: str | None = None
     instance_count: int | None = Field(default=None, ge=1)

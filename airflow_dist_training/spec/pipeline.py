@@ -19,7 +19,7 @@ Backend = Literal["local", "sagemaker"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class StagingStep(_Model):

@@ -23,7 +23,8 @@ HyperparameterValue = str | int | float | bool | list[Any] | dict[str, Any]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # defer_build: validators are built on first use, not at import (DAG-parse time stays light)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class Strategy(StrEnum):

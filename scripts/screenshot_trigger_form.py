@@ -15,7 +15,7 @@ Without ``--base-url`` it starts Airflow's services itself (tests/e2e/airflow_se
 temporary AIRFLOW_HOME, the repo's ``dags/`` plus ``tests/e2e/dags/``), takes the screenshot and
 stops them::
 
-    .venv/bin/python scripts/screenshot_trigger_form.py --dag-id adt_e2e_params --out docs/img/trigger-form.png
+    .venv/bin/python scripts/screenshot_trigger_form.py --dag-id distributed_retraining --out docs/img/retraining-trigger-form.png
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--dag-id", default="adt_e2e_params", help="the DAG whose trigger form to capture")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "img" / "trigger-form.png")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "img" / "retraining-trigger-form.png")
     parser.add_argument("--base-url", default=None, help="running api-server; default: start services here")
     parser.add_argument("--username", default="admin")
     parser.add_argument(

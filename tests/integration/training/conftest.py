@@ -14,8 +14,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_sagemaker_training import FakeTrainingLifecycle
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def lifecycle_fake(moto_server: str) -> Iterator[FakeTrainingLifecycle]:
+    # Per test: the fake patches moto's SageMaker responses in this process, and other tests on
+    # the same xdist worker (the trigger tests) drive job states by hand.
     fake = FakeTrainingLifecycle()
     fake.install()
     yield fake

@@ -245,10 +245,12 @@ def stage_train_evaluate(
                         region_name=region_name,
                     )
                     gate_task >> register
-        # the teardown runs after everything else in the group
+        # the teardowns (stop orphaned jobs, delete a scratch file system) run after everything else
+        teardowns = [t for t in group.children.values() if getattr(t, "is_teardown", False)]
         for leaf in list(group.get_leaves()):
-            if leaf is not cleanup.operator:
-                leaf >> cleanup
+            for teardown_task in teardowns:
+                if leaf is not teardown_task and not getattr(leaf, "is_teardown", False):
+                    leaf >> teardown_task
     return group
 
 
@@ -306,19 +308,54 @@ def _staging_task(
                 if v
             },
         )
-    if not staging.file_system_id or not staging.file_system_path:
-        from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.errors import SpecValidationError
 
+    if not staging.file_system_path or not (staging.file_system_id or staging.scratch_file_system):
         raise SpecValidationError(
-            [("staging.file_system_id", "SageMaker staging needs file_system_id and file_system_path")]
+            [
+                (
+                    "staging.file_system_id",
+                    "SageMaker staging needs file_system_path and file_system_id (or scratch_file_system)",
+                )
+            ]
         )
-    return FSxStagePrefixOperator(
+    file_system_id = staging.file_system_id
+    create = None
+    if staging.scratch_file_system is not None:
+        from airflow_dist_training.operators.fsx import (
+            FSxCreateFileSystemOperator,
+            FSxDeleteFileSystemOperator,
+        )
+
+        scratch = staging.scratch_file_system
+        create = FSxCreateFileSystemOperator(
+            task_id="create_file_system",
+            subnet_id=scratch.subnet_id,
+            security_group_ids=list(scratch.security_group_ids),
+            storage_capacity_gib=scratch.storage_capacity_gib,
+            deployment_type=scratch.deployment_type,
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+        )
+        file_system_id = f"{{{{ ti.xcom_pull(task_ids='{create.task_id}')['file_system_id'] }}}}"
+        delete = FSxDeleteFileSystemOperator(
+            task_id="delete_file_system",
+            file_system_id=file_system_id,
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+        )
+        # the teardown runs when everything else in the group is done, even after a failure
+        delete.as_teardown(setups=create)
+    stage = FSxStagePrefixOperator(
         task_id="stage",
         s3_uri=staging.source,
-        file_system_id=staging.file_system_id,
+        file_system_id=str(file_system_id),
         file_system_path=staging.file_system_path,
         subnets=list(spec.network.subnets),
         security_group_ids=list(spec.network.security_group_ids),
         aws_conn_id=aws_conn_id,
         region_name=region_name,
     )
+    if create is not None:
+        create >> stage
+    return stage

@@ -22,6 +22,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
+class ScratchFileSystem(_Model):
+    """An FSx for Lustre file system created for the run and deleted afterwards (even on failure)."""
+
+    subnet_id: str = Field(description="Use the training subnet: the file system must share its AZ")
+    security_group_ids: list[str] = Field(
+        min_length=1, description="Must allow Lustre traffic (TCP 988, 1018-1023)"
+    )
+    storage_capacity_gib: int = Field(default=1200, ge=1200)
+    deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = "SCRATCH_2"
+
+
 class StagingStep(_Model):
     """Put a dataset where the training channel reads it (FSx on SageMaker, a directory locally)."""
 
@@ -31,6 +42,15 @@ class StagingStep(_Model):
     file_system_path: str | None = Field(
         default=None, description="SageMaker: path inside the file system, e.g. /data/train"
     )
+    scratch_file_system: ScratchFileSystem | None = Field(
+        default=None, description="SageMaker: create a file system for this run instead of file_system_id"
+    )
+
+    @model_validator(mode="after")
+    def _one_file_system(self) -> StagingStep:
+        if self.scratch_file_system is not None and self.file_system_id is not None:
+            raise ValueError("give file_system_id or scratch_file_system, not both")
+        return self
 
 
 class CheckpointStep(_Model):

@@ -107,3 +107,41 @@ def test_dag_file_copies_are_independent(tmp_path):
     shutil.copy(REPO / "dags" / "pipelines" / "demo_mlp_local.py", tmp_path / "x.py")
     (tmp_path / "x.yaml").write_text(GOOD.replace("demo_mlp_local_yaml", "x_yaml"))
     assert set(_dagbag(tmp_path).dags) == {"x_yaml"}
+
+
+def test_scratch_file_system_is_created_as_setup_and_deleted_as_teardown(tmp_path):
+    from airflow_dist_training.dag_factory import dag_from_yaml
+
+    text = (REPO / "dags" / "pipelines" / "llm_finetune_sagemaker.yaml").read_text()
+    text = text.replace("../../", str(REPO) + "/").replace(
+        "  file_system_id: fs-0123456789abcdef0\n",
+        "  scratch_file_system: {subnet_id: subnet-0a1b2c3d, security_group_ids: [sg-0a1b2c3d]}\n",
+    )
+    (tmp_path / "scratch.yaml").write_text(text)
+    (tmp_path / "scratch.py").write_text(STUB)
+    dag = dag_from_yaml(str(tmp_path / "scratch.py"))
+    create = dag.get_task("stage_train_evaluate.create_file_system")
+    delete = dag.get_task("stage_train_evaluate.delete_file_system")
+    stage = dag.get_task("stage_train_evaluate.stage")
+    assert create.is_setup and delete.is_teardown
+    assert stage.file_system_id == (
+        "{{ ti.xcom_pull(task_ids='stage_train_evaluate.create_file_system')['file_system_id'] }}"
+    )
+    # the delete waits for everything else in the group, even after a failure
+    assert {"stage_train_evaluate.train", "stage_train_evaluate.register"} <= {
+        t.task_id for t in delete.get_flat_relatives(upstream=True)
+    }
+
+
+def test_scratch_and_existing_file_system_are_exclusive(tmp_path):
+    from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.spec.loading import validate_model
+    from airflow_dist_training.spec.pipeline import StagingStep
+
+    with pytest.raises(SpecValidationError) as info:
+        validate_model(
+            StagingStep,
+            {"source": "s3://b/x/", "file_system_id": "fs-0123456789abcdef0",
+             "scratch_file_system": {"subnet_id": "subnet-1", "security_group_ids": ["sg-1"]}},
+        )  # fmt: skip
+    assert "give file_system_id or scratch_file_system, not both" in str(info.value)

@@ -512,6 +512,26 @@ class FSxDeleteFileSystemOperator(_FSxBaseOperator):
         return {"file_system_id": fs_id, "lifecycle": lifecycle or "DELETED"}
 
 
+def _stage_into_channel(
+    log: Any,
+    source: str,
+    channel_dir: str,
+    file_system_id: str,
+    mount_name: str,
+    file_system_path: str,
+    access_mode: Literal["ro", "rw"],
+) -> tuple[dict[str, Any], Any]:
+    """Local staging (incremental copy + manifest) and the FSx-shaped channel pointing at it."""
+    from airflow_dist_training.local.staging import stage_local
+
+    summary = stage_local(source, channel_dir).summary()
+    log.info("Staged %s into %s: %s", source, channel_dir, summary)
+    channel = req.fsx_channel(
+        file_system_id, mount_name, file_system_path, access_mode, local_source=str(channel_dir)
+    )
+    return channel, summary
+
+
 class FSxStagePrefixOperator(_FSxBaseOperator):
     """Make an S3 prefix available on FSx for Lustre at a path, and return the training channel.
 
@@ -659,21 +679,20 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
             self.hook.cancel_task(self._fsx_task_id)
 
     def _stage_local(self) -> dict[str, Any]:
-        from airflow_dist_training.local.staging import stage_local
-
         if not self.local_channel_dir:
             from airflow_dist_training.errors import SpecValidationError
 
             raise SpecValidationError([("local_channel_dir", "backend='local' needs local_channel_dir")])
-        result = stage_local(self.s3_uri, self.local_channel_dir)
-        self.log.info("Staged %s into %s: %s", self.s3_uri, self.local_channel_dir, result.summary())
-        return req.fsx_channel(
+        channel, _ = _stage_into_channel(
+            self.log,
+            self.s3_uri,
+            self.local_channel_dir,
             self.file_system_id,
             self.mount_name,
             self.file_system_path,
             self.access_mode,
-            local_source=str(self.local_channel_dir),
         )
+        return channel
 
 
 class LocalStageOperator(BaseOperator):
@@ -713,18 +732,16 @@ class LocalStageOperator(BaseOperator):
         self.access_mode = access_mode
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_dist_training.local.staging import stage_local
-
-        result = stage_local(self.source, self.channel_dir)
-        summary = result.summary()
-        self.log.info("Staged %s: %s", self.source, summary)
-        ti = context.get("ti")
-        if ti is not None:
-            ti.xcom_push(key="stage_summary", value=summary)
-        return req.fsx_channel(
+        channel, summary = _stage_into_channel(
+            self.log,
+            self.source,
+            self.channel_dir,
             self.file_system_id,
             self.mount_name,
             self.file_system_path,
             self.access_mode,
-            local_source=str(self.channel_dir),
         )
+        ti = context.get("ti")
+        if ti is not None:
+            ti.xcom_push(key="stage_summary", value=summary)
+        return channel

@@ -55,6 +55,9 @@ LogFn = Callable[[str], None]
 _TAIL_LINES = 200
 _AGENT_FAILURE_MARK = "torch/distributed/elastic/multiprocessing/api.py"
 _SKIP_SYNC_PREFIXES = ("._MANIFEST.json.tmp",)
+# torch's TCPStore when the master port was taken between free_port() and the bind
+_PORT_TAKEN_MARK = "EADDRINUSE"
+_LAUNCH_ATTEMPTS = 3
 
 
 def free_port() -> int:
@@ -91,7 +94,8 @@ def host_command(plan: LocalJobPlan, host: HostPlan, port: int, python: str = sy
             f"--node-rank={host.node_rank}",
         ]
         if nnodes == 1:
-            cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={plan.job_name}"]
+            # port 0: the agent's store binds a free port itself (torchrun --standalone), so no race
+            cmd += ["--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0", f"--rdzv-id={plan.job_name}"]
         else:
             cmd += ["--rdzv-backend=static", "--master-addr=127.0.0.1", f"--master-port={port}"]
         cmd += ["--max-restarts=0", entry, *plan.user_args]
@@ -365,12 +369,13 @@ class LocalJobRun:
     def launch(self) -> None:
         plan = self.plan
         port = free_port()
-        self.transition(
-            "Training",
-            f"Launching {len(plan.hosts)} host(s) x {plan.processes_per_host} process(es): "
-            f"{plan.total_processes} training process(es)",
-        )
-        self.training_started = time.time()
+        if self.training_started is None:
+            self.transition(
+                "Training",
+                f"Launching {len(plan.hosts)} host(s) x {plan.processes_per_host} process(es): "
+                f"{plan.total_processes} training process(es)",
+            )
+            self.training_started = time.time()
         for hp in plan.host_plans:
             cmd = host_command(plan, hp, port, self.python)
             env = child_environment(plan, hp, port)
@@ -441,6 +446,19 @@ class LocalJobRun:
         return {h: int(p.returncode) for h, p in self.processes.items()}
 
     max_runtime_exceeded = False
+
+    def lost_port_race(self, codes: dict[str, int]) -> bool:
+        """Another process bound the master port first: the hosts never started training."""
+        if self.stop_requested.is_set() or all(c == 0 for c in codes.values()):
+            return False
+        return any(_PORT_TAKEN_MARK in line for tail in self.tails.values() for line in tail)
+
+    def _forget_hosts(self) -> None:
+        with self._proc_lock:
+            self.processes.clear()
+        self._readers.clear()
+        for tail in self.tails.values():
+            tail.clear()
 
     def sync_checkpoints(self) -> int:
         store = self.plan.checkpoint_store
@@ -568,9 +586,16 @@ class LocalJobRun:
         started = time.time()
         try:
             self.prepare()
-            if not self.stop_requested.is_set():
+            codes: dict[str, int] = {}
+            for attempt in range(1, _LAUNCH_ATTEMPTS + 1):
+                if self.stop_requested.is_set():
+                    break
                 self.launch()
-            codes = self.wait()
+                codes = self.wait()
+                if attempt == _LAUNCH_ATTEMPTS or not self.lost_port_race(codes):
+                    break
+                self.log("[local] the rendezvous port was taken by another process: relaunching on a new port")
+                self._forget_hosts()
         except BaseException:
             self._signal_all(signal.SIGTERM)
             self._reap(min(self.stop_grace_seconds, 10.0))

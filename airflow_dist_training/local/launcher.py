@@ -594,7 +594,9 @@ class LocalJobRun:
                 codes = self.wait()
                 if attempt == _LAUNCH_ATTEMPTS or not self.lost_port_race(codes):
                     break
-                self.log("[local] the rendezvous port was taken by another process: relaunching on a new port")
+                self.log(
+                    "[local] the rendezvous port was taken by another process: relaunching on a new port"
+                )
                 self._forget_hosts()
         except BaseException:
             self._signal_all(signal.SIGTERM)

@@ -84,7 +84,6 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-unty
     raise AssertionError("condition not reached in time")
 
 
-
 @pytest.mark.slow
 def test_a_master_port_taken_before_the_bind_is_retried_on_a_new_port(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -97,9 +96,7 @@ def test_a_master_port_taken_before_the_bind_is_retried_on_a_new_port(
     ports = iter([taken.getsockname()[1]])
     real_free_port = launcher.free_port
     monkeypatch.setattr(launcher, "free_port", lambda: next(ports, None) or real_free_port())
-    spec = script_spec(
-        tmp_path, WHO_AM_I, compute={"instance_type": "ml.m5.xlarge", "instance_count": 2}
-    )
+    spec = script_spec(tmp_path, WHO_AM_I, compute={"instance_type": "ml.m5.xlarge", "instance_count": 2})
     lines: list[str] = []
     try:
         result = LocalTrainingHook(root=tmp_path / "root", use_s3=False).run_job(
@@ -110,6 +107,7 @@ def test_a_master_port_taken_before_the_bind_is_retried_on_a_new_port(
     assert result["status"] == "Completed"
     assert sum("rendezvous port was taken" in line for line in lines) == 1
     assert [t["status"] for t in result["timeline"]].count("Training") == 1
+
 
 @pytest.mark.slow
 def test_stop_from_another_thread_kills_every_process_of_the_job(tmp_path: Path) -> None:

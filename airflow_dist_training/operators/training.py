@@ -371,13 +371,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         self._job_name = name
         _fault_point("after_persist")
         desc = self.hook.describe_training_job(name)
-        links.persist(
-            context,
-            region=self._region(),
-            job_name=name,
-            output_uri=(desc.get("OutputDataConfig") or {}).get("S3OutputPath"),
-            checkpoint_uri=(desc.get("CheckpointConfig") or {}).get("S3Uri"),
-        )
+        self._persist_links(context, desc)
         if desc.get("TrainingJobStatus") not in {"Completed", "Failed", "Stopped", "MaxRuntimeExceeded"}:
             if self.deferrable:
                 from airflow_dist_training.triggers.training import TrainingJobTrigger
@@ -410,7 +404,18 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         desc = self._description
         if desc is None or desc.get("TrainingJobName") != external_id:
             desc = self.hook.describe_training_job(str(external_id))
+            # a retry that found the job already completed: XComs of earlier tries are gone
+            self._persist_links(context, desc)
         return self._finish(desc)
+
+    def _persist_links(self, context: Context, desc: dict[str, Any]) -> None:
+        links.persist(
+            context,
+            region=self._region(),
+            job_name=str(desc["TrainingJobName"]),
+            output_uri=(desc.get("OutputDataConfig") or {}).get("S3OutputPath"),
+            checkpoint_uri=(desc.get("CheckpointConfig") or {}).get("S3Uri"),
+        )
 
     def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
         from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description

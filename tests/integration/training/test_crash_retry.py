@@ -1,9 +1,11 @@
 """Fault injection with real processes: kill the task at random points, retry, count creates.
 
-A driver subprocess (fresh interpreter) forks a real child per task run, kills it at a random
-point (``os._exit`` at submit/after-create/after-persist/wait, or SIGKILL after a random delay),
-then runs the retry in another child. The moto server runs in this process, where the lifecycle
-fake counts every CreateTrainingJob: exactly one per successful run.
+A driver subprocess (fresh interpreter, its own AIRFLOW_HOME) forks a real child per task try that
+runs ``airflow tasks test`` (Airflow's task runner, its Execution API and the ``task_state_store``
+table), kills it at a random point (``os._exit`` at submit/after-create/after-persist/wait, or
+SIGKILL after a random delay), then runs the retry for the same DAG run in another child. The moto
+server runs in this process, where the lifecycle fake counts every CreateTrainingJob: exactly one
+per successful run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ DRIVER = Path(__file__).parent / "crash_driver.py"
 
 
 def run_driver(
-    tmp_path: Path, *, runs: int, first: int, seed: int, impl: str = "ours"
+    tmp_path: Path, migrated_db: Path, *, runs: int, first: int, seed: int, impl: str = "ours"
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
@@ -38,8 +40,10 @@ def run_driver(
             str(first),
             "--seed",
             str(seed),
-            "--workdir",
-            str(tmp_path / f"state-{first}"),
+            "--home",
+            str(tmp_path / f"home-{first}"),
+            "--migrated-db",
+            str(migrated_db),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -49,17 +53,18 @@ def run_driver(
 
 
 def test_crash_at_random_points_then_retry_creates_exactly_one_job(
-    fake: FakeTrainingLifecycle, tmp_path: Path
+    fake: FakeTrainingLifecycle, airflow_db: Path, tmp_path: Path
 ) -> None:
     fake.complete_after = 0.4  # a real wait phase to crash in
+    db = airflow_db / "airflow.db"
     # 2 drivers x 28 runs = 56 randomized crash points, in parallel.
     procs = [
-        run_driver(tmp_path, runs=28, first=0, seed=11),
-        run_driver(tmp_path, runs=28, first=28, seed=29),
+        run_driver(tmp_path, db, runs=28, first=0, seed=11),
+        run_driver(tmp_path, db, runs=28, first=28, seed=29),
     ]
     records = []
     for proc in procs:
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=540)
         assert proc.returncode == 0, err[-3000:]
         records += [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
     assert len(records) == 56

@@ -65,10 +65,13 @@ def test_retry_after_crash_before_persist_reattaches(fake: FakeTrainingLifecycle
 def test_retry_of_completed_job_returns_it_without_creating(fake: FakeTrainingLifecycle) -> None:
     ctx = make_context()
     r1 = make_op().execute(ctx)
-    r2 = make_op().execute(make_context(store=ctx["task_state_store"]))
+    retry_ctx = make_context(store=ctx["task_state_store"])  # a new try: earlier XComs are cleared
+    r2 = make_op().execute(retry_ctx)
     r3 = make_op().execute(make_context())
     assert r1["job_name"] == r2["job_name"] == r3["job_name"]
     assert fake.total_creates == 1
+    # the retry still shows the job's links
+    assert retry_ctx["ti"].xcom["sagemaker_training_job"] == ctx["ti"].xcom["sagemaker_training_job"]
 
 
 def test_failed_job_raises_failure_reason(fake: FakeTrainingLifecycle) -> None:

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_dist_training.spec.loading import read_yaml_file, validate_model
-from airflow_dist_training.spec.pipeline import PipelineSpec, resolve_training_reference
+if TYPE_CHECKING:
+    from airflow_dist_training.spec.pipeline import PipelineSpec
 
 
 def load_pipeline(path: str | Path) -> PipelineSpec:
     """Read and validate a pipeline YAML file (errors name the file and the field path)."""
     path = Path(path)
+    # the spec models are imported on use: importing this module stays cheap at DAG parse time
+    from airflow_dist_training.spec.loading import read_yaml_file, validate_model
+    from airflow_dist_training.spec.pipeline import PipelineSpec, resolve_training_reference
+
     data = read_yaml_file(path)
     if isinstance(data, dict):
         data = resolve_training_reference(data, path.parent)

@@ -1,11 +1,12 @@
 """Crash-and-retry duplicates: ours vs the Amazon provider's SageMakerTrainingOperator.
 
 Both run against the same moto server (in this process; CreateTrainingJob counted in the server,
-duplicate names rejected as on AWS). For each of N task runs a real forked process runs the task
-and is killed at a random point (SIGKILL after a random delay; for ours also ``os._exit`` at
-named points such as between CreateTrainingJob and persisting the name), then the retry runs to
-the end. We count the training jobs created per run: 1.0 is ideal; every extra job is a duplicate
-that bills in parallel.
+duplicate names rejected as on AWS), each as a task of one DAG run through ``airflow tasks test``
+(Airflow's task runner and metadata DB, see ``tests/integration/training/crash_driver.py``). For
+each of N DAG runs a real forked process runs the task and is killed at a random point (SIGKILL a
+random delay after the task starts running; for ours also ``os._exit`` at named points such as
+between CreateTrainingJob and persisting the name), then the retry runs to the end. We count the
+training jobs created per run: 1.0 is ideal; every extra job is a duplicate that bills in parallel.
 
     .venv/bin/python bench/crash_retry.py [--runs 30]
 """
@@ -59,13 +60,20 @@ def main() -> None:
     os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
     fake = FakeTrainingLifecycle()
     fake.install()
-    fake.complete_after = 0.4
+    fake.complete_after = 2.0
     import boto3
 
     s3 = boto3.client("s3", region_name="us-east-1")
     for bucket in ("data-bucket", "out-bucket", "my-ml-bucket"):
         s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket="data-bucket", Key="train/part-0", Body=b"x")  # the provider HEADs inputs
+    migrated_db = home / "airflow.db"
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{migrated_db}"},
+    )
     results: dict[str, dict[str, float]] = {}
     try:
         for impl in ("ours", "amazon"):
@@ -81,15 +89,15 @@ def main() -> None:
                         str(args.runs),
                         "--seed",
                         str(args.seed),
-                        "--workdir",
-                        work,
-                        "--first",
-                        "0" if impl == "ours" else "100000",
+                        "--home",
+                        str(Path(work) / "home"),
+                        "--migrated-db",
+                        str(migrated_db),
                     ],
                     capture_output=True,
                     text=True,
                     env=os.environ.copy(),
-                    timeout=900,
+                    timeout=1800,
                 )
             records = [
                 json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")

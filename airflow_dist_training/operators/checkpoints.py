@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_dist_training.checkpoints.retention import RetentionRule
-from airflow_dist_training.checkpoints.selection import Selector
 from airflow_dist_training.errors import SpecValidationError
 
 if TYPE_CHECKING:
@@ -109,6 +107,8 @@ class CheckpointRetentionOperator(_CheckpointOperator):
         dry_run: bool = False,
         **kwargs: Any,
     ) -> None:
+        from airflow_dist_training.checkpoints.retention import RetentionRule
+
         super().__init__(checkpoint_uri=checkpoint_uri, **kwargs)
         self.rule = RetentionRule(keep_last, keep_best, metric, mode, delete_incomplete)
         self.rule.validate(checkpoint_uri)  # pure: a rule that keeps nothing fails at parse time
@@ -157,6 +157,8 @@ class PromoteCheckpointOperator(_CheckpointOperator):
         self.metric = metric
         self.mode = mode
         if not (isinstance(which, str) and "{{" in which):
+            from airflow_dist_training.checkpoints.selection import Selector
+
             Selector.parse(which, metric, mode)  # pure check at parse time
 
     def execute(self, context: Context) -> dict[str, Any]:

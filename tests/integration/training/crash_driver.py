@@ -24,11 +24,13 @@ jobs a run created are the ones whose names start with ``prefix``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import random
-import shutil
 import signal
+import sqlite3
 import sys
 import textwrap
 import time
@@ -81,7 +83,12 @@ CRASH_DAG = textwrap.dedent(
 def prepare_home(home: Path, migrated_db: Path) -> None:
     """A private AIRFLOW_HOME: the migrated DB copied (seconds saved per driver) and the crash DAG."""
     (home / "dags").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(migrated_db, home / "airflow.db")
+    # sqlite's backup API: a consistent copy, including what is still in the source's WAL file
+    with (
+        contextlib.closing(sqlite3.connect(migrated_db)) as src,
+        contextlib.closing(sqlite3.connect(home / "airflow.db")) as dst,
+    ):
+        src.backup(dst)
     (home / "dags" / "crash_dag.py").write_text(CRASH_DAG)
     os.environ.update(
         {
@@ -101,6 +108,22 @@ def airflow_cli(*argv: str) -> None:
     args.func(args)
 
 
+def prebuild_execution_api() -> None:
+    """Build the task runner's in-process Execution API app once, before forking, as a warm worker has it.
+
+    ``airflow tasks test`` builds a new app per task try and spends ~3 s generating its versioned
+    routes (cadwyn) on the first request: 60% of a try here. The children get this built app from
+    Airflow's own factory hook instead; each still starts its own event loop, lifespan and DB
+    sessions, and every call goes through the same routes.
+    """
+    from airflow.api_fastapi.execution_api.app import InProcessExecutionAPI
+    from airflow.sdk.execution_time import supervisor
+
+    app = InProcessExecutionAPI().app
+    app._cadwyn_initialize()
+    supervisor.in_process_api_server = lambda: InProcessExecutionAPI(app=app)
+
+
 def task_state(task_id: str, run_id: str) -> str | None:
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
@@ -115,12 +138,42 @@ def task_state(task_id: str, run_id: str) -> str | None:
     return None if state is None else str(state)
 
 
-def in_child(body, crash_at: str | None = None) -> int:  # type: ignore[no-untyped-def]
-    """Fork; the child runs ``body()`` (its int is the exit code) and never returns here."""
+_TI_STATE = "SELECT state FROM task_instance WHERE dag_id = ? AND task_id = ? AND run_id = ?"
+# what the operator persisted in Airflow's task_state_store table (JSON-encoded)
+_STORED_JOB = (
+    "SELECT value FROM task_state_store WHERE dag_id = ? AND task_id = ? AND run_id = ?"
+    " AND key = 'sagemaker_training_job_name'"
+)
+
+
+def sql_value(db: Path, query: str, params: tuple[str, ...]) -> str | None:
+    """One value from the metadata DB, read with plain sqlite3 (this process never opens Airflow's ORM)."""
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+        row = conn.execute(query, params).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def wait_until(predicate, pid: int, timeout: float = 60.0) -> int | None:  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` until it holds; the child's exit code if ``pid`` exited first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    return None
+
+
+def in_child(body, crash_at: str | None = None, log: Path | None = None) -> int:  # type: ignore[no-untyped-def]
+    """Fork; the child runs ``body()`` (its int is the exit code, output to ``log``) and never returns."""
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
+            if log is not None:
+                fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
             if crash_at:
                 os.environ["ADT_CRASH_AT"] = crash_at
             code = int(body() or 0)
@@ -131,6 +184,20 @@ def in_child(body, crash_at: str | None = None) -> int:  # type: ignore[no-untyp
             sys.stderr.flush()
             os._exit(code)
     return pid
+
+
+# How the retry found its job, from the task log (ours: the mixin, then the operator's name lookup).
+RESUMED_BY = {
+    "Reconnecting to existing job": "task_state_store: running job",
+    "Job already completed successfully": "task_state_store: completed job",
+    "Found this run's training job": "job name",
+    "Creating training job": "created",
+}
+
+
+def resumed_by(log: Path) -> str:
+    text = log.read_text(errors="replace")
+    return next((how for mark, how in RESUMED_BY.items() if mark in text), "unknown")
 
 
 def wait_child(pid: int, kill_after: float | None = None) -> int:
@@ -157,7 +224,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--home", type=Path, required=True, help="a fresh AIRFLOW_HOME for this driver")
     parser.add_argument("--migrated-db", type=Path, required=True, help="a migrated Airflow SQLite DB")
-    parser.add_argument("--max-kill-delay", type=float, default=2.5)
+    parser.add_argument(
+        "--max-kill-delay", type=float, default=3.0, help="seconds after the task starts running"
+    )
     args = parser.parse_args()
     prepare_home(args.home, args.migrated_db)
     rng = random.Random(args.seed)
@@ -173,6 +242,7 @@ def main() -> None:
 
     hooks_training.SageMakerTrainingHook  # noqa: B018  (build the lazy class before forking)
     cli_parser.get_parser()
+    prebuild_execution_api()
 
     assert wait_child(in_child(lambda: airflow_cli("dags", "reserialize"))) == 0, "dags reserialize failed"
 
@@ -180,27 +250,41 @@ def main() -> None:
         airflow_cli("tasks", "test", DAG_ID, task_id, run_id)
         return 0 if task_state(task_id, run_id) == "success" else 1
 
-    for i in range(args.first, args.first + args.runs):
-        run_id = f"crash{i}"
+    run_ids = [f"crash{i}" for i in range(args.first, args.first + args.runs)]
+
+    def trigger_all() -> None:  # the scheduler's part: each DAG run exists before its task is tried
+        for run_id in run_ids:
+            airflow_cli("dags", "trigger", DAG_ID, "--run-id", run_id)
+
+    assert wait_child(in_child(trigger_all)) == 0, "dags trigger failed"
+    db = args.home / "airflow.db"
+
+    def is_running(run_id: str) -> bool:
+        return sql_value(db, _TI_STATE, (DAG_ID, task_id, run_id)) == "running"
+
+    for i, run_id in zip(range(args.first, args.first + args.runs), run_ids, strict=True):
         if args.impl == "ours" and rng.random() < 0.6:
             point = crash_at = rng.choice(POINTS)
             kill_after = None
         else:
             kill_after = rng.uniform(0.0, args.max_kill_delay)
             point, crash_at = f"sigkill@{kill_after:.2f}s", None
-        # The scheduler's part: the DAG run exists before its task is tried (and retried).
-        assert wait_child(in_child(lambda: airflow_cli("dags", "trigger", DAG_ID, "--run-id", run_id))) == 0
-        started = time.monotonic()
-        crash_rc = wait_child(in_child(lambda: run_task(run_id), crash_at), kill_after)
-        crashed_after = time.monotonic() - started
-        retry_rc = wait_child(in_child(lambda: run_task(run_id)))
+        logs = {attempt: args.home / f"{run_id}.{attempt}.log" for attempt in ("crash", "retry")}
+        pid = in_child(functools.partial(run_task, run_id), crash_at, logs["crash"])
+        exited = None
+        if kill_after is not None:  # count from the moment the task runner has the task running
+            exited = wait_until(functools.partial(is_running, run_id), pid)
+        crash_rc = exited if exited is not None else wait_child(pid, kill_after)
+        retry_rc = wait_child(in_child(functools.partial(run_task, run_id), log=logs["retry"]))
+        stored = sql_value(db, _STORED_JOB, (DAG_ID, task_id, run_id))
         record = {
             "run": i,
             "prefix": f"{run_id}-",
             "point": point,
             "crash_rc": crash_rc,
-            "crashed_after": round(crashed_after, 2),
             "retry_ok": retry_rc == 0,
+            "retry_found_job_by": resumed_by(logs["retry"]),
+            "stored_job": None if stored is None else json.loads(stored),
         }
         print("RESULT " + json.dumps(record), flush=True)
 

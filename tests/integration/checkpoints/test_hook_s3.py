@@ -7,7 +7,8 @@ import json
 import pytest
 from botocore.stub import Stubber
 
-from airflow_dist_training.checkpoints import RetentionRule, resolve_resume_checkpoint, seed_checkpoint
+from airflow_dist_training.checkpoints.resume import resolve_resume_checkpoint, seed_checkpoint
+from airflow_dist_training.checkpoints.retention import RetentionRule
 from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
 from airflow_dist_training.hooks.checkpoints import CheckpointHook
 

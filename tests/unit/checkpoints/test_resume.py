@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_dist_training.checkpoints import (
+from airflow_dist_training.checkpoints.resume import (
     AttemptOutcome,
-    CheckpointInfo,
     FailureBudget,
     classify_outcome,
     decide_retry,
     resolve_resume_checkpoint,
 )
+from airflow_dist_training.checkpoints.selection import CheckpointInfo
 from airflow_dist_training.errors import CapacityError, SpecValidationError
 
 

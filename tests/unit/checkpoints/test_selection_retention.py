@@ -6,14 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_dist_training.checkpoints import (
+from airflow_dist_training.checkpoints.retention import RetentionRule, plan_retention
+from airflow_dist_training.checkpoints.selection import (
     CheckpointInfo,
-    RetentionRule,
     Selector,
     best_by_metric,
     completeness_problems,
     latest_complete,
-    plan_retention,
     select_checkpoint,
 )
 from airflow_dist_training.checkpoints.uris import parse_location

@@ -244,7 +244,11 @@ def error_for_terminal_state(
             failure_reason=reason,
         )
     detail = f": {reason}" if reason else ""
-    if status == "Stopped":
+    if secondary == "MaxWaitTimeExceeded":
+        detail += (
+            " (managed spot: capacity was reclaimed and the job did not finish within MaxWaitTimeInSeconds)"
+        )
+    elif status == "Stopped":
         detail = detail or " (stopped outside Airflow, e.g. in the console or by StopTrainingJob)"
     return TrainingJobError(
         f"Training job {name} ended {status}{detail}", job_name=name, status=status, failure_reason=reason

@@ -18,21 +18,27 @@ The order of things in ``execute`` is the design:
    stopped on request) and MaxRuntimeExceeded -> ``TrainingJobError`` with the FailureReason;
    capacity/limit errors -> ``CapacityError`` (retry later). A job we stopped on request
    (``on_kill``) is reported as such, and is never success.
-5. ``on_kill`` stops the job (sync mode; in deferred mode the trigger's ``on_kill`` does).
+5. **Spot interruptions** (``spot.enabled``): a job whose spot capacity was reclaimed until
+   MaxWaitTimeInSeconds ran out is replaced by the run's next generation within the same task
+   try, resuming from the run's latest complete checkpoint. Interruptions have their own budget
+   (``spot.max_interruptions``) and never use up the task's ``retries``; after
+   ``spot.on_demand_after_interruptions`` the next generation runs on on-demand instances.
+6. ``on_kill`` stops the job (sync mode; in deferred mode the trigger's ``on_kill`` does).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from functools import cached_property
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, ResumableJobMixin, conf
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.sagemaker.naming import job_name, run_identity
 
@@ -255,14 +261,17 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         return str(region)
 
-    def _plan_for(self, name: str, context: Context) -> TrainingPlan:
+    def _plan_for(self, name: str, context: Context, *, on_demand: bool = False) -> TrainingPlan:
         from airflow_dist_training.hooks.training import run_identity_hash
         from airflow_dist_training.sagemaker.request import plan_training_job
 
         assert self._spec_obj is not None
         run = self._run_checkpoints(context, name)
+        spec = run.spec if run is not None else self._spec_obj
+        if on_demand:
+            spec = spec.model_copy(update={"spot": type(spec.spot)()})
         return plan_training_job(
-            run.spec if run is not None else self._spec_obj,
+            spec,
             job_name=name,
             region=self._region(),
             run_identity=run_identity_hash(self._identity(context)),
@@ -278,7 +287,33 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         self._plan = self._plan_for(self._name(context, 1), context)
         for warning in self._plan.warnings:
             self.log.warning("Spec warning: %s", warning)
-        return self.execute_resumable(context)
+        return self._replacing_interrupted_jobs(context, lambda: self.execute_resumable(context))
+
+    def _replacing_interrupted_jobs(self, context: Context, attempt: Callable[[], Any]) -> Any:
+        """Run ``attempt``; while its job ends interrupted (spot), go on with the run's next job.
+
+        ``submit_job`` creates that job (or refuses once the interruption budget is spent), so a
+        crash in between is as safe as anywhere else.
+        """
+        from airflow_dist_training.checkpoints.resume import AttemptOutcome, classify_outcome
+
+        while True:
+            try:
+                return attempt()
+            except TrainingJobError as exc:
+                desc = self._description or {}
+                outcome = classify_outcome(
+                    desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus")
+                )
+                if outcome is not AttemptOutcome.INTERRUPTED or desc.get("TrainingJobName") != exc.job_name:
+                    raise
+                self.log.warning(
+                    "%s Replacing it with the run's next job, which resumes from the latest complete "
+                    "checkpoint (interruptions do not use up the task's retries).",
+                    exc,
+                )
+                self._description = None
+                attempt = partial(self.execute_resumable, context)
 
     def _execute_local(self, context: Context) -> Any:
         assert self._spec_obj is not None
@@ -292,11 +327,13 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
 
     # ResumableJobMixin: submit_job is "ensure the run's job exists" (idempotent).
     def submit_job(self, context: Context) -> str:
+        from airflow_dist_training.checkpoints.resume import AttemptOutcome, classify_outcome
         from airflow_dist_training.hooks.training import ACTIVE_STATES, SUCCESS_STATES, JobAlreadyExistsError
 
         if self._spec_obj is None:
             self._spec_obj = self._load_spec(context)
         generation = 1
+        outcomes: list[AttemptOutcome] = []
         while True:
             name = self._name(context, generation)
             desc = self.hook.describe_training_job_or_none(name)
@@ -309,21 +346,24 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
                 )
                 self._job_name = name
                 return name
+            outcomes.append(classify_outcome(status, desc.get("FailureReason"), desc.get("SecondaryStatus")))
             self.log.warning(
-                "This run's earlier job %s ended %s%s; starting generation %d.",
+                "This run's earlier job %s ended %s%s (%s); starting generation %d.",
                 name,
                 status,
                 f" ({desc.get('FailureReason')})" if desc.get("FailureReason") else "",
+                outcomes[-1].value,
                 generation + 1,
             )
             generation += 1
             if generation > MAX_GENERATIONS:
                 raise AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another")
 
+        on_demand = self._next_job_on_demand(outcomes)
         plan = (
             self._plan
-            if self._plan is not None and self._plan.job_name == name
-            else self._plan_for(name, context)
+            if self._plan is not None and self._plan.job_name == name and not on_demand
+            else self._plan_for(name, context, on_demand=on_demand)
         )
         self._upload(plan)
         self._seed_checkpoint(self._run_checkpoints(context, name))
@@ -337,6 +377,37 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         _fault_point("after_create")
         self._job_name = name
         return name
+
+    def _next_job_on_demand(self, outcomes: list[Any]) -> bool:
+        """Apply the spot budget to the run's earlier jobs: refuse, or say whether to leave spot.
+
+        Real failures are bounded by the task's ``retries``, not here.
+        """
+        from airflow_dist_training.checkpoints.resume import FailureBudget, decide_retry
+
+        assert self._spec_obj is not None
+        spot = self._spec_obj.spot
+        if not outcomes or not spot.enabled:
+            return False
+        budget = FailureBudget(
+            max_failures=MAX_GENERATIONS,
+            max_interruptions=spot.max_interruptions,
+            on_demand_after=spot.on_demand_after_interruptions,
+        )
+        decision = decide_retry(outcomes, budget, spot=True)
+        if not decision.retry:
+            raise AirflowFailException(
+                f"Not creating another training job for this run: {decision.reason} "
+                "(spot.max_interruptions). Raise the budget, or set spot.on_demand_after_interruptions."
+            )
+        if not decision.use_spot:
+            self.log.warning(
+                "%d spot interruptions in this run (spot.on_demand_after_interruptions=%d): "
+                "the next job runs on on-demand instances.",
+                decision.interruptions,
+                spot.on_demand_after_interruptions,
+            )
+        return not decision.use_spot
 
     def _upload(self, plan: TrainingPlan) -> None:
         for upload in plan.uploads:
@@ -451,7 +522,9 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             self._on_timeout(name, str(event.get("message")))
         if status == "error":
             raise AirflowException(str(event.get("message")))
-        return self._finish(self.hook.describe_training_job(name))
+        return self._replacing_interrupted_jobs(
+            context, lambda: self._finish(self.hook.describe_training_job(name))
+        )
 
     # --- kill ------------------------------------------------------------------------------------------
 

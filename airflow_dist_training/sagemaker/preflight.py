@@ -159,8 +159,10 @@ def _check_stopping(spec: TrainingJobSpec) -> list[Problem]:
                     severity="warning",
                 )
             )
-    elif spot.max_wait_seconds is not None:
-        problems.append(Problem("spot.max_wait_seconds", "is only used with spot.enabled: true"))
+    else:
+        for field in ("max_wait_seconds", "max_interruptions", "on_demand_after_interruptions"):
+            if getattr(spot, field) is not None:
+                problems.append(Problem(f"spot.{field}", "is only used with spot.enabled: true"))
     return problems
 
 

@@ -237,8 +237,20 @@ class CheckpointSpec(_Model):
 
 
 class SpotSpec(_Model):
+    """Managed spot training, and what a run does when spot capacity is reclaimed.
+
+    An interrupted job (spot capacity reclaimed until ``MaxWaitTimeInSeconds`` ran out) is replaced
+    by the run's next job within the same task try, resuming from the latest complete checkpoint.
+    Interruptions have their own budget: they never use up the task's ``retries``, which count
+    real failures only (as Ray's ``FailureConfig`` does for preemptions).
+    """
+
     enabled: bool = False
     max_wait_seconds: int | None = Field(default=None, ge=1)
+    # interrupted jobs a run may replace; None: up to the run's job limit (50)
+    max_interruptions: int | None = Field(default=None, ge=0)
+    # after this many interruptions (capacity errors included) the run's next job is on-demand
+    on_demand_after_interruptions: int | None = Field(default=None, ge=1)
 
 
 class StoppingSpec(_Model):

@@ -248,3 +248,89 @@ def test_deferrable_operator_defers_without_a_cap(fake: FakeTrainingLifecycle) -
         make_context(), event={"status": "success", "job_name": kwargs["job_name"]}
     )
     assert result["status"] == "Completed"
+
+
+# --- spot interruptions: their own budget, then on-demand ----------------------------------------
+
+SPOT = {"enabled": True, "max_wait_seconds": 172800}
+
+
+def interrupt_first_jobs(fake: FakeTrainingLifecycle, count: int) -> None:
+    """The first ``count`` jobs created lose their spot capacity for good (MaxWaitTimeExceeded)."""
+
+    def on_create(name: str) -> None:
+        if len(fake.create_log) <= count:
+            fake.set_status(
+                name,
+                "Stopped",
+                secondary="MaxWaitTimeExceeded",
+                failure_reason="Training job exceeded MaxWaitTimeInSeconds while waiting for spot capacity",
+            )
+
+    fake.on_create = on_create
+
+
+def spot_of(fake: FakeTrainingLifecycle, name: str) -> tuple[bool, dict[str, Any]]:
+    job = fake.job(name)
+    return bool(job.enable_managed_spot_training), dict(job.stopping_condition)
+
+
+def test_interrupted_spot_job_is_replaced_in_the_same_try_then_on_demand(
+    fake: FakeTrainingLifecycle,
+) -> None:
+    interrupt_first_jobs(fake, 2)
+    spot = {**SPOT, "max_interruptions": 3, "on_demand_after_interruptions": 2}
+    result = make_op(spec=spec_dict(spot=spot)).execute(make_context())  # one task try
+    first = fake.create_log[0]
+    assert fake.create_log == [first, f"{first}-r2", f"{first}-r3"]
+    assert result["job_name"] == f"{first}-r3" and result["status"] == "Completed"
+    # spot for the first two; after 2 interruptions the third job is on-demand (no MaxWait)
+    assert spot_of(fake, first) == (True, {"MaxRuntimeInSeconds": 86400, "MaxWaitTimeInSeconds": 172800})
+    assert spot_of(fake, f"{first}-r2")[0] is True
+    assert spot_of(fake, f"{first}-r3") == (False, {"MaxRuntimeInSeconds": 86400})
+    # every generation of the run shares the run's checkpoint location: each resumes from the last
+    locations = {fake.job(n).checkpoint_config["S3Uri"] for n in fake.create_log}
+    assert len(locations) == 1
+
+
+def test_interruption_budget_spent_fails_without_another_job(fake: FakeTrainingLifecycle) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    interrupt_first_jobs(fake, 5)
+    op = make_op(spec=spec_dict(spot={**SPOT, "max_interruptions": 1}))
+    with pytest.raises(
+        AirflowFailException,
+        match=r"interruption budget exhausted: 2 interruptions > max_interruptions=1 \(spot.max_interruptions\)",
+    ):
+        op.execute(make_context())
+    assert len(fake.create_log) == 2
+    # a retry of the task cannot spend more either
+    with pytest.raises(AirflowFailException):
+        make_op(spec=spec_dict(spot={**SPOT, "max_interruptions": 1})).execute(make_context())
+    assert len(fake.create_log) == 2
+
+
+def test_a_real_failure_is_not_an_interruption(fake: FakeTrainingLifecycle) -> None:
+    fake.on_create = lambda name: fake.set_status(name, "Failed", failure_reason="AlgorithmError: NaN loss")
+    op = make_op(spec=spec_dict(spot={**SPOT, "max_interruptions": 5}))
+    with pytest.raises(TrainingJobError, match="AlgorithmError: NaN loss"):
+        op.execute(make_context())
+    assert len(fake.create_log) == 1  # the task's retries decide, not the interruption budget
+
+
+def test_deferred_interrupted_job_defers_again_on_the_next_job(fake: FakeTrainingLifecycle) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    fake.complete_after = None
+    op = make_op(spec=spec_dict(spot=SPOT), deferrable=True)
+    ctx = make_context()
+    with pytest.raises(TaskDeferred):
+        op.execute(ctx)
+    first = fake.create_log[0]
+    fake.set_status(first, "Stopped", secondary="MaxWaitTimeExceeded")
+    resumed = make_op(spec=spec_dict(spot=SPOT), deferrable=True)  # another worker resumes
+    with pytest.raises(TaskDeferred) as info:
+        resumed.execute_complete(ctx, event={"job_name": first, "status": "Stopped"})
+    assert fake.create_log == [first, f"{first}-r2"]
+    assert info.value.trigger.job_name == f"{first}-r2"
+    assert ctx["task_state_store"].data[op.external_id_key] == f"{first}-r2"

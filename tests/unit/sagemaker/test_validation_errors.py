@@ -65,6 +65,16 @@ CASES = [
         id="spot-without-maxwait",
     ),
     pytest.param(
+        {"spot": {"on_demand_after_interruptions": 2}},
+        "spot.on_demand_after_interruptions: is only used with spot.enabled: true",
+        id="spot-budget-without-spot",
+    ),
+    pytest.param(
+        {"spot": {"enabled": True, "max_wait_seconds": 172800, "on_demand_after_interruptions": 0}},
+        "spot.on_demand_after_interruptions: Input should be greater than or equal to 1",
+        id="on-demand-after-zero",
+    ),
+    pytest.param(
         {"hyperparameters": {f"h{i}": i for i in range(100)}},
         "hyperparameters: the request would carry 105 hyperparameters (100 yours + 5 added for the framework "
         "and strategy); the API allows at most 100",

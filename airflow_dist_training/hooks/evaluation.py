@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
@@ -333,19 +333,49 @@ class SageMakerEvaluationRunner:
             aws_conn_id=self.aws_conn_id, client_type="sagemaker", region_name=self.region_name
         ).get_conn()
 
-    def start(self, request: Mapping[str, Any]) -> str:
-        """Create the job, or attach to it when a job of that name already exists (task retry)."""
-        name = str(request["ProcessingJobName"])
+    def status(self, name: str) -> str | None:
+        """The job's ``ProcessingJobStatus``, or None when there is no job of that name."""
         try:
-            self.client.describe_processing_job(ProcessingJobName=name)
-            log.info("Processing job %s already exists: attaching to it", name)
-            return name
+            return str(self.client.describe_processing_job(ProcessingJobName=name)["ProcessingJobStatus"])
         except Exception as exc:
             if _error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
                 raise
-        self.client.create_processing_job(**request)
-        log.info("Started processing job %s", name)
-        return name
+            return None
+
+    def start(self, request: Mapping[str, Any], retry_names: Sequence[str] = ()) -> str:
+        """Create the job, or attach to this run's job when a retry finds it running or completed.
+
+        A job of the run that ended Failed or Stopped is never attached to: the next name of
+        ``retry_names`` (the run's next generations) is created instead.
+        """
+        names = [str(request["ProcessingJobName"]), *retry_names]
+        for name in names:
+            status = self.status(name)
+            if status is None:
+                self.client.create_processing_job(**{**request, "ProcessingJobName": name})
+                log.info("Started processing job %s", name)
+                return name
+            if status in {"Failed", "Stopped"}:
+                log.warning("This run's evaluation job %s ended %s: trying the next one", name, status)
+                continue
+            log.info("Processing job %s already exists (%s): attaching to it", name, status)
+            return name
+        raise EvaluationScriptError(
+            f"every evaluation job of this run ended Failed or Stopped ({', '.join(names)}); "
+            "not starting another"
+        )
+
+    def stop(self, name: str) -> bool:
+        """Stop the job; False when it had already ended."""
+        try:
+            self.client.stop_processing_job(ProcessingJobName=name)
+        except Exception as exc:
+            if _error_code(exc) != "ValidationException":
+                raise
+            log.info("Processing job %s was not running: %s", name, exc)
+            return False
+        log.info("Stopped processing job %s", name)
+        return True
 
     def wait(self, name: str, timeout: float | None = None) -> dict[str, Any]:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -359,15 +389,31 @@ class SageMakerEvaluationRunner:
             if status in _TERMINAL:
                 break
             if deadline is not None and time.monotonic() > deadline:
-                raise EvaluationScriptError(f"processing job {name} still {status} after {timeout:g}s")
+                self.stop(name)  # a timed-out task must not leave the job billing
+                raise EvaluationScriptError(
+                    f"processing job {name} still {status} after {timeout:g}s; the job was stopped"
+                )
             time.sleep(self.poll_interval)
         if status != "Completed":
             reason = desc.get("FailureReason") or desc.get("ExitMessage") or "no reason given"
             raise EvaluationScriptError(f"evaluation processing job {name} ended {status}: {reason}")
         return {"job_name": name, "job_arn": desc.get("ProcessingJobArn"), "status": status}
 
-    def run(self, request: Mapping[str, Any], timeout: float | None = None) -> tuple[dict[str, Any], str]:
-        name = self.start(request)
+    def run(
+        self,
+        request: Mapping[str, Any],
+        timeout: float | None = None,
+        *,
+        retry_names: Sequence[str] = (),
+        on_start: Callable[[str], None] | None = None,
+    ) -> tuple[dict[str, Any], str]:
+        """Start (or attach to) the job, wait, and return its info and its ``evaluation.json`` URI.
+
+        ``on_start`` gets the job name before the wait (the operator's ``on_kill`` needs it).
+        """
+        name = self.start(request, retry_names)
+        if on_start is not None:
+            on_start(name)
         info = self.wait(name, timeout)
         output = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
         return info, join_uri(output, EVALUATION_FILE_NAME)

@@ -42,11 +42,12 @@ from airflow_dist_training.links.evaluation import EvaluationReportLink, Registr
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_dist_training.hooks.evaluation import ArtifactStore
+    from airflow_dist_training.hooks.evaluation import ArtifactStore, SageMakerEvaluationRunner
 
 Backend = Literal["local", "sagemaker"]
 RegistryKind = Literal["local", "sagemaker"]
 _XCOM_RETURN_KEY = "return_value"
+MAX_EVALUATION_JOBS = 10  # generations of one run's evaluation job (after Failed/Stopped ones)
 _EXTRA_EVALUATION_KEYS = {"evaluation_uri", "backend", "job_name", "job_arn"}
 
 
@@ -200,6 +201,8 @@ class EvaluationOperator(BaseOperator):
         self.poll_interval = poll_interval
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
+        self._runner: SageMakerEvaluationRunner | None = None
+        self._processing_job: str | None = None
 
     def _default_output_dir(self, context: Context) -> Path:
         from airflow.configuration import AIRFLOW_HOME
@@ -257,11 +260,17 @@ class EvaluationOperator(BaseOperator):
     ) -> tuple[EvaluationResult, str, dict[str, Any]]:
         from airflow_dist_training.evaluation.processing import build_processing_job_request
         from airflow_dist_training.hooks.evaluation import SageMakerEvaluationRunner
-        from airflow_dist_training.sagemaker.naming import job_name
+        from airflow_dist_training.sagemaker.naming import generation_name, job_name
 
-        name = self.job_name or job_name(f"eval-{self.task_id}", _run_identity(context))
+        # deterministic per task run: a retry attaches to the run's job, or starts the next
+        # generation (-r2, ...) only when the earlier one ended Failed or Stopped
+        if self.job_name:
+            names = [generation_name(self.job_name, g) for g in range(1, MAX_EVALUATION_JOBS + 1)]
+        else:
+            identity = _run_identity(context)
+            names = [job_name(f"eval-{self.task_id}", identity, g) for g in range(1, MAX_EVALUATION_JOBS + 1)]
         request = build_processing_job_request(
-            job_name=name,
+            job_name=names[0],
             role_arn=self.role_arn or "",
             image_uri=self.image_uri or "",
             script_uri=self.script,
@@ -277,11 +286,25 @@ class EvaluationOperator(BaseOperator):
             network_config=self.network_config,
             tags=self.tags,
         )
-        runner = SageMakerEvaluationRunner(
+        self._runner = SageMakerEvaluationRunner(
             self.aws_conn_id, self.region_name, poll_interval=self.poll_interval
         )
-        info, uri = runner.run(request, timeout=self.timeout)
+        info, uri = self._runner.run(
+            request, timeout=self.timeout, retry_names=names[1:], on_start=self._started
+        )
         return store.load_evaluation(uri), uri, {"job_name": info["job_name"], "job_arn": info["job_arn"]}
+
+    def _started(self, name: str) -> None:
+        self._processing_job = name
+
+    def on_kill(self) -> None:
+        """Stop the processing job (the local backend's script dies with the task process)."""
+        if self._runner is None or self._processing_job is None:
+            return
+        try:
+            self._runner.stop(self._processing_job)
+        except Exception as exc:  # on_kill must not raise
+            self.log.error("Could not stop processing job %s: %s", self._processing_job, exc)
 
 
 class QualityGateOperator(BaseOperator, SkipMixin):

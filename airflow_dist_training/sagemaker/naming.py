@@ -32,14 +32,26 @@ def sanitise_base(base: str) -> str:
 
 def job_name(base: str, identity: str, generation: int = 1) -> str:
     """The job name for ``identity``; ``generation`` > 1 after an earlier job of this run failed."""
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:_HASH_LENGTH]
+    return generation_name(f"{sanitise_base(base)}-{digest}", generation, keep_tail=_HASH_LENGTH + 1)
+
+
+def generation_name(name: str, generation: int, *, keep_tail: int = 0) -> str:
+    """``name`` for the run's ``generation``-th job: ``<name>-r<generation>`` from the second on.
+
+    Shortens the head (never the last ``keep_tail`` characters, e.g. a run hash) to stay within
+    the API's 63 characters.
+    """
     if generation < 1:
         raise ValueError("generation must be >= 1")
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:_HASH_LENGTH]
-    suffix = f"-{digest}" + (f"-r{generation}" if generation > 1 else "")
-    head = sanitise_base(base)[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") or "job"
-    name = head + suffix
-    assert NAME_PATTERN.match(name), name
-    return name
+    name = sanitise_base(name)
+    suffix = name[len(name) - keep_tail :] if keep_tail else ""
+    suffix += f"-r{generation}" if generation > 1 else ""
+    head = name[: len(name) - keep_tail] if keep_tail else name
+    head = head[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") or "job"
+    result = head + suffix
+    assert NAME_PATTERN.match(result), result
+    return result
 
 
 def job_name_problems(name: str) -> list[str]:

@@ -59,6 +59,19 @@ def _share_botocore_loader() -> None:
 _share_botocore_loader()
 
 
+def _hypothesis_profiles() -> None:
+    """CI replays the same examples (a landing must not depend on luck); explore with
+    ``HYPOTHESIS_PROFILE=explore`` to search new ones (failures found are stored and replayed)."""
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, print_blob=True)
+    settings.register_profile("explore", derandomize=False, max_examples=2000)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+_hypothesis_profiles()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

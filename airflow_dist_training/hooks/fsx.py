@@ -17,7 +17,7 @@ from airflow.sdk import BaseHook
 from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
 from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.preflight import PreflightFacts
-from airflow_dist_training.fsx.progress import NON_TERMINAL
+from airflow_dist_training.fsx.progress import FILE_SYSTEM_FAILED, NON_TERMINAL
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -135,7 +135,7 @@ class FSxHook(BaseHook):
             lifecycle = fs.get("Lifecycle")
             if lifecycle == "AVAILABLE":
                 return fs
-            if lifecycle in ("FAILED", "MISCONFIGURED", "DELETING"):
+            if lifecycle in FILE_SYSTEM_FAILED:
                 message = (fs.get("FailureDetails") or {}).get("Message", "")
                 raise RuntimeError(f"file system {file_system_id} is {lifecycle}: {message}".rstrip(": "))
             if time.monotonic() > deadline:
@@ -220,7 +220,7 @@ class FSxHook(BaseHook):
         assoc = current or self.describe_association(association_id)
         while assoc.get("Lifecycle") != "AVAILABLE":
             lifecycle = assoc.get("Lifecycle")
-            if lifecycle in ("FAILED", "MISCONFIGURED", "DELETING"):
+            if lifecycle in FILE_SYSTEM_FAILED:
                 message = (assoc.get("FailureDetails") or {}).get("Message", "")
                 raise RuntimeError(f"data repository association {association_id} is {lifecycle}: {message}")
             if time.monotonic() > deadline:

@@ -19,6 +19,7 @@ Typical use::
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
@@ -425,6 +426,8 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
     :param wait_for_available: Wait until the file system is AVAILABLE.
     :param poll_interval: Seconds between status checks.
     :param timeout: Seconds to wait for AVAILABLE.
+    :param deferrable: Wait in the triggerer (default ``[operators] default_deferrable``): creating a
+        Lustre file system takes minutes, and no worker slot is held meanwhile.
     """
 
     template_fields: Sequence[str] = (*AWS_TEMPLATE_FIELDS, "subnet_id", "security_group_ids", "tags")
@@ -443,9 +446,11 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
         wait_for_available: bool = True,
         poll_interval: float = 30,
         timeout: float = 3600,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.subnet_id = subnet_id
         self.security_group_ids = security_group_ids
         self.storage_capacity_gib = storage_capacity_gib
@@ -472,8 +477,36 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
         )
         fs = self.hook.create_file_system(request)
         self.log.info("Created FSx for Lustre file system %s (%s)", fs["FileSystemId"], fs.get("Lifecycle"))
-        if self.wait_for_available:
+        if self.wait_for_available and fs.get("Lifecycle") != "AVAILABLE":
+            if self.deferrable:
+                from airflow_dist_training.triggers.fsx import FSxFileSystemAvailableTrigger
+
+                self.defer(
+                    trigger=FSxFileSystemAvailableTrigger(
+                        file_system_id=fs["FileSystemId"],
+                        poll_interval=self.poll_interval,
+                        max_attempts=max(1, math.ceil(self.timeout / max(self.poll_interval, 1e-3))),
+                        aws_conn_id=self.aws_conn_id,
+                        region_name=self.region_name,
+                        verify=self.verify,
+                        botocore_config=self.botocore_config,
+                    ),
+                    method_name="execute_complete",
+                )
             fs = self.hook.wait_file_system_available(fs["FileSystemId"], self.poll_interval, self.timeout)
+        return self._publish(context, fs)
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        if not event or event.get("status") != "success":
+            raise RuntimeError(
+                (event or {}).get("message") or "the file-system trigger resumed the task without an event"
+            )
+        fs = self.hook.describe_file_system(event["file_system_id"])
+        if fs is None:
+            raise RuntimeError(f"file system {event['file_system_id']} disappeared after it became AVAILABLE")
+        return self._publish(context, fs)
+
+    def _publish(self, context: Context, fs: dict[str, Any]) -> dict[str, Any]:
         summary = req.file_system_summary(fs)
         ti = context.get("ti")
         if ti is not None:

@@ -47,8 +47,8 @@ class ImageSpec(_Model):
 
     uri: str | None = Field(default=None, description="Explicit ECR image URI; skips version rules.")
     framework: Literal["pytorch", "tensorflow"] | None = None
-    framework_version: str | None = Field(default=None, description="e.g. 2.8.0")
-    py_version: str | None = Field(default=None, description="e.g. py312")
+    framework_version: str | None = Field(default=None, min_length=1, description="e.g. 2.8.0")
+    py_version: str | None = Field(default=None, min_length=1, description="e.g. py312")
 
     @model_validator(mode="after")
     def _uri_or_framework(self) -> ImageSpec:

@@ -1,4 +1,4 @@
-"""Deferrable wait for an FSx data repository task, logging progress as it changes."""
+"""Deferrable waits on FSx for Lustre: data repository tasks (with progress) and file-system creation."""
 
 from __future__ import annotations
 
@@ -8,10 +8,57 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_dist_training.fsx.progress import NON_TERMINAL, failure_message, format_progress, task_progress
+from airflow_dist_training.fsx.progress import (
+    FILE_SYSTEM_FAILED,
+    NON_TERMINAL,
+    failure_message,
+    format_progress,
+    task_progress,
+)
 
 
-class FSxDataRepositoryTaskTrigger(BaseTrigger):
+class _FSxTrigger(BaseTrigger):
+    """Connection arguments, serialization and the hook shared by the FSx triggers."""
+
+    _fields: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        *,
+        poll_interval: float = 30,
+        max_attempts: int | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.poll_interval = poll_interval
+        self.max_attempts = max_attempts
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        names = (*self._fields, "poll_interval", "max_attempts", "aws_conn_id", "region_name", "verify")
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {**{n: getattr(self, n) for n in names}, "botocore_config": self.botocore_config},
+        )
+
+    def _hook(self) -> Any:
+        from airflow_dist_training.hooks.fsx import FSxHook
+
+        return FSxHook(
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            botocore_config=self.botocore_config,
+        )
+
+
+class FSxDataRepositoryTaskTrigger(_FSxTrigger):
     """Poll ``DescribeDataRepositoryTasks`` until the task is SUCCEEDED, FAILED or CANCELED.
 
     Logs ``total/succeeded/failed`` (and released capacity for release tasks) whenever they change.
@@ -27,48 +74,11 @@ class FSxDataRepositoryTaskTrigger(BaseTrigger):
     :param botocore_config: Extra botocore client configuration.
     """
 
-    def __init__(
-        self,
-        fsx_task_id: str,
-        poll_interval: float = 30,
-        max_attempts: int | None = None,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__()
+    _fields = ("fsx_task_id",)
+
+    def __init__(self, fsx_task_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.fsx_task_id = fsx_task_id
-        self.poll_interval = poll_interval
-        self.max_attempts = max_attempts
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "fsx_task_id": self.fsx_task_id,
-                "poll_interval": self.poll_interval,
-                "max_attempts": self.max_attempts,
-                "aws_conn_id": self.aws_conn_id,
-                "region_name": self.region_name,
-                "verify": self.verify,
-                "botocore_config": self.botocore_config,
-            },
-        )
-
-    def _hook(self) -> Any:
-        from airflow_dist_training.hooks.fsx import FSxHook
-
-        return FSxHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
-        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_dist_training.hooks.fsx import _clean
@@ -118,3 +128,70 @@ class FSxDataRepositoryTaskTrigger(BaseTrigger):
                     "message": f"{type(exc).__name__}: {exc}",
                 }
             )
+
+
+class FSxFileSystemAvailableTrigger(_FSxTrigger):
+    """Poll ``DescribeFileSystems`` until a new file system is AVAILABLE (or FAILED/MISCONFIGURED).
+
+    Creating a Lustre file system takes minutes; this frees the worker slot meanwhile. Yields one
+    event: ``{"status": "success" | "failed" | "timeout" | "error", "file_system_id", "lifecycle",
+    "message"}``.
+
+    :param file_system_id: The file system (``fs-...``).
+    :param poll_interval: Seconds between describe calls.
+    :param max_attempts: Give up (``status: timeout``) after this many polls; ``None`` never.
+    """
+
+    _fields = ("file_system_id",)
+
+    def __init__(self, file_system_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.file_system_id = file_system_id
+
+    def _event(self, status: str, lifecycle: str | None, message: str) -> TriggerEvent:
+        return TriggerEvent(
+            {
+                "status": status,
+                "file_system_id": self.file_system_id,
+                "lifecycle": lifecycle,
+                "message": message,
+            }
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        attempts = 0
+        last = None
+        fs_id = self.file_system_id
+        try:
+            async with await self._hook().get_async_conn() as client:
+                while True:
+                    found = (await client.describe_file_systems(FileSystemIds=[fs_id]))["FileSystems"]
+                    if not found:
+                        yield self._event(
+                            "failed", None, f"file system {fs_id} disappeared while being created"
+                        )
+                        return
+                    lifecycle = found[0].get("Lifecycle")
+                    if lifecycle != last:
+                        self.log.info("File system %s is %s", fs_id, lifecycle)
+                        last = lifecycle
+                    if lifecycle == "AVAILABLE":
+                        yield self._event("success", lifecycle, f"file system {fs_id} is AVAILABLE")
+                        return
+                    if lifecycle in FILE_SYSTEM_FAILED:
+                        reason = (found[0].get("FailureDetails") or {}).get("Message", "")
+                        yield self._event(
+                            "failed", lifecycle, f"file system {fs_id} is {lifecycle}: {reason}".rstrip(": ")
+                        )
+                        return
+                    attempts += 1
+                    if self.max_attempts is not None and attempts >= self.max_attempts:
+                        yield self._event(
+                            "timeout",
+                            lifecycle,
+                            f"file system {fs_id} not AVAILABLE after {attempts} polls ({lifecycle})",
+                        )
+                        return
+                    await asyncio.sleep(self.poll_interval)
+        except Exception as exc:
+            yield self._event("error", None, f"{type(exc).__name__}: {exc}")

@@ -87,3 +87,96 @@ async def test_trigger_times_out(server_fsx: FakeFSx) -> None:
     task_id = _task(server_fsx, executing_polls=100)
     event = await asyncio.wait_for(_trigger(task_id, max_attempts=3).run().__anext__(), timeout=60)
     assert event.payload["status"] == "timeout"
+
+
+# --- file-system creation ---------------------------------------------------------------------------
+
+
+def _create_operator(**kw: Any) -> Any:
+    from airflow_dist_training.operators.fsx import FSxCreateFileSystemOperator
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    subnet = ec2.describe_subnets()["Subnets"][0]
+    group = ec2.create_security_group(GroupName="fsx", Description="lustre", VpcId=subnet["VpcId"])["GroupId"]
+    return FSxCreateFileSystemOperator(
+        task_id="create_fsx",
+        subnet_id=subnet["SubnetId"],
+        security_group_ids=[group],
+        aws_conn_id=None,
+        region_name="us-east-1",
+        poll_interval=0.01,
+        **kw,
+    )
+
+
+class _TI:
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+@pytest.mark.asyncio
+async def test_deferrable_create_waits_in_the_triggerer_until_available(server_fsx: FakeFSx, capsys: Any) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_dist_training.triggers.fsx import FSxFileSystemAvailableTrigger
+
+    server_fsx.creating_describes = 3
+    op = _create_operator(deferrable=True)
+    context = {"ti": _TI(), "run_id": "r1"}
+    with pytest.raises(TaskDeferred) as info:
+        op.execute(context)  # type: ignore[arg-type]
+    trigger = info.value.trigger
+    assert isinstance(trigger, FSxFileSystemAvailableTrigger)
+    assert info.value.method_name == "execute_complete"
+    classpath, kwargs = trigger.serialize()
+    assert FSxFileSystemAvailableTrigger(**kwargs).serialize() == (classpath, kwargs)
+    event = await asyncio.wait_for(trigger.run().__anext__(), timeout=60)
+    fs_id = trigger.file_system_id
+    assert event.payload == {
+        "status": "success",
+        "file_system_id": fs_id,
+        "lifecycle": "AVAILABLE",
+        "message": f"file system {fs_id} is AVAILABLE",
+    }
+    logged = capsys.readouterr().out
+    assert f"File system {fs_id} is CREATING" in logged and f"File system {fs_id} is AVAILABLE" in logged
+    summary = op.execute_complete(context, event.payload)  # type: ignore[arg-type]
+    assert summary["file_system_id"] == fs_id and summary["mount_name"]
+    assert context["ti"].pushed["file_system_id"] == fs_id
+
+
+@pytest.mark.asyncio
+async def test_a_failed_file_system_ends_the_wait_with_its_reason(server_fsx: FakeFSx) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    server_fsx.creating_describes = 100
+    op = _create_operator(deferrable=True)
+    with pytest.raises(TaskDeferred) as info:
+        op.execute({"ti": _TI(), "run_id": "r2"})  # type: ignore[arg-type]
+    fs_id = info.value.trigger.file_system_id
+    server_fsx._creating.pop(fs_id)
+    server_fsx.set_file_system(
+        fs_id, Lifecycle="FAILED", FailureDetails={"Message": "subnet has no free IPs"}
+    )
+    event = await asyncio.wait_for(info.value.trigger.run().__anext__(), timeout=60)
+    assert event.payload["status"] == "failed"
+    assert event.payload["message"] == f"file system {fs_id} is FAILED: subnet has no free IPs"
+    with pytest.raises(RuntimeError, match="subnet has no free IPs"):
+        op.execute_complete({}, event.payload)  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+async def test_the_file_system_wait_times_out(server_fsx: FakeFSx) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    server_fsx.creating_describes = 100
+    op = _create_operator(deferrable=True, timeout=0.03)  # 3 polls of 0.01 s
+    with pytest.raises(TaskDeferred) as info:
+        op.execute({"ti": _TI(), "run_id": "r3"})  # type: ignore[arg-type]
+    assert info.value.trigger.max_attempts == 3
+    event = await asyncio.wait_for(info.value.trigger.run().__anext__(), timeout=60)
+    assert event.payload["status"] == "timeout"
+    assert event.payload["message"].endswith("not AVAILABLE after 3 polls (CREATING)")

@@ -68,6 +68,9 @@ class FakeFSx:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     plans: list[TaskPlan] = field(default_factory=list)
     file_systems: dict[str, dict[str, Any]] = field(default_factory=dict)  # extras per fs id
+    # new file systems are CREATING (as on AWS) for this many describes, then AVAILABLE
+    creating_describes: int = 0
+    _creating: dict[str, int] = field(default_factory=dict)
     _task_state: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ---- test controls --------------------------------------------------------------------------
@@ -105,10 +108,15 @@ class FakeFSx:
             body = json.loads(original_create(resp))
             fs = body["FileSystem"]
             fake._new_file_system(resp, fs, params)
+            if fake.creating_describes:
+                fake._creating[fs["FileSystemId"]] = fake.creating_describes
+                fake.set_file_system(fs["FileSystemId"], Lifecycle="CREATING")
             return {"FileSystem": fake._decorate(fs)}
 
         def describe_file_systems(resp: Any, params: dict[str, Any]) -> dict[str, Any]:
             body = json.loads(original_describe(resp))
+            for fs in body["FileSystems"]:
+                fake._advance_creation(fs["FileSystemId"])
             body["FileSystems"] = [fake._decorate(fs) for fs in body["FileSystems"]]
             if params.get("FileSystemIds") and not body["FileSystems"]:
                 raise JsonRESTError("FileSystemNotFound", "File system not found")  # as AWS, unlike moto
@@ -142,6 +150,16 @@ class FakeFSx:
         extras = self.file_systems.setdefault(fs["FileSystemId"], {})
         extras.setdefault("NetworkInterfaceIds", [eni.id])
         extras.setdefault("VpcId", subnet.vpc_id)
+
+    def _advance_creation(self, file_system_id: str) -> None:
+        left = self._creating.get(file_system_id)
+        if left is None:
+            return
+        if left <= 1:
+            del self._creating[file_system_id]
+            self.set_file_system(file_system_id, Lifecycle="AVAILABLE")
+        else:
+            self._creating[file_system_id] = left - 1
 
     def _decorate(self, fs: dict[str, Any]) -> dict[str, Any]:
         extras = dict(self.file_systems.get(fs["FileSystemId"], {}))

@@ -153,12 +153,21 @@ def _manifest_last(rel: str) -> tuple[int, str]:
     return (1 if rel.rsplit("/", 1)[-1] == "_MANIFEST.json" else 0, rel)
 
 
-def sync_dir(src: Store, dst: Store) -> int:
-    """Copy files that are missing or differ in size from ``src`` to ``dst`` (never deletes).
+# what a sync last copied, per local path: (size, mtime_ns); a run keeps one across its syncs
+SyncState = dict[str, tuple[int, int]]
 
+
+def sync_dir(src: Store, dst: Store, state: SyncState | None = None) -> int:
+    """Copy files that are missing, differ in size, or were rewritten from ``src`` to ``dst`` (never deletes).
+
+    "Rewritten" matters: a script that overwrites ``last.pt`` every epoch writes the same size each
+    time. Uploads remember each file's size and mtime in ``state``. Without a memory of a file,
+    an object that is as large and not older than the file counts as the same. S3 times have
+    second resolution, so they cannot tell a rewrite within the same second.
     Checkpoint manifests are copied last, so a checkpoint never looks complete before its files.
     Returns the number of files copied.
     """
+    state = {} if state is None else state
     copied = 0
     if src.kind == "local" and dst.kind == "local":
         dst_root = Path(dst.location)
@@ -180,39 +189,54 @@ def sync_dir(src: Store, dst: Store) -> int:
     client = _s3_client()
     if src.kind == "local":  # upload
         bucket, prefix = _split_s3(dst.location)
-        remote = _s3_sizes(client, bucket, prefix)
+        remote = _s3_objects(client, bucket, prefix)
         for rel, path in sorted(
             _local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])
         ):
             key = f"{prefix}/{rel}" if prefix else rel
-            if remote.get(key) == path.stat().st_size:
+            stat = path.stat()
+            signature = (stat.st_size, stat.st_mtime_ns)
+            remembered = state.get(str(path))
+            if remembered == signature:
+                continue
+            size, modified = remote.get(key, (-1, 0.0))
+            if remembered is None and size == stat.st_size and modified >= stat.st_mtime:
+                state[str(path)] = signature
                 continue
             client.upload_file(str(path), bucket, key)
+            state[str(path)] = signature
             copied += 1
         return copied
     # download
     bucket, prefix = _split_s3(src.location)
     dst_root = Path(dst.location)
-    for key, size in sorted(_s3_sizes(client, bucket, prefix).items(), key=lambda kv: _manifest_last(kv[0])):
+    objects = _s3_objects(client, bucket, prefix)
+    for key, (size, modified) in sorted(objects.items(), key=lambda kv: _manifest_last(kv[0])):
         rel = key[len(prefix) :].lstrip("/") if prefix else key
         if not rel or ".." in rel.split("/"):
             continue
         target = dst_root / rel
-        if target.is_file() and target.stat().st_size == size:
-            continue
+        if target.is_file():
+            tstat = target.stat()
+            if tstat.st_size == size and tstat.st_mtime >= modified:
+                continue
         target.parent.mkdir(parents=True, exist_ok=True)
         client.download_file(bucket, key, str(target))
+        os.utime(target, (modified, modified))
+        tstat = target.stat()
+        state[str(target)] = (tstat.st_size, tstat.st_mtime_ns)  # restored: not pushed back
         copied += 1
     return copied
 
 
-def _s3_sizes(client: Any, bucket: str, prefix: str) -> dict[str, int]:
-    sizes: dict[str, int] = {}
+def _s3_objects(client: Any, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:
+    """``key -> (size, LastModified as a POSIX timestamp)`` under ``prefix``."""
+    objects: dict[str, tuple[int, float]] = {}
     paginator = client.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else ""):
         for obj in page.get("Contents", []):
-            sizes[obj["Key"]] = int(obj["Size"])
-    return sizes
+            objects[obj["Key"]] = (int(obj["Size"]), obj["LastModified"].timestamp())
+    return objects
 
 
 def put_file(path: Path, dst: Store) -> None:
@@ -276,6 +300,7 @@ class LocalJobRun:
         self._sync_lock = threading.Lock()
         self._proc_lock = threading.Lock()
         self._readers: list[threading.Thread] = []
+        self._synced: SyncState = {}
         self.training_started: float | None = None
         self.training_ended: float | None = None
 
@@ -330,7 +355,9 @@ class LocalJobRun:
             )
         if plan.checkpoint_store is not None:
             for hp in plan.host_plans:
-                n = sync_dir(plan.checkpoint_store, Store("local", str(hp.layout.checkpoint_dir)))
+                n = sync_dir(
+                    plan.checkpoint_store, Store("local", str(hp.layout.checkpoint_dir)), self._synced
+                )
                 if n and hp.index == 0:
                     self.log(f"[local] restored {n} checkpoint file(s) from {plan.checkpoint_store.uri}")
 
@@ -468,7 +495,7 @@ class LocalJobRun:
         with self._sync_lock:
             for hp in self.plan.host_plans:
                 try:
-                    copied += sync_dir(Store("local", str(hp.layout.checkpoint_dir)), store)
+                    copied += sync_dir(Store("local", str(hp.layout.checkpoint_dir)), store, self._synced)
                 except Exception as exc:  # a failed periodic sync must not kill the run
                     self.log(f"[local] WARNING checkpoint sync to {store.uri} failed: {exc}")
         return copied

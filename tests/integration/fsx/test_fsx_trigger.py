@@ -118,7 +118,9 @@ class _TI:
 
 
 @pytest.mark.asyncio
-async def test_deferrable_create_waits_in_the_triggerer_until_available(server_fsx: FakeFSx, capsys: Any) -> None:
+async def test_deferrable_create_waits_in_the_triggerer_until_available(
+    server_fsx: FakeFSx, capsys: Any
+) -> None:
     from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_dist_training.triggers.fsx import FSxFileSystemAvailableTrigger

@@ -324,6 +324,7 @@ class SageMakerEvaluationRunner:
         self.region_name = region_name
         self.poll_interval = poll_interval
         self.store = ArtifactStore(aws_conn_id, region_name)
+        self.stopped: set[str] = set()  # jobs this runner stopped (on_kill, timeout)
 
     @cached_property
     def client(self) -> Any:
@@ -375,6 +376,7 @@ class SageMakerEvaluationRunner:
             log.info("Processing job %s was not running: %s", name, exc)
             return False
         log.info("Stopped processing job %s", name)
+        self.stopped.add(name)
         return True
 
     def wait(self, name: str, timeout: float | None = None) -> dict[str, Any]:
@@ -394,6 +396,10 @@ class SageMakerEvaluationRunner:
                     f"processing job {name} still {status} after {timeout:g}s; the job was stopped"
                 )
             time.sleep(self.poll_interval)
+        if status == "Stopped" and name in self.stopped:
+            raise EvaluationScriptError(
+                f"evaluation processing job {name} was stopped on request (task killed, cleared or timed out)"
+            )
         if status != "Completed":
             reason = desc.get("FailureReason") or desc.get("ExitMessage") or "no reason given"
             raise EvaluationScriptError(f"evaluation processing job {name} ended {status}: {reason}")

@@ -187,5 +187,5 @@ def test_killing_the_task_stops_the_processing_job(
     thread.join(30)
     assert processing_jobs()["eval-killed"].processing_job_status == "Stopped"
     assert [str(e) for e in errors] == [
-        "evaluation processing job eval-killed ended Stopped: no reason given"
+        "evaluation processing job eval-killed was stopped on request (task killed, cleared or timed out)"
     ]

@@ -61,6 +61,7 @@ def apply_overrides(spec: TrainingJobSpec, overrides: RunOverrides | dict[str, A
         if overrides.spot and not spot.get("max_wait_seconds"):
             runtime = data.get("stopping", {}).get("max_runtime_seconds", 86400)
             spot["max_wait_seconds"] = runtime * SPOT_WAIT_FACTOR
-        if not overrides.spot:
-            spot.pop("max_wait_seconds", None)
+        if not overrides.spot:  # on-demand: the spot-only settings would be refused
+            for field in ("max_wait_seconds", "max_interruptions", "on_demand_after_interruptions"):
+                spot.pop(field, None)
     return validate_model(TrainingJobSpec, data, source="spec with run overrides")

@@ -45,6 +45,7 @@ from airflow_dist_training.sagemaker.naming import job_name, run_identity
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_dist_training.checkpoints.resume import AttemptOutcome
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.sagemaker.request import TrainingPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
@@ -305,7 +306,11 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
                 outcome = classify_outcome(
                     desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus")
                 )
-                if outcome is not AttemptOutcome.INTERRUPTED or desc.get("TrainingJobName") != exc.job_name:
+                if (
+                    outcome is not AttemptOutcome.INTERRUPTED
+                    or not desc.get("EnableManagedSpotTraining")  # only spot capacity is reclaimed
+                    or desc.get("TrainingJobName") != exc.job_name
+                ):
                     raise
                 self.log.warning(
                     "%s Replacing it with the run's next job, which resumes from the latest complete "
@@ -327,7 +332,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
 
     # ResumableJobMixin: submit_job is "ensure the run's job exists" (idempotent).
     def submit_job(self, context: Context) -> str:
-        from airflow_dist_training.checkpoints.resume import AttemptOutcome, classify_outcome
+        from airflow_dist_training.checkpoints.resume import classify_outcome
         from airflow_dist_training.hooks.training import ACTIVE_STATES, SUCCESS_STATES, JobAlreadyExistsError
 
         if self._spec_obj is None:
@@ -378,7 +383,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         self._job_name = name
         return name
 
-    def _next_job_on_demand(self, outcomes: list[Any]) -> bool:
+    def _next_job_on_demand(self, outcomes: list[AttemptOutcome]) -> bool:
         """Apply the spot budget to the run's earlier jobs: refuse, or say whether to leave spot.
 
         Real failures are bounded by the task's ``retries``, not here.

@@ -334,3 +334,10 @@ def test_deferred_interrupted_job_defers_again_on_the_next_job(fake: FakeTrainin
     assert fake.create_log == [first, f"{first}-r2"]
     assert info.value.trigger.job_name == f"{first}-r2"
     assert ctx["task_state_store"].data[op.external_id_key] == f"{first}-r2"
+
+
+def test_an_on_demand_job_is_never_replaced_as_interrupted(fake: FakeTrainingLifecycle) -> None:
+    interrupt_first_jobs(fake, 1)  # reads like an interruption, but the job did not use spot
+    with pytest.raises(TrainingJobError, match="MaxWaitTimeInSeconds"):
+        make_op().execute(make_context())
+    assert len(fake.create_log) == 1

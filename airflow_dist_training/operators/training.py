@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, partial
 from pathlib import Path
@@ -452,6 +453,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             if self.deferrable:
                 from airflow_dist_training.triggers.training import TrainingJobTrigger
 
+                deadline, reason = self._deferred_deadline(context)
                 self.defer(
                     trigger=TrainingJobTrigger(
                         job_name=name,
@@ -460,6 +462,8 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
                         poll_interval=self.poll_interval,
                         max_wait_seconds=self.max_wait_seconds,
                         stream_logs=self.stream_logs,
+                        deadline=deadline,
+                        deadline_reason=reason,
                     ),
                     method_name="execute_complete",
                 )
@@ -475,6 +479,31 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             except TimeoutError as exc:
                 self._on_timeout(name, str(exc))
         return self._finish(desc)
+
+    def _deferred_deadline(self, context: Context) -> tuple[float | None, str | None]:
+        """When the deferred wait must end: ``max_wait_seconds`` or the task's ``execution_timeout``.
+
+        Airflow 3.3 does not apply ``execution_timeout`` while a task is deferred (and a trigger
+        timeout would fail the task without ``on_kill``). The trigger applies it, so a task that
+        times out stops its job (``stop_on_timeout``) like in sync mode.
+        """
+        now = time.time()
+        limits: list[tuple[float, str]] = []
+        if self.max_wait_seconds is not None:
+            limits.append((now + self.max_wait_seconds, f"max_wait_seconds={self.max_wait_seconds:g}"))
+        if self.execution_timeout is not None:
+            started = getattr(context.get("ti"), "start_date", None)
+            began = started.timestamp() if started is not None else now
+            limits.append(
+                (
+                    began + self.execution_timeout.total_seconds(),
+                    f"execution_timeout={self.execution_timeout.total_seconds():g}s",
+                )
+            )
+        if not limits:
+            return None, None
+        deadline, reason = min(limits)
+        return deadline, reason
 
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         desc = self._description

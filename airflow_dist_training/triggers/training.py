@@ -160,6 +160,8 @@ class TrainingJobTrigger(BaseTrigger):
     :param max_wait_seconds: give up with a ``"timeout"`` event after this long; ``None`` waits
         for as long as the job runs (the default; there is no hidden cap).
     :param stream_logs: copy the job's CloudWatch logs into the task log while deferred.
+    :param deadline: give up at this POSIX time instead (wall clock, so a restarted triggerer keeps
+        it), e.g. when the task's ``execution_timeout`` ends; ``deadline_reason`` names the limit.
     """
 
     def __init__(
@@ -170,6 +172,8 @@ class TrainingJobTrigger(BaseTrigger):
         poll_interval: float = 30,
         max_wait_seconds: float | None = None,
         stream_logs: bool = True,
+        deadline: float | None = None,
+        deadline_reason: str | None = None,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -178,6 +182,8 @@ class TrainingJobTrigger(BaseTrigger):
         self.poll_interval = poll_interval
         self.max_wait_seconds = max_wait_seconds
         self.stream_logs = stream_logs
+        self.deadline = deadline
+        self.deadline_reason = deadline_reason
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -189,6 +195,8 @@ class TrainingJobTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "max_wait_seconds": self.max_wait_seconds,
                 "stream_logs": self.stream_logs,
+                "deadline": self.deadline,
+                "deadline_reason": self.deadline_reason,
             },
         )
 
@@ -245,8 +253,10 @@ class TrainingJobTrigger(BaseTrigger):
 
     # -- run ----------------------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        start = time.monotonic()
-        deadline = start + self.max_wait_seconds if self.max_wait_seconds is not None else None
+        deadline = self.deadline
+        limit = self.deadline_reason or "the deadline"
+        if deadline is None and self.max_wait_seconds is not None:
+            deadline, limit = time.time() + self.max_wait_seconds, f"max_wait_seconds={self.max_wait_seconds}"
         poller = get_poller(self.aws_conn_id, self.region_name)
         watch: JobWatch = poller.subscribe(self.job_name, float(self.poll_interval), details=self.stream_logs)
         streamer = _LogStreamer(self.job_name, poller, self.log.info) if self.stream_logs else None
@@ -256,7 +266,7 @@ class TrainingJobTrigger(BaseTrigger):
             "Waiting for SageMaker training job %s (poll interval %ss, %s).",
             self.job_name,
             self.poll_interval,
-            f"max wait {self.max_wait_seconds}s" if deadline is not None else "no maximum wait",
+            f"until {limit}" if deadline is not None else "no maximum wait",
         )
         try:
             while True:
@@ -288,15 +298,14 @@ class TrainingJobTrigger(BaseTrigger):
                         yield self._terminal_event(desc)
                         return
                 timeout = float(self.poll_interval)
-                if deadline is not None:
-                    remaining = deadline - time.monotonic()
+                if deadline is not None and desc is not None:  # a job that just ended is not timed out
+                    remaining = deadline - time.time()
                     if remaining <= 0:
                         yield self._event(
                             "timeout",
                             f"Training job {self.job_name} still "
-                            f"{desc.get('TrainingJobStatus') if desc else 'unknown'} after "
-                            f"max_wait_seconds={self.max_wait_seconds}; the job was not stopped.",
-                            desc.get("TrainingJobStatus") if desc else None,
+                            f"{desc.get('TrainingJobStatus')} after {limit}; the job was not stopped.",
+                            desc.get("TrainingJobStatus"),
                         )
                         return
                     timeout = min(timeout, remaining)

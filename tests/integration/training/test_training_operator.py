@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -248,6 +249,38 @@ def test_deferrable_operator_defers_without_a_cap(fake: FakeTrainingLifecycle) -
         make_context(), event={"status": "success", "job_name": kwargs["job_name"]}
     )
     assert result["status"] == "Completed"
+
+
+@pytest.mark.asyncio
+async def test_execution_timeout_applies_while_deferred_and_stops_the_job(
+    fake: FakeTrainingLifecycle,
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from airflow.sdk.exceptions import AirflowException, TaskDeferred
+
+    fake.complete_after = None
+    op = make_op(deferrable=True, execution_timeout=timedelta(seconds=30))
+    ctx = make_context()
+    ctx["ti"].start_date = datetime.now(UTC) - timedelta(seconds=31)  # the task started 31 s ago
+    with pytest.raises(TaskDeferred) as info:
+        op.execute(ctx)
+    trigger = info.value.trigger
+    assert trigger.deadline == pytest.approx(ctx["ti"].start_date.timestamp() + 30)
+    assert trigger.deadline_reason == "execution_timeout=30s"
+    events = trigger.run()
+    try:
+        event = await asyncio.wait_for(events.__anext__(), timeout=30)
+    finally:
+        await events.aclose()
+    name = fake.create_log[0]
+    assert event.payload["status"] == "timeout"
+    assert event.payload["message"] == (
+        f"Training job {name} still InProgress after execution_timeout=30s; the job was not stopped."
+    )
+    with pytest.raises(AirflowException, match=r"execution_timeout=30s.*the job was stopped"):
+        make_op(deferrable=True).execute_complete(make_context(), event=event.payload)
+    assert fake.stops[name] == 1
 
 
 # --- spot interruptions: their own budget, then on-demand ----------------------------------------

@@ -147,13 +147,7 @@ def stage_train_evaluate(
 
             hook = SageMakerTrainingHook(aws_conn_id=aws_conn_id, region_name=region_name)
             run_hash = name.rsplit("-", 1)[-1]
-            stopped = []
-            for job in hook.list_training_jobs(NameContains=run_hash, StatusEquals="InProgress"):
-                hook.stop_training_job(
-                    job["TrainingJobName"], reason="run finished while the job was running"
-                )
-                stopped.append(job["TrainingJobName"])
-            return stopped
+            return hook.stop_run_jobs(run_hash, reason="run finished while the job was running")
 
         cleanup: Any = stop_orphaned_job(planned["job_name"], planned["dry_run"])
         # a teardown of the plan: skipped with it when the other backend's branch is taken

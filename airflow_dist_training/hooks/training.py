@@ -26,7 +26,6 @@ What it adds over the provider's ``SageMakerHook``:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import os
 import random
@@ -82,11 +81,6 @@ IAM_ACTIONS = {
     "GetLogEvents": "logs:GetLogEvents",
     "PutObject": "s3:PutObject",
 }
-
-
-def run_identity_hash(identity: str) -> str:
-    """The 10-hex-digit hash of a run identity: the same one ``naming.job_name`` puts in the name."""
-    return hashlib.sha256(identity.encode()).hexdigest()[:10]
 
 
 class JobAlreadyExistsError(RuntimeError):
@@ -533,6 +527,15 @@ class _TrainingHookMethods:
             if not page.get("NextToken"):
                 return out
             kwargs["NextToken"] = page["NextToken"]
+
+    def stop_run_jobs(self, identity_hash: str, *, reason: str) -> list[str]:
+        """Stop every InProgress job of one run (its names carry ``identity_hash``); returns their names."""
+        stopped = []
+        for job in self.list_training_jobs(NameContains=identity_hash, StatusEquals="InProgress"):
+            name = str(job["TrainingJobName"])
+            if identity_hash in name and self.stop_training_job(name, reason=reason):
+                stopped.append(name)
+        return stopped
 
     def find_job_by_run_identity(self, job_name: str, identity_hash: str) -> dict[str, Any] | None:
         """The newest job of a run: describe the deterministic ``job_name`` first (one call), else

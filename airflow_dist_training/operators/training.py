@@ -41,7 +41,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.links import sagemaker as links
-from airflow_dist_training.sagemaker.naming import job_name, run_identity
+from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -264,7 +264,6 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         return str(region)
 
     def _plan_for(self, name: str, context: Context, *, on_demand: bool = False) -> TrainingPlan:
-        from airflow_dist_training.hooks.training import run_identity_hash
         from airflow_dist_training.sagemaker.request import plan_training_job
 
         assert self._spec_obj is not None
@@ -590,6 +589,65 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
             outputs=[Dataset(namespace=ns, name=name) for ns, name in outputs],
         )
+
+
+class StopOrphanedTrainingJobsOperator(BaseOperator):
+    """Teardown: stop the SageMaker jobs that a training task of this DAG run left running.
+
+    ``on_kill`` cannot cover every case. Airflow runs none when the worker running the task dies
+    (OOM kill, node loss), or when a deferred task is marked or cleared before the triggerer has
+    started its trigger. Put this operator after the training task as a teardown; it does not
+    change the DAG run's state::
+
+        train >> StopOrphanedTrainingJobsOperator(
+            task_id="stop_orphaned_jobs", training_task_id="train"
+        ).as_teardown()
+
+    It lists the run's InProgress jobs (``ListTrainingJobs`` by the run hash in their names) and
+    stops them. Returns the names it stopped. ``stage_train_evaluate`` adds the same teardown.
+
+    :param training_task_id: the ``DistributedTrainingOperator`` task of this DAG (templated).
+    :param map_index: the training task's map index, for a mapped training task.
+    :param aws_conn_id: Airflow AWS connection.
+    :param region_name: AWS region (default: the connection's).
+    """
+
+    template_fields: Sequence[str] = ("training_task_id", "aws_conn_id", "region_name")
+    ui_color = "#f3e5d8"
+
+    def __init__(
+        self,
+        *,
+        training_task_id: str,
+        map_index: int = -1,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.training_task_id = training_task_id
+        self.map_index = map_index
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    @cached_property
+    def hook(self) -> SageMakerTrainingHook:
+        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    def execute(self, context: Context) -> list[str]:
+        dag_id = self.dag_id if self.has_dag() else "no-dag"
+        run_id = str(context.get("run_id") or getattr(context.get("ti"), "run_id", "manual"))
+        run_hash = run_identity_hash(run_identity(dag_id, self.training_task_id, run_id, self.map_index))
+        stopped = self.hook.stop_run_jobs(
+            run_hash, reason="the training task ended while its job was running"
+        )
+        if stopped:
+            self.log.warning("Stopped training jobs left running by %s: %s", self.training_task_id, stopped)
+        else:
+            self.log.info("No training job of %s is left running.", self.training_task_id)
+        return stopped
 
 
 def lineage_datasets(

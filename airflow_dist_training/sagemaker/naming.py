@@ -30,9 +30,14 @@ def sanitise_base(base: str) -> str:
     return cleaned or "job"
 
 
+def run_identity_hash(identity: str) -> str:
+    """The 10-hex-digit hash of a run identity that every job name of the run carries."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:_HASH_LENGTH]
+
+
 def job_name(base: str, identity: str, generation: int = 1) -> str:
     """The job name for ``identity``; ``generation`` > 1 after an earlier job of this run failed."""
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:_HASH_LENGTH]
+    digest = run_identity_hash(identity)
     return generation_name(f"{sanitise_base(base)}-{digest}", generation, keep_tail=_HASH_LENGTH + 1)
 
 

@@ -19,8 +19,9 @@ from tests.e2e.airflow_services import AirflowApi, AirflowServices
 
 
 @pytest.fixture(scope="session")
-def airflow_services_extra_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Extra environment for the services: the retraining DAG's workspace, with its demo dataset."""
+def airflow_services_extra_env(tmp_path_factory: pytest.TempPathFactory, moto_server: str) -> dict[str, str]:
+    """Extra environment for the services: the retraining DAG's workspace, with its demo dataset,
+    and this session's moto server as AWS."""
     import subprocess
     import sys
 
@@ -31,7 +32,12 @@ def airflow_services_extra_env(tmp_path_factory: pytest.TempPathFactory) -> dict
         check=True,
         capture_output=True,
     )
-    return {"ADT_DEMO_DIR": str(demo), "ADT_LOCAL_ROOT": str(demo / "jobs")}
+    return {
+        "ADT_DEMO_DIR": str(demo),
+        "ADT_LOCAL_ROOT": str(demo / "jobs"),
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
 
 
 @pytest.fixture(scope="session")

@@ -374,3 +374,24 @@ def test_an_on_demand_job_is_never_replaced_as_interrupted(fake: FakeTrainingLif
     with pytest.raises(TrainingJobError, match="MaxWaitTimeInSeconds"):
         make_op().execute(make_context())
     assert len(fake.create_log) == 1
+
+
+def test_stop_orphaned_jobs_teardown_stops_only_this_runs_running_jobs(fake: FakeTrainingLifecycle) -> None:
+    from airflow.sdk import DAG
+
+    from airflow_dist_training.operators.training import StopOrphanedTrainingJobsOperator
+
+    fake.complete_after = None
+    with DAG("orphans", schedule=None):
+        train = make_op()
+        stop = StopOrphanedTrainingJobsOperator(
+            task_id="stop_orphaned_jobs", training_task_id="train", aws_conn_id=None, region_name="us-east-1"
+        )
+        train >> stop.as_teardown()
+    orphan = train.submit_job(make_context("run_a"))  # left InProgress: its worker died
+    other_run = train.submit_job(make_context("run_b"))  # the same task in another DAG run
+    assert stop.execute(make_context("run_a")) == [orphan]
+    assert fake.stops == {orphan: 1}
+    assert fake.job(other_run).training_job_status == "InProgress"
+    assert stop.execute(make_context("run_a")) == []  # nothing left: a no-op
+    assert stop.is_teardown and stop.trigger_rule == "all_done_setup_success"

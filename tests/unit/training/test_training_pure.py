@@ -14,10 +14,9 @@ from airflow_dist_training.hooks.training import (
     merge_log_events,
     permission_error,
     result_from_description,
-    run_identity_hash,
 )
 from airflow_dist_training.links.sagemaker import job_links
-from airflow_dist_training.sagemaker.naming import job_name, run_identity
+from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
 
 
 def test_module_import_does_not_load_boto3_or_amazon_provider() -> None:

@@ -20,6 +20,8 @@ KWARGS: dict[str, Any] = {
     "poll_interval": 12.5,
     "max_wait_seconds": 7200,
     "stream_logs": False,
+    "deadline": 1_800_000_000.0,
+    "deadline_reason": "execution_timeout=3600s",
 }
 
 
@@ -39,6 +41,8 @@ def test_defaults_have_no_cap() -> None:
         "poll_interval": 30,
         "max_wait_seconds": None,
         "stream_logs": True,
+        "deadline": None,
+        "deadline_reason": None,
     }
 
 

@@ -22,6 +22,7 @@ Event payload (always these keys)::
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import heapq
 import time
@@ -184,6 +185,7 @@ class TrainingJobTrigger(BaseTrigger):
         self.stream_logs = stream_logs
         self.deadline = deadline
         self.deadline_reason = deadline_reason
+        self._stopping: asyncio.Future[None] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -317,7 +319,15 @@ class TrainingJobTrigger(BaseTrigger):
         """The user killed the deferred task: stop the training job so it stops billing.
 
         Through the hook's stop, which tags the job ``stop-requested`` first, so the job is
-        reported as stopped on request rather than as stopped outside Airflow."""
+        reported as stopped on request rather than as stopped outside Airflow. Shielded: the
+        triggerer may cancel this trigger again while ``on_kill`` runs (a repeated cancel request),
+        and the stop must still reach SageMaker.
+        """
+        stop = asyncio.ensure_future(self._stop_job())
+        self._stopping = stop  # keep a reference: the shielded task runs on if we are cancelled
+        await asyncio.shield(stop)
+
+    async def _stop_job(self) -> None:
         from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
         hook = SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)

@@ -44,6 +44,7 @@ def test_marking_tasks_failed_or_success_stops_their_jobs(
             if time.monotonic() > deadline:
                 pytest.fail(
                     f"timed out waiting until {what}\n{airflow_api.failure_report(DAG_ID, run_id)}\n"
+                    f"train_deferred:\n{airflow_api.task_log(DAG_ID, run_id, 'train_deferred')[-6000:]}\n"
                     f"triggerer:\n{airflow_services.log_tail('triggerer', 80)}"
                 )
             time.sleep(1)

@@ -199,6 +199,23 @@ async def test_on_kill_stops_the_job(moto_sm: MotoSageMaker) -> None:
     assert moto_sm.backend.training_jobs["job-kill"].training_job_status == "Stopping"
 
 
+async def test_on_kill_cancelled_again_still_stops_the_job(moto_sm: MotoSageMaker) -> None:
+    """The triggerer may cancel the trigger again while on_kill runs: the stop must still go out."""
+    moto_sm.create_job("job-kill-twice")
+    moto_sm.set_state("job-kill-twice", "InProgress", "Training")
+    trigger = make_trigger("job-kill-twice", stream_logs=False)
+    on_kill = asyncio.create_task(trigger.on_kill())
+    await asyncio.sleep(0)  # on_kill has started its stop
+    on_kill.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await on_kill
+    for _ in range(600):  # the stop runs on in the triggerer's loop
+        if moto_sm.stop_requests:
+            break
+        await asyncio.sleep(0.05)
+    assert moto_sm.stop_requests == ["job-kill-twice"]
+
+
 async def test_cleanup_does_not_stop_the_job(moto_sm: MotoSageMaker) -> None:
     moto_sm.create_job("job-restart")
     await make_trigger("job-restart").cleanup()

@@ -84,8 +84,7 @@ def test_trigger_form_screenshot_shows_the_params_dialog(
             str(out),
             "--base-url",
             airflow_services.base_url,
-            "--password",
-            airflow_services.password,
+            f"--password={airflow_services.password}",  # a generated password may start with "-"
         ]
     )
 

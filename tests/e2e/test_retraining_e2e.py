@@ -67,7 +67,7 @@ def test_retraining_trigger_form_screenshot(
     out = tmp_path / "retraining-trigger-form.png"  # docs/img/ holds the committed copy
     rc = screenshot(
         ["--dag-id", DAG_ID, "--out", str(out), "--base-url", airflow_services.base_url,
-         "--password", airflow_services.password]
+         f"--password={airflow_services.password}"]  # a generated password may start with "-"
     )  # fmt: skip
     assert rc == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

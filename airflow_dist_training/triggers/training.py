@@ -151,6 +151,9 @@ class _LogStreamer:
         return count
 
 
+_STOPS_IN_FLIGHT: set[asyncio.Future[None]] = set()
+
+
 class TrainingJobTrigger(BaseTrigger):
     """Wait for a SageMaker training job; stream its logs and status timeline while waiting.
 
@@ -185,7 +188,6 @@ class TrainingJobTrigger(BaseTrigger):
         self.stream_logs = stream_logs
         self.deadline = deadline
         self.deadline_reason = deadline_reason
-        self._stopping: asyncio.Future[None] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -324,7 +326,10 @@ class TrainingJobTrigger(BaseTrigger):
         and the stop must still reach SageMaker.
         """
         stop = asyncio.ensure_future(self._stop_job())
-        self._stopping = stop  # keep a reference: the shielded task runs on if we are cancelled
+        # a strong reference until done: the event loop keeps only weak ones, and this trigger
+        # object may be dropped once it is cancelled
+        _STOPS_IN_FLIGHT.add(stop)
+        stop.add_done_callback(_STOPS_IN_FLIGHT.discard)
         await asyncio.shield(stop)
 
     async def _stop_job(self) -> None:

@@ -10,7 +10,7 @@ DAG folder with ``crash_dag.py``), imports Airflow once, then for each of ``--ru
    Execution API and ``task_state_store`` rows in the DB) and dies at a random point: either
    ``os._exit`` at a named point (``ADT_CRASH_AT`` = before_create | after_create | after_persist |
    wait; ``after_create`` is the window between CreateTrainingJob and persisting the name) or
-   SIGKILL after a random delay;
+   SIGKILL a random 0-3 s after its task instance is ``running`` in the metadata DB;
 2. forks a second child, the retry: the same command for the same DAG run, run to the end. It exits
    0 only if the task instance ends ``success`` in the metadata DB.
 

@@ -73,8 +73,8 @@ async def test_200_triggers_share_one_poller(moto_sm: MotoSageMaker) -> None:
     moto_sm.set_state("fleet-123", "Failed", "Failed", "AlgorithmError: NaN loss")
     while not {"fleet-007", "fleet-123"} <= set(done) and time.monotonic() - completed < 10:
         await asyncio.sleep(0.02)  # both: their describes may land in either order
-    assert done["fleet-007"] - completed <= poll + 0.5
-    assert done["fleet-123"] - completed <= poll + 0.5
+    assert done["fleet-007"] - completed <= poll + 1.0  # slack for a loaded box; bench/ measures latency
+    assert done["fleet-123"] - completed <= poll + 1.0
     assert events["fleet-007"]["status"] == "success"
     assert events["fleet-123"] == {
         "status": "failed",

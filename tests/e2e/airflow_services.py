@@ -269,6 +269,22 @@ class AirflowServices:
         """A REST client logged in as the admin user."""
         return AirflowApi(self.base_url, ADMIN_USER, self.password)
 
+    def screenshot_trigger_form(self, dag_id: str, out: Path) -> int:
+        """``scripts/screenshot_trigger_form.py`` against these services (Debian ``chromium``)."""
+        from scripts.screenshot_trigger_form import main as screenshot
+
+        # ``--password=``: a generated password may start with "-"
+        args = [
+            "--dag-id",
+            dag_id,
+            "--out",
+            str(out),
+            "--base-url",
+            self.base_url,
+            f"--password={self.password}",
+        ]
+        return int(screenshot(args))
+
 
 class AirflowApi:
     """The Airflow REST API v2 as the UI uses it: a JWT from ``POST /auth/token``, then ``/api/v2``.

@@ -72,21 +72,9 @@ def test_trigger_form_screenshot_shows_the_params_dialog(
 
     if shutil.which("chromium") is None:
         pytest.skip("Debian chromium is not installed (scripts/setup.sh installs it)")
-    from scripts.screenshot_trigger_form import main as screenshot
-
     airflow_api.wait_for_dag(DAG_ID)
     out = tmp_path / "trigger-form.png"
-    rc = screenshot(
-        [
-            "--dag-id",
-            DAG_ID,
-            "--out",
-            str(out),
-            "--base-url",
-            airflow_services.base_url,
-            f"--password={airflow_services.password}",  # a generated password may start with "-"
-        ]
-    )
+    rc = airflow_services.screenshot_trigger_form(DAG_ID, out)
 
     assert rc == 0
     data = out.read_bytes()

@@ -61,13 +61,8 @@ def test_retraining_trigger_form_screenshot(
 
     if shutil.which("chromium") is None:
         pytest.skip("Debian chromium is not installed (scripts/setup.sh installs it)")
-    from scripts.screenshot_trigger_form import main as screenshot
-
     airflow_api.wait_for_dag(DAG_ID)
     out = tmp_path / "retraining-trigger-form.png"  # docs/img/ holds the committed copy
-    rc = screenshot(
-        ["--dag-id", DAG_ID, "--out", str(out), "--base-url", airflow_services.base_url,
-         f"--password={airflow_services.password}"]  # a generated password may start with "-"
-    )  # fmt: skip
+    rc = airflow_services.screenshot_trigger_form(DAG_ID, out)
     assert rc == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

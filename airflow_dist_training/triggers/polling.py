@@ -229,8 +229,11 @@ class JobWatch:
 
     async def wait(self, timeout: float) -> bool:
         """Wait until the poller publishes something new or ``timeout`` passes. True on news."""
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+        # arrives as the event is set, and a cancelled trigger (user kill) would then poll forever
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout=max(0.0, timeout))
+            async with asyncio.timeout(max(0.0, timeout)):
+                await self._changed.wait()
         except TimeoutError:
             return False
         finally:
@@ -416,8 +419,9 @@ class TrainingJobPoller:
                     next_cycle = time.monotonic() + delay
                 if not self._jobs:
                     break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, next_cycle - time.monotonic()))
+                with contextlib.suppress(TimeoutError):  # asyncio.timeout: see JobWatch.wait
+                    async with asyncio.timeout(max(0.0, next_cycle - time.monotonic())):
+                        await self._wake.wait()
         finally:
             await self._close_clients()
 

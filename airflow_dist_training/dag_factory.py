@@ -30,10 +30,34 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
     from airflow_dist_training.spec.loading import read_yaml_file, validate_model
     from airflow_dist_training.spec.pipeline import PipelineSpec, resolve_training_reference
 
-    data = read_yaml_file(path)
+    data = read_yaml_file(path, kind="pipeline")
     if isinstance(data, dict):
         data = resolve_training_reference(data, path.parent)
-    return validate_model(PipelineSpec, data, source=str(path))
+        data = _default_local_workspace(data)
+    return validate_model(PipelineSpec, data, source=str(path), pipeline=True)
+
+
+def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
+    """Local pipelines: the staged channel and the registry default to the pipeline's workspace
+    (outside the DAGs folder), not to a folder next to the pipeline file."""
+    from airflow_dist_training.pipeline_checks import local_workspace
+
+    dag_id, training = data.get("dag_id"), data.get("training")
+    if data.get("backend", "local") != "local" or not isinstance(dag_id, str) or not isinstance(training, dict):
+        return data
+    workspace = local_workspace(dag_id)
+    staging = data.get("staging")
+    channels = training.get("channels")
+    if isinstance(staging, dict) and isinstance(channels, dict):
+        name = staging.get("channel", "train")
+        channel = channels.get(name)
+        if isinstance(channel, dict) and not channel.get("local_source"):
+            channel = {**channel, "local_source": str(workspace / "channels" / str(name))}
+            data = {**data, "training": {**training, "channels": {**channels, name: channel}}}
+    registry = data.get("registry")
+    if isinstance(registry, dict) and not registry.get("local_dir"):
+        data = {**data, "registry": {**registry, "local_dir": str(workspace / "registry")}}
+    return data
 
 
 def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | None = None) -> Any:
@@ -106,4 +130,15 @@ def dag_from_yaml(
     else:
         path = Path(yaml_file) if Path(yaml_file).is_absolute() else stub.parent / yaml_file
     pipeline = load_pipeline(path)
+    from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.pipeline_checks import check_pipeline, duplicate_dag_id_problem
+
+    # what the plan and staging tasks would refuse at run time is this file's import error now
+    problems, _ = check_pipeline(pipeline, path=path)
+    errors = [p for p in problems if p.severity == "error"]
+    duplicate = duplicate_dag_id_problem(path, pipeline.dag_id)
+    if duplicate is not None:
+        errors.insert(0, duplicate)
+    if errors:
+        raise SpecValidationError(errors, source=str(path))
     return build_dag(pipeline, base_dir=base_dir or path.parent, fileloc=str(stub))

@@ -7,6 +7,7 @@ pydantic or YAML traceback ever reaches the user.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,13 +22,17 @@ M = TypeVar("M", bound=BaseModel)
 _UNION_TAGS = {"s3", "fsx", "efs"}
 
 
-def _message(error: Any) -> str:
+SPEC_SCHEMA_HINT = "airflow-dist-training schema"
+PIPELINE_SCHEMA_HINT = "airflow-dist-training schema --pipeline"
+
+
+def _message(error: Any, hint: str = SPEC_SCHEMA_HINT) -> str:
     msg = str(error["msg"])
     kind = error.get("type", "")
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if kind == "extra_forbidden":
-        return "unknown field (check the spelling; see `airflow-dist-training schema`)"
+        return f"unknown field (check the spelling; see `{hint}`)"
     if kind == "missing":
         return "is required"
     if kind == "string_pattern_mismatch":
@@ -38,7 +43,10 @@ def _message(error: Any) -> str:
     return msg
 
 
-def problems_from_validation_error(exc: ValidationError, prefix: str = "") -> list[Problem]:
+def problems_from_validation_error(
+    exc: ValidationError, prefix: str = "", *, pipeline: bool = False
+) -> list[Problem]:
+    """Field-path problems; in a pipeline, the training spec's own fields keep the spec schema hint."""
     problems = []
     for error in exc.errors():
         loc = tuple(error["loc"])
@@ -52,35 +60,179 @@ def problems_from_validation_error(exc: ValidationError, prefix: str = "") -> li
             str(p) if not isinstance(p, int) else f"[{p}]"
             for p in ((prefix,) if prefix else ()) + tuple(cleaned)
         ).replace(".[", "[")
-        problems.append(Problem(path=path, message=_message(error)))
+        in_spec = not pipeline or (bool(cleaned) and cleaned[0] == "training")
+        hint = SPEC_SCHEMA_HINT if in_spec else PIPELINE_SCHEMA_HINT
+        problems.append(Problem(path=path, message=_message(error, hint)))
     return problems
 
 
-def parse_yaml(text: str, source: str) -> Any:
+# Hostile-input bounds (a spec or pipeline is a few KiB; these leave room for big hyperparameter maps).
+MAX_FILE_BYTES = 1024 * 1024
+MAX_ALIASES = 1000  # references to an anchor (*name); a YAML "billion laughs" needs many
+MAX_NODES = 100_000  # values after alias expansion: what pydantic and json.dumps would walk
+MAX_DEPTH = 100
+
+
+class _YamlLimit(Exception):
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+def _check_node_graph(root: Any) -> None:
+    """Duplicate keys, alias count, expanded size and depth, on the composed node graph.
+
+    The graph shares a node wherever an alias points to it, so sizes are computed once per node
+    (memoised): checking a "billion laughs" document costs its unique nodes, not its expansion.
+    """
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader is ~10x faster
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    aliases = 0
+
+    def walk(node: Any, depth: int) -> int:
+        nonlocal aliases
+        key = id(node)
+        if key in sizes:
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise _YamlLimit(
+                    f"more than {MAX_ALIASES} alias references (*name): refusing to expand them",
+                    node.start_mark.line + 1,
+                )
+            return sizes[key]
+        if key in on_path:
+            raise _YamlLimit("an alias refers to a value that contains it (recursive YAML)", node.start_mark.line + 1)
+        if depth > MAX_DEPTH:
+            raise _YamlLimit(f"nested more than {MAX_DEPTH} levels deep", node.start_mark.line + 1)
+        on_path.add(key)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    ident = (k.tag, k.value)
+                    if ident in seen:
+                        raise _YamlLimit(
+                            f"duplicate key {k.value!r} (first on line {seen[ident]}); "
+                            "YAML would silently keep only the last one",
+                            k.start_mark.line + 1,
+                        )
+                    seen[ident] = k.start_mark.line + 1
+                total += walk(k, depth + 1) + walk(v, depth + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                total += walk(item, depth + 1)
+        on_path.discard(key)
+        sizes[key] = total
+        if total > MAX_NODES:
+            raise _YamlLimit(
+                f"expands to more than {MAX_NODES} values (alias expansion or a huge document)",
+                node.start_mark.line + 1,
+            )
+        return total
+
+    walk(root, 0)
+
+
+@cache
+def _loader_class() -> Any:
+    """The safe loader (C when available: ~10x faster), with dates and times kept as strings.
+
+    No spec field is a date: ``start_date: 2026-01-01`` must reach the field as text, so a bad
+    date is that field's error rather than a YAML constructor exception.
+    """
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    resolvers = {
+        first: [(tag, regexp) for tag, regexp in entries if tag != "tag:yaml.org,2002:timestamp"]
+        for first, entries in base.yaml_implicit_resolvers.items()
+    }
+    return type("SpecLoader", (base,), {"yaml_implicit_resolvers": resolvers})
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse YAML text safely: no duplicate keys, bounded aliases, size and depth; errors name the line."""
+    import yaml
+
+    loader_class = _loader_class()
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise SpecValidationError(
+            [Problem("", f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a spec (refusing to parse it)")],
+            source=source,
+        )
+    loader = loader_class(text)
     try:
-        return yaml.load(text, Loader=loader)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_node_graph(node)
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecValidationError([Problem("", f"{where}invalid YAML: {problem}")], source=source) from None
+    except _YamlLimit as exc:
+        where = f"line {exc.line}: " if exc.line is not None else ""
+        raise SpecValidationError([Problem("", f"{where}{exc.message}")], source=source) from None
+    except (ValueError, OverflowError, RecursionError, TypeError) as exc:
+        # e.g. a timestamp that is no date (2026-02-30) or an integer with too many digits
+        raise SpecValidationError(
+            [Problem("", f"invalid YAML value: {str(exc)[:200]}")], source=source
+        ) from None
+    finally:
+        loader.dispose()
 
 
-def read_yaml_file(path: str | Path) -> Any:
-    p = Path(path)
+def decode_yaml_bytes(data: bytes, source: str) -> str:
+    """UTF-8 (a BOM is allowed); anything else is an error naming the byte offset and line."""
     try:
-        text = p.read_text(encoding="utf-8")
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecValidationError(
+            [
+                Problem(
+                    "",
+                    f"is not UTF-8 text: byte offset {exc.start} (line {line}) is 0x{data[exc.start]:02x}; "
+                    "save the file as UTF-8",
+                )
+            ],
+            source=source,
+        ) from None
+
+
+def read_yaml_file(path: str | Path, *, kind: str = "spec") -> Any:
+    """Read a YAML file as bytes, bounded in size, and parse it (errors name the file)."""
+    p = Path(path)
+    source = str(p)
+    try:
+        if p.is_dir():
+            raise SpecValidationError(
+                [Problem("", f"is a directory, not a {kind} file (give the path of a .yaml file)")],
+                source=source,
+            )
+        with p.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise SpecValidationError(
-            [Problem("", f"cannot read spec file: {exc.strerror}")], source=str(p)
+            [Problem("", f"cannot read {kind} file: {exc.strerror or exc}")], source=source
         ) from None
-    return parse_yaml(text, source=str(p))
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecValidationError(
+            [Problem("", f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a {kind} file (refusing to read it)")],
+            source=source,
+        )
+    return parse_yaml(decode_yaml_bytes(data, source), source=source)
 
 
-def validate_model(model: type[M], data: Any, source: str | None = None, prefix: str = "") -> M:
+def validate_model(
+    model: type[M], data: Any, source: str | None = None, prefix: str = "", *, pipeline: bool = False
+) -> M:
     """Validate ``data`` against ``model``, raising ``SpecValidationError`` with field paths."""
     if not isinstance(data, Mapping):
         raise SpecValidationError(
@@ -89,7 +241,9 @@ def validate_model(model: type[M], data: Any, source: str | None = None, prefix:
     try:
         return model.model_validate(dict(data))
     except ValidationError as exc:
-        raise SpecValidationError(problems_from_validation_error(exc, prefix), source=source) from None
+        raise SpecValidationError(
+            problems_from_validation_error(exc, prefix, pipeline=pipeline), source=source
+        ) from None
 
 
 def load_spec(source: TrainingJobSpec | Mapping[str, Any] | str | Path) -> TrainingJobSpec:
@@ -111,4 +265,12 @@ def load_spec(source: TrainingJobSpec | Mapping[str, Any] | str | Path) -> Train
 
 
 def _looks_like_path(text: str) -> bool:
-    return "\n" not in text and text.strip().endswith((".yaml", ".yml", ".json"))
+    if "\n" in text:
+        return False
+    if text.strip().endswith((".yaml", ".yml", ".json")):
+        return True
+    # a one-line string naming an existing file or directory is a path, not YAML text
+    try:
+        return ": " not in text and bool(text.strip()) and Path(text.strip()).exists()
+    except (OSError, ValueError):
+        return False

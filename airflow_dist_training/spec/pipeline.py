@@ -16,6 +16,9 @@ from airflow_dist_training.evaluation.gate import GateSpec
 from airflow_dist_training.spec.training import TrainingJobSpec
 
 Backend = Literal["local", "sagemaker"]
+# Airflow's schedule presets (airflow.sdk.definitions.timetables._cron.CRON_PRESETS, plus @once and
+# @continuous of airflow.sdk.definitions.dag); any other "@name" fails at DAG creation.
+SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
 
 
 class _Model(BaseModel):
@@ -126,12 +129,27 @@ class PipelineSpec(_Model):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str | None) -> str | None:
-        if value is None or value.startswith("@"):
+        if value is None:
+            return value
+        if value.startswith("@"):
+            if value not in SCHEDULE_PRESETS:
+                raise ValueError(f"unknown schedule preset {value!r}; one of {', '.join(SCHEDULE_PRESETS)}")
             return value
         from croniter import croniter
 
         if len(value.split()) not in (5, 6) or not croniter.is_valid(value):
             raise ValueError(f"{value!r} is not a cron expression (5 fields: minute hour day month weekday)")
+        return value
+
+    @field_validator("start_date")
+    @classmethod
+    def _start_date(cls, value: str) -> str:
+        from datetime import datetime
+
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO date or date-time, e.g. 2026-01-01") from None
         return value
 
     @model_validator(mode="after")
@@ -145,12 +163,47 @@ class PipelineSpec(_Model):
 
 
 def resolve_training_reference(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    """Allow ``training: path/to/spec.yaml`` (relative to the pipeline file) as well as an inline spec."""
+    """Allow ``training: path/to/spec.yaml`` (relative to the pipeline file) as well as an inline spec.
+
+    Relative local paths inside a referenced spec are made absolute against *that spec file's*
+    folder (where its author wrote them from), not the pipeline's; an inline spec's paths stay
+    relative to the pipeline file.
+    """
     training = data.get("training")
     if isinstance(training, str):
         from airflow_dist_training.spec.loading import read_yaml_file
 
         path = (base_dir / training).resolve()
         loaded = read_yaml_file(path)
+        if isinstance(loaded, dict):
+            loaded = absolutize_spec_paths(loaded, path.parent)
         data = {**data, "training": loaded}
     return data
+
+
+def _absolute(value: Any, folder: Path) -> Any:
+    if not isinstance(value, str) or not value or "://" in value or value.startswith("/"):
+        return value
+    return str((folder / value).resolve())
+
+
+# The spec fields that hold local paths (in-container paths such as checkpoint.local_path are not).
+LOCAL_PATH_FIELDS = (("source", "source_dir"), ("output", "local_uri"), ("checkpoint", "local_uri"))
+
+
+def absolutize_spec_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A copy of raw spec data with its relative local paths made absolute against ``folder``."""
+    out = dict(data)
+    for section, key in LOCAL_PATH_FIELDS:
+        part = out.get(section)
+        if isinstance(part, dict) and key in part:
+            out[section] = {**part, key: _absolute(part[key], folder)}
+    channels = out.get("channels")
+    if isinstance(channels, dict):
+        out["channels"] = {
+            name: {**ch, "local_source": _absolute(ch["local_source"], folder)}
+            if isinstance(ch, dict) and "local_source" in ch
+            else ch
+            for name, ch in channels.items()
+        }
+    return out

@@ -22,7 +22,13 @@ def _pipeline(folder: Path, name: str, text: str) -> None:
     (folder / f"{name}.py").write_text(STUB)
 
 
-GOOD = (REPO / "dags" / "pipelines" / "demo_mlp_local.yaml").read_text().replace("../../", str(REPO) + "/")
+_DEMO = (REPO / "dags" / "pipelines" / "demo_mlp_local.yaml").read_text().replace("../../", str(REPO) + "/")
+# the demo pipeline with its inline training spec swapped for a reference to the example spec file
+GOOD = (
+    _DEMO[: _DEMO.index("training:")]
+    + f"training: {REPO}/examples/specs/local_demo.yaml\n"
+    + _DEMO[_DEMO.index("staging:") :]
+)
 
 
 def test_repo_dags_import_without_errors():

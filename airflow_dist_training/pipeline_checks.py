@@ -1,0 +1,182 @@
+"""Check a pipeline file like a spec: everything the run would refuse, found before anything runs.
+
+Pure (no Airflow, no AWS). Used by ``airflow-dist-training validate <pipeline.yaml>`` and by the
+DAG factory at parse time, so a pipeline that would fail in its plan or staging task is an import
+error (or a CLI error) naming the file and the field path instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+
+if TYPE_CHECKING:
+    from airflow_dist_training.sagemaker.request import TrainingPlan
+    from airflow_dist_training.spec.pipeline import PipelineSpec
+
+# A top-level ``dag_id:`` line: enough to find duplicates among sibling pipeline files cheaply.
+_DAG_ID_LINE = re.compile(r"^dag_id:\s*['\"]?([A-Za-z0-9_.\-]+)['\"]?\s*(#.*)?$", re.MULTILINE)
+DEFAULT_REGION = "us-east-1"
+
+
+@dataclass
+class PipelineCheck:
+    pipeline: PipelineSpec
+    warnings: list[Problem] = field(default_factory=list)
+    plan: TrainingPlan | None = None
+
+
+def local_workspace(dag_id: str) -> Path:
+    """Where a pipeline's local data goes by default: under the local backend's root
+    (``$ADT_LOCAL_ROOT``, else ``$AIRFLOW_HOME/dist-training-local``, as ``LocalTrainingHook``),
+    never inside the DAGs folder (the DAG processor scans it, and deploys replace it)."""
+    if os.environ.get("ADT_LOCAL_ROOT"):
+        root = Path(os.environ["ADT_LOCAL_ROOT"]).expanduser()
+    else:
+        root = Path(os.environ.get("AIRFLOW_HOME") or Path("~/airflow").expanduser()) / "dist-training-local"
+    return (root / "pipelines" / dag_id).absolute()
+
+
+def dags_folder_of(pipeline_file: Path) -> Path:
+    """The DAGs folder holding ``pipeline_file``: Airflow's configured one when the file is in it,
+    else the file's own folder."""
+    folder = pipeline_file.resolve().parent
+    configured = os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")
+    if configured:
+        root = Path(configured).expanduser().resolve()
+        if folder == root or root in folder.parents:
+            return root
+    return folder
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Path) -> list[Problem]:
+    """Local data locations that resolve inside the DAGs folder."""
+    spec = pipeline.training
+    candidates: list[tuple[str, str | None]] = [
+        ("training.output.local_uri", spec.output.local_uri if spec.output else None),
+        ("training.checkpoint.local_uri", spec.checkpoint.local_uri if spec.checkpoint else None),
+        ("registry.local_dir", pipeline.registry.local_dir if pipeline.registry else None),
+    ]
+    candidates += [
+        (f"training.channels.{name}.local_source", getattr(ch, "local_source", None))
+        for name, ch in spec.channels.items()
+    ]
+    problems = []
+    for path, value in candidates:
+        if not value or ("://" in value and not value.startswith("file://")):
+            continue
+        local = Path(value[len("file://") :] if value.startswith("file://") else value)
+        resolved = (base_dir / local).resolve()
+        if _inside(resolved, dags_folder):
+            problems.append(
+                Problem(
+                    path,
+                    f"{value!r} resolves to {resolved}, inside the DAGs folder {dags_folder}: keep local data "
+                    "outside it (the DAG processor scans that folder and a deploy replaces it)",
+                )
+            )
+    return problems
+
+
+def check_pipeline(
+    pipeline: PipelineSpec, *, path: Path, region: str | None = None
+) -> tuple[list[Problem], TrainingPlan | None]:
+    """All errors and warnings of a loaded pipeline; SageMaker pipelines are planned too."""
+    problems: list[Problem] = []
+    spec = pipeline.training
+    staging = pipeline.staging
+    if staging is not None and staging.channel not in spec.channels:
+        known = ", ".join(sorted(spec.channels)) or "none"
+        problems.append(
+            Problem(
+                "staging.channel",
+                f"{staging.channel!r} names no channel of the training spec (its channels: {known}); "
+                "the staged data would never reach the job",
+            )
+        )
+    plan = None
+    if pipeline.backend == "sagemaker":
+        if staging is not None:
+            if not staging.file_system_path or not (staging.file_system_id or staging.scratch_file_system):
+                problems.append(
+                    Problem(
+                        "staging.file_system_id",
+                        "SageMaker staging needs file_system_path and file_system_id (or scratch_file_system)",
+                    )
+                )
+            if not (spec.network.subnets and spec.network.security_group_ids):
+                problems.append(
+                    Problem(
+                        "training.network",
+                        "staging to FSx for Lustre needs VPC access: set network.subnets and "
+                        "network.security_group_ids in the training spec",
+                    )
+                )
+        from airflow_dist_training.sagemaker.naming import job_name
+        from airflow_dist_training.sagemaker.request import plan_training_job
+
+        try:
+            plan = plan_training_job(
+                spec,
+                job_name=job_name(spec.name, f"validate:{pipeline.dag_id}"),
+                region=region or pipeline.region_name or DEFAULT_REGION,
+            )
+            problems += [
+                Problem(_prefixed(w.path), w.message, severity="warning") for w in plan.warnings
+            ]
+        except SpecValidationError as exc:
+            problems += [Problem(_prefixed(p.path), p.message, p.severity) for p in exc.problems]
+    else:
+        problems += local_path_problems(pipeline, path.resolve().parent, dags_folder_of(path))
+    return problems, plan
+
+
+def _prefixed(path: str) -> str:
+    return f"training.{path}" if path else "training"
+
+
+def check_pipeline_file(path: str | Path, *, region: str | None = None) -> PipelineCheck:
+    """Load, validate and check a pipeline file; raises ``SpecValidationError`` naming the file."""
+    from airflow_dist_training.dag_factory import load_pipeline
+
+    p = Path(path)
+    pipeline = load_pipeline(p)
+    problems, plan = check_pipeline(pipeline, path=p, region=region)
+    errors = [x for x in problems if x.severity == "error"]
+    if errors:
+        raise SpecValidationError(errors, source=str(p))
+    return PipelineCheck(pipeline=pipeline, warnings=[x for x in problems if x.severity != "error"], plan=plan)
+
+
+def duplicate_dag_id_problem(path: Path, dag_id: str) -> Problem | None:
+    """Another pipeline file (one with its ``.py`` stub) in the same folder with the same ``dag_id``."""
+    me = path.resolve()
+    for other in sorted(me.parent.iterdir()):
+        if other == me or other.suffix not in (".yaml", ".yml") or not other.with_suffix(".py").exists():
+            continue
+        try:
+            head = other.read_text(encoding="utf-8", errors="replace")[:65536]
+        except OSError:
+            continue
+        match = _DAG_ID_LINE.search(head)
+        if match and match.group(1) == dag_id:
+            return Problem(
+                "dag_id",
+                f"{dag_id!r} is also the dag_id of {other}: one would silently replace the other; "
+                "give each pipeline file its own dag_id",
+            )
+    return None
+
+
+def looks_like_pipeline(data: Any) -> bool:
+    """A pipeline file has ``dag_id`` or ``training`` at the top; a training spec has neither."""
+    return isinstance(data, dict) and ("dag_id" in data or "training" in data)

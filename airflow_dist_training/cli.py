@@ -1,6 +1,6 @@
-"""``airflow-dist-training``: validate, plan and inspect training specs without touching AWS.
+"""airflow-dist-training: validate, plan and inspect training specs and pipeline files without touching AWS.
 
-Exit codes: 0 success, 2 invalid input (one ``field.path: message`` line per problem on stderr,
+Exit codes: 0 success, 2 invalid input (one "file: field.path: message" line per problem on stderr,
 never a traceback).
 """
 
@@ -21,19 +21,70 @@ def _load(path: str) -> Any:
     return load_spec(path)
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """A bad flag value is the flag's error, not a spec field's."""
+    from airflow_dist_training.errors import Problem, SpecValidationError
+
+    problems = []
+    region = getattr(args, "region", None)
+    if region is not None:
+        from airflow_dist_training.sagemaker.catalog import known_regions
+
+        if region not in known_regions():
+            problems.append(
+                Problem(
+                    "--region",
+                    f"{region!r} is not an AWS region with SageMaker training images (e.g. us-east-1, eu-west-1)",
+                )
+            )
+    if getattr(args, "job_name", None):
+        from airflow_dist_training.sagemaker.naming import job_name_problems
+
+        problems += [Problem("--job-name", f"{args.job_name!r} {m}") for m in job_name_problems(args.job_name)]
+    if problems:
+        raise SpecValidationError(problems)
+
+
 def _plan(args: argparse.Namespace) -> Any:
+    from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.sagemaker.naming import job_name
     from airflow_dist_training.sagemaker.request import plan_training_job
 
+    _check_flags(args)
     spec = _load(args.spec)
     name = args.job_name or job_name(spec.name, args.run_identity or f"cli:{args.spec}")
-    return plan_training_job(spec, job_name=name, region=args.region, run_identity=args.run_identity)
+    try:
+        return plan_training_job(spec, job_name=name, region=args.region, run_identity=args.run_identity)
+    except SpecValidationError as exc:  # planning errors name the file too
+        raise SpecValidationError(exc.problems, source=exc.source or args.spec) from None
+
+
+def _is_pipeline_file(path: str) -> bool:
+    from airflow_dist_training.pipeline_checks import looks_like_pipeline
+    from airflow_dist_training.spec.loading import read_yaml_file
+
+    return looks_like_pipeline(read_yaml_file(path))
+
+
+def cmd_validate_pipeline(args: argparse.Namespace) -> int:
+    from airflow_dist_training.pipeline_checks import check_pipeline_file
+
+    _check_flags(args)
+    check = check_pipeline_file(args.spec, region=args.region if args.region_given else None)
+    for warning in check.warnings:
+        print(f"warning: {args.spec}: {warning}", file=sys.stderr)
+    pipeline = check.pipeline
+    where = f", planned for SageMaker ({check.plan.region})" if check.plan is not None else ""
+    print(f"{args.spec}: valid pipeline {pipeline.dag_id!r} (backend {pipeline.backend}{where})")
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    if args.command == "validate-pipeline" or _is_pipeline_file(args.spec):
+        return cmd_validate_pipeline(args)
     plan = _plan(args)
     for warning in plan.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {args.spec}: {warning}", file=sys.stderr)
     print(
         f"{args.spec}: valid ({plan.cluster.instances} instance(s), cluster size {plan.cluster.cluster_size})"
     )
@@ -54,6 +105,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    if args.pipeline:
+        from airflow_dist_training.spec.pipeline import PipelineSpec
+
+        print(json.dumps(PipelineSpec.model_json_schema(), indent=2))
+        return 0
     from airflow_dist_training.spec.training import TrainingJobSpec
 
     print(json.dumps(TrainingJobSpec.model_json_schema(), indent=2))
@@ -61,15 +117,31 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from airflow_dist_training import __version__
+
     parser = argparse.ArgumentParser(prog="airflow-dist-training", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, handler, help_text in (
-        ("validate", cmd_validate, "validate a spec (exit 2 with one line per problem)"),
+        (
+            "validate",
+            cmd_validate,
+            "validate a spec or a pipeline file (exit 2 with one line per problem)",
+        ),
         ("plan", cmd_plan, "show the plan: cluster size, global batch, cost bound, warnings"),
+        (
+            "validate-pipeline",
+            cmd_validate_pipeline,
+            "validate a pipeline file and the spec it references (SageMaker pipelines are planned too)",
+        ),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("spec", help="path to a spec YAML file")
-        p.add_argument("--region", default="us-east-1", help="AWS region to plan for (default us-east-1)")
+        p.add_argument("spec", help="path to a spec (or pipeline) YAML file")
+        p.add_argument(
+            "--region",
+            default=None,
+            help="AWS region to plan for (default us-east-1; a pipeline's region_name)",
+        )
         p.add_argument(
             "--job-name", default=None, help="explicit job name (default: derived from the spec name)"
         )
@@ -79,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--json", action="store_true", help="print the exact CreateTrainingJob request as JSON"
             )
-    schema = sub.add_parser("schema", help="print the JSON Schema of the spec")
+    schema = sub.add_parser("schema", help="print the JSON Schema of the spec (or of a pipeline file)")
+    schema.add_argument("--pipeline", action="store_true", help="the pipeline file's schema")
     schema.set_defaults(handler=cmd_schema)
     return parser
 
@@ -88,6 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from airflow_dist_training.errors import SpecValidationError
 
     args = build_parser().parse_args(argv)
+    if hasattr(args, "region"):
+        args.region_given = args.region is not None
+        if args.region is None:
+            args.region = "us-east-1"
     try:
         return int(args.handler(args))
     except SpecValidationError as exc:

@@ -81,3 +81,12 @@ def hourly_price(name: str) -> float | None:
 @cache
 def image_config() -> dict[str, Any]:
     return _load("images.json")
+
+
+@cache
+def known_regions() -> frozenset[str]:
+    """Regions with SageMaker training images (the DLC registry sets in ``images.json``)."""
+    regions: set[str] = set()
+    for registries in image_config()["registry_sets"].values():
+        regions.update(registries)
+    return frozenset(regions)

@@ -71,7 +71,7 @@ def test_cli_bad_spec_exits_2_with_one_line_per_problem(tmp_path):
     out = _cli("validate", str(bad))
     assert out.returncode == 2
     assert out.stderr.splitlines() == [
-        "error: distribution.smp.parameters.partitions: must be a positive integer (The number of partitions "
+        f"error: {bad}: distribution.smp.parameters.partitions: must be a positive integer (The number of partitions "
         "must be a positive integer.)"
     ]
     assert "Traceback" not in out.stderr

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from airflow_dist_training.sagemaker.catalog import lookup_instance
+from airflow_dist_training.sagemaker.catalog import assumed_instance, lookup_instance
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import Upload
@@ -51,8 +51,8 @@ def launch_config(spec: TrainingJobSpec) -> dict[str, Any]:
     per_host = spec.distribution.processes_per_host
     processes = {}
     for group in spec.compute.groups:
-        info = lookup_instance(group.instance_type)
-        processes[group.instance_type] = per_host or (info.devices if info else 1)
+        info = lookup_instance(group.instance_type) or assumed_instance(group.instance_type)
+        processes[group.instance_type] = per_host or info.devices
     return {
         "version": 1,
         "launcher": spec.distribution.launcher,

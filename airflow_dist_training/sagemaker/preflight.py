@@ -9,7 +9,12 @@ from __future__ import annotations
 import re
 
 from airflow_dist_training.errors import Problem
-from airflow_dist_training.sagemaker.catalog import lookup_instance, unknown_instance_message
+from airflow_dist_training.sagemaker.catalog import (
+    is_instance_name,
+    lookup_instance,
+    malformed_instance_message,
+    unknown_instance_message,
+)
 from airflow_dist_training.spec.training import EFSChannel, FSxChannel, InputMode, Strategy, TrainingJobSpec
 
 MAX_HYPERPARAMETERS = 100
@@ -39,20 +44,27 @@ def check_spec(spec: TrainingJobSpec) -> list[Problem]:
     return problems
 
 
+def _instance_problem(path: str, name: str) -> Problem | None:
+    """A malformed name is an error; a well-formed type the catalog lacks is only a warning."""
+    if not is_instance_name(name):
+        return Problem(path, malformed_instance_message(name))
+    if lookup_instance(name) is None:
+        return Problem(path, unknown_instance_message(name), severity="warning")
+    return None
+
+
 def _check_instances(spec: TrainingJobSpec) -> list[Problem]:
-    problems = []
+    problems: list[Problem] = []
     compute = spec.compute
-    if compute.instance_groups:
-        for i, group in enumerate(compute.instance_groups):
-            if lookup_instance(group.instance_type) is None:
-                problems.append(
-                    Problem(
-                        f"compute.instance_groups[{i}].instance_type",
-                        unknown_instance_message(group.instance_type),
-                    )
-                )
-    elif compute.instance_type is not None and lookup_instance(compute.instance_type) is None:
-        problems.append(Problem("compute.instance_type", unknown_instance_message(compute.instance_type)))
+    paths = (
+        [(f"compute.instance_groups[{i}].instance_type", g.instance_type) for i, g in enumerate(compute.instance_groups)]
+        if compute.instance_groups
+        else [("compute.instance_type", compute.instance_type)] if compute.instance_type is not None else []
+    )
+    for path, name in paths:
+        problem = _instance_problem(path, name)
+        if problem is not None:
+            problems.append(problem)
     return problems
 
 

@@ -14,11 +14,13 @@ from typing import Any
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.sagemaker import launcher
 from airflow_dist_training.sagemaker.catalog import (
+    PRICE_REGION,
+    assumed_instance,
     hourly_price,
     is_gpu_family,
     is_trainium,
     lookup_instance,
-    price_table,
+    prices_for,
 )
 from airflow_dist_training.sagemaker.images import ImageResolutionError, resolve_image_uri
 from airflow_dist_training.sagemaker.naming import job_name_problems
@@ -175,7 +177,7 @@ def plan_training_job(
     check_distribution(ctx)
     problems += ctx.problems
     if errors_only(problems):
-        raise SpecValidationError(errors_only(problems))
+        raise SpecValidationError(errors_only(problems), source=spec.source_file)
 
     assert spec.output is not None and spec.role_arn is not None and spec.source.source_dir is not None
     uploads: list[Upload] = []
@@ -213,7 +215,7 @@ def plan_training_job(
             channels.append(_code_channel(source_uri))
     problems += check_hyperparameters(spec, hyperparameters)
     if errors_only(problems):
-        raise SpecValidationError(errors_only(problems))
+        raise SpecValidationError(errors_only(problems), source=spec.source_file)
     if hyperparameters:
         request["HyperParameters"] = hyperparameters
     if channels:
@@ -427,8 +429,8 @@ def cluster_facts(spec: TrainingJobSpec, training_group: str | None = None) -> C
     processes = 0
     per_host = spec.distribution.processes_per_host
     for group in spec.compute.groups:
-        info = lookup_instance(group.instance_type)
-        count = info.devices if info else 1
+        info = lookup_instance(group.instance_type) or assumed_instance(group.instance_type)
+        count = info.devices
         devices[group.instance_type] = count
         cluster_size += group.instance_count * count
         if training_group is None or group.name == training_group:
@@ -507,17 +509,22 @@ def _efa_warnings(spec: TrainingJobSpec) -> list[Problem]:
 
 
 def cost_bound(spec: TrainingJobSpec, region: str) -> tuple[float | None, str]:
-    """Upper bound of on-demand cost: instances x hourly price x MaxRuntime (spot only lowers it)."""
+    """Upper bound of on-demand cost: instances x hourly price x MaxRuntime (spot only lowers it).
+
+    Uses ``region``'s prices where the price table has them, else us-east-1's with a note.
+    """
     hours = spec.stopping.max_runtime_seconds / 3600
     total = 0.0
+    price_region = region if prices_for(region) else PRICE_REGION
     for group in spec.compute.groups:
-        price = hourly_price(group.instance_type)
+        price = hourly_price(group.instance_type, price_region)
         if price is None:
-            return None, f"no price for {group.instance_type} in the price table"
+            known = "not in the catalog" if lookup_instance(group.instance_type) is None else "no price"
+            return None, f"{group.instance_type}: {known} for {price_region} in the price table"
         total += group.instance_count * price * hours
-    note = f"on-demand list prices ({price_table()['region']}) x max runtime {hours:g} h"
-    if region != price_table()["region"]:
-        note += f"; prices for {region} may differ"
+    note = f"on-demand list prices ({price_region}) x max runtime {hours:g} h"
+    if region != price_region:
+        note += f"; no prices for {region} in the table, so {price_region}'s (they may differ)"
     if spec.compute.keep_alive_seconds:
         note += "; warm-pool keep-alive time is billed on top"
     return round(total, 2), note

@@ -256,7 +256,9 @@ def load_spec(source: TrainingJobSpec | Mapping[str, Any] | str | Path) -> Train
     if isinstance(source, Mapping):
         return validate_model(TrainingJobSpec, source)
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
-        return validate_model(TrainingJobSpec, read_yaml_file(source), source=str(source))
+        spec = validate_model(TrainingJobSpec, read_yaml_file(source), source=str(source))
+        spec._source_file = str(source)
+        return spec
     if isinstance(source, str):
         return validate_model(TrainingJobSpec, parse_yaml(source, source="<yaml>"), source="<yaml>")
     raise SpecValidationError(

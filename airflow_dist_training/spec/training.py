@@ -12,7 +12,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$"
@@ -333,6 +333,12 @@ class TrainingJobSpec(_Model):
     tensorboard: TensorBoardSpec | None = None
     debugger: DebuggerSpec = Field(default_factory=DebuggerSpec)
     batch: BatchSpec | None = None
+    # the YAML file this spec was loaded from (not a field: planning errors name it)
+    _source_file: str | None = PrivateAttr(default=None)
+
+    @property
+    def source_file(self) -> str | None:
+        return self._source_file
 
     @field_validator("channels")
     @classmethod

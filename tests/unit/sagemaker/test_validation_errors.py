@@ -112,8 +112,8 @@ CASES = [
     ),
     pytest.param(
         {"compute": {"instance_type": "ml.p4d.24xlarg", "instance_count": 2}},
-        "compute.instance_type: unknown instance type 'ml.p4d.24xlarg' (not in the instance catalog; did you "
-        "mean ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge?)",
+        "compute.instance_type: 'ml.p4d.24xlarg' is not a SageMaker instance type name (ml.<family>.<size>, "
+        "e.g. ml.g5.xlarge; did you mean ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge?)",
         id="unknown-instance-type",
     ),
     pytest.param(

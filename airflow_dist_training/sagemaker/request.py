@@ -100,6 +100,7 @@ class TrainingPlan:
     warnings: list[Problem] = field(default_factory=list)
     cost_bound_usd: float | None = None
     cost_note: str = ""
+    advice: list[str] = field(default_factory=list)  # e.g. the guide's scale-up-before-scale-out
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -110,6 +111,7 @@ class TrainingPlan:
             "cost_bound_usd": self.cost_bound_usd,
             "cost_note": self.cost_note,
             "warnings": [str(w) for w in self.warnings],
+            "advice": list(self.advice),
             "uploads": [u.s3_uri for u in self.uploads],
         }
 
@@ -269,6 +271,8 @@ def plan_training_job(
             )
         )
     cost, note = cost_bound(spec, region)
+    from airflow_dist_training.sagemaker.hardware import scaling_advice
+
     return TrainingPlan(
         job_name=job_name,
         region=region,
@@ -278,6 +282,7 @@ def plan_training_job(
         warnings=warnings_only(problems),
         cost_bound_usd=cost,
         cost_note=note,
+        advice=scaling_advice(spec, region),
     )
 
 
@@ -427,7 +432,12 @@ def cluster_facts(spec: TrainingJobSpec, training_group: str | None = None) -> C
     devices: dict[str, int] = {}
     cluster_size = 0
     processes = 0
-    per_host = spec.distribution.processes_per_host
+    from airflow_dist_training.sagemaker.hardware import PER_HOST_STRATEGIES
+
+    # torchrun and SMDDP start one process per device on SageMaker whatever processes_per_host says
+    per_host = (
+        spec.distribution.processes_per_host if spec.distribution.strategy in PER_HOST_STRATEGIES else None
+    )
     for group in spec.compute.groups:
         info = lookup_instance(group.instance_type) or assumed_instance(group.instance_type)
         count = info.devices

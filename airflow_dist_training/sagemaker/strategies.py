@@ -176,6 +176,9 @@ def check_distribution(ctx: StrategyContext) -> None:
     _check_trainium(ctx)
     _check_instance_group(ctx)
     RULES.get(strategy, lambda _ctx: None)(ctx)
+    from airflow_dist_training.sagemaker.hardware import check_hardware
+
+    check_hardware(ctx)
 
 
 def _check_trainium(ctx: StrategyContext) -> None:

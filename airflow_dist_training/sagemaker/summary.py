@@ -48,4 +48,6 @@ def render_plan(plan: TrainingPlan) -> str:
         lines.append(f"Upload           {upload.s3_uri}")
     for warning in plan.warnings:
         lines.append(f"WARNING          {warning}")
+    for advice in plan.advice:
+        lines.append(f"Advice           {advice}")
     return "\n".join(lines)

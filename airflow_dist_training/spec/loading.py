@@ -35,6 +35,13 @@ def _message(error: Any, hint: str = SPEC_SCHEMA_HINT) -> str:
         return f"unknown field (check the spelling; see `{hint}`)"
     if kind == "missing":
         return "is required"
+    value = error.get("input")
+    if kind in ("int_type", "int_from_float") and isinstance(value, bool):
+        return f"must be an integer, not a boolean ({str(value).lower()})"
+    if kind in ("int_type", "int_parsing") and isinstance(value, str):
+        return f"must be an integer, not the string {value!r}"
+    if kind == "bool_type":
+        return f"must be true or false, got {value!r}"
     if kind == "string_pattern_mismatch":
         pattern = error.get("ctx", {}).get("pattern", "")
         return f"{error.get('input')!r} does not match the required pattern {pattern}"

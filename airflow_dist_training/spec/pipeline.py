@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from airflow_dist_training.evaluation.gate import GateSpec
-from airflow_dist_training.spec.training import TrainingJobSpec
+from airflow_dist_training.spec.training import TrainingJobSpec, make_scalars_strict
 
 Backend = Literal["local", "sagemaker"]
 # Airflow's schedule presets (airflow.sdk.definitions.timetables._cron.CRON_PRESETS, plus @once and
@@ -23,6 +23,11 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        make_scalars_strict(cls)  # no `retries: true`
 
 
 class ScratchFileSystem(_Model):

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    Strict,
+    field_validator,
+    model_validator,
+)
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$"
@@ -22,9 +31,36 @@ PositiveInt = Annotated[int, Field(gt=0)]
 HyperparameterValue = str | int | float | bool | list[Any] | dict[str, Any]
 
 
+def _scalar_kinds(annotation: Any) -> set[Any]:
+    """The plain scalar types a field annotation accepts (``int | None`` -> {int, NoneType})."""
+    args = get_args(annotation)
+    if get_origin(annotation) is Annotated:
+        return _scalar_kinds(args[0])
+    if args and get_origin(annotation) in (Union, UnionType):
+        return set().union(*(_scalar_kinds(a) for a in args))
+    return {annotation} if isinstance(annotation, type) else set()
+
+
+def make_scalars_strict(model: type[BaseModel]) -> None:
+    """Strict integers and booleans: YAML's ``true`` is no count, ``"3"`` no number, ``"yes"`` no switch.
+
+    pydantic's lax mode would take ``instance_count: true`` as 1. Fields that are exactly an int or
+    a bool (optionally None) get ``Strict()``; unions with str (hyperparameters) are left alone.
+    """
+    for info in model.model_fields.values():
+        kinds = _scalar_kinds(info.annotation) - {type(None)}
+        if kinds in ({int}, {bool}) and not any(isinstance(m, Strict) for m in info.metadata):
+            info.metadata.append(Strict())
+
+
 class _Model(BaseModel):
     # defer_build: validators are built on first use, not at import (DAG-parse time stays light)
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        make_scalars_strict(cls)
 
 
 class Strategy(StrEnum):
@@ -339,6 +375,22 @@ class TrainingJobSpec(_Model):
     @property
     def source_file(self) -> str | None:
         return self._source_file
+
+    @model_validator(mode="before")
+    @classmethod
+    def _smddp_needs_an_instance_type(cls, data: Any) -> Any:
+        """The SDK's own message (``_validate_smdataparallel_args``) for SMDDP without an instance type."""
+        if isinstance(data, dict):
+            compute, dist = data.get("compute"), data.get("distribution")
+            if (
+                isinstance(compute, dict)
+                and isinstance(dist, dict)
+                and dist.get("strategy") in ("smddp", "pytorchddp")
+                and compute.get("instance_type") is None
+                and not compute.get("instance_groups")
+            ):
+                raise ValueError("compute.instance_type: Please specify an instance_type for smdataparallel.")
+        return data
 
     @field_validator("channels")
     @classmethod

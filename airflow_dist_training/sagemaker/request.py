@@ -189,6 +189,13 @@ def plan_training_job(
         algorithm["MetricDefinitions"] = [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions]
     if spec.image.framework_version is not None and strategy != Strategy.LAUNCHER:
         algorithm["EnableSageMakerMetricsTimeSeries"] = True
+    if spec.image.repository_access_mode is not None:
+        image_config: dict[str, Any] = {"TrainingRepositoryAccessMode": spec.image.repository_access_mode}
+        if spec.image.repository_credentials_provider_arn:
+            image_config["TrainingRepositoryAuthConfig"] = {
+                "TrainingRepositoryCredentialsProviderArn": spec.image.repository_credentials_provider_arn
+            }
+        algorithm["TrainingImageConfig"] = image_config
     request["AlgorithmSpecification"] = algorithm
     request["RoleArn"] = spec.role_arn
     output: dict[str, Any] = {"S3OutputPath": spec.output.s3_path}
@@ -201,6 +208,8 @@ def plan_training_job(
     stopping: dict[str, Any] = {"MaxRuntimeInSeconds": spec.stopping.max_runtime_seconds}
     if spec.spot.enabled and spec.spot.max_wait_seconds is not None:
         stopping["MaxWaitTimeInSeconds"] = spec.spot.max_wait_seconds
+    if spec.stopping.max_pending_seconds is not None:
+        stopping["MaxPendingTimeInSeconds"] = spec.stopping.max_pending_seconds
     request["StoppingCondition"] = stopping
 
     channels = [_channel(name, ch) for name, ch in spec.channels.items()]
@@ -248,6 +257,7 @@ def plan_training_job(
         request["TensorBoardOutputConfig"] = tensorboard
     if spec.max_retry_attempts is not None:
         request["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
+    request.update(_optional_configs(spec))
     tags = dict(spec.tags)
     if run_identity is not None:
         tags[RUN_IDENTITY_TAG] = run_identity
@@ -286,6 +296,18 @@ def plan_training_job(
     )
 
 
+def _optional_configs(spec: TrainingJobSpec) -> dict[str, Any]:
+    """Request fields the SDK sets from optional estimator arguments, encoded as ``_get_train_args`` does."""
+    configs: dict[str, Any] = {}
+    if spec.infra_check is not None:
+        configs["InfraCheckConfig"] = {"EnableInfraCheck": spec.infra_check}
+    if spec.remote_debug is not None:
+        configs["RemoteDebugConfig"] = {"EnableRemoteDebug": spec.remote_debug}
+    if spec.session_tag_chaining is not None:
+        configs["SessionChainingConfig"] = {"EnableSessionTagChaining": spec.session_tag_chaining}
+    return configs
+
+
 def _resource_config(spec: TrainingJobSpec) -> dict[str, Any]:
     compute = spec.compute
     resource: dict[str, Any] = {"VolumeSizeInGB": compute.volume_size_gb}
@@ -293,6 +315,8 @@ def _resource_config(spec: TrainingJobSpec) -> dict[str, Any]:
         resource["VolumeKmsKeyId"] = compute.volume_kms_key
     if compute.keep_alive_seconds is not None:
         resource["KeepAlivePeriodInSeconds"] = compute.keep_alive_seconds
+    if compute.training_plan_arn is not None:
+        resource["TrainingPlanArn"] = compute.training_plan_arn
     if compute.instance_groups:
         resource["InstanceGroups"] = [
             {"InstanceGroupName": g.name, "InstanceType": g.instance_type, "InstanceCount": g.instance_count}
@@ -320,6 +344,7 @@ def _channel(name: str, channel: S3Channel | FSxChannel | EFSChannel) -> dict[st
             entry["ContentType"] = channel.content_type
         if channel.input_mode is not None:
             entry["InputMode"] = channel.input_mode.value
+        entry.update(_channel_extras(channel, source))
         return entry
     fs_type = "FSxLustre" if isinstance(channel, FSxChannel) else "EFS"
     entry = {
@@ -336,6 +361,18 @@ def _channel(name: str, channel: S3Channel | FSxChannel | EFSChannel) -> dict[st
     if channel.content_type:
         entry["ContentType"] = channel.content_type
     return entry
+
+
+def _channel_extras(channel: S3Channel, source: dict[str, Any]) -> dict[str, Any]:
+    """RecordWrapperType, ShuffleConfig and AttributeNames, as the SDK's ``TrainingInput`` sets them."""
+    extras: dict[str, Any] = {}
+    if channel.attribute_names:
+        source["AttributeNames"] = list(channel.attribute_names)
+    if channel.record_wrapping is not None:
+        extras["RecordWrapperType"] = channel.record_wrapping
+    if channel.shuffle_seed is not None:
+        extras["ShuffleConfig"] = {"Seed": channel.shuffle_seed}
+    return extras
 
 
 def _source_uri(spec: TrainingJobSpec, job_name: str, uploads: list[Upload]) -> str:
@@ -375,7 +412,7 @@ def _script_mode_hyperparameters(
         {
             "sagemaker_submit_directory": encode_hyperparameter(submit),
             "sagemaker_program": encode_hyperparameter(spec.source.entry_point),
-            "sagemaker_container_log_level": encode_hyperparameter(CONTAINER_LOG_LEVEL),
+            "sagemaker_container_log_level": encode_hyperparameter(spec.container_log_level),
             "sagemaker_job_name": encode_hyperparameter(job_name),
             "sagemaker_region": encode_hyperparameter(region),
         }

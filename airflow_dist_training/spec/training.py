@@ -28,7 +28,8 @@ ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$"
 KMS_KEY = r"^[\w\-:/]+$"
 
 PositiveInt = Annotated[int, Field(gt=0)]
-HyperparameterValue = str | int | float | bool | list[Any] | dict[str, Any]
+# None is sent as "null", as the SDK's json.dumps does
+HyperparameterValue = str | int | float | bool | list[Any] | dict[str, Any] | None
 
 
 def _scalar_kinds(annotation: Any) -> set[Any]:
@@ -85,6 +86,14 @@ class ImageSpec(_Model):
     framework: Literal["pytorch", "tensorflow"] | None = None
     framework_version: str | None = Field(default=None, min_length=1, description="e.g. 2.8.0")
     py_version: str | None = Field(default=None, min_length=1, description="e.g. py312")
+    repository_access_mode: Literal["Platform", "Vpc"] | None = Field(
+        default=None, description="TrainingImageConfig: Vpc pulls the image from a private registry in your VPC."
+    )
+    repository_credentials_provider_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:[\w\-]+:lambda:",
+        description="TrainingImageConfig: a Lambda returning the private registry's credentials (Vpc mode).",
+    )
 
     @model_validator(mode="after")
     def _uri_or_framework(self) -> ImageSpec:
@@ -92,6 +101,8 @@ class ImageSpec(_Model):
             raise ValueError("give either uri, or framework and framework_version")
         if self.uri is not None and not self.uri.strip():
             raise ValueError("uri must not be empty")
+        if self.repository_credentials_provider_arn and self.repository_access_mode != "Vpc":
+            raise ValueError("repository_credentials_provider_arn needs repository_access_mode: Vpc")
         return self
 
 
@@ -135,6 +146,11 @@ class ComputeSpec(_Model):
     volume_size_gb: int = Field(default=30, ge=1, le=16384)
     volume_kms_key: str | None = None
     keep_alive_seconds: int | None = Field(default=None, ge=0, le=21600)
+    training_plan_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*$",
+        description="ResourceConfig.TrainingPlanArn: run on the reserved capacity of a SageMaker training plan.",
+    )
 
     @model_validator(mode="after")
     def _type_count_or_groups(self) -> ComputeSpec:
@@ -212,6 +228,18 @@ class S3Channel(_Model):
     instance_groups: list[str] | None = None
     local_source: str | None = Field(
         default=None, description="Local backend: a local path or file:// URI used instead of the S3 URI."
+    )
+    record_wrapping: Literal["None", "RecordIO"] | None = Field(
+        default=None, description="RecordWrapperType: RecordIO wraps each record (Pipe mode algorithms)."
+    )
+    shuffle_seed: int | None = Field(
+        default=None, ge=0, description="ShuffleConfig.Seed: shuffle the S3 prefix's objects each epoch (Pipe mode)."
+    )
+    attribute_names: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="AugmentedManifestFile channels: the JSON attributes each record passes on.",
     )
 
 
@@ -291,6 +319,12 @@ class SpotSpec(_Model):
 
 class StoppingSpec(_Model):
     max_runtime_seconds: int = Field(default=86400, ge=1)
+    max_pending_seconds: int | None = Field(
+        default=None,
+        ge=7200,
+        le=2419200,
+        description="MaxPendingTimeInSeconds: give up if capacity (e.g. a training plan's) is not there in time.",
+    )
 
 
 class NetworkSpec(_Model):
@@ -369,6 +403,17 @@ class TrainingJobSpec(_Model):
     tensorboard: TensorBoardSpec | None = None
     debugger: DebuggerSpec = Field(default_factory=DebuggerSpec)
     batch: BatchSpec | None = None
+    infra_check: bool | None = Field(default=None, description="InfraCheckConfig: health-check the instances first.")
+    remote_debug: bool | None = Field(default=None, description="RemoteDebugConfig: allow SSM access to the containers.")
+    session_tag_chaining: bool | None = Field(
+        default=None, description="SessionChainingConfig: pass the session tags on to the job's role sessions."
+    )
+    container_log_level: int = Field(
+        default=20,
+        ge=0,
+        le=50,
+        description="Python logging level of the training toolkit (sagemaker_container_log_level; 10 = DEBUG).",
+    )
     # the YAML file this spec was loaded from (not a field: planning errors name it)
     _source_file: str | None = PrivateAttr(default=None)
 

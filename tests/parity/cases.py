@@ -21,11 +21,16 @@ REGION = "us-west-2"
 RUN_IDENTITY = "parity_dag:train:manual__2026-01-01T00:00:00+00:00:-1"
 
 
+NULL = "<null>"  # an override value that sets the key to None (None itself removes the key)
+
+
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _merge(out[key], value)
+        elif value == NULL:
+            out[key] = None
         elif value is None:
             out.pop(key, None)
         else:
@@ -75,6 +80,36 @@ ALL_OPTIONS = {
             "compression": "Gzip",
         },
         "manifest": {"type": "s3", "uri": "s3://my-ml-bucket/m.manifest", "data_type": "ManifestFile"},
+    },
+}
+
+# Fields added for complete CreateTrainingJob coverage (docs/reference/request-coverage.md).
+COVERAGE_OPTIONS = {
+    "compute": {"training_plan_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/plan-1"},
+    "image": {
+        "repository_access_mode": "Vpc",
+        "repository_credentials_provider_arn": "arn:aws:lambda:us-east-1:123456789012:function:creds",
+    },
+    "hyperparameters": {"epochs": 3, "resume_from": NULL},
+    "container_log_level": 10,
+    "infra_check": True,
+    "remote_debug": True,
+    "session_tag_chaining": False,
+    "channels": {
+        "train": None,
+        "recordio": {
+            "type": "s3",
+            "uri": "s3://my-ml-bucket/recordio/train",
+            "record_wrapping": "RecordIO",
+            "shuffle_seed": 42,
+            "input_mode": "Pipe",
+        },
+        "augmented": {
+            "type": "s3",
+            "uri": "s3://my-ml-bucket/aug.manifest",
+            "data_type": "AugmentedManifestFile",
+            "attribute_names": ["source-ref", "label"],
+        },
     },
 }
 
@@ -156,6 +191,7 @@ REQUEST_CASES = [
         {"checkpoint": {"local_path": "/opt/ml/checkpoints"}},
     ),
     RequestCase("all_options", "smddp_p4d", ALL_OPTIONS),
+    RequestCase("coverage_options", "torch_distributed_p4d", COVERAGE_OPTIONS),
     RequestCase("debugger_off", "pytorchddp_p3", {"debugger": {"hook": False, "profiler": False}}),
     RequestCase("none_pytorch", "torch_distributed_p4d", {"distribution": {"strategy": "none"}}),
     RequestCase("none_tensorflow", "mpi_horovod", {"distribution": None, "compute": {"instance_count": 1}}),

@@ -86,6 +86,12 @@ def _channel(channel: S3Channel | FSxChannel | EFSChannel) -> dict[str, Any]:
             kwargs["input_mode"] = channel.input_mode.value
         if channel.instance_groups:
             kwargs["instance_groups"] = list(channel.instance_groups)
+        if channel.record_wrapping is not None:
+            kwargs["record_wrapping"] = channel.record_wrapping
+        if channel.attribute_names:
+            kwargs["attribute_names"] = list(channel.attribute_names)
+        if channel.shuffle_seed is not None:
+            kwargs["shuffle_seed"] = channel.shuffle_seed  # the driver makes a ShuffleConfig of it
         return {"type": "s3", "kwargs": kwargs}
     kwargs = {
         "file_system_id": channel.file_system_id,
@@ -179,6 +185,21 @@ def sdk_estimator_case(case_id: str, spec: TrainingJobSpec, *, job_name: str, re
         kwargs["disable_profiler"] = True
     if not spec.debugger.hook:
         kwargs["debugger_hook_config"] = False
+    if spec.container_log_level != 20:
+        kwargs["container_log_level"] = spec.container_log_level
+    if image.repository_access_mode is not None:
+        kwargs["training_repository_access_mode"] = image.repository_access_mode
+    if image.repository_credentials_provider_arn is not None:
+        kwargs["training_repository_credentials_provider_arn"] = image.repository_credentials_provider_arn
+    if compute.training_plan_arn is not None:
+        kwargs["training_plan"] = compute.training_plan_arn
+    for ours, sdk in (
+        ("infra_check", "enable_infra_check"),
+        ("remote_debug", "enable_remote_debug"),
+        ("session_tag_chaining", "enable_session_tag_chaining"),
+    ):
+        if getattr(spec, ours) is not None:
+            kwargs[sdk] = getattr(spec, ours)
     inputs = {name: _channel(ch) for name, ch in spec.channels.items()} or None
     return {
         "id": case_id,

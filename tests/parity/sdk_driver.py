@@ -29,7 +29,7 @@ logging.disable(logging.WARNING)
 import sagemaker  # noqa: E402
 from sagemaker import image_uris  # noqa: E402
 from sagemaker.debugger import TensorBoardOutputConfig  # noqa: E402
-from sagemaker.inputs import FileSystemInput, TrainingInput  # noqa: E402
+from sagemaker.inputs import FileSystemInput, ShuffleConfig, TrainingInput  # noqa: E402
 from sagemaker.instance_group import InstanceGroup  # noqa: E402
 from sagemaker.pytorch import PyTorch  # noqa: E402
 from sagemaker.session import Session  # noqa: E402
@@ -65,6 +65,8 @@ def build_inputs(spec: dict[str, Any] | None) -> Any:
     inputs = {}
     for name, channel in spec.items():
         kwargs = dict(channel["kwargs"])
+        if "shuffle_seed" in kwargs:
+            kwargs["shuffle_config"] = ShuffleConfig(kwargs.pop("shuffle_seed"))
         inputs[name] = TrainingInput(**kwargs) if channel["type"] == "s3" else FileSystemInput(**kwargs)
     return inputs
 

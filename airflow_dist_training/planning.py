@@ -49,6 +49,9 @@ def plan_run(
     base_dir: str | None = None,
 ) -> dict[str, Any]:
     """Return ``{"spec", "job_name", "backend", "summary", "warnings", "cost_bound_usd", "request"}``."""
+    from airflow_dist_training.form_limits import check_form_limits
+
+    check_form_limits(context)  # out-of-range form values are refused, never clamped into a run
     effective = apply_overrides(spec, overrides_from_params(overrides))
     ti = context.get("ti")
     identity = run_identity(

@@ -17,6 +17,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
 
+from airflow_dist_training.form_limits import limited_param_schema
 from airflow_dist_training.sagemaker.catalog import instance_catalog
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
@@ -73,8 +74,14 @@ with DAG(
             title="Instance type",
             description="SageMaker instance type (devices per instance come from the catalog)",
         ),
+        # limits via x-maximum: a schema maximum would make the form clamp silently (form_limits.py)
         "instance_count": Param(
-            SPEC.compute.count, type="integer", minimum=1, maximum=16, title="Instance count"
+            SPEC.compute.count,
+            type="integer",
+            minimum=1,
+            title="Instance count (at most 16)",
+            description="More than 16 is refused by the plan task; nothing launches",
+            **limited_param_schema(16),
         ),
         "strategy": Param(
             SPEC.distribution.strategy.value,
@@ -85,15 +92,15 @@ with DAG(
             int(SPEC.hyperparameters.get("epochs", 6)),
             type="integer",
             minimum=1,
-            maximum=1000,
-            title="Epochs",
+            title="Epochs (at most 1000)",
+            **limited_param_schema(1000),
         ),
         "learning_rate": Param(
             float(SPEC.hyperparameters.get("lr", 0.05)),
             type="number",
             exclusiveMinimum=0,
-            maximum=10,
-            title="Learning rate",
+            title="Learning rate (at most 10)",
+            **limited_param_schema(10),
         ),
         "spot": Param(False, type="boolean", title="Managed spot training", description="SageMaker only"),
         "dry_run": Param(

@@ -1,0 +1,27 @@
+"""An out-of-range trigger value fails the plan task; nothing launches (no clamping into a run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+pytestmark = [pytest.mark.xdist_group("retraining-dag")]
+
+
+def test_instance_count_above_the_limit_fails_the_plan_and_launches_nothing(airflow_db: Any, tmp_path, monkeypatch):
+    from airflow.dag_processing.dagbag import DagBag
+
+    monkeypatch.setenv("ADT_DEMO_DIR", str(tmp_path))
+    monkeypatch.setenv("ADT_LOCAL_ROOT", str(tmp_path / "jobs"))
+    dag = DagBag(dag_folder=str(REPO / "dags" / "distributed_retraining.py"), safe_mode=False).dags[
+        "distributed_retraining"
+    ]
+    run = dag.test(run_conf={"backend": "local", "instance_count": 20})
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert states["local.plan"] == "failed", states
+    assert states["local.train"] in ("upstream_failed", "skipped"), states
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").iterdir())

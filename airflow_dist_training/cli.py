@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print the JSON Schema of the spec (or of a pipeline file)")
     schema.add_argument("--pipeline", action="store_true", help="the pipeline file's schema")
     schema.set_defaults(handler=cmd_schema)
+    from airflow_dist_training.run_command import add_run_parser
+
+    add_run_parser(sub)
     return parser
 
 

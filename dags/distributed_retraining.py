@@ -96,6 +96,13 @@ with DAG(
             title="Learning rate",
         ),
         "spot": Param(False, type="boolean", title="Managed spot training", description="SageMaker only"),
+        "inference_image": Param(
+            "",
+            type="string",
+            title="Inference image",
+            description="SageMaker: the image the registered model package is served with "
+            "(empty: the training image)",
+        ),
         "dry_run": Param(
             False,
             type="boolean",

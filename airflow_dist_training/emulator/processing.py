@@ -26,6 +26,8 @@ import datetime as dt
 import logging
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,6 +90,7 @@ class ProcessingJobs:
             self.root / "processing" / name,
             JobLogs(self.clients("logs"), PROCESSING_LOG_GROUP, name),
         )
+        shutil.rmtree(run.job_dir, ignore_errors=True)  # a fresh "container" for every job
         record.environment = request.get("Environment")
         record.processing_resources = request.get("ProcessingResources")
         run.set(processing_job_status="InProgress", processing_end_time=None, processing_start_time=None)
@@ -166,9 +169,10 @@ class ProcessingJobs:
         shims = run.job_dir / "bin"
         shims.mkdir(parents=True, exist_ok=True)
         for name in ("python", "python3"):
-            link = shims / name
-            if not link.exists():
-                link.symlink_to(sys.executable)
+            # a script, not a symlink: a virtualenv's interpreter must be started by its own path
+            shim = shims / name
+            shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+            shim.chmod(0o755)
         for item in (run.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
             if item.get("S3Output"):
                 Path(run.local(item["S3Output"]["LocalPath"])).mkdir(parents=True, exist_ok=True)

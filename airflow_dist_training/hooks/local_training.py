@@ -23,14 +23,13 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_dist_training.errors import SpecValidationError, TrainingJobError
+from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.local.contract import LocalJobPlan, plan_local_job, validate_local
-from airflow_dist_training.local.launcher import LocalJobRun
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.training import S3Channel, TrainingJobSpec
 
-_RUNNING: dict[str, LocalJobRun] = {}
+_EXECUTORS: dict[str, Any] = {}
 _RUNNING_LOCK = threading.Lock()
 
 
@@ -105,7 +104,7 @@ class LocalTrainingHook(BaseHook):
         self.python = python or sys.executable
         self.checkpoint_sync_seconds = checkpoint_sync_seconds
         self.stop_grace_seconds = stop_grace_seconds
-        self.last_run: LocalJobRun | None = None
+        self.last_job: Any = None
 
     def get_conn(self) -> LocalTrainingHook:
         """No connection: the local backend talks to nothing but this machine."""
@@ -157,6 +156,80 @@ class LocalTrainingHook(BaseHook):
             spec, job_name, self.root, cpu_count=cpus, s3_available=s3, base_dir=base, environ=os.environ
         )
 
+    def executor(self) -> Any:
+        """The request executor of this hook's jobs root (one per root and process)."""
+        from airflow_dist_training.local.executor import LocalExecutor
+        from airflow_dist_training.local.store import ObjectStore
+
+        with _RUNNING_LOCK:
+            key = str(self.root)
+            if key not in _EXECUTORS:
+                _EXECUTORS[key] = LocalExecutor(self.root, ObjectStore(self.root / "_s3"))
+            return _EXECUTORS[key]
+
+    def object_store(self, spec: TrainingJobSpec) -> Any:
+        """The store for the request's s3:// URIs: real S3 when enabled, else ``<root>/_s3``."""
+        from airflow_dist_training.local.store import ObjectStore
+
+        client = None
+        if self._s3_available(spec):
+            import boto3
+
+            client = boto3.client("s3")
+        return ObjectStore(self.root / "_s3", s3_client=client)
+
+    def submission(
+        self,
+        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
+        job_name: str,
+        *,
+        allow_oversubscribe: bool = False,
+        check_paths: bool = True,
+        region: str | None = None,
+        run_identity: str | None = None,
+    ) -> Any:
+        """The exact ``CreateTrainingJob`` request (SageMaker planner) and its staged store."""
+        from airflow_dist_training.local.submit import local_request
+
+        spec_obj = load_spec(spec)
+        _validate_job_name(job_name)
+        sub = local_request(
+            spec_obj,
+            job_name,
+            jobs_root=self.root,
+            base_dir=(self.base_dir or Path.cwd()).absolute(),
+            store=self.object_store(spec_obj),
+            region=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            run_identity=run_identity,
+            cpu_count=available_cpus(),
+            allow_oversubscribe=allow_oversubscribe,
+            check_paths=check_paths,
+        )
+        sub.options.python = self.python
+        sub.options.checkpoint_sync_seconds = self.checkpoint_sync_seconds
+        sub.options.stop_grace_seconds = self.stop_grace_seconds
+        if spec_obj.local is not None:
+            sub.options.apply(spec_obj.local, spec_obj)
+        return sub
+
+    def start_job(
+        self,
+        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
+        job_name: str,
+        *,
+        log: Callable[[str], None] | None = None,
+        allow_oversubscribe: bool = False,
+        run_identity: str | None = None,
+    ) -> Any:
+        """Plan and start the job; returns the executor's handle at once (see ``local/executor.py``)."""
+        sub = self.submission(spec, job_name, allow_oversubscribe=allow_oversubscribe, run_identity=run_identity)
+        emit = log or self.log.info
+        for warning in sub.warnings:
+            emit(f"[local] WARNING {warning}")
+        job = self.executor().start(sub.request, store=sub.store, options=sub.options, log=emit)
+        self.last_job = job
+        return job
+
     def run_job(
         self,
         spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
@@ -164,8 +237,11 @@ class LocalTrainingHook(BaseHook):
         *,
         log: Callable[[str], None] | None = None,
         allow_oversubscribe: bool = False,
+        run_identity: str | None = None,
     ) -> TrainingResult:
         """Run the job to the end (synchronous) and return its ``TrainingResult``.
+
+        The job runs the exact ``CreateTrainingJob`` request the SageMaker planner builds.
 
         :param spec: a spec object, dict or YAML path.
         :param job_name: the job name; the job directory is ``<root>/<job_name>``. Re-running a
@@ -177,43 +253,22 @@ class LocalTrainingHook(BaseHook):
         :raises TrainingJobError: the script failed (status ``Failed``, message with its last lines
             and the failure file) or the job was stopped (status ``Stopped``).
         """
-        spec_obj = load_spec(spec)
-        plan = self.plan(spec_obj, job_name, allow_oversubscribe=allow_oversubscribe)
-        run = LocalJobRun(
-            plan,
-            log=log or self.log.info,
-            python=self.python,
-            checkpoint_sync_seconds=self.checkpoint_sync_seconds,
-            stop_grace_seconds=self.stop_grace_seconds,
-            max_runtime_seconds=float(spec_obj.stopping.max_runtime_seconds),
+        job = self.start_job(
+            spec, job_name, log=log, allow_oversubscribe=allow_oversubscribe, run_identity=run_identity
         )
-        with _RUNNING_LOCK:
-            if job_name in _RUNNING:
-                raise TrainingJobError(
-                    f"Local training job {job_name} is already running in this process",
-                    job_name=job_name,
-                    status="InProgress",
-                )
-            _RUNNING[job_name] = run
-        self.last_run = run
-        try:
-            with _stop_on_sigterm(run, self.stop_grace_seconds):
-                return run.run()
-        finally:
-            with _RUNNING_LOCK:
-                _RUNNING.pop(job_name, None)
+        with _stop_on_sigterm(job, self.stop_grace_seconds):
+            return job.result()  # type: ignore[no-any-return]
 
     def stop(self, job_name: str, *, grace_seconds: float | None = None) -> bool:
-        """Stop a running job: SIGTERM to every host's process group, SIGKILL after the grace period.
+        """Stop a running job: SIGTERM to every host, SIGKILL after the grace period.
 
         Returns False when no job of that name runs in this process. ``run_job`` then raises
         ``TrainingJobError`` with status ``Stopped``.
         """
-        with _RUNNING_LOCK:
-            run = _RUNNING.get(job_name)
-        if run is None:
+        job = self.executor().get(job_name)
+        if job is None or job.done:
             return False
-        run.stop(self.stop_grace_seconds if grace_seconds is None else grace_seconds)
+        job.stop(self.stop_grace_seconds if grace_seconds is None else grace_seconds)
         return True
 
 
@@ -225,7 +280,7 @@ def _validate_job_name(job_name: str) -> None:
 
 
 @contextlib.contextmanager
-def _stop_on_sigterm(run: LocalJobRun, grace: float) -> Any:
+def _stop_on_sigterm(run: Any, grace: float) -> Any:
     """In the main thread: on SIGTERM, stop the job's process groups, then run the previous handler.
 
     A killed task therefore never leaves training processes behind, even if nobody calls stop()
@@ -237,7 +292,7 @@ def _stop_on_sigterm(run: LocalJobRun, grace: float) -> Any:
     previous = signal.getsignal(signal.SIGTERM)
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        run.stop(min(grace, 10.0))
+        run.stop(min(grace, 10.0), wait=True)
         if callable(previous):
             previous(signum, frame)
         elif previous == signal.SIG_DFL:

@@ -677,7 +677,8 @@ def plan_local_job(
         master = distribution_hosts[0] if distribution_hosts else hosts[0]
         launch: Launch = "torchrun" if host in torchrun_hosts else "process"
         env = _host_env(
-            spec=spec,
+            entry=spec.source.entry_point,
+            environment=spec.environment,
             job_name=job_name,
             job_arn=f"local://{job_dir}",
             layout=layout,
@@ -741,7 +742,8 @@ def plan_local_job(
 
 def _host_env(
     *,
-    spec: TrainingJobSpec,
+    entry: str,
+    environment: Mapping[str, str],
     job_name: str,
     job_arn: str,
     layout: HostLayout,
@@ -767,7 +769,6 @@ def _host_env(
     region: str | None,
 ) -> dict[str, str]:
     """The environment of one host's script: platform, image, toolkit and PyTorch-DLC variables."""
-    entry = spec.source.entry_point
     module_name = entry[: -len(".py")] if entry.endswith(".py") else entry
     channels = sorted(input_data_config)
     channel_dirs = {c: str(layout.channel_dir(c)) for c in input_data_config}
@@ -813,7 +814,7 @@ def _host_env(
     }
     env: dict[str, str] = {}
     # platform: the request's Environment map and the job identity
-    env.update(spec.environment)
+    env.update(environment)
     env["TRAINING_JOB_NAME"] = job_name
     env["TRAINING_JOB_ARN"] = job_arn
     # image ENV (PyTorch DLC)

@@ -157,7 +157,7 @@ def _manifest_last(rel: str) -> tuple[int, str]:
 SyncState = dict[str, tuple[int, int]]
 
 
-def sync_dir(src: Store, dst: Store, state: SyncState | None = None) -> int:
+def sync_dir(src: Store, dst: Store, state: SyncState | None = None, client: Any = None) -> int:
     """Copy files that are missing, differ in size, or were rewritten from ``src`` to ``dst`` (never deletes).
 
     "Rewritten" matters: a script that overwrites ``last.pt`` every epoch writes the same size each
@@ -186,7 +186,7 @@ def sync_dir(src: Store, dst: Store, state: SyncState | None = None) -> int:
             os.replace(tmp, target)
             copied += 1
         return copied
-    client = _s3_client()
+    client = client or _s3_client()
     if src.kind == "local":  # upload
         bucket, prefix = _split_s3(dst.location)
         remote = _s3_objects(client, bucket, prefix)

@@ -309,6 +309,28 @@ class BatchSpec(_Model):
         return self
 
 
+class LocalSettings(_Model):
+    """Local backend only: how this machine runs the job (never part of the SageMaker request)."""
+
+    python: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Interpreter per image URI, '<framework>-<version>', '<framework>' or 'default' "
+            "(default: the interpreter of the process that starts the job)."
+        ),
+    )
+    runner: Literal["auto", "toolkit", "builtin"] = Field(
+        default="auto",
+        description="auto: AWS's in-container toolkit when installed and namespaces work, else the builtin runner.",
+    )
+    isolation: Literal["auto", "namespaces", "none"] | None = Field(
+        default=None, description="Simulated hosts in Linux namespaces (default: $ADT_LOCAL_ISOLATION or auto)."
+    )
+    hang_seconds: float = Field(
+        default=60.0, gt=0, description="A rendezvous or name-resolution hang fails the job after this long."
+    )
+
+
 class TrainingJobSpec(_Model):
     """A distributed training job, independent of where it runs (SageMaker or the local backend)."""
 
@@ -333,6 +355,7 @@ class TrainingJobSpec(_Model):
     tensorboard: TensorBoardSpec | None = None
     debugger: DebuggerSpec = Field(default_factory=DebuggerSpec)
     batch: BatchSpec | None = None
+    local: LocalSettings | None = None
 
     @field_validator("channels")
     @classmethod

@@ -7,10 +7,18 @@ Standard library only (the image needs python3 and, for torchrun, torch). It:
 1. reads SageMaker's ``/opt/ml/input/config/resourceconfig.json`` (hosts, current host) and
    ``hyperparameters.json``;
 2. unpacks the code tarball into ``/opt/ml/code``;
-3. exports the basic ``SM_*`` variables scripts expect;
+3. exports the basic ``SM_*`` variables scripts expect, plus the SageMaker Python SDK v3
+   ``ModelTrainer`` Torchrun driver's (``SM_HOST_COUNT``, ``SM_CURRENT_HOST_RANK``,
+   ``SM_MASTER_ADDR``, ``SM_MASTER_PORT``, ``SM_SOURCE_DIR``, ``SM_ENTRY_SCRIPT``,
+   ``SM_DISTRIBUTED_CONFIG``...), so scripts written for ``ModelTrainer`` run unchanged;
 4. starts ``torchrun`` on every host (node rank = position of the host in the sorted host list,
-   rendezvous on the first host), or ``mpirun`` from the first host;
+   rendezvous on the first host, port 7777); every host's torchrun exits when the job ends.
+   ``mpirun`` mode starts from the first host; it refuses up front, with the reason, when
+   ``mpirun`` or ``sshd`` is missing (worker hosts exit once the master's ``orted`` is gone);
 5. writes ``/opt/ml/output/failure`` with the tail of the output when the job fails.
+
+``ADT_OPT_ML``, ``ADT_MASTER_ADDR`` and ``ADT_MASTER_PORT`` exist for the local backend's fallback
+layout only (no namespaces): the ``/opt/ml`` folder and the rendezvous address to use instead.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,6 +35,7 @@ import time
 from collections import deque
 
 OPT_ML = os.environ.get("ADT_OPT_ML", "/opt/ml")
+MASTER_PORT = 7777
 
 
 def _read_json(path: str, default: object) -> object:
@@ -55,7 +65,8 @@ def build_command(config: dict, resource: dict, hyperparameters: dict, gpu_count
         return [
             sys.executable, "-m", "torch.distributed.run",
             f"--nnodes={len(hosts)}", f"--nproc-per-node={per_host}", f"--node-rank={hosts.index(current)}",
-            f"--master-addr={hosts[0]}", f"--master-port={config.get('master_port', 7777)}",
+            f"--master-addr={os.environ.get('ADT_MASTER_ADDR', hosts[0])}",
+            f"--master-port={os.environ.get('ADT_MASTER_PORT', config.get('master_port', MASTER_PORT))}",
             entry, *args,
         ]  # fmt: skip
     if current != hosts[0]:
@@ -66,6 +77,43 @@ def build_command(config: dict, resource: dict, hyperparameters: dict, gpu_count
         *shlex.split(config.get("custom_mpi_options", "")),
         sys.executable, entry, *args,
     ]  # fmt: skip
+
+
+def mpirun_refusal() -> str | None:
+    """Why mpirun mode cannot run on this image (None: it can)."""
+    missing = [tool for tool in ("mpirun", "sshd") if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}")]
+    if missing:
+        return (
+            f"launcher mpirun needs {' and '.join(missing)} on every host (not found in this image); "
+            "use launcher: torchrun"
+        )
+    return None
+
+
+def v3_environment(config: dict, resource: dict, hyperparameters: dict, per_host: int) -> dict[str, str]:
+    """The variables the SDK v3 ``ModelTrainer`` driver (``scripts/environment.py``) exports."""
+    hosts = sorted(resource.get("hosts", ["algo-1"]))
+    current = resource.get("current_host", hosts[0])
+    env = {
+        "SM_HOST_COUNT": str(len(hosts)),
+        "SM_CURRENT_HOST_RANK": str(hosts.index(current)),
+        "SM_MASTER_ADDR": hosts[0],
+        "SM_MASTER_PORT": str(MASTER_PORT),
+        "SM_SOURCE_DIR": os.path.join(OPT_ML, "code"),
+        "SM_ENTRY_SCRIPT": config.get("entry_point", ""),
+        "SM_DISTRIBUTED_DRIVER_DIR": os.path.dirname(os.path.abspath(__file__)),
+        "SM_DISTRIBUTED_CONFIG": json.dumps({"process_count_per_node": per_host, "smp": None}),
+        "SM_NUM_GPUS": str(gpu_count()),
+        "SM_NUM_CPUS": str(os.cpu_count() or 1),
+        "SM_NUM_NEURONS": "0",
+        "SM_OUTPUT_DIR": os.path.join(OPT_ML, "output"),
+        "SM_INPUT_DIR": os.path.join(OPT_ML, "input"),
+        "SM_CURRENT_INSTANCE_TYPE": str(resource.get("current_instance_type", "")),
+        "SM_TRAINING_ENV": json.dumps({"hosts": hosts, "current_host": current, "hyperparameters": hyperparameters}),
+    }
+    for key, value in hyperparameters.items():
+        env[f"SM_HP_{key.upper().replace('-', '_')}"] = str(value)
+    return env
 
 
 def sm_environment(resource: dict, hyperparameters: dict) -> dict[str, str]:
@@ -114,12 +162,23 @@ def main(argv: list[str] | None = None) -> int:
     if tarball and os.path.exists(tarball):
         with tarfile.open(tarball) as archive:
             archive.extractall(code_dir, filter="data")
-    command = build_command(config, resource, hyperparameters, gpu_count())
+    if config.get("launcher", "torchrun") == "mpirun":
+        refusal = mpirun_refusal()
+        if refusal is not None:
+            write_failure(refusal)
+            print(f"adt-launch: {refusal}", file=sys.stderr, flush=True)
+            return 1
+    gpus = gpu_count()
+    command = build_command(config, resource, hyperparameters, gpus)
     if command is None:
-        # mpirun workers: stay alive while the master drives them over ssh/orted.
-        while True:
-            time.sleep(60)
-    env = {**os.environ, **sm_environment(resource, hyperparameters)}
+        return wait_for_orted()
+    instance_type = resource.get("current_instance_type", "")
+    per_host = config.get("processes_per_host", {}).get(instance_type) or gpus or 1
+    env = {
+        **os.environ,
+        **v3_environment(config, resource, hyperparameters, per_host),
+        **sm_environment(resource, hyperparameters),
+    }
     print("adt-launch:", " ".join(shlex.quote(c) for c in command), flush=True)
     tail: deque[str] = deque(maxlen=40)
     process = subprocess.Popen(
@@ -132,11 +191,32 @@ def main(argv: list[str] | None = None) -> int:
         tail.append(line)
     code = process.wait()
     if code != 0:
-        failure = os.path.join(OPT_ML, "output", "failure")
-        os.makedirs(os.path.dirname(failure), exist_ok=True)
-        with open(failure, "w", encoding="utf-8") as handle:
-            handle.write(f"{command[0]} exited with {code}\n" + "".join(tail)[-1000:])
+        write_failure(f"{os.path.basename(command[0])} exited with {code}\n" + "".join(tail)[-1000:])
     return code
+
+
+def write_failure(text: str) -> None:
+    failure = os.path.join(OPT_ML, "output", "failure")
+    os.makedirs(os.path.dirname(failure), exist_ok=True)
+    with open(failure, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def wait_for_orted(appear_seconds: float = 600.0) -> int:
+    """mpirun worker: wait for the master's ``orted`` to appear, then exit when it is gone."""
+    def running() -> bool:
+        out = subprocess.run(["pgrep", "-x", "orted"], capture_output=True, check=False)
+        return out.returncode == 0
+
+    deadline = time.time() + appear_seconds
+    while not running():
+        if time.time() > deadline:
+            write_failure("mpirun worker: the master host never started orted here")
+            return 1
+        time.sleep(1)
+    while running():
+        time.sleep(1)
+    return 0
 
 
 if __name__ == "__main__":

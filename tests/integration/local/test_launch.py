@@ -47,7 +47,11 @@ SLEEPER = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_two_simulated_hosts_see_their_hosts_ranks_and_world_size(tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["namespaces", "none"])
+def test_two_simulated_hosts_see_their_hosts_ranks_and_world_size(
+    tmp_path: Path, isolation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ADT_LOCAL_ISOLATION", isolation)
     spec = script_spec(
         tmp_path,
         WHO_AM_I,
@@ -71,8 +75,12 @@ def test_two_simulated_hosts_see_their_hosts_ranks_and_world_size(tmp_path: Path
     assert (seen0["SM_CURRENT_HOST"], seen0["RANK"], seen0["dist_rank"]) == ("algo-1", "0", 0)
     assert (seen1["SM_CURRENT_HOST"], seen1["RANK"], seen1["dist_rank"]) == ("algo-2", "1", 1)
     assert seen1["config"]["current_host"] == "algo-2"
-    assert seen1["SM_MODEL_DIR"] == str(job / "hosts" / "algo-2" / "model")
-    assert any("--node-rank=1" in line and "--rdzv-backend=static" in line for line in lines)
+    if isolation == "namespaces":  # AWS's toolkit in real /opt/ml, torchrun to algo-1:7777
+        assert seen1["SM_MODEL_DIR"] == "/opt/ml/model"
+        assert any("torchrun --nnodes 2 --nproc_per_node 1 --master_addr algo-1 --master_port 7777 --node_rank 1" in line for line in lines)
+    else:  # the relocated layout, the builtin runner
+        assert seen1["SM_MODEL_DIR"] == str(job / "hosts" / "algo-2" / "model")
+        assert any("--node-rank=1" in line and "--rdzv-backend=static" in line for line in lines)
 
 
 def _wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
@@ -88,6 +96,7 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-unty
 def test_a_master_port_taken_before_the_bind_is_retried_on_a_new_port(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ADT_LOCAL_ISOLATION", "none")  # a job network namespace has no port race
     from airflow_dist_training.local import launcher
 
     taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -176,7 +185,10 @@ FAILING = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_failing_script_raises_with_its_last_lines_and_the_failure_file(tmp_path: Path) -> None:
+def test_failing_script_raises_with_its_last_lines_and_the_failure_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ADT_LOCAL_ISOLATION", "none")  # the builtin runner's failure text
     spec = script_spec(tmp_path, FAILING, metric_definitions=[{"name": "loss", "regex": "loss=([0-9.]+)"}])
     hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False)
     with pytest.raises(TrainingJobError) as info:
@@ -207,7 +219,8 @@ OWN_FAILURE = textwrap.dedent(
 )
 
 
-def test_a_failure_file_written_by_the_script_is_kept(tmp_path: Path) -> None:
+def test_a_failure_file_written_by_the_script_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADT_LOCAL_ISOLATION", "none")  # the builtin runner keeps the exit code
     spec = script_spec(tmp_path, OWN_FAILURE, distribution={"strategy": "none"})
     hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False)
     with pytest.raises(TrainingJobError) as info:

@@ -1,0 +1,1205 @@
+"""Execute a SageMaker ``CreateTrainingJob`` request on this machine: the local backend's engine.
+
+The request is the one the SageMaker planner (``sagemaker/request.py``) produces, unchanged:
+its ``HyperParameters``, channels, ``Environment``, entry point and distribution flags are what the
+simulated hosts see. Usable from a plain Python process (no Airflow import), thread-safe.
+
+Public API (stable)::
+
+    from airflow_dist_training.local.executor import LocalExecutor
+    from airflow_dist_training.local.store import ObjectStore
+
+    executor = LocalExecutor(jobs_root="/tmp/jobs", store=ObjectStore("/tmp/buckets"))
+    job = executor.start(request)              # request: a CreateTrainingJob dict
+    job.describe()                             # DescribeTrainingJob-shaped dict
+    job.logs("algo-1")                         # that host's output lines so far
+    job.stop()                                 # StopTrainingJob: SIGTERM, then SIGKILL
+    job.wait(timeout=600)                      # -> describe() once the job has ended
+    job.host_dirs()                            # {"algo-1": {"opt_ml", "model", "output", "checkpoints"}}
+    executor.get(name)                         # the handle of a job started by this executor
+
+* ``store``: where the request's ``s3://`` URIs live (:class:`~airflow_dist_training.local.store.ObjectStore`):
+  a folder standing in for buckets (default ``<jobs_root>/_buckets``), real S3 through a boto3
+  client, plus mounts of local folders. Code (``sagemaker_submit_directory`` or the ``code``
+  channel) and channels are read from it, and ``model.tar.gz``, ``output.tar.gz`` and checkpoints
+  are written to it, under the URIs the request names.
+* Each simulated host ``algo-N`` gets its own ``/opt/ml`` tree under ``<jobs_root>/<job>/``
+  (``algo-1``: the job folder itself, the others ``hosts/algo-N``), and runs in Linux namespaces
+  when this machine allows it (``local/hosts.py``): real ``/opt/ml``, host names that resolve,
+  master port 7777. Otherwise the relocated layout is used, with one warning.
+* What runs on a host is decided by the request as on SageMaker:
+
+  - ``AlgorithmSpecification.ContainerEntrypoint`` (our launcher mode, ``ModelTrainer``-style):
+    that command and its ``ContainerArguments`` (``python``/``python3`` is the job's interpreter);
+  - otherwise a framework image in script mode (``sagemaker_program``): AWS's own in-container
+    toolkit (``sagemaker-training`` + ``sagemaker-pytorch-training``, the ``train`` entry point)
+    when it is installed for the job's interpreter and namespaces are available; else the
+    project's re-implementation of that contract (``local/contract.py``).
+
+* Refused up front, with the reason and the nearest local equivalent: MPI (``sagemaker_mpi_enabled``,
+  launcher ``mpirun``), SMDDP, SageMaker model parallel, TensorFlow parameter server /
+  MultiWorkerMirrored, Pipe input mode. :class:`LocalRequestError` carries the problems.
+* ``describe()`` reports ``TrainingJobStatus`` (InProgress, Stopping, Completed, Failed, Stopped),
+  ``SecondaryStatus`` and its transitions, ``FailureReason`` (the failing host's
+  ``/opt/ml/output/failure``, truncated to 1,024 characters as SageMaker does, or
+  ``MaxRuntimeExceeded`` with the log tail, or a rendezvous/name-resolution hang with its cause),
+  ``FinalMetricDataList`` (from ``MetricDefinitions``), ``ModelArtifacts`` and timestamps.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as dt
+import io
+import json
+import os
+import re
+import shlex
+import signal
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_dist_training.errors import Problem, SpecValidationError, TrainingJobError
+from airflow_dist_training.local import hosts as nshosts
+from airflow_dist_training.local.contract import (
+    HOMOGENEOUS_GROUP,
+    HostLayout,
+    HostPlan,
+    LocalJobPlan,
+    Store,
+    _host_env,
+    host_layout,
+    host_name,
+    split_hyperparameters,
+    to_cmd_args,
+)
+from airflow_dist_training.local.launcher import LocalJobRun, host_command, sync_dir
+from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.results import TrainingResult
+from airflow_dist_training.spec.training import Strategy
+
+LogFn = Callable[[str], None]
+FAILURE_REASON_LIMIT = 1024  # SageMaker truncates FailureReason to 1,024 characters
+PYTORCH_TRAINING_MODULE = "sagemaker_pytorch_container.training:main"
+_RESOLUTION_MARKS = (
+    "Name or service not known",
+    "Temporary failure in name resolution",
+    "nodename nor servname provided",
+    "No address associated with hostname",
+)
+# Launcher-mode command the planner writes (sagemaker/launcher.py); its config file says the launcher.
+_LAUNCH_CONFIG_ARG = "--config"
+
+REFUSED_FLAGS: dict[str, str] = {
+    "sagemaker_mpi_enabled": (
+        "MPI (sagemaker_mpi_enabled) cannot run on the local backend: it needs mpirun, sshd on every "
+        "host and fixed 30 s sleeps; the nearest local equivalent is distribution.strategy: "
+        "torch_distributed (torchrun)"
+    ),
+    "sagemaker_distributed_dataparallel_enabled": (
+        "SMDDP (SageMaker distributed data parallel) needs NVIDIA GPUs, EFA and the smdistributed "
+        "library; the nearest local equivalent is distribution.strategy: torch_distributed with "
+        'dist.init_process_group("gloo") on CPU'
+    ),
+    "sagemaker_parameter_server_enabled": (
+        "the TensorFlow parameter server cannot run on the local backend (PyTorch only); the nearest "
+        "local equivalent is distribution.strategy: torch_distributed"
+    ),
+    "sagemaker_multi_worker_mirrored_strategy_enabled": (
+        "TensorFlow MultiWorkerMirroredStrategy cannot run on the local backend (PyTorch only); the "
+        "nearest local equivalent is distribution.strategy: torch_distributed"
+    ),
+    "sagemaker_pytorch_xla_multi_worker_enabled": (
+        "PyTorch/XLA (Trainium) needs Neuron devices; the nearest local equivalent is "
+        "distribution.strategy: torch_distributed on CPU"
+    ),
+}
+SMP_REASON = (
+    "SageMaker model parallel (mp_parameters / smdistributed.modelparallel) needs GPUs and the SMP "
+    "library; the nearest local equivalent is torch_distributed with plain PyTorch FSDP or DDP on CPU"
+)
+
+
+class LocalRequestError(SpecValidationError):
+    """The request cannot run on this machine; nothing was launched."""
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _decode(value: Any) -> Any:
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _truthy(value: Any) -> bool:
+    value = _decode(value)
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+@dataclass
+class JobOptions:
+    """Local settings of one job (nothing here changes the request).
+
+    :param python: the interpreter that runs the job (default: this one); the spec's
+        ``local.python`` mapping chooses it per image.
+    :param processes_per_host: processes per host for the project's own torchrun runner (the
+        toolkit uses the device count, 1 on CPU).
+    :param runner: ``auto`` (AWS's toolkit when installed and namespaces are available),
+        ``toolkit`` or ``builtin``.
+    :param isolation: ``auto``, ``namespaces`` or ``none`` (default ``$ADT_LOCAL_ISOLATION``).
+    :param relay_ports: ports on this machine's 127.0.0.1 the job can reach (added automatically:
+        the port of ``AWS_ENDPOINT_URL``/``S3_ENDPOINT_URL`` when it is on loopback).
+    :param hang_seconds: how long a rendezvous or name-resolution hang may last before the job
+        fails with its cause.
+    """
+
+    python: str | None = None
+    processes_per_host: int | None = None
+    runner: str = "auto"
+    isolation: str | None = None
+    relay_ports: list[int] = field(default_factory=list)
+    checkpoint_sync_seconds: float = 10.0
+    stop_grace_seconds: float = 30.0
+    hang_seconds: float = 60.0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def apply(self, local: Any, spec: Any) -> None:
+        """Take the spec's ``local`` settings (``LocalSettings``)."""
+        from airflow_dist_training.local.pythons import choose_python
+
+        chosen = choose_python(
+            local.python, spec.image.uri or "", spec.image.framework, spec.image.framework_version
+        )
+        if chosen:
+            self.python = chosen
+        self.runner = local.runner
+        if local.isolation:
+            self.isolation = local.isolation
+        self.hang_seconds = local.hang_seconds
+
+
+def toolkit_available(python: str) -> bool:
+    """Whether AWS's in-container toolkit is installed for ``python`` (checked without importing it here)."""
+    import importlib.util
+    import subprocess
+
+    if Path(python).resolve() == Path(sys.executable).resolve():
+        return (
+            importlib.util.find_spec("sagemaker_training") is not None
+            and importlib.util.find_spec("sagemaker_pytorch_container") is not None
+        )
+    code = "import importlib.util as u,sys; sys.exit(0 if u.find_spec('sagemaker_training') else 1)"
+    return subprocess.run([python, "-c", code], capture_output=True, check=False).returncode == 0
+
+
+def loopback_ports(environ: Mapping[str, str]) -> list[int]:
+    """Ports of endpoint URLs on 127.0.0.1/localhost (the S3 endpoint, the SageMaker test endpoint)."""
+    ports = []
+    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER"):
+        match = re.match(r"https?://(?:127\.0\.0\.1|localhost):(\d+)", environ.get(key, ""))
+        if match:
+            ports.append(int(match.group(1)))
+    return ports
+
+
+@dataclass
+class RequestPlan:
+    """What the request means on this machine (computed before anything is launched)."""
+
+    request: dict[str, Any]
+    mode: str  # container | toolkit | builtin
+    plan: LocalJobPlan
+    isolation: nshosts.Isolation
+    code_uri: str | None  # script mode: sagemaker_submit_directory
+    channel_uris: dict[str, str]  # channel -> s3:// URI (or mount key)
+    checkpoint_uri: str | None
+    output_path: str
+    model_uri: str
+    output_uri: str
+    torch_distributed: bool
+    python: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def _groups(resource: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    out: list[tuple[str, str, list[str]]] = []
+    index = 0
+    if resource.get("InstanceGroups"):
+        for g in resource["InstanceGroups"]:
+            hosts = [host_name(index + i) for i in range(int(g["InstanceCount"]))]
+            index += len(hosts)
+            out.append((str(g["InstanceGroupName"]), str(g["InstanceType"]), hosts))
+    else:
+        count = int(resource.get("InstanceCount", 1))
+        out.append(
+            (
+                HOMOGENEOUS_GROUP,
+                str(resource.get("InstanceType", "local")),
+                [host_name(i) for i in range(count)],
+            )
+        )
+    return out
+
+
+def plan_request(
+    request: Mapping[str, Any],
+    jobs_root: Path,
+    store: ObjectStore,
+    options: JobOptions,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> RequestPlan:
+    """Check the request for this machine and compute the hosts' plan; raises :class:`LocalRequestError`."""
+    environ = os.environ if environ is None else environ
+    req: dict[str, Any] = json.loads(json.dumps(request, default=str))
+    problems: list[Problem] = []
+    name = str(request.get("TrainingJobName") or "")
+    if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", name):
+        problems.append(Problem("TrainingJobName", f"{name!r} is not a valid training job name"))
+    algorithm = request.get("AlgorithmSpecification") or {}
+    hyperparameters = {str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()}
+    user_hps, framework, reserved = split_hyperparameters(hyperparameters)
+    entrypoint = list(algorithm.get("ContainerEntrypoint") or [])
+    for flag, reason in REFUSED_FLAGS.items():
+        if _truthy(hyperparameters.get(flag)):
+            problems.append(Problem(f"HyperParameters.{flag}", reason))
+    if "mp_parameters" in hyperparameters:
+        problems.append(Problem("HyperParameters.mp_parameters", SMP_REASON))
+    if algorithm.get("TrainingInputMode") == "Pipe" or any(
+        c.get("InputMode") == "Pipe" for c in request.get("InputDataConfig") or []
+    ):
+        problems.append(
+            Problem(
+                "AlgorithmSpecification.TrainingInputMode", "Pipe mode is not simulated locally; use File"
+            )
+        )
+    launch_config: dict[str, Any] = {}
+    if entrypoint:
+        mode = "container"
+    elif "sagemaker_program" in reserved:
+        mode = "script"
+    else:
+        mode = "script"
+        problems.append(
+            Problem(
+                "AlgorithmSpecification",
+                "has no ContainerEntrypoint and HyperParameters has no sagemaker_program: the local "
+                "backend cannot tell what the image would run",
+            )
+        )
+    groups = _groups(request.get("ResourceConfig") or {})
+    hosts = [h for _, _, hs in groups for h in hs]
+    job_dir = jobs_root / name
+    isolation = nshosts.probe(options.isolation)
+    python = options.python or sys.executable
+    torch_distributed = _truthy(hyperparameters.get("sagemaker_torch_distributed_enabled"))
+
+    channel_uris: dict[str, str] = {}
+    input_data_config: dict[str, dict[str, str]] = {}
+    for channel in request.get("InputDataConfig") or []:
+        cname = str(channel["ChannelName"])
+        source = channel.get("DataSource") or {}
+        if "S3DataSource" in source:
+            channel_uris[cname] = str(source["S3DataSource"]["S3Uri"])
+            dist_type = str(source["S3DataSource"].get("S3DataDistributionType", "FullyReplicated"))
+        else:
+            fs = source.get("FileSystemDataSource") or {}
+            scheme = "fsx" if fs.get("FileSystemType") == "FSxLustre" else "efs"
+            channel_uris[cname] = (
+                f"{scheme}://{fs.get('FileSystemId')}/{str(fs.get('DirectoryPath', '')).strip('/')}"
+            )
+            dist_type = "FullyReplicated"
+        entry = {}
+        if channel.get("ContentType"):
+            entry["ContentType"] = str(channel["ContentType"])
+        entry.update(
+            {
+                "TrainingInputMode": str(
+                    channel.get("InputMode") or algorithm.get("TrainingInputMode", "File")
+                ),
+                "S3DistributionType": dist_type,
+                "RecordWrapperType": str(channel.get("RecordWrapperType", "None")),
+            }
+        )
+        if channel.get("CompressionType") and channel["CompressionType"] != "None":
+            entry["CompressionType"] = str(channel["CompressionType"])
+        input_data_config[cname] = entry
+
+    warnings: list[str] = []
+    if mode == "container":
+        runner = "container"
+        if "adt_launcher" in channel_uris and _LAUNCH_CONFIG_ARG in (
+            algorithm.get("ContainerArguments") or []
+        ):
+            with contextlib.suppress(Exception), tempfile.TemporaryDirectory() as tmp:
+                store.get_file(
+                    channel_uris["adt_launcher"].rstrip("/") + "/launch.json", Path(tmp) / "l.json"
+                )
+                launch_config = json.loads((Path(tmp) / "l.json").read_text())
+            if launch_config.get("launcher") == "mpirun":
+                problems.append(
+                    Problem(
+                        "distribution.launcher",
+                        "launcher mpirun cannot run on the local backend (it needs mpirun and sshd on every "
+                        "simulated host); use launcher: torchrun, the nearest local equivalent",
+                    )
+                )
+            torch_distributed = launch_config.get("launcher", "torchrun") == "torchrun"
+    elif options.runner == "builtin":
+        runner = "builtin"
+    elif options.runner == "toolkit":
+        if not toolkit_available(python):
+            problems.append(
+                Problem(
+                    "local.runner",
+                    f"toolkit: sagemaker-training is not installed for {python} (extra 'toolkit')",
+                )
+            )
+        if not isolation.namespaces:
+            problems.append(
+                Problem(
+                    "local.runner", f"toolkit needs namespaces (host names must resolve): {isolation.why}"
+                )
+            )
+        runner = "toolkit"
+    else:
+        # the toolkit starts one process per device (CPU: one per host); more per host -> builtin
+        single = (options.processes_per_host or 1) <= 1
+        runner = "toolkit" if single and isolation.namespaces and toolkit_available(python) else "builtin"
+    if problems:
+        raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
+
+    # the project's own runner needs the per-host environment and launch plan (local/contract.py)
+    entry_point = str(reserved.get("sagemaker_program") or launch_config.get("entry_point") or "")
+    ppn = max(1, int(options.processes_per_host or 1))
+    dist_hosts = list(hosts)
+    if "sagemaker_distribution_instance_groups" in framework:
+        wanted = set(framework["sagemaker_distribution_instance_groups"])
+        dist_hosts = [h for n, _, hs in groups for h in hs if n in wanted]
+    torchrun_hosts = dist_hosts if (torch_distributed and runner == "builtin") else []
+    user_args = to_cmd_args(user_hps)
+    nic = "lo"
+    instance_groups = [
+        {"instance_group_name": n, "instance_type": t, "hosts": list(hs)} for n, t, hs in groups
+    ]
+    cpu_count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    region = str(
+        reserved.get("sagemaker_region")
+        or environ.get("AWS_REGION")
+        or environ.get("AWS_DEFAULT_REGION")
+        or ""
+    )
+    host_plans: list[HostPlan] = []
+    for index, host in enumerate(hosts):
+        group, itype, group_hosts = next(g for g in groups if host in g[2])
+        layout = host_layout(job_dir, index)
+        # the paths a host's processes see: /opt/ml itself with namespaces, its folder otherwise
+        seen = HostLayout(host, Path("/opt/ml"), Path("/opt/ml")) if isolation.namespaces else layout
+        resource_config = {
+            "current_host": host,
+            "current_instance_type": itype,
+            "current_group_name": group,
+            "hosts": list(hosts),
+            "instance_groups": instance_groups,
+            "network_interface_name": "eth0" if isolation.namespaces else nic,
+        }
+        master = dist_hosts[0] if dist_hosts else hosts[0]
+        env: dict[str, str] = {}
+        if runner == "builtin":
+            env = _host_env(
+                entry=entry_point,
+                environment={},
+                job_name=name,
+                job_arn=job_arn(name),
+                layout=seen,
+                host=host,
+                hosts=hosts,
+                group=group,
+                itype=itype,
+                group_hosts=group_hosts,
+                instance_groups=instance_groups,
+                dist_groups=[group],
+                distribution_hosts=dist_hosts if torch_distributed else [],
+                master=master,
+                resource_config=resource_config,
+                input_data_config=input_data_config,
+                user_hps=user_hps,
+                framework_params=framework,
+                reserved=reserved,
+                user_args=user_args,
+                cpu_count=cpu_count,
+                num_gpus=0,
+                nic="lo",
+                master_port=nshosts.MASTER_PORT,
+                region=region or None,
+            )
+            if isolation.namespaces:
+                env["MASTER_ADDR"] = master
+        launch = "torchrun" if host in torchrun_hosts else "process"
+        host_plans.append(
+            HostPlan(
+                host=host,
+                index=index,
+                group=group,
+                instance_type=itype,
+                layout=layout,
+                launch=launch,  # type: ignore[arg-type]
+                node_rank=torchrun_hosts.index(host) if launch == "torchrun" else None,
+                resource_config=resource_config,
+                env=env,
+            )
+        )
+    checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
+    local_path = (request.get("CheckpointConfig") or {}).get("LocalPath")
+    if local_path and local_path.rstrip("/") != "/opt/ml/checkpoints":
+        warnings.append(
+            f"CheckpointConfig.LocalPath {local_path}: the local backend syncs /opt/ml/checkpoints only"
+        )
+    output_path = str(
+        (request.get("OutputDataConfig") or {}).get("S3OutputPath") or f"s3://local-output/{name}"
+    )
+    output_store = store.resolve(output_path).as_store()
+    base = output_path.rstrip("/")
+    plan = LocalJobPlan(
+        job_name=name,
+        job_dir=job_dir,
+        root=jobs_root,
+        strategy=Strategy.LAUNCHER
+        if mode == "container"
+        else (Strategy.TORCH_DISTRIBUTED if torch_distributed else Strategy.NONE),
+        hosts=hosts,
+        torchrun_hosts=torchrun_hosts,
+        processes_per_host=ppn if runner == "builtin" else 1,
+        entry_point=entry_point,
+        source_dir=None,
+        hyperparameters_file=hyperparameters,
+        input_data_config=input_data_config,
+        user_args=user_args,
+        channel_sources={},
+        checkpoint_store=store.resolve(checkpoint_uri).as_store() if checkpoint_uri else None,
+        output_store=output_store,
+        output_compression="NONE"
+        if (request.get("OutputDataConfig") or {}).get("CompressionType") == "NONE"
+        else "GZIP",
+        metric_definitions=[(m["Name"], m["Regex"]) for m in algorithm.get("MetricDefinitions") or []],
+        host_plans=host_plans,
+        warnings=warnings,
+    )
+    return RequestPlan(
+        request=req,
+        mode=runner,
+        plan=plan,
+        isolation=isolation,
+        code_uri=str(reserved["sagemaker_submit_directory"])
+        if "sagemaker_submit_directory" in reserved
+        else None,
+        channel_uris=channel_uris,
+        checkpoint_uri=checkpoint_uri,
+        output_path=output_path,
+        model_uri=f"{base}/{name}/output/model.tar.gz",
+        output_uri=f"{base}/{name}/output/output.tar.gz",
+        torch_distributed=torch_distributed,
+        python=python,
+        warnings=warnings,
+    )
+
+
+def job_arn(name: str) -> str:
+    return f"arn:aws:sagemaker:local:000000000000:training-job/{name.lower()}"
+
+
+class _RequestRun(LocalJobRun):
+    """``LocalJobRun`` fed by a request: staging through the store, namespaces, the three runners."""
+
+    def __init__(self, rp: RequestPlan, store: ObjectStore, options: JobOptions, log: LogFn) -> None:
+        stopping = rp.request.get("StoppingCondition") or {}
+        super().__init__(
+            rp.plan,
+            log=log,
+            python=rp.python,
+            checkpoint_sync_seconds=options.checkpoint_sync_seconds,
+            stop_grace_seconds=options.stop_grace_seconds,
+            max_runtime_seconds=float(stopping.get("MaxRuntimeInSeconds", 86400)),
+        )
+        self.rp = rp
+        self.store = store
+        self.options = options
+        self.network: nshosts.JobNetwork | None = None
+        self.hang_reason: str | None = None
+        self.setup_seconds: dict[str, float] = {}
+        self.last_output: dict[str, float] = {h: time.time() for h in rp.plan.hosts}
+        self.python_path: str | None = None
+
+    # -- preparation: code, channels, config files, checkpoints, the job's Python
+    def prepare(self) -> None:
+        plan = self.plan
+        self.transition("Starting", f"Preparing {len(plan.hosts)} simulated host(s) under {plan.job_dir}")
+        for warning in plan.warnings:
+            self.log(f"[local] WARNING {warning}")
+        first = plan.host_plans[0].layout
+        code = first.code_dir
+        if code.exists():
+            import shutil
+
+            shutil.rmtree(code)
+        code.mkdir(parents=True)
+        self.transition("Downloading", "Downloading input data")
+        if self.rp.code_uri:
+            self._fetch_code(self.rp.code_uri, code)
+        for hp in plan.host_plans:
+            lay = hp.layout
+            for d in (
+                lay.input_config_dir,
+                lay.model_dir,
+                lay.output_data_dir,
+                lay.checkpoint_dir,
+                lay.output_intermediate_dir,
+            ):
+                d.mkdir(parents=True, exist_ok=True)
+            for stale in (lay.failure_file, lay.success_file):
+                stale.unlink(missing_ok=True)
+            if not lay.is_shared_owner:
+                for link, target in (
+                    (lay.code_dir, first.code_dir),
+                    (lay.input_data_dir, first.input_data_dir),
+                ):
+                    target.mkdir(parents=True, exist_ok=True)
+                    if link.is_symlink() or link.is_file():
+                        link.unlink()
+                    elif link.exists():
+                        import shutil
+
+                        shutil.rmtree(link)
+                    link.symlink_to(target, target_is_directory=True)
+            files: dict[str, Any] = {
+                "hyperparameters.json": plan.hyperparameters_file,
+                "inputdataconfig.json": plan.input_data_config,
+                "resourceconfig.json": hp.resource_config,
+            }
+            if plan.checkpoint_store is not None:
+                files["checkpointconfig.json"] = {
+                    "LocalPath": "/opt/ml/checkpoints/"
+                    if self.rp.isolation.namespaces
+                    else str(lay.checkpoint_dir)
+                }
+            for fname, content in files.items():
+                (lay.input_config_dir / fname).write_text(json.dumps(content))
+        for cname, uri in self.rp.channel_uris.items():
+            target = first.channel_dir(cname)
+            if target.exists():
+                import shutil
+
+                shutil.rmtree(target)
+            n = self.store.get_prefix(uri, target)
+            self.log(f"[local] channel {cname}: {n} file(s) from {uri}")
+        if plan.checkpoint_store is not None:
+            for hp in plan.host_plans:
+                n = sync_dir(
+                    plan.checkpoint_store,
+                    Store("local", str(hp.layout.checkpoint_dir)),
+                    self._synced,
+                    client=self.store.s3_client,
+                )
+                if n and hp.index == 0:
+                    self.log(f"[local] restored {n} checkpoint file(s) from {self.rp.checkpoint_uri}")
+        self._install_requirements()
+
+    def _fetch_code(self, uri: str, code: Path) -> None:
+        if uri.startswith("s3://"):
+            with tempfile.TemporaryDirectory() as tmp:
+                archive = Path(tmp) / "sourcedir.tar.gz"
+                self.store.get_file(uri, archive)
+                with tarfile.open(archive, "r:*") as tar:
+                    tar.extractall(code, filter="data")
+            return
+        src = Path(uri[len("file://") :] if uri.startswith("file://") else uri)
+        if src.is_file():
+            with tarfile.open(src, "r:*") as tar:
+                tar.extractall(code, filter="data")
+        else:
+            import shutil
+
+            shutil.copytree(src, code, dirs_exist_ok=True, symlinks=True)
+
+    def _install_requirements(self) -> None:
+        """``requirements.txt`` in the code: installed before the hosts start (they have no network)."""
+        from airflow_dist_training.local.pythons import install_requirements
+
+        code = self.plan.host_plans[0].layout.code_dir
+        requirements = code / "requirements.txt"
+        if self.rp.mode == "container":
+            # launcher mode ships the code as a tarball channel: look inside it
+            tarball = self.plan.host_plans[0].layout.channel_dir("code") / "sourcedir.tar.gz"
+            if tarball.is_file():
+                with tarfile.open(tarball, "r:*") as tar:
+                    member = next(
+                        (m for m in tar.getmembers() if m.name.lstrip("./") == "requirements.txt"), None
+                    )
+                    if member is not None:
+                        extracted = tar.extractfile(member)
+                        assert extracted is not None
+                        requirements = self.plan.job_dir / ".requirements.txt"
+                        requirements.write_bytes(extracted.read())
+        if not requirements.is_file():
+            return
+        self.python_path = str(
+            install_requirements(
+                requirements, self.rp.python, self.plan.root / "_envs", log=self.log, code_dir=code
+            )
+        )
+
+    # -- launch
+    def launch(self) -> None:
+        plan = self.plan
+        if self.rp.isolation.namespaces and self.network is None:
+            ports = list(self.options.relay_ports) + loopback_ports(os.environ)
+            self.network = nshosts.JobNetwork(plan.job_dir, plan.hosts, self.rp.isolation, ports)
+            self.network.start()
+            self.log(
+                f"[local] job network namespace ready in {self.network.setup_seconds * 1000:.0f} ms (hosts: {', '.join(plan.hosts)}, master port {nshosts.MASTER_PORT})"
+            )
+        port = nshosts.MASTER_PORT if self.rp.isolation.namespaces else _free_port()
+        if self.training_started is None:
+            self.transition(
+                "Training",
+                f"Launching {len(plan.hosts)} host(s) ({self.rp.mode} runner, {'namespaces' if self.rp.isolation.namespaces else 'relocated layout'})",
+            )
+            self.training_started = time.time()
+        import subprocess
+
+        for hp in plan.host_plans:
+            cmd, env, cwd = self._host_command(hp, port)
+            if self.network is not None:
+                env["ADT_WORKDIR"] = cwd
+                cmd = self.network.host_command(hp.index, hp.host, hp.layout.base, cmd)
+                cwd = "/"
+            self.commands[hp.host] = cmd
+            with self._proc_lock:
+                if self.stop_requested.is_set():
+                    return
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    preexec_fn=_pdeathsig,
+                )
+                self.processes[hp.host] = proc
+            self.log(
+                f"[local] {hp.host}: pid {proc.pid}: {' '.join(shlex.quote(c) for c in cmd[-8:]) if self.network else ' '.join(cmd)}"
+            )
+            for stream in (proc.stdout, proc.stderr):
+                assert stream is not None
+                t = threading.Thread(target=self._pump, args=(hp.host, stream), daemon=True)
+                t.start()
+                self._readers.append(t)
+
+    def _pump(self, host: str, stream: Any) -> None:
+        tail = self.tails[host]
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            tail.append(line)
+            self.last_output[host] = time.time()
+            self.metrics.feed(line, host=host)
+            self.log(f"[{host}] {line}")
+        stream.close()
+
+    def _base_env(self, hp: HostPlan) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PET_", "TORCHELASTIC_", "SM_", "SAGEMAKER_", "ADT_"))
+            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
+        }
+        python_bin = str(Path(self.rp.python).parent)
+        env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
+        env.update({str(k): str(v) for k, v in (self.rp.request.get("Environment") or {}).items()})
+        env["TRAINING_JOB_NAME"] = self.plan.job_name
+        env["TRAINING_JOB_ARN"] = job_arn(self.plan.job_name)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["ADT_LOCAL_BACKEND"] = "1"
+        # ours: the checkpoint directory (no SageMaker variable names it; scripts use /opt/ml/checkpoints)
+        env["SM_CHECKPOINT_DIR"] = (
+            "/opt/ml/checkpoints" if self.rp.isolation.namespaces else str(hp.layout.checkpoint_dir)
+        )
+        # the hosts have no network: pip must not wait for an index (requirements are pre-installed)
+        env["PIP_NO_INDEX"] = "1"
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        if self.python_path:
+            env["PYTHONPATH"] = self.python_path
+        env.update(self.options.extra_env)
+        return env
+
+    def _host_command(self, hp: HostPlan, port: int) -> tuple[list[str], dict[str, str], str]:
+        """argv, environment and working directory of one host (before the namespace wrapper)."""
+        ns = self.rp.isolation.namespaces
+        env = self._base_env(hp)
+        opt_ml = "/opt/ml" if ns else str(hp.layout.base)
+        if self.rp.mode == "container":
+            algorithm = self.rp.request["AlgorithmSpecification"]
+            argv = [*algorithm["ContainerEntrypoint"], *(algorithm.get("ContainerArguments") or [])]
+            if argv and argv[0] in ("python", "python3"):
+                argv[0] = self.rp.python
+            if not ns:
+                argv = [a.replace("/opt/ml", opt_ml) if a.startswith("/opt/ml") else a for a in argv]
+                env["ADT_OPT_ML"] = opt_ml
+                env["ADT_MASTER_ADDR"] = "127.0.0.1"
+                env["ADT_MASTER_PORT"] = str(port)
+            return argv, env, "/" if ns else str(hp.layout.base)
+        if self.rp.mode == "toolkit":
+            image = str(self.rp.request["AlgorithmSpecification"].get("TrainingImage", ""))
+            if "pytorch" in image or not image:
+                env["SAGEMAKER_TRAINING_MODULE"] = PYTORCH_TRAINING_MODULE
+            argv = [
+                self.rp.python,
+                "-c",
+                "import sys; from sagemaker_training.cli.train import main; sys.exit(main())",
+                "train",
+            ]
+            return argv, env, "/"
+        # builtin: the project's re-implementation of the toolkit contract
+        env.update(hp.env)
+        env["MASTER_PORT"] = str(port)
+        if self.python_path:
+            env["PYTHONPATH"] = f"{hp.env.get('PYTHONPATH', '')}{os.pathsep}{self.python_path}"
+        argv = host_command(self.plan, hp, port, self.rp.python)
+        if ns:
+            master = self.plan.torchrun_hosts[0] if self.plan.torchrun_hosts else self.plan.hosts[0]
+            argv = [f"--master-addr={master}" if a == "--master-addr=127.0.0.1" else a for a in argv]
+        return argv, env, f"{opt_ml}/code"
+
+    # -- waiting: also watch for hangs
+    def wait(self) -> dict[str, int]:
+        return self._wait_with_watchdog()
+
+    def _wait_with_watchdog(self) -> dict[str, int]:
+        last_sync = time.time()
+        failed_at: float | None = None
+        while True:
+            codes = {h: p.poll() for h, p in self.processes.items()}
+            if all(c is not None for c in codes.values()):
+                break
+            now = time.time()
+            if failed_at is None and any(c not in (None, 0) for c in codes.values()):
+                failed_at = now
+            if failed_at is not None and now - failed_at > self.failure_grace_seconds:
+                self.log("[local] a host failed: stopping the other hosts")
+                self._signal_all(signal.SIGTERM)
+                self._reap(self.stop_grace_seconds)
+                failed_at = float("inf")
+            if self.hang_reason is None and not self.stop_requested.is_set():
+                reason = self._hang(now)
+                if reason is not None:
+                    self.hang_reason = reason
+                    self.log(f"[local] {reason}")
+                    self.stop(min(self.stop_grace_seconds, 5.0))
+            if (
+                self.max_runtime_seconds is not None
+                and self.training_started is not None
+                and now - self.training_started > self.max_runtime_seconds
+                and not self.stop_requested.is_set()
+            ):
+                self.log(f"[local] MaxRuntimeExceeded: stopping after {self.max_runtime_seconds:.0f} s")
+                self.max_runtime_exceeded = True
+                self.stop()
+            if self.plan.checkpoint_store is not None and now - last_sync >= self.checkpoint_sync_seconds:
+                self.sync_checkpoints()
+                last_sync = now
+            time.sleep(0.05)
+        self.training_ended = time.time()
+        for t in self._readers:
+            t.join(timeout=5)
+        return {h: int(p.returncode) for h, p in self.processes.items()}
+
+    def _hang(self, now: float) -> str | None:
+        """A rendezvous or name-resolution hang, with its cause (None: no hang seen)."""
+        limit = self.options.hang_seconds
+        if self.training_started is None or now - self.training_started < limit:
+            return None
+        for host, tail in self.tails.items():
+            recent = list(tail)[-20:]
+            mark = next(
+                (line for line in reversed(recent) if any(m in line for m in _RESOLUTION_MARKS)), None
+            )
+            if mark is not None and now - self.last_output[host] >= limit / 2:
+                return (
+                    f"Name resolution hang on {host}: {mark.strip()[:300]} (no progress for "
+                    f"{now - self.last_output[host]:.0f} s). Hosts that resolve here: {', '.join(self.plan.hosts)}"
+                )
+        if (
+            self.network is not None
+            and self.rp.torch_distributed
+            and len(self.plan.hosts) > 1
+            and not self.network.listening(nshosts.MASTER_PORT)
+            and all(p.poll() is None for p in self.processes.values())
+        ):
+            master = self.plan.hosts[0]
+            return (
+                f"Rendezvous hang: nothing listens on {master}:{nshosts.MASTER_PORT} {now - self.training_started:.0f} s "
+                f"after launch, so the other hosts cannot join (the master host did not start its "
+                "rendezvous store: check that the script or launcher uses the master address and port 7777)"
+            )
+        return None
+
+    # -- failures like SageMaker's
+    def fail(self, codes: dict[str, int]) -> TrainingJobError:
+        error = super().fail(codes)
+        plan = self.plan
+        tail_host = next((h for h, c in codes.items() if c != 0), plan.hosts[0])
+        if self.hang_reason is not None:
+            error = TrainingJobError(
+                f"Local training job {plan.job_name} failed: {self.hang_reason}",
+                job_name=plan.job_name,
+                status="Failed",
+                failure_reason=f"AlgorithmError: {self.hang_reason}"[:FAILURE_REASON_LIMIT],
+            )
+        elif self.max_runtime_exceeded:
+            tail = "\n".join(list(self.tails[tail_host])[-10:])
+            reason = (
+                f"MaxRuntimeExceeded: Training job timed out after {self.max_runtime_seconds:.0f} s. "
+                f"Last lines of {tail_host}:\n{tail}"
+            )
+            error = TrainingJobError(
+                f"Local training job {plan.job_name} exceeded MaxRuntimeInSeconds ({self.max_runtime_seconds:.0f} s). "
+                f"Last lines of {tail_host}:\n{tail}",
+                job_name=plan.job_name,
+                status="Stopped",
+                failure_reason=reason[:FAILURE_REASON_LIMIT],
+            )
+        elif error.failure_reason:
+            error.failure_reason = error.failure_reason[:FAILURE_REASON_LIMIT]
+        return error
+
+    # -- artifacts through the store
+    def finish(self) -> tuple[str, str]:
+        plan = self.plan
+        self.transition("Uploading", f"Uploading generated training model to {self.rp.output_path}")
+        if plan.checkpoint_store is not None:
+            n = self.sync_checkpoints()
+            self.log(f"[local] synced {n} checkpoint file(s) to {self.rp.checkpoint_uri}")
+        for hp in plan.host_plans:
+            hp.layout.success_file.write_text("")
+        with tempfile.TemporaryDirectory() as tmp:
+            from airflow_dist_training.local.launcher import pack_dirs
+
+            if plan.output_compression == "NONE":
+                model_prefix = self.rp.model_uri.rsplit("/", 1)[0] + "/model"
+                for hp in plan.host_plans:
+                    for path in sorted(hp.layout.model_dir.rglob("*")):
+                        if path.is_file():
+                            self.store.put_file(
+                                path, f"{model_prefix}/{path.relative_to(hp.layout.model_dir).as_posix()}"
+                            )
+                model = self.store.local_uri(model_prefix)
+            else:
+                pack_dirs([hp.layout.model_dir for hp in plan.host_plans], Path(tmp) / "model.tar.gz")
+                model = self.store.put_file(Path(tmp) / "model.tar.gz", self.rp.model_uri)
+            pack_dirs([hp.layout.output_data_dir for hp in plan.host_plans], Path(tmp) / "output.tar.gz")
+            output = self.store.put_file(Path(tmp) / "output.tar.gz", self.rp.output_uri)
+        self.log(f"[local] model artifact: {self.rp.model_uri} ({model})")
+        return model, output
+
+    def sync_checkpoints(self) -> int:
+        store = self.plan.checkpoint_store
+        if store is None:
+            return 0
+        copied = 0
+        with self._sync_lock:
+            for hp in self.plan.host_plans:
+                try:
+                    copied += sync_dir(
+                        Store("local", str(hp.layout.checkpoint_dir)),
+                        store,
+                        self._synced,
+                        client=self.store.s3_client,
+                    )
+                except Exception as exc:  # a failed periodic sync must not kill the run
+                    self.log(f"[local] WARNING checkpoint sync to {store.uri} failed: {exc}")
+        return copied
+
+    def close(self) -> None:
+        if self.network is not None:
+            self.network.close()
+
+
+def _free_port() -> int:
+    from airflow_dist_training.local.launcher import free_port
+
+    return free_port()
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child before exec
+    from airflow_dist_training.local.launcher import _set_parent_death_signal
+
+    _set_parent_death_signal()
+
+
+class LocalTrainingJob:
+    """The handle of one job started by :meth:`LocalExecutor.start` (thread-safe)."""
+
+    def __init__(self, rp: RequestPlan, store: ObjectStore, options: JobOptions, log: LogFn | None) -> None:
+        self.name = rp.plan.job_name
+        self.arn = job_arn(self.name)
+        self.job_dir = rp.plan.job_dir
+        self.request = rp.request
+        self.plan = rp
+        self.store = store
+        self.created = _now()
+        self._lock = threading.Lock()
+        self._lines: collections.deque[str] = collections.deque(maxlen=20000)
+        self._user_log = log
+        self._run = _RequestRun(rp, store, options, self._log)
+        self._result: TrainingResult | None = None
+        self._error: TrainingJobError | None = None
+        self._ended: dt.datetime | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=f"local-job-{self.name}", daemon=True)
+
+    def _log(self, line: str) -> None:
+        self._lines.append(line)
+        if self._user_log is not None:
+            self._user_log(line)
+
+    def _main(self) -> None:
+        try:
+            if self._run.rp.isolation.namespaces is False:
+                warning = nshosts.warn_fallback_once(self._run.rp.isolation)
+                if warning:
+                    self._log(f"[local] WARNING {warning}")
+            self._result = self._run.run()
+        except TrainingJobError as exc:
+            self._error = exc
+        except BaseException as exc:  # a bug or an I/O error: the job fails with it, never hangs
+            self._error = TrainingJobError(
+                f"Local training job {self.name} failed: {type(exc).__name__}: {exc}",
+                job_name=self.name,
+                status="Failed",
+                failure_reason=f"InternalServerError: {type(exc).__name__}: {exc}"[:FAILURE_REASON_LIMIT],
+            )
+            with contextlib.suppress(Exception):
+                self._run.transition("Failed", str(exc))
+        finally:
+            with contextlib.suppress(Exception):
+                self._run.close()
+            self._ended = _now()
+            self._done.set()
+
+    # -- public API
+    def stop(self, grace_seconds: float | None = None, *, wait: bool = False) -> None:
+        """Stop the job (SIGTERM to every host, SIGKILL after the grace period).
+
+        Returns at once, unless ``wait``: then once every host process is gone."""
+        if self._done.is_set():
+            return
+        if wait:
+            self._run.stop(grace_seconds)
+            return
+        threading.Thread(target=self._run.stop, args=(grace_seconds,), daemon=True).start()
+        self._run.stop_requested.set()
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Wait for the job to end (or ``timeout``) and return :meth:`describe`."""
+        self._done.wait(timeout)
+        return self.describe()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def logs(self, host: str | None = None) -> list[str]:
+        """Output lines so far: one host's (without the ``[algo-N]`` prefix), or all (with it)."""
+        lines = list(self._lines)
+        if host is None:
+            return lines
+        prefix = f"[{host}] "
+        return [line[len(prefix) :] for line in lines if line.startswith(prefix)]
+
+    def host_dirs(self) -> dict[str, dict[str, str]]:
+        """Each host's ``/opt/ml`` folder and its model, output and checkpoint folders."""
+        return {
+            hp.host: {
+                "opt_ml": str(hp.layout.base),
+                "model": str(hp.layout.model_dir),
+                "output": str(hp.layout.output_dir),
+                "checkpoints": str(hp.layout.checkpoint_dir),
+            }
+            for hp in self._run.plan.host_plans
+        }
+
+    def result(self) -> TrainingResult:
+        """The XCom result of a Completed job; raises ``TrainingJobError`` otherwise (waits for the end)."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def describe(self) -> dict[str, Any]:
+        """A ``DescribeTrainingJob``-shaped dict (datetimes as ``datetime``, like boto3)."""
+        run = self._run
+        timeline = list(run.timeline)
+        secondary = timeline[-1]["status"] if timeline else "Starting"
+        failure: str | None = None
+        if not self._done.is_set():
+            status = "Stopping" if run.stop_requested.is_set() else "InProgress"
+            if status == "Stopping":
+                secondary = "Stopping"
+        elif self._error is None:
+            status = "Completed"
+        else:
+            status = self._error.status if self._error.status in ("Failed", "Stopped") else "Failed"
+            failure = self._error.failure_reason
+            if run.max_runtime_exceeded:
+                secondary = "MaxRuntimeExceeded"
+            elif status == "Stopped":
+                secondary = "Stopped"
+                failure = None
+            else:
+                secondary = "Failed"
+        transitions = [
+            {
+                "Status": t["status"],
+                "StartTime": _parse(t["start"]),
+                **({"EndTime": _parse(t["end"])} if t["end"] else {}),
+                "StatusMessage": t["message"],
+            }
+            for t in timeline
+        ]
+        now = _now()
+        metrics = [
+            {"MetricName": k, "Value": float(v), "Timestamp": self._ended or now}
+            for k, v in sorted(run.metrics.final.items())
+        ]
+        desc: dict[str, Any] = {
+            "TrainingJobName": self.name,
+            "TrainingJobArn": self.arn,
+            "TrainingJobStatus": status,
+            "SecondaryStatus": secondary,
+            "SecondaryStatusTransitions": transitions,
+            "CreationTime": self.created,
+            "LastModifiedTime": self._ended or now,
+            "FinalMetricDataList": metrics,
+            "ModelArtifacts": {"S3ModelArtifacts": self.plan.model_uri},
+        }
+        for key in (
+            "AlgorithmSpecification",
+            "RoleArn",
+            "HyperParameters",
+            "InputDataConfig",
+            "OutputDataConfig",
+            "ResourceConfig",
+            "StoppingCondition",
+            "CheckpointConfig",
+            "Environment",
+            "VpcConfig",
+            "EnableNetworkIsolation",
+            "EnableManagedSpotTraining",
+            "RetryStrategy",
+            "TensorBoardOutputConfig",
+        ):
+            if key in self.request:
+                desc[key] = self.request[key]
+        if run.training_started is not None:
+            desc["TrainingStartTime"] = dt.datetime.fromtimestamp(run.training_started, dt.UTC)
+        if self._done.is_set():
+            desc["TrainingEndTime"] = self._ended
+            if run.training_started is not None:
+                seconds = int((run.training_ended or time.time()) - run.training_started)
+                desc["TrainingTimeInSeconds"] = seconds
+                desc["BillableTimeInSeconds"] = 0  # nothing is billed locally
+        if failure:
+            desc["FailureReason"] = failure
+        return desc
+
+
+def _parse(stamp: str) -> dt.datetime:
+    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+
+
+class LocalExecutor:
+    """Runs ``CreateTrainingJob`` requests on this machine; one handle per job name (thread-safe).
+
+    :param jobs_root: where each job's folder (``<jobs_root>/<job name>``) is created.
+    :param store: where the request's ``s3://`` URIs live (default: ``<jobs_root>/_buckets``).
+    :param options: default :class:`JobOptions` of the jobs started.
+    """
+
+    def __init__(
+        self, jobs_root: str | Path, store: ObjectStore | None = None, options: JobOptions | None = None
+    ) -> None:
+        self.jobs_root = Path(jobs_root).absolute()
+        self.store = store or ObjectStore(self.jobs_root / "_buckets")
+        self.options = options or JobOptions()
+        self._jobs: dict[str, LocalTrainingJob] = {}
+        self._lock = threading.Lock()
+
+    def plan(
+        self,
+        request: Mapping[str, Any],
+        *,
+        store: ObjectStore | None = None,
+        options: JobOptions | None = None,
+    ) -> RequestPlan:
+        """Check a request without running it (raises :class:`LocalRequestError`)."""
+        return plan_request(request, self.jobs_root, store or self.store, options or self.options)
+
+    def start(
+        self,
+        request: Mapping[str, Any],
+        *,
+        store: ObjectStore | None = None,
+        options: JobOptions | None = None,
+        log: LogFn | None = None,
+    ) -> LocalTrainingJob:
+        """Start a job from a ``CreateTrainingJob`` request; returns at once with its handle.
+
+        Raises :class:`LocalRequestError` (nothing launched) when the request cannot run here, and
+        ``ValueError`` when a job of that name is still running in this executor.
+        """
+        store = store or self.store
+        rp = plan_request(request, self.jobs_root, store, options or self.options)
+        with self._lock:
+            current = self._jobs.get(rp.plan.job_name)
+            if current is not None and not current.done:
+                raise ValueError(f"training job {rp.plan.job_name} is already running")
+            job = LocalTrainingJob(rp, store, options or self.options, log)
+            self._jobs[job.name] = job
+        job._thread.start()
+        return job
+
+    def get(self, name: str) -> LocalTrainingJob | None:
+        with self._lock:
+            return self._jobs.get(name)
+
+    def jobs(self) -> list[LocalTrainingJob]:
+        with self._lock:
+            return list(self._jobs.values())
+
+
+def pack_source(directory: str | Path) -> bytes:
+    """``sourcedir.tar.gz`` of a local folder, as the SageMaker SDK packs ``source_dir``."""
+    buffer = io.BytesIO()
+    root = Path(directory)
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if any(part in ("__pycache__", ".git", ".venv") for part in rel.parts):
+                continue
+            if path.is_file():
+                tar.add(path, arcname=rel.as_posix())
+    return buffer.getvalue()

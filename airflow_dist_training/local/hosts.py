@@ -1,0 +1,329 @@
+"""Simulated SageMaker hosts in Linux namespaces (see ``docs/local-backend.md``).
+
+One **network namespace per job** (its own loopback; ``/etc/hosts`` maps ``algo-1..N`` to
+``127.0.0.2..``; the master port is 7777 as on SageMaker; two jobs never clash). Inside it, every
+host gets its own **mount** namespace (``/opt/ml`` is that host's directory, through an overlay on
+``/opt`` so the rest of ``/opt`` stays visible), **UTS** namespace (host name ``algo-N``) and
+**PID** namespace (a stop or kill leaves no process behind: ``unshare --kill-child``).
+
+The job's namespace is held by a tiny stdlib-only process (:data:`HOLDER`), which also runs the
+inside end of the **relays**: services on the machine's ``127.0.0.1:<port>`` (an S3 endpoint, the
+SageMaker test endpoint) are reachable from inside the job at the same address, through a unix
+socket whose outside end this process serves.
+
+:func:`probe` checks once whether this works here (``unshare`` with root, or an unprivileged user
+namespace). Where it does not, the executor falls back to the relocated layout and warns once.
+Set ``ADT_LOCAL_ISOLATION=none`` to force the fallback, ``namespaces`` to require namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MASTER_PORT = 7777
+ISOLATION_ENV = "ADT_LOCAL_ISOLATION"
+FALLBACK_WARNING = (
+    "Linux namespaces are not available here ({why}): the local backend runs every simulated host "
+    "in a relocated layout under the job folder. What will not work: scripts that open fixed "
+    "/opt/ml/... paths, and scripts that use host names (algo-1, SM_HOSTS, SM_MASTER_ADDR) as "
+    "network addresses; read paths from the SM_* variables instead."
+)
+
+# Inside the job's network namespace: bring loopback up, serve the relays, live until stdin closes.
+HOLDER = r"""
+import os, socket, subprocess, sys, threading
+def lo_up():
+    try:
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        import fcntl, struct
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        ifr = struct.pack("16sH14s", b"lo", 0, b"")
+        flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, ifr))[1]
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
+def pipe(a, b):
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+def serve(port, path):
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(64)
+    while True:
+        conn, _ = srv.accept()
+        out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            out.connect(path)
+        except OSError:
+            conn.close()
+            continue
+        for a, b in ((conn, out), (out, conn)):
+            threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+lo_up()
+for spec in sys.argv[1:]:
+    port, path = spec.split("=", 1)
+    threading.Thread(target=serve, args=(int(port), path), daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+# Inside a host's own mount/UTS/PID namespaces (PID 1 is this shell, which forwards SIGTERM).
+HOST_SETUP = r"""
+set -e
+host=$1; optml=$2; ovl=$3; hostsfile=$4; shift 4
+hostname "$host"
+mount --bind "$hostsfile" /etc/hosts
+mount -t tmpfs tmpfs "$ovl"
+mkdir -p "$ovl/upper" "$ovl/work"
+mount -t overlay overlay -o "lowerdir=/opt,upperdir=$ovl/upper,workdir=$ovl/work" /opt
+mkdir -p /opt/ml
+mount --bind "$optml" /opt/ml
+cd "${ADT_WORKDIR:-/}"
+set +e
+"$@" &
+child=$!
+trap 'kill -TERM $child 2>/dev/null' TERM INT
+code=0
+while kill -0 $child 2>/dev/null; do wait $child; code=$?; done
+exit $code
+"""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The outcome of :func:`probe`: ``mode`` is ``namespaces`` or ``none``."""
+
+    mode: str
+    user_namespace: bool = False  # not root: everything runs in an unprivileged user namespace
+    why: str = ""
+
+    @property
+    def namespaces(self) -> bool:
+        return self.mode == "namespaces"
+
+
+def _unshare_prefix(user: bool) -> list[str]:
+    return ["unshare", "--user", "--map-root-user"] if user else ["unshare"]
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(requested: str) -> Isolation:
+    if requested == "none":
+        return Isolation("none", why=f"{ISOLATION_ENV}=none")
+    if not sys.platform.startswith("linux"):
+        return Isolation("none", why=f"{sys.platform} has no Linux namespaces")
+    missing = [tool for tool in ("unshare", "nsenter", "hostname", "mount") if shutil.which(tool) is None]
+    if missing or not Path("/opt").is_dir():
+        return Isolation("none", why=f"missing {', '.join(missing) or '/opt'}")
+    user = os.geteuid() != 0
+    with tempfile.TemporaryDirectory(prefix="adt-probe-") as tmp:
+        script = (
+            f"hostname algo-probe && mount -t tmpfs tmpfs {tmp} && mkdir {tmp}/u {tmp}/w && "
+            f"mount -t overlay overlay -o lowerdir=/opt,upperdir={tmp}/u,workdir={tmp}/w /opt"
+        )
+        cmd = [
+            *_unshare_prefix(user),
+            "--net", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
+            "--propagation", "private", "--", "/bin/sh", "-c", script,
+        ]  # fmt: skip
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Isolation("none", why=f"unshare failed: {exc}")
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return Isolation("none", why=f"unshare refused: {why}")
+    return Isolation("namespaces", user_namespace=user)
+
+
+def probe(requested: str | None = None) -> Isolation:
+    """Whether simulated hosts can run in namespaces here (probed once per process and setting)."""
+    value = (requested or os.environ.get(ISOLATION_ENV) or "auto").strip().lower()
+    if value not in ("auto", "namespaces", "none"):
+        raise ValueError(f"{ISOLATION_ENV} must be auto, namespaces or none, got {value!r}")
+    result = _probe("none" if value == "none" else "auto")
+    if value == "namespaces" and not result.namespaces:
+        raise RuntimeError(f"namespaces were required ({ISOLATION_ENV}=namespaces) but {result.why}")
+    return result
+
+
+_WARNED: set[str] = set()
+_WARN_LOCK = threading.Lock()
+
+
+def warn_fallback_once(isolation: Isolation, log_fn: object = None) -> str | None:
+    """The fallback warning, the first time only (per process); None afterwards."""
+    with _WARN_LOCK:
+        if isolation.namespaces or "fallback" in _WARNED:
+            return None
+        _WARNED.add("fallback")
+    return FALLBACK_WARNING.format(why=isolation.why)
+
+
+def host_address(index: int) -> str:
+    """``algo-1`` is 127.0.0.2, ``algo-2`` 127.0.0.3, ...: one loopback address per host."""
+    return f"127.0.0.{index + 2}"
+
+
+def hosts_file(hosts: list[str]) -> str:
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    lines += [f"{host_address(i)}\t{h}" for i, h in enumerate(hosts)]
+    return "\n".join(lines) + "\n"
+
+
+class JobNetwork:
+    """The job's network namespace (held by a small process) and its relays to host services."""
+
+    def __init__(self, job_dir: Path, hosts: list[str], isolation: Isolation, relay_ports: list[int]) -> None:
+        self.job_dir = job_dir
+        self.isolation = isolation
+        self.relay_ports = sorted(set(relay_ports))
+        self.net_dir = job_dir / ".net"
+        self.hosts_path = self.net_dir / "hosts"
+        self.holder: subprocess.Popen[str] | None = None
+        self._servers: list[socket.socket] = []
+        self._closed = threading.Event()
+        self.hosts = hosts
+        self.setup_seconds = 0.0
+
+    def start(self) -> None:
+        started = time.perf_counter()
+        self.net_dir.mkdir(parents=True, exist_ok=True)
+        self.hosts_path.write_text(hosts_file(self.hosts))
+        specs = []
+        # unix socket paths are limited to ~107 bytes: keep them in a short temporary directory
+        self._sock_dir = Path(tempfile.mkdtemp(prefix="adt-relay-"))
+        for port in self.relay_ports:
+            path = str(self._sock_dir / f"{port}.sock")
+            srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            srv.bind(path)
+            srv.listen(64)
+            self._servers.append(srv)
+            threading.Thread(target=self._serve, args=(srv, port), daemon=True).start()
+            specs.append(f"{port}={path}")
+        self.holder = subprocess.Popen(
+            [
+                *_unshare_prefix(self.isolation.user_namespace),
+                "--net",
+                "--",
+                sys.executable,
+                "-c",
+                HOLDER,
+                *specs,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert self.holder.stdout is not None
+        line = self.holder.stdout.readline().strip()
+        if line != "ready":
+            err = self.holder.stderr.read() if self.holder.stderr else ""
+            self.close()
+            raise RuntimeError(f"could not create the job's network namespace: {line} {err}".strip())
+        self.setup_seconds = time.perf_counter() - started
+
+    def _serve(self, srv: socket.socket, port: int) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            try:
+                out = socket.create_connection(("127.0.0.1", port), timeout=10)
+                out.settimeout(None)
+            except OSError:
+                conn.close()
+                continue
+            for a, b in ((conn, out), (out, conn)):
+                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+
+    def host_command(self, index: int, host: str, opt_ml: Path, command: list[str]) -> list[str]:
+        """Run ``command`` as host ``host`` (own mount/UTS/PID namespaces) inside the job's network."""
+        assert self.holder is not None
+        ovl = self.net_dir / "ovl" / host
+        ovl.mkdir(parents=True, exist_ok=True)
+        setup = self.net_dir / "host-setup.sh"
+        if not setup.exists():
+            setup.write_text(HOST_SETUP)
+        enter = ["nsenter", f"--target={self.holder.pid}", "--net"]
+        if self.isolation.user_namespace:
+            enter += ["--user", "--preserve-credentials"]
+        return [
+            *enter, "--",
+            "unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
+            "--propagation", "private", "--",
+            "/bin/sh", str(setup), host, str(opt_ml), str(ovl), str(self.hosts_path), *command,
+        ]  # fmt: skip
+
+    def listening(self, port: int) -> bool:
+        """Whether something listens on ``port`` inside the job's network namespace."""
+        if self.holder is None:
+            return False
+        for table in ("tcp", "tcp6"):
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{self.holder.pid}/net/{table}").read_text().splitlines()[1:]:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        return False
+
+    def close(self) -> None:
+        self._closed.set()
+        for srv in self._servers:
+            with contextlib.suppress(OSError):
+                srv.close()
+        if self.holder is not None and self.holder.poll() is None:
+            with contextlib.suppress(OSError):
+                assert self.holder.stdin is not None
+                self.holder.stdin.close()
+            try:
+                self.holder.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.holder.kill()
+                self.holder.wait()
+        if getattr(self, "_sock_dir", None) is not None:
+            shutil.rmtree(self._sock_dir, ignore_errors=True)
+
+
+def _pipe(a: socket.socket, b: socket.socket) -> None:
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,77 @@
+"""The job's Python: which interpreter runs a job, and its ``requirements.txt``.
+
+* **Interpreter**: the spec's ``local.python`` maps an image URI (or ``<framework>-<version>``,
+  or ``default``) to an interpreter path; without a match the job runs with the interpreter of the
+  process that starts it (the Airflow worker's, which has torch and, with the ``toolkit`` extra,
+  AWS's in-container toolkit).
+* **requirements.txt** in the source directory is installed as SageMaker's toolkit does
+  (``pip install -r``), but *before* the hosts start, because a job's network namespace has no
+  route to the package index: into a cached folder ``<jobs root>/_envs/<hash>`` (hash of the
+  interpreter and the file's content) put on the hosts' ``PYTHONPATH``. A second job with the same
+  requirements reuses it. Inside the hosts ``PIP_NO_INDEX=1`` makes the toolkit's own
+  ``pip install -r`` a no-op that cannot hang.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+
+def choose_python(
+    mapping: Mapping[str, str], image_uri: str, framework: str | None, version: str | None
+) -> str | None:
+    """The interpreter the spec maps this image to (None: the default)."""
+    for key in (image_uri, f"{framework}-{version}" if framework else "", framework or "", "default"):
+        if key and key in mapping:
+            return str(Path(mapping[key]).expanduser())
+    return None
+
+
+def install_requirements(
+    requirements: Path,
+    python: str,
+    cache_root: Path,
+    *,
+    log: Callable[[str], None],
+    code_dir: Path,
+) -> Path:
+    """Install ``requirements`` for ``python`` into a cached folder and return it (for PYTHONPATH)."""
+    content = requirements.read_bytes()
+    key = hashlib.sha256(str(Path(python).resolve()).encode() + b"\0" + content).hexdigest()[:16]
+    target = cache_root / key
+    cache_root.mkdir(parents=True, exist_ok=True)
+    with open(cache_root / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two jobs with the same requirements install once
+        if (target / ".complete").exists():
+            log(f"[local] requirements.txt: reusing the cached environment {target}")
+            return target
+        log(f"[local] requirements.txt: pip install -r into {target} (before the hosts start)")
+        done = subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--target",
+                str(target),
+                "-r",
+                str(requirements),
+            ],
+            cwd=code_dir,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise RuntimeError(
+                f"pip install -r requirements.txt failed (exit code {done.returncode}):\n{tail}"
+            )
+        (target / ".complete").write_text("")
+    return target

@@ -1,0 +1,161 @@
+"""From a spec to the exact ``CreateTrainingJob`` request, staged for the local executor.
+
+One planner: :func:`local_request` calls the SageMaker planner (``plan_training_job``) and keeps
+its request unchanged. What the local backend adds lives *around* the request:
+
+* the spec's local conveniences become **store mounts** under the URIs the request names
+  (``channels.<c>.local_source`` -> the channel's ``S3Uri``; ``checkpoint.local_uri`` ->
+  ``CheckpointConfig.S3Uri``; ``output.local_uri`` -> ``S3OutputPath``), and the planner's uploads
+  (``sourcedir.tar.gz`` packed from a local ``source_dir``, the launcher files) are **put into
+  the store**, exactly where SageMaker would read them;
+* fields SageMaker requires but a local run does not need get local stand-ins: ``role_arn``
+  (a placeholder ARN), ``output`` (``s3://adt-local/<name>`` mounted on ``<jobs root>/_artifacts``),
+  ``source.source_dir`` (a folder holding only the entry point);
+* rules that only concern SageMaker's fleet (``torch_distributed`` needs GPU/Trainium instances)
+  are planned as if on a GPU instance and become warnings: the request keeps your instance type.
+
+Pure apart from the store writes: no Airflow, no boto3 (unless the store uses a client).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.local.contract import local_path, validate_local
+from airflow_dist_training.local.executor import JobOptions, pack_source
+from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.spec.training import EFSChannel, FSxChannel, S3Channel, TrainingJobSpec
+
+LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/adt-local-backend"
+LOCAL_OUTPUT = "s3://adt-local"
+_GPU_STAND_IN = "ml.g5.xlarge"
+
+
+@dataclass
+class LocalSubmission:
+    request: dict[str, Any]
+    store: ObjectStore
+    options: JobOptions
+    warnings: list[str] = field(default_factory=list)
+
+
+def _fill_local_defaults(
+    spec: TrainingJobSpec, job_name: str, jobs_root: Path, base: Path
+) -> tuple[TrainingJobSpec, dict[str, Path]]:
+    data = spec.model_dump(mode="json", exclude_unset=True)
+    mounts: dict[str, Path] = {}
+    if spec.role_arn is None:
+        data["role_arn"] = LOCAL_ROLE_ARN
+    if spec.output is None:
+        data["output"] = {"s3_path": f"{LOCAL_OUTPUT}/{spec.name.lower()}"}
+        mounts[data["output"]["s3_path"]] = jobs_root / "_artifacts"
+    if spec.source.source_dir is None:
+        # like the SDK without source_dir: only the entry point is shipped
+        staged = jobs_root / job_name / ".source"
+        if staged.exists():
+            shutil.rmtree(staged)
+        staged.mkdir(parents=True)
+        entry = base / spec.source.entry_point
+        if entry.is_file():
+            shutil.copy2(entry, staged / Path(spec.source.entry_point).name)
+        data["source"] = {
+            **data["source"],
+            "source_dir": str(staged),
+            "entry_point": Path(spec.source.entry_point).name,
+        }
+    elif not spec.source.source_dir.startswith("s3://"):
+        lp = local_path(spec.source.source_dir, base)
+        data["source"] = {**data["source"], "source_dir": str(lp)}
+    from airflow_dist_training.spec.loading import load_spec
+
+    return load_spec(data), mounts
+
+
+def local_request(
+    spec: TrainingJobSpec,
+    job_name: str,
+    *,
+    jobs_root: Path,
+    base_dir: Path,
+    store: ObjectStore,
+    region: str = "us-east-1",
+    run_identity: str | None = None,
+    cpu_count: int = 1,
+    allow_oversubscribe: bool = False,
+    check_paths: bool = True,
+    s3_available: bool = False,
+) -> LocalSubmission:
+    """Validate for this machine, plan with the SageMaker planner, stage into the store."""
+    from airflow_dist_training.sagemaker.request import plan_training_job
+
+    problems, warnings = validate_local(
+        spec,
+        cpu_count=cpu_count,
+        allow_oversubscribe=allow_oversubscribe,
+        s3_available=True,  # S3 URIs always resolve through the store
+        base_dir=base_dir,
+        check_paths=check_paths,
+    )
+    if problems:
+        raise SpecValidationError(problems, source="local backend")
+    filled, mounts = _fill_local_defaults(spec, job_name, jobs_root, base_dir)
+    sagemaker_only: list[Problem] = []
+    try:
+        plan = plan_training_job(filled, job_name=job_name, region=region, run_identity=run_identity)
+    except SpecValidationError as exc:
+        if not exc.problems or not all(p.path.startswith("compute.instance") for p in exc.problems):
+            raise
+        sagemaker_only = list(exc.problems)
+        stand_in = filled.model_copy(
+            update={"compute": filled.compute.model_copy(update={"instance_type": _GPU_STAND_IN})}
+        )
+        plan = plan_training_job(stand_in, job_name=job_name, region=region, run_identity=run_identity)
+        plan.request["ResourceConfig"]["InstanceType"] = filled.compute.instance_type
+        hps = plan.request.get("HyperParameters") or {}
+        if "sagemaker_instance_type" in hps:
+            hps["sagemaker_instance_type"] = f'"{filled.compute.instance_type}"'
+    warnings = list(warnings) + [
+        str(w) for w in plan.warnings if "is used by the local backend only" not in str(w)
+    ]
+    warnings += [f"SageMaker would refuse this spec: {p}; it runs locally as planned" for p in sagemaker_only]
+    request = plan.request
+    # local conveniences: mounts under the URIs the request names
+    for name, channel in filled.channels.items():
+        src = getattr(channel, "local_source", None)
+        if not src:
+            continue
+        lp = local_path(src, base_dir)
+        if isinstance(channel, S3Channel):
+            key = channel.uri
+        elif isinstance(channel, (FSxChannel, EFSChannel)):
+            scheme = "fsx" if isinstance(channel, FSxChannel) else "efs"
+            key = f"{scheme}://{channel.file_system_id}/{channel.directory_path.strip('/')}"
+        else:  # pragma: no cover - no other channel types
+            continue
+        if lp is not None:
+            mounts[key.rstrip("/")] = lp
+        elif src.startswith("s3://") and store.s3_client is not None:
+            request_channel = next(c for c in request["InputDataConfig"] if c["ChannelName"] == name)
+            request_channel["DataSource"]["S3DataSource"]["S3Uri"] = src  # the data is in real S3 there
+    if filled.checkpoint is not None and filled.checkpoint.local_uri:
+        lp = local_path(filled.checkpoint.local_uri, base_dir)
+        if lp is not None:
+            mounts[filled.checkpoint.s3_uri.rstrip("/")] = lp
+    if filled.output is not None and filled.output.local_uri:
+        lp = local_path(filled.output.local_uri, base_dir)
+        if lp is not None:
+            mounts[filled.output.s3_path.rstrip("/")] = lp
+    staged = store.with_mounts({k: str(v) for k, v in mounts.items()})
+    for upload in plan.uploads:
+        if upload.content is not None:
+            staged.put_bytes(upload.content, upload.s3_uri)
+        elif upload.local_path:
+            source = local_path(upload.local_path, base_dir)
+            assert source is not None
+            staged.put_bytes(pack_source(source), upload.s3_uri)
+    options = JobOptions(processes_per_host=filled.distribution.processes_per_host)
+    return LocalSubmission(request=request, store=staged, options=options, warnings=warnings)

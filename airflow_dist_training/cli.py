@@ -157,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     from airflow_dist_training.run_command import add_run_parser
 
     add_run_parser(sub)
+    from airflow_dist_training.emulator.cli import add_emulator_parser
+
+    add_emulator_parser(sub)
     return parser
 
 

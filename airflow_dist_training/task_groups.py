@@ -110,6 +110,11 @@ def stage_train_evaluate(
             for line in result["summary"].splitlines():
                 print(line)
             result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
+            # every later step's inputs too: nothing is launched when one of them cannot work
+            _check_run_steps(
+                spec_obj, backend, evaluation, gate, registry, params, base, result["dry_run"],
+                aws_conn_id, region_name,
+            )
             for key in PLAN_XCOM_KEYS:
                 context["ti"].xcom_push(key=key, value=result[key])
             return not result["dry_run"]
@@ -233,7 +238,9 @@ def stage_train_evaluate(
                         evaluation=evaluate.output,
                         decision=gate_task.output,  # type: ignore[arg-type]
                         training=train.output,  # type: ignore[arg-type]
-                        image_uri=planned_image if registry_kind == "sagemaker" else spec_obj.image.uri,
+                        image_uri=_inference_image(registry, spec_obj, prefix)
+                        if registry_kind == "sagemaker"
+                        else (registry.inference_image or spec_obj.image.uri),
                         registry=registry_kind,
                         model_package_group_name=_group_name(registry, spec_obj),
                         local_registry_dir=_local_registry_dir(registry, base),
@@ -249,6 +256,56 @@ def stage_train_evaluate(
                 if leaf is not teardown_task and not getattr(leaf, "is_teardown", False):
                     leaf >> teardown_task
     return group
+
+
+def _inference_image(registry: RegistryStep, spec: TrainingJobSpec, prefix: str) -> str:
+    """The registration's inference image: the run's ``inference_image`` param (trigger form), else
+    ``registry.inference_image``, else the training image as planned for the run's region."""
+    if registry.inference_image or spec.image.uri:
+        fallback = repr(registry.inference_image or spec.image.uri)
+    else:
+        fallback = f"ti.xcom_pull(task_ids='{prefix}plan', key='request')['AlgorithmSpecification']['TrainingImage']"
+    return f"{{{{ params.get('inference_image') or {fallback} }}}}"
+
+
+def _check_run_steps(
+    spec: TrainingJobSpec,
+    backend: str,
+    evaluation: EvaluationStep | None,
+    gate: Mapping[str, Any] | None,
+    registry: RegistryStep | None,
+    params: Mapping[str, Any],
+    base: Path,
+    dry_run: bool,
+    aws_conn_id: str | None,
+    region_name: str | None,
+) -> None:
+    """Raise ``SpecValidationError`` with every problem of the evaluation, gate and registry steps,
+    and (SageMaker, not a dry run) every missing bucket or empty input prefix."""
+    from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.step_checks import check_steps, s3_locations
+
+    problems = check_steps(
+        spec,
+        backend=backend,
+        evaluation=evaluation,
+        gate=gate,
+        registry=registry,
+        inference_image=params.get("inference_image") or None,
+        base_dir=base,
+    )
+    if backend == "sagemaker" and not dry_run:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        from airflow_dist_training.hooks.s3_checks import check_s3_locations
+
+        s3 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="s3", region_name=region_name).get_conn()
+        problems += check_s3_locations(s3, s3_locations(spec, evaluation=evaluation), conn_id=aws_conn_id)
+    for warning in (p for p in problems if p.severity != "error"):
+        print(f"WARNING          {warning}")
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise SpecValidationError(errors)
 
 
 def _truthy(value: Any) -> bool:

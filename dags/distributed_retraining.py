@@ -103,6 +103,13 @@ with DAG(
             **limited_param_schema(10),
         ),
         "spot": Param(False, type="boolean", title="Managed spot training", description="SageMaker only"),
+        "inference_image": Param(
+            "",
+            type="string",
+            title="Inference image",
+            description="SageMaker: the image the registered model package is served with "
+            "(empty: the training image)",
+        ),
         "dry_run": Param(
             False,
             type="boolean",

@@ -7,6 +7,7 @@ No module-level boto3 or Amazon-provider import: the AWS hook is built on first 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import shutil
@@ -16,7 +17,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
@@ -96,19 +97,35 @@ class ArtifactStore:
     def read_bytes(self, uri: str) -> bytes:
         if uri.startswith("s3://"):
             bucket, key = split_s3_uri(uri)
-            return bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            with _s3_errors(uri):
+                return bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
         return local_path(uri).read_bytes()
 
     def write_bytes(self, uri: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         if uri.startswith("s3://"):
             bucket, key = split_s3_uri(uri)
-            self.s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
+            with _s3_errors(uri):
+                self.s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
         else:
             _atomic_write(local_path(uri), data)
         return uri
 
     def write_text(self, uri: str, text: str, content_type: str = "text/plain; charset=utf-8") -> str:
         return self.write_bytes(uri, text.encode("utf-8"), content_type)
+
+    def upload_tree(self, local: Path, s3_prefix: str, pattern: str = "**/*") -> int:
+        """Upload the files of ``local`` matching ``pattern`` under ``s3_prefix``; returns the count.
+
+        Keys are relative to ``local``, so a retry overwrites the same objects."""
+        bucket, prefix = split_s3_uri(s3_prefix.rstrip("/") + "/")
+        count = 0
+        for path in sorted(local.glob(pattern)):
+            if path.is_file() and "__pycache__" not in path.parts:
+                key = prefix + path.relative_to(local).as_posix()
+                with _s3_errors(s3_prefix):
+                    self.s3.upload_file(str(path), bucket, key)
+                count += 1
+        return count
 
     def download(self, uri: str, dest: Path) -> Path:
         """Copy a file (``s3://`` or local) to ``dest``."""
@@ -149,6 +166,18 @@ class ArtifactStore:
                 [Problem("", f"cannot read: {_aws_error_text(exc)}")], source=uri
             ) from None
         return parse_evaluation_text(raw, source=uri)
+
+
+@contextlib.contextmanager
+def _s3_errors(uri: str) -> Iterator[None]:
+    """A missing bucket is bad input, not a transient error: fail at once, naming it."""
+    try:
+        yield
+    except Exception as exc:
+        if _error_code(exc) == "NoSuchBucket":
+            bucket = uri[len("s3://") :].split("/", 1)[0]
+            raise SpecValidationError([Problem("", f"bucket {bucket} does not exist")], source=uri) from None
+        raise
 
 
 def _aws_error_text(exc: Exception) -> str:

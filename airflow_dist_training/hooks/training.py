@@ -407,6 +407,11 @@ class _TrainingHookMethods:
                     raise permission_error(
                         exc, operation=operation, resource=resource, conn_id=self.aws_conn_id
                     ) from None
+                if code == "NoSuchBucket":  # bad input, not transient: fail at once, naming it
+                    bucket = kwargs.get("Bucket") or resource
+                    raise SpecValidationError(
+                        [Problem("", f"{operation} {resource}: bucket {bucket} does not exist")]
+                    ) from None
                 raise
 
     # --- SageMaker ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from airflow.configuration import conf
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
@@ -123,8 +124,13 @@ class EvaluationOperator(BaseOperator):
     :param network_config: SageMaker: ``NetworkConfig`` of the processing job.
     :param tags: SageMaker: tags of the processing job.
     :param poll_interval: SageMaker: seconds between status checks.
+    :param deferrable: SageMaker: wait for the processing job in the triggerer (no worker slot held),
+        streaming its CloudWatch logs into the task log.
     :param aws_conn_id: Airflow AWS connection.
     :param region_name: AWS region.
+
+    On SageMaker, a local ``script`` (its folder's ``*.py`` files, so helper modules come along) and
+    a local ``data_uri`` directory are uploaded to ``<output_uri>/inputs/`` before the job starts.
     """
 
     template_fields: Sequence[str] = (
@@ -165,9 +171,11 @@ class EvaluationOperator(BaseOperator):
         poll_interval: float = 30,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.deferrable = deferrable
         if backend not in ("local", "sagemaker"):
             raise SpecValidationError(
                 [Problem("backend", f"must be 'local' or 'sagemaker', got {backend!r}")]
@@ -269,14 +277,15 @@ class EvaluationOperator(BaseOperator):
         else:
             identity = _run_identity(context)
             names = [job_name(f"eval-{self.task_id}", identity, g) for g in range(1, MAX_EVALUATION_JOBS + 1)]
+        script_uri, data_uri = self._upload_local_inputs(store)
         request = build_processing_job_request(
             job_name=names[0],
             role_arn=self.role_arn or "",
             image_uri=self.image_uri or "",
-            script_uri=self.script,
+            script_uri=script_uri,
             model_uri=self.model_uri,
             output_uri=self.output_uri or "",
-            data_uri=self.data_uri,
+            data_uri=data_uri,
             instance_type=self.instance_type,
             instance_count=self.instance_count,
             volume_size_gb=self.volume_size_gb,
@@ -289,10 +298,82 @@ class EvaluationOperator(BaseOperator):
         self._runner = SageMakerEvaluationRunner(
             self.aws_conn_id, self.region_name, poll_interval=self.poll_interval
         )
+        if self.deferrable:
+            self._defer_to_trigger(request, names[1:])
         info, uri = self._runner.run(
             request, timeout=self.timeout, retry_names=names[1:], on_start=self._started
         )
         return store.load_evaluation(uri), uri, {"job_name": info["job_name"], "job_arn": info["job_arn"]}
+
+    def _upload_local_inputs(self, store: ArtifactStore) -> tuple[str, str | None]:
+        """Put a local script (with the ``*.py`` next to it) and local data under the run's S3 prefix."""
+        from airflow_dist_training.hooks.evaluation import join_uri, local_path
+
+        script, data = self.script, self.data_uri
+        inputs = join_uri(self.output_uri or "", "inputs")
+        if not script.startswith("s3://"):
+            path = local_path(script)
+            if not path.is_file():
+                raise SpecValidationError([Problem("script", f"{script} does not exist")])
+            count = store.upload_tree(path.parent, join_uri(inputs, "code"), pattern="*.py")
+            script = join_uri(join_uri(inputs, "code"), path.name)
+            self.log.info("Uploaded the evaluation script %s (%d file(s)) to %s", path, count, script)
+        if data and "://" not in data.replace("file://", ""):
+            folder = local_path(data)
+            if not folder.is_dir():
+                raise SpecValidationError([Problem("data_uri", f"{data} is not a directory")])
+            data = join_uri(inputs, "data")
+            count = store.upload_tree(folder, data)
+            self.log.info("Uploaded the evaluation data %s (%d file(s)) to %s", folder, count, data)
+        return script, data
+
+    def _defer_to_trigger(self, request: Mapping[str, Any], retry_names: Sequence[str]) -> None:
+        import time as _time
+
+        from airflow_dist_training.hooks.evaluation import join_uri
+        from airflow_dist_training.triggers.processing import ProcessingJobTrigger
+
+        assert self._runner is not None
+        name = self._runner.start(request, retry_names)
+        self._started(name)
+        output = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
+        self.defer(
+            trigger=ProcessingJobTrigger(
+                job_name=name,
+                aws_conn_id=self.aws_conn_id,
+                region_name=self.region_name,
+                poll_interval=self.poll_interval,
+                deadline=_time.time() + self.timeout if self.timeout else None,
+            ),
+            method_name="execute_complete",
+            kwargs={"evaluation_uri": join_uri(output, EVALUATION_FILE_NAME)},
+        )
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any] | None = None, evaluation_uri: str = ""
+    ) -> dict[str, Any]:
+        """Resume after the processing job ended: its ``evaluation.json``, or the failure as an error."""
+        from airflow_dist_training.hooks.evaluation import EvaluationScriptError, SageMakerEvaluationRunner
+
+        event = event or {"status": "error", "message": "no event from the trigger"}
+        name = str(event.get("job_name") or "")
+        runner = SageMakerEvaluationRunner(self.aws_conn_id, self.region_name)
+        if event.get("status") == "timeout":
+            runner.stop(name)  # a timed-out task must not leave the job billing
+            raise EvaluationScriptError(f"{event.get('message')} The job was stopped.")
+        if event.get("status") != "success":
+            raise EvaluationScriptError(str(event.get("message")))
+        store = _store(self.aws_conn_id, self.region_name)
+        result = store.load_evaluation(evaluation_uri)
+        arn = runner.client.describe_processing_job(ProcessingJobName=name).get("ProcessingJobArn")
+        self.log.info("Evaluation metrics: %s", result.metrics)
+        return {
+            **result.model_dump(mode="json"),
+            "evaluation_uri": evaluation_uri,
+            "backend": self.backend,
+            "job_name": name,
+            "job_arn": arn,
+        }
 
     def _started(self, name: str) -> None:
         self._processing_job = name

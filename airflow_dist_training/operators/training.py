@@ -391,6 +391,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             if self._plan is not None and self._plan.job_name == name and not on_demand
             else self._plan_for(name, context, on_demand=on_demand)
         )
+        self._fsx_preflight()
         self._upload(plan)
         self._seed_checkpoint(self._run_checkpoints(context, name))
         self.log.info("Creating training job %s:\n%s", name, json.dumps(plan.request, indent=2, default=str))
@@ -435,6 +436,20 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             )
         return not decision.use_spot
 
+    def _fsx_preflight(self) -> None:
+        """FSx channels: file system AVAILABLE, same AZ, Lustre ports open, mount name, before any job."""
+        from airflow_dist_training.spec.training import FSxChannel
+
+        spec = self._spec_obj
+        if spec is None or not any(isinstance(c, FSxChannel) for c in spec.channels.values()):
+            return
+        from airflow_dist_training.hooks.fsx import FSxHook
+        from airflow_dist_training.operators.fsx import preflight_training_spec
+
+        fsx = FSxHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        for warning in preflight_training_spec(fsx, spec):
+            self.log.warning("FSx pre-flight: %s", warning)
+
     def _upload(self, plan: TrainingPlan) -> None:
         for upload in plan.uploads:
             if getattr(upload, "content", None) is not None:
@@ -446,7 +461,9 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
                     if getattr(upload, "kms_key", None)
                     else {}
                 )
-                self.hook.s3_conn.put_object(Bucket=bucket, Key=key, Body=upload.content, **extra)
+                self.hook._call(
+                    self.hook.s3_conn, "PutObject", upload.s3_uri, Bucket=bucket, Key=key, Body=upload.content, **extra
+                )
             elif upload.local_path:
                 self.hook.upload_code(
                     upload.local_path, upload.s3_uri, kms_key=getattr(upload, "kms_key", None)

@@ -84,6 +84,10 @@ class RegistryStep(_Model):
     auto_approve: bool = Field(
         default=False, description="Approved when the gate passed; else PendingManualApproval"
     )
+    inference_image: str | None = Field(
+        default=None,
+        description="SageMaker: the image the registered model is served with (default: the training image)",
+    )
 
 
 class PipelineSpec(_Model):

@@ -72,10 +72,13 @@ class _LogStreamer:
     REDISCOVER_EVERY = 10
     MAX_PAGES_PER_STREAM = 20
 
-    def __init__(self, job_name: str, poller: TrainingJobPoller, emit: Any) -> None:
+    def __init__(
+        self, job_name: str, poller: TrainingJobPoller | Any, emit: Any, log_group: str = LOG_GROUP
+    ) -> None:
         self.job_name = job_name
-        self.poller = poller
+        self.poller = poller  # anything with ``async client("logs")``
         self.emit = emit
+        self.log_group = log_group
         self.streams: list[str] = []
         self.tokens: dict[str, str | None] = {}
         self.fetches = 0
@@ -86,7 +89,7 @@ class _LogStreamer:
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {
-                "logGroupName": LOG_GROUP,
+                "logGroupName": self.log_group,
                 "logStreamNamePrefix": f"{self.job_name}/",
                 "orderBy": "LogStreamName",
                 "limit": 50,
@@ -117,7 +120,7 @@ class _LogStreamer:
         for _ in range(self.MAX_PAGES_PER_STREAM):
             token = self.tokens.get(stream)
             kwargs: dict[str, Any] = {
-                "logGroupName": LOG_GROUP,
+                "logGroupName": self.log_group,
                 "logStreamName": stream,
                 "startFromHead": True,
             }

@@ -25,9 +25,22 @@ def lifecycle_fake(moto_server: str) -> Iterator[FakeTrainingLifecycle]:
 
 
 @pytest.fixture
-def fake(moto_reset: str, lifecycle_fake: FakeTrainingLifecycle) -> Iterator[FakeTrainingLifecycle]:
-    """A clean moto server with the SageMaker lifecycle fake installed (jobs start InProgress)."""
+def fake(
+    moto_reset: str, lifecycle_fake: FakeTrainingLifecycle, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeTrainingLifecycle]:
+    """A clean moto server with the SageMaker lifecycle fake installed (jobs start InProgress).
+
+    The spec's FSx channel names a file system moto cannot describe as AVAILABLE: the FSx
+    pre-flight is recorded here instead (``fake.fsx_preflights``); its own test runs it for real."""
+    import airflow_dist_training.operators.fsx as fsx_ops
+
     lifecycle_fake.reset()
+    lifecycle_fake.fsx_preflights = []  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        fsx_ops,
+        "preflight_training_spec",
+        lambda hook, spec, az_mismatch="error": lifecycle_fake.fsx_preflights.append(spec.name) or [],  # type: ignore[attr-defined]
+    )
     yield lifecycle_fake
     lifecycle_fake.reset()
 

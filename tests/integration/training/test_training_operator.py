@@ -51,6 +51,25 @@ def test_completed_job_result_goes_to_xcom(fake: FakeTrainingLifecycle) -> None:
     assert {"Key": "airflow-dist-training:run-identity", "Value": name.split("-")[-1]} in job.tags
 
 
+def test_fsx_channel_preflight_runs_before_create_training_job(
+    fake: FakeTrainingLifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_op().execute(make_context())
+    assert fake.fsx_preflights == ["llm-finetune"]  # type: ignore[attr-defined]
+    # the real pre-flight: the spec's file system does not exist, so nothing is created
+    import airflow_dist_training.operators.fsx as fsx_ops
+
+    monkeypatch.undo()
+    creates = fake.total_creates
+    assert fsx_ops.preflight_training_spec.__name__ == "preflight_training_spec"
+    with pytest.raises(
+        SpecValidationError,
+        match=r"channels\.extra\.file_system_id: file system fs-0123456789abcdef0 does not exist",
+    ):
+        make_op().execute(make_context(run_id="manual__2"))
+    assert fake.total_creates == creates
+
+
 def test_retry_after_crash_before_persist_reattaches(fake: FakeTrainingLifecycle) -> None:
     fake.complete_after = None
     first = make_op()

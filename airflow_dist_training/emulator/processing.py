@@ -1,0 +1,268 @@
+"""Processing jobs of the emulator, run under SageMaker's processing contract.
+
+For ``CreateProcessingJob`` the emulator, like SageMaker:
+
+1. downloads every ``ProcessingInputs[].S3Input`` (``S3Prefix``: every key under the prefix) from
+   the endpoint's S3 into its ``LocalPath`` under ``/opt/ml/processing/...``;
+2. runs ``AppSpecification.ContainerEntrypoint`` + ``ContainerArguments`` with the request's
+   ``Environment``, ``python``/``python3`` being this machine's interpreter;
+3. streams the output to CloudWatch Logs (``/aws/sagemaker/ProcessingJobs``,
+   ``<job>/algo-1-<epoch>``);
+4. on exit 0 uploads every ``ProcessingOutputConfig.Outputs[].S3Output.LocalPath`` to its
+   ``S3Uri`` and ends ``Completed``; otherwise ``Failed`` with the exit code and the last lines as
+   ``FailureReason``. ``StopProcessingJob`` sends SIGTERM, then SIGKILL after a grace period, and
+   the job ends ``Stopped``; ``StoppingCondition.MaxRuntimeInSeconds`` is enforced.
+
+Without a container, ``/opt/ml`` is the job's folder ``<root>/processing/<job>/opt/ml``: the
+``/opt/ml/`` prefix of the command, the arguments and the environment values is rewritten to it.
+One host runs, whatever ``InstanceCount`` says.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as dt
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_dist_training.emulator.logs import PROCESSING_LOG_GROUP, JobLogs
+
+log = logging.getLogger(__name__)
+STOP_GRACE_SECONDS = 5.0
+_OPT_ML = re.compile(r"/opt/ml(?=/|\b|$)")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+class ProcessingRun:
+    def __init__(self, record: Any, request: dict[str, Any], job_dir: Path, logs: JobLogs) -> None:
+        self.record = record
+        self.request = request
+        self.job_dir = job_dir
+        self.logs = logs
+        self.name = str(request["ProcessingJobName"])
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stop_requested = threading.Event()
+        self.done = threading.Event()
+        self.tail: collections.deque[str] = collections.deque(maxlen=10)
+
+    @property
+    def opt_ml(self) -> Path:
+        return self.job_dir / "opt" / "ml"
+
+    def local(self, value: str) -> str:
+        """``/opt/ml/...`` in a command, argument or environment value -> this job's folder."""
+        return _OPT_ML.sub(lambda _: str(self.opt_ml), value)
+
+    def set(self, **fields: Any) -> None:
+        for key, value in fields.items():
+            setattr(self.record, key, value)
+        self.record.last_modified_time = _now()
+
+
+class ProcessingJobs:
+    """Runs the emulator's processing jobs (thread-safe)."""
+
+    def __init__(self, root: Path, clients: Any) -> None:
+        self.root = root
+        self.clients = clients
+        self.runs: dict[str, ProcessingRun] = {}
+        self._lock = threading.Lock()
+
+    def start(self, record: Any, request: dict[str, Any]) -> None:
+        name = str(request["ProcessingJobName"])
+        run = ProcessingRun(
+            record,
+            request,
+            self.root / "processing" / name,
+            JobLogs(self.clients("logs"), PROCESSING_LOG_GROUP, name),
+        )
+        shutil.rmtree(run.job_dir, ignore_errors=True)  # a fresh "container" for every job
+        record.environment = request.get("Environment")
+        record.processing_resources = request.get("ProcessingResources")
+        run.set(processing_job_status="InProgress", processing_end_time=None, processing_start_time=None)
+        with self._lock:
+            self.runs[name] = run
+        threading.Thread(
+            target=self._main, args=(run,), name=f"emulator-processing-{name}", daemon=True
+        ).start()
+
+    def get(self, name: str) -> ProcessingRun | None:
+        with self._lock:
+            return self.runs.get(name)
+
+    # -- the job
+    def _main(self, run: ProcessingRun) -> None:
+        try:
+            self._download_inputs(run)
+            code = self._run(run)
+            if run.stop_requested.is_set():
+                run.set(
+                    processing_job_status="Stopped", exit_message="Stopped on request (StopProcessingJob)"
+                )
+            elif code == 0:
+                self._upload_outputs(run)
+                run.set(processing_job_status="Completed", exit_message=None)
+            else:
+                reason = code_reason(code, list(run.tail))
+                run.set(processing_job_status="Failed", failure_reason=reason, exit_message=reason)
+        except Exception as exc:
+            log.exception("emulator: processing job %s crashed", run.name)
+            run.set(
+                processing_job_status="Failed",
+                failure_reason=f"ClientError: {type(exc).__name__}: {exc}"[:1024],
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                run.logs.flush()
+            run.set(processing_end_time=_now())
+            run.done.set()
+
+    def _download_inputs(self, run: ProcessingRun) -> None:
+        s3 = self.clients("s3")
+        for item in run.request.get("ProcessingInputs") or []:
+            source = item.get("S3Input")
+            if not source:
+                continue
+            dest = Path(run.local(source["LocalPath"]))
+            dest.mkdir(parents=True, exist_ok=True)
+            bucket, _, prefix = source["S3Uri"][len("s3://") :].partition("/")
+            count = 0
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                for obj in page.get("Contents", []):
+                    rel = obj["Key"][len(prefix) :].lstrip("/") or obj["Key"].rsplit("/", 1)[-1]
+                    target = dest / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    s3.download_file(bucket, obj["Key"], str(target))
+                    count += 1
+            if count == 0:
+                raise ValueError(
+                    f"ProcessingInput {item.get('InputName')}: no objects under {source['S3Uri']}"
+                )
+            run.logs.add(
+                f"[algo-1] [emulator] input {item.get('InputName')}: {count} object(s) from {source['S3Uri']}"
+            )
+
+    def _run(self, run: ProcessingRun) -> int:
+        app = run.request.get("AppSpecification") or {}
+        command = [
+            run.local(c)
+            for c in [*(app.get("ContainerEntrypoint") or []), *(app.get("ContainerArguments") or [])]
+        ]
+        if not command:
+            raise ValueError(
+                "AppSpecification has no ContainerEntrypoint (the image's entrypoint cannot run here)"
+            )
+        shims = run.job_dir / "bin"
+        shims.mkdir(parents=True, exist_ok=True)
+        for name in ("python", "python3"):
+            # a script, not a symlink: a virtualenv's interpreter must be started by its own path
+            shim = shims / name
+            shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+            shim.chmod(0o755)
+        for item in (run.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
+            if item.get("S3Output"):
+                Path(run.local(item["S3Output"]["LocalPath"])).mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONUNBUFFERED": "1",
+            "PROCESSING_JOB_NAME": run.name,
+            **{k: run.local(str(v)) for k, v in (run.request.get("Environment") or {}).items()},
+        }
+        max_runtime = float((run.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+        run.set(processing_start_time=_now())
+        run.proc = subprocess.Popen(
+            command,
+            cwd=run.job_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        reader = threading.Thread(target=self._pump, args=(run,), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + max_runtime
+        while run.proc.poll() is None:
+            if time.monotonic() > deadline and not run.stop_requested.is_set():
+                run.logs.add(f"[algo-1] [emulator] MaxRuntimeInSeconds={max_runtime:.0f} exceeded: stopping")
+                run.tail.append(f"MaxRuntimeExceeded after {max_runtime:.0f} s")
+                self._terminate(run)
+            run.logs.flush()
+            time.sleep(0.2)
+        reader.join(5)
+        run.logs.flush()
+        return int(run.proc.returncode)
+
+    @staticmethod
+    def _pump(run: ProcessingRun) -> None:
+        assert run.proc is not None and run.proc.stdout is not None
+        for raw in iter(run.proc.stdout.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            run.tail.append(line)
+            run.logs.add(f"[algo-1] {line}")
+
+    @staticmethod
+    def _terminate(run: ProcessingRun) -> None:
+        proc = run.proc
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def _upload_outputs(self, run: ProcessingRun) -> None:
+        s3 = self.clients("s3")
+        for item in (run.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
+            target = item.get("S3Output")
+            if not target:
+                continue
+            local = Path(run.local(target["LocalPath"]))
+            bucket, _, prefix = target["S3Uri"][len("s3://") :].partition("/")
+            for path in sorted(p for p in local.rglob("*") if p.is_file()):
+                key = f"{prefix.rstrip('/')}/{path.relative_to(local).as_posix()}".lstrip("/")
+                s3.upload_file(str(path), bucket, key)
+
+    # -- API
+    def stop(self, name: str) -> bool:
+        run = self.get(name)
+        if run is None or run.done.is_set():
+            return False
+        run.stop_requested.set()
+        run.set(processing_job_status="Stopping")
+        threading.Thread(target=self._terminate, args=(run,), daemon=True).start()
+        return True
+
+    def shutdown(self, timeout: float = 15.0) -> None:
+        with self._lock:
+            runs = list(self.runs.values())
+        for run in runs:
+            if not run.done.is_set():
+                run.stop_requested.set()
+                self._terminate(run)
+        deadline = time.monotonic() + timeout
+        for run in runs:
+            run.done.wait(max(0.0, deadline - time.monotonic()))
+
+
+def code_reason(code: int, tail: list[str]) -> str:
+    last = "\n".join(tail[-5:])
+    return f"AlgorithmError: the processing container exited with code {code}; last lines:\n{last}"[:1024]

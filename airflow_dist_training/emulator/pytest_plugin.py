@@ -1,0 +1,114 @@
+"""pytest fixtures for the SageMaker test endpoint (registered through the ``pytest11`` entry point).
+
+- ``sagemaker_emulator`` (session): ``airflow-dist-training emulator`` in a subprocess (moto's
+  state stays out of the test process), stopped with SIGTERM at the end of the session;
+- ``sagemaker_endpoint`` (function): the emulator reset to an empty state, with
+  ``AWS_ENDPOINT_URL`` (and test credentials) set for the test, so boto3, aiobotocore and
+  Airflow's AWS connections all talk to it. Yields the :class:`EmulatorProcess`.
+
+Use them in your own CI::
+
+    def test_my_dag(sagemaker_endpoint):
+        s3 = sagemaker_endpoint.client("s3")
+        ...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+class EmulatorProcess:
+    """A running ``airflow-dist-training emulator`` subprocess."""
+
+    def __init__(self, root: Path, startup_timeout: float = 60.0) -> None:
+        self.root = root
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "airflow_dist_training.cli", "emulator", "--root", str(root)],
+            stdout=subprocess.PIPE,
+            stderr=open(root / "emulator.log", "wb"),
+            env=env,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("endpoint: "):
+            self.proc.kill()
+            log = (root / "emulator.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the emulator did not start (got {line!r}):\n{log}")
+        self.endpoint = line.split(" ", 1)[1].strip()
+
+    def _admin(self, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(payload or {}).encode()
+        req = urllib.request.Request(f"{self.endpoint}/_emulator/{path}", data=data, method="POST")
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return dict(json.loads(resp.read()))
+
+    def inject(self, fault: str, **params: Any) -> dict[str, Any]:
+        """Arm a fault: ``spot_interruption`` (job_name), ``insufficient_capacity`` (count), ``throttle`` (share)."""
+        return self._admin("faults", {"fault": fault, **params})
+
+    def state(self) -> dict[str, Any]:
+        return self._admin("state")
+
+    def reset(self) -> None:
+        self._admin("reset")
+
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(
+            service,
+            region_name="us-east-1",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, as a user's Ctrl-C would; the emulator stops its jobs and exits."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
+
+
+@pytest.fixture(scope="session")
+def sagemaker_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
+    """The SageMaker test endpoint, one per test session (a subprocess)."""
+    emulator = EmulatorProcess(tmp_path_factory.mktemp("sagemaker-emulator"))
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+@pytest.fixture
+def sagemaker_endpoint(
+    sagemaker_emulator: EmulatorProcess, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EmulatorProcess]:
+    """An empty emulator for this test, with ``AWS_ENDPOINT_URL`` pointing at it."""
+    sagemaker_emulator.reset()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", sagemaker_emulator.endpoint)
+    for key, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
+        monkeypatch.setenv(key, os.environ.get(key, value))
+    yield sagemaker_emulator

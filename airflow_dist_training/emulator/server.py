@@ -1,0 +1,350 @@
+"""The emulator: moto's server, with a SageMaker backend whose jobs really run.
+
+What is moto's, unchanged: the AWS protocol (every request and error shape), S3, CloudWatch Logs,
+IAM, STS, and SageMaker's job records, Describe/List and the model registry calls.
+What the emulator adds, by wrapping moto's SageMaker response handlers:
+
+- ``CreateTrainingJob``: a duplicate name answers ``ResourceInUse``; a request the local executor
+  cannot run answers ``ValidationException`` (nothing is recorded); otherwise moto records the job
+  and :class:`~airflow_dist_training.emulator.training.TrainingJobs` runs it;
+- ``StopTrainingJob`` (moto has none): SIGTERM to the hosts, SIGKILL after a grace period, ``Stopped``;
+- ``CreateProcessingJob`` / ``StopProcessingJob``: run under the processing contract
+  (:mod:`airflow_dist_training.emulator.processing`);
+- a WSGI layer in front of moto for the admin calls (``/_emulator/...``) and throttling faults.
+
+One emulator per process (moto's backends are process-wide). ``Emulator`` is a context manager::
+
+    with Emulator(port=0) as emu:
+        boto3.client("sagemaker", endpoint_url=emu.endpoint, ...)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from airflow_dist_training.emulator.faults import Faults
+from airflow_dist_training.emulator.processing import ProcessingJobs
+from airflow_dist_training.emulator.training import TrainingJobs
+
+log = logging.getLogger(__name__)
+REGION = "us-east-1"
+_ACTIVE: Emulator | None = None
+_PATCH_LOCK = threading.Lock()
+_PATCHED = False
+
+
+class Emulator:
+    """A SageMaker test endpoint on 127.0.0.1.
+
+    :param port: TCP port; 0 picks a free one (see :attr:`endpoint`).
+    :param root: folder for job files (each job's ``/opt/ml``, the executor's store); default: a
+        temporary folder removed on :meth:`stop`.
+    :param throttle_share: share of SageMaker API calls answered with ``ThrottlingException``.
+    :param capacity_failures: the next N training jobs fail with ``InsufficientCapacityError``.
+    """
+
+    def __init__(
+        self,
+        port: int = 0,
+        root: str | Path | None = None,
+        *,
+        throttle_share: float = 0.0,
+        capacity_failures: int = 0,
+    ) -> None:
+        self.port = port
+        self._own_root = root is None
+        self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="adt-emulator-"))
+        self.faults = Faults(throttle_share=throttle_share, capacity_failures=capacity_failures)
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
+        self.training: TrainingJobs | None = None
+        self.processing: ProcessingJobs | None = None
+
+    # -- lifecycle
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Emulator:
+        global _ACTIVE
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        with _PATCH_LOCK:
+            if _ACTIVE is not None:
+                raise RuntimeError("an emulator already runs in this process (moto's state is process-wide)")
+            _install_patches()
+            _ACTIVE = self
+        self.root.mkdir(parents=True, exist_ok=True)
+        app = _EmulatorApp(self, DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(
+            "127.0.0.1", self.port, app, threaded=True, request_handler=MotoRequestHandler
+        )
+        self.port = int(self._server.server_port)
+        self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
+        self.processing = ProcessingJobs(self.root, self.client)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="emulator-server", daemon=True
+        )
+        self._thread.start()
+        self._warm_up()
+        return self
+
+    def _warm_up(self) -> None:
+        """moto imports a service's backend on its first call: do that now, not in a job's first second."""
+        with contextlib.suppress(Exception):
+            self.client("s3").list_buckets()
+            self.client("logs").describe_log_groups(limit=1)
+            self.client("sagemaker").list_training_jobs(MaxResults=1)
+
+    def stop(self) -> None:
+        """Stop every job (their processes are gone when this returns), then the server."""
+        global _ACTIVE
+        if self.training is not None:
+            self.training.shutdown()
+        if self.processing is not None:
+            self.processing.shutdown()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(10)
+        with _PATCH_LOCK:
+            if _ACTIVE is self:
+                _ACTIVE = None
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def reset(self) -> None:
+        """Stop every job and clear all state (moto's ``/moto-api/reset`` plus the emulator's)."""
+        from moto.moto_api._internal.models import moto_api_backend
+
+        if self.training is not None:
+            self.training.shutdown()
+            self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
+        if self.processing is not None:
+            self.processing.shutdown()
+            self.processing = ProcessingJobs(self.root, self.client)
+        self.faults.throttle_share = 0.0
+        self.faults.capacity_failures = 0
+        moto_api_backend.reset()
+
+    # -- clients of the endpoint itself (logs, S3 for the jobs)
+    def client(self, service: str) -> Any:
+        with self._clients_lock:
+            if service not in self._clients:
+                import boto3
+                from botocore.config import Config
+
+                self._clients[service] = boto3.session.Session().client(
+                    service,
+                    region_name=REGION,
+                    endpoint_url=self.endpoint,
+                    aws_access_key_id="emulator",
+                    aws_secret_access_key="emulator",
+                    config=Config(retries={"mode": "standard", "max_attempts": 5}),
+                )
+            return self._clients[service]
+
+    # -- faults and state
+    def inject(self, fault: str, **params: Any) -> dict[str, Any]:
+        """Arm a fault (see :mod:`airflow_dist_training.emulator.faults`)."""
+        if fault == "throttle":
+            self.faults.throttle_share = float(params.get("share", 0.0))
+            return {"throttle_share": self.faults.throttle_share}
+        if fault == "insufficient_capacity":
+            self.faults.capacity_failures = int(params.get("count", 1))
+            return {"capacity_failures": self.faults.capacity_failures}
+        if fault == "spot_interruption":
+            assert self.training is not None
+            name = str(params.get("job_name") or "")
+            if not self.training.interrupt(name):
+                raise KeyError(f"no running training job {name!r}")
+            return {"interrupted": name}
+        raise KeyError(f"unknown fault {fault!r}: use spot_interruption, insufficient_capacity or throttle")
+
+    def state(self) -> dict[str, Any]:
+        training = self.training.runs if self.training else {}
+        processing = self.processing.runs if self.processing else {}
+        return {
+            "endpoint": self.endpoint,
+            "training_jobs": {n: r.record.training_job_status for n, r in training.items()},
+            "processing_jobs": {n: r.record.processing_job_status for n, r in processing.items()},
+            "throttled_calls": self.faults.throttled_calls,
+        }
+
+
+class _EmulatorApp:
+    """WSGI in front of moto: the admin calls and the throttling fault; everything else is moto's."""
+
+    def __init__(self, emulator: Emulator, inner: Callable[..., Iterable[bytes]]) -> None:
+        self.emulator = emulator
+        self.inner = inner
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO", ""))
+        if path.startswith("/_emulator/"):
+            return self._admin(path, environ, start_response)
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if target.startswith("SageMaker.") and self.emulator.faults.should_throttle():
+            body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
+            start_response(
+                "400 Bad Request",
+                [
+                    ("Content-Type", "application/x-amz-json-1.1"),
+                    ("x-amzn-ErrorType", "ThrottlingException"),
+                    ("Content-Length", str(len(body))),
+                ],
+            )
+            return [body]
+        return self.inner(environ, start_response)
+
+    def _admin(
+        self, path: str, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        status, payload = "200 OK", {}
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            data = json.loads(environ["wsgi.input"].read(length) or b"{}") if length else {}
+            if path == "/_emulator/faults":
+                payload = self.emulator.inject(str(data.pop("fault", "")), **data)
+            elif path == "/_emulator/state":
+                payload = self.emulator.state()
+            elif path == "/_emulator/reset":
+                self.emulator.reset()
+                payload = {"reset": True}
+            else:
+                status, payload = "404 Not Found", {"error": f"unknown admin call {path}"}
+        except KeyError as exc:
+            status, payload = "400 Bad Request", {"error": str(exc.args[0] if exc.args else exc)}
+        body = json.dumps(payload).encode()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
+def _install_patches() -> None:
+    """Wrap moto's SageMaker handlers once per process; they defer to moto when no emulator runs."""
+    global _PATCHED
+    if _PATCHED:
+        return
+    from moto.core.responses import EmptyResult
+    from moto.sagemaker.exceptions import ResourceInUseException, ValidationError
+    from moto.sagemaker.responses import SageMakerResponse
+
+    orig_create_training = SageMakerResponse.create_training_job
+    orig_create_processing = SageMakerResponse.create_processing_job
+    orig_stop_processing = SageMakerResponse.stop_processing_job
+
+    def create_training_job(self: Any) -> Any:
+        emu = _ACTIVE
+        if emu is None or emu.training is None:
+            return orig_create_training(self)
+        request = json.loads(self.body)
+        name = request["TrainingJobName"]
+        backend = self.sagemaker_backend
+        if name in backend.training_jobs:
+            arn = backend.training_jobs[name].arn
+            raise ResourceInUseException(
+                "Training job names must be unique within an AWS account and region, and a training "
+                f"job with this name already exists ({arn})"
+            )
+        try:
+            emu.training.check(request)
+        except Exception as exc:  # LocalRequestError: the request cannot run on this machine
+            raise ValidationError(f"the emulator cannot run this request: {exc}") from None
+        result = orig_create_training(self)
+        emu.training.start(backend.training_jobs[name], request)
+        return result
+
+    def stop_training_job(self: Any) -> Any:
+        emu = _ACTIVE
+        name = self._get_param("TrainingJobName")
+        backend = self.sagemaker_backend
+        if name not in backend.training_jobs:
+            raise ValidationError(f"Requested resource not found: training job {name}")
+        if emu is None or emu.training is None or not emu.training.stop(name):
+            status = backend.training_jobs[name].training_job_status
+            raise ValidationError(f"The request was rejected because the training job is in status {status}.")
+        return EmptyResult()
+
+    def create_processing_job(self: Any) -> Any:
+        emu = _ACTIVE
+        if emu is None or emu.processing is None:
+            return orig_create_processing(self)
+        request = json.loads(self.body)
+        name = request["ProcessingJobName"]
+        backend = self.sagemaker_backend
+        if name in backend.processing_jobs:
+            raise ResourceInUseException(f"Processing job {name} already exists")
+        result = orig_create_processing(self)
+        emu.processing.start(backend.processing_jobs[name], request)
+        return result
+
+    def stop_processing_job(self: Any) -> Any:
+        emu = _ACTIVE
+        if emu is None or emu.processing is None:
+            return orig_stop_processing(self)
+        name = self._get_param("ProcessingJobName")
+        backend = self.sagemaker_backend
+        if name not in backend.processing_jobs:
+            raise ValidationError(f"Requested resource not found: processing job {name}")
+        if not emu.processing.stop(name):
+            status = backend.processing_jobs[name].processing_job_status
+            raise ValidationError(
+                f"The request was rejected because the processing job is in status {status}."
+            )
+        return EmptyResult()
+
+    SageMakerResponse.create_training_job = create_training_job  # type: ignore[method-assign]
+    SageMakerResponse.stop_training_job = stop_training_job  # type: ignore[attr-defined]
+    SageMakerResponse.create_processing_job = create_processing_job  # type: ignore[method-assign]
+    SageMakerResponse.stop_processing_job = stop_processing_job  # type: ignore[method-assign]
+    _PATCHED = True
+
+
+def serve_forever(port: int = 0, root: str | Path | None = None, **faults: Any) -> int:
+    """Run in the foreground until SIGINT/SIGTERM; print ``endpoint: <url>`` when ready."""
+    import signal
+    import sys
+
+    stop = threading.Event()
+    emu = Emulator(port=port, root=root, **faults)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    emu.start()
+    print(f"endpoint: {emu.endpoint}", flush=True)
+    print(
+        f"  export AWS_ENDPOINT_URL={emu.endpoint} AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
+        "AWS_DEFAULT_REGION=us-east-1",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        print("emulator: stopping jobs and the server", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            emu.stop()
+    return 0

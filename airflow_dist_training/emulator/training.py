@@ -1,0 +1,233 @@
+"""Training jobs of the emulator: moto's job record, driven by the local backend's request executor.
+
+``CreateTrainingJob`` lands in moto's SageMaker backend as usual (moto keeps the job record and
+answers ``Describe``/``List``); the emulator then runs the request as sent through
+:class:`airflow_dist_training.local.executor.LocalExecutor`, whose ``describe()`` (statuses,
+secondary statuses with their transitions, ``FailureReason``, ``FinalMetricDataList``, times,
+``ModelArtifacts``) is copied onto moto's record while the job runs. The executor reads channels
+and code from, and writes checkpoints and ``model.tar.gz``/``output.tar.gz`` to, the endpoint's own
+S3. Host output goes to CloudWatch Logs (:mod:`airflow_dist_training.emulator.logs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_dist_training.emulator.faults import CAPACITY_REASON, SPOT_REASON, Faults
+from airflow_dist_training.emulator.logs import TRAINING_LOG_GROUP, JobLogs
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.2
+
+
+def naive_utc(value: Any) -> Any:
+    """moto compares times as naive UTC (``LastModifiedTimeAfter`` filters): store them so."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+class TrainingRun:
+    """One training job: the executor's handle, moto's record, the log streams."""
+
+    def __init__(self, record: Any, request: dict[str, Any], logs: JobLogs) -> None:
+        self.record = record
+        self.request = request
+        self.logs = logs
+        self.name = str(request["TrainingJobName"])
+        self.job: Any = None
+        self.interrupted = False
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def set(self, **fields: Any) -> None:
+        for key, value in fields.items():
+            setattr(self.record, key, value)
+        self.record.last_modified_time = _now()
+
+    def apply(self, desc: dict[str, Any]) -> None:
+        """Copy the executor's DescribeTrainingJob fields onto moto's record."""
+        status = desc.get("TrainingJobStatus")
+        secondary = desc.get("SecondaryStatus")
+        reason = desc.get("FailureReason")
+        transitions = [
+            {k: naive_utc(v) for k, v in t.items()} for t in desc.get("SecondaryStatusTransitions") or []
+        ]
+        if self.interrupted and status in ("Stopped", "Stopping", "Failed"):
+            # AWS: a spot job whose capacity was reclaimed (and not recovered within MaxWaitTime)
+            status = "Stopping" if status == "Stopping" else "Stopped"
+            secondary = "Stopping" if status == "Stopping" else "MaxWaitTimeExceeded"
+            reason = SPOT_REASON
+            if status == "Stopped" and (
+                not transitions or transitions[-1]["Status"] != "MaxWaitTimeExceeded"
+            ):
+                now = _now()
+                if transitions and "EndTime" not in transitions[-1]:
+                    transitions[-1]["EndTime"] = now
+                transitions.append(
+                    {"Status": "Interrupted", "StartTime": now, "EndTime": now, "StatusMessage": SPOT_REASON}
+                )
+                transitions.append(
+                    {"Status": "MaxWaitTimeExceeded", "StartTime": now, "StatusMessage": SPOT_REASON}
+                )
+        fields: dict[str, Any] = {
+            "training_job_status": status,
+            "secondary_status": secondary,
+            "secondary_status_transitions": transitions,
+            "final_metric_data_list": [
+                {**m, "Timestamp": naive_utc(m.get("Timestamp"))}
+                for m in desc.get("FinalMetricDataList") or []
+            ],
+            "failure_reason": reason,
+        }
+        for key, attr in (
+            ("TrainingStartTime", "training_start_time"),
+            ("TrainingEndTime", "training_end_time"),
+            ("TrainingTimeInSeconds", "training_time_in_seconds"),
+            ("BillableTimeInSeconds", "billable_time_in_seconds"),
+            ("ModelArtifacts", "model_artifacts"),
+        ):
+            if key in desc:
+                fields[attr] = naive_utc(desc[key])
+        changed = any(getattr(self.record, k, None) != v for k, v in fields.items())
+        if changed:
+            self.set(**fields)
+
+
+class TrainingJobs:
+    """Runs the emulator's training jobs (thread-safe)."""
+
+    def __init__(self, root: Path, clients: Any, faults: Faults, relay_ports: list[int]) -> None:
+        self.root = root
+        self.clients = clients
+        self.faults = faults
+        self.relay_ports = relay_ports
+        self.runs: dict[str, TrainingRun] = {}
+        self._lock = threading.Lock()
+        self._executor: Any = None
+
+    @property
+    def executor(self) -> Any:
+        if self._executor is None:
+            from airflow_dist_training.local.executor import JobOptions, LocalExecutor
+            from airflow_dist_training.local.store import ObjectStore
+
+            store = ObjectStore(self.root / "store", s3_client=self.clients("s3"))
+            options = JobOptions(relay_ports=list(self.relay_ports), stop_grace_seconds=5.0)
+            self._executor = LocalExecutor(self.root / "jobs", store=store, options=options)
+        return self._executor
+
+    def check(self, request: dict[str, Any]) -> None:
+        """Raise ``LocalRequestError`` when the request cannot run here (before moto records it)."""
+        self.executor.plan(request)
+
+    def start(self, record: Any, request: dict[str, Any]) -> None:
+        name = str(request["TrainingJobName"])
+        # moto drops these (and replaces MetricDefinitions with a fake): keep them as sent
+        record.environment = request.get("Environment")
+        record.retry_strategy = request.get("RetryStrategy")
+        record.algorithm_specification = dict(request.get("AlgorithmSpecification") or {})
+        run = TrainingRun(record, request, JobLogs(self.clients("logs"), TRAINING_LOG_GROUP, name))
+        now = _now()
+        run.set(
+            training_job_status="InProgress",
+            secondary_status="Starting",
+            secondary_status_transitions=[
+                {"Status": "Starting", "StartTime": now, "StatusMessage": "Launching requested ML instances"}
+            ],
+            final_metric_data_list=[],
+            training_start_time=None,
+            training_end_time=None,
+            model_artifacts=None,
+        )
+        with self._lock:
+            self.runs[name] = run
+        run.thread = threading.Thread(
+            target=self._main, args=(run,), name=f"emulator-training-{name}", daemon=True
+        )
+        run.thread.start()
+
+    def _main(self, run: TrainingRun) -> None:
+        try:
+            if self.faults.take_capacity_failure():
+                time.sleep(0.3)
+                now = _now()
+                run.set(
+                    training_job_status="Failed",
+                    secondary_status="Failed",
+                    failure_reason=CAPACITY_REASON,
+                    training_end_time=now,
+                    secondary_status_transitions=[
+                        {
+                            "Status": "Starting",
+                            "StartTime": run.record.creation_time,
+                            "EndTime": now,
+                            "StatusMessage": "Launching requested ML instances",
+                        },
+                        {"Status": "Failed", "StartTime": now, "StatusMessage": CAPACITY_REASON},
+                    ],
+                )
+                return
+            run.job = self.executor.start(run.request, log=run.logs.add)
+            while not run.job.done:
+                run.apply(run.job.describe())
+                run.logs.flush()
+                time.sleep(POLL_SECONDS)
+            run.logs.flush()
+            run.apply(run.job.describe())
+        except Exception as exc:  # the emulator must never leave a job InProgress forever
+            log.exception("emulator: training job %s crashed", run.name)
+            run.set(
+                training_job_status="Failed",
+                secondary_status="Failed",
+                failure_reason=f"InternalServerError: emulator: {type(exc).__name__}: {exc}"[:1024],
+                training_end_time=_now(),
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                run.logs.flush()
+            run.done.set()
+
+    def get(self, name: str) -> TrainingRun | None:
+        with self._lock:
+            return self.runs.get(name)
+
+    def stop(self, name: str) -> bool:
+        """StopTrainingJob: SIGTERM to every host, SIGKILL after the grace period; ends ``Stopped``."""
+        run = self.get(name)
+        if run is None or run.done.is_set() or run.job is None:
+            return False
+        run.set(training_job_status="Stopping", secondary_status="Stopping")
+        run.job.stop()
+        return True
+
+    def interrupt(self, name: str) -> bool:
+        """Fault: reclaim a spot job's capacity; it ends ``Stopped`` / ``MaxWaitTimeExceeded``."""
+        run = self.get(name)
+        if run is None or run.done.is_set() or run.job is None:
+            return False
+        run.interrupted = True
+        run.job.stop()
+        return True
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop every running job and wait until its processes are gone."""
+        with self._lock:
+            runs = list(self.runs.values())
+        for run in runs:
+            if run.job is not None and not run.done.is_set():
+                with contextlib.suppress(Exception):
+                    run.job.stop(wait=True)
+        deadline = time.monotonic() + timeout
+        for run in runs:
+            run.done.wait(max(0.0, deadline - time.monotonic()))

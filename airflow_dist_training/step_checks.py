@@ -1,0 +1,182 @@
+"""Checks of every step of a run (training, evaluation, gate, registry) for the ``plan`` task.
+
+The training request is validated by the planner; this module adds what the later steps need,
+so that a run is rejected **before anything is launched**, not after training was paid for:
+
+- evaluation: the script and data exist (local paths are uploaded to the run's S3 prefix on
+  SageMaker), and a SageMaker evaluation has a role and an output location;
+- gate: its thresholds parse, and there is an evaluation for it to read;
+- registry: a valid model package group and an inference image on SageMaker, a directory locally;
+- S3: every bucket the run reads or writes exists, and every input prefix has objects (the AWS
+  reads themselves are in :mod:`airflow_dist_training.hooks.s3_checks`; this module only lists them).
+
+Pure: no Airflow, no boto3 (local files are only tested for existence).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+
+if TYPE_CHECKING:
+    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
+    from airflow_dist_training.spec.training import TrainingJobSpec
+
+_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+# registry/repository[:tag|@digest]: what CreateModelPackage accepts as an inference image
+_IMAGE = re.compile(r"^[\w.\-]+(:\d+)?/[\w.\-/]+([:@][\w.\-:]+)?$")
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """An S3 location the run uses: ``field`` names it for the user; inputs must hold objects."""
+
+    field: str
+    uri: str
+    is_input: bool
+
+
+def is_remote(uri: str | None) -> bool:
+    return bool(uri) and "://" in str(uri) and not str(uri).startswith("file://")
+
+
+def resolve_local(path: str, base_dir: str | Path | None) -> Path:
+    raw = path[len("file://") :] if path.startswith("file://") else path
+    p = Path(raw)
+    return p if p.is_absolute() or base_dir is None else Path(base_dir) / p
+
+
+def check_steps(
+    spec: TrainingJobSpec,
+    *,
+    backend: str,
+    evaluation: EvaluationStep | None = None,
+    gate: Mapping[str, Any] | None = None,
+    registry: RegistryStep | None = None,
+    inference_image: str | None = None,
+    base_dir: str | Path | None = None,
+) -> list[Problem]:
+    """Every problem of the evaluation, gate and registry steps (errors and warnings)."""
+    problems: list[Problem] = []
+    if evaluation is not None:
+        problems += _check_evaluation(spec, evaluation, backend, base_dir)
+    if gate is not None:
+        problems += _check_gate(gate, evaluation)
+    if registry is not None:
+        problems += _check_registry(registry, backend, inference_image)
+    return problems
+
+
+def _check_evaluation(
+    spec: TrainingJobSpec, step: EvaluationStep, backend: str, base_dir: str | Path | None
+) -> list[Problem]:
+    problems: list[Problem] = []
+    script = step.script
+    if not script.endswith(".py"):
+        problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
+    if is_remote(script):
+        if backend == "local":
+            problems.append(
+                Problem("evaluation.script", f"{script}: the local backend runs a local script, not a URI")
+            )
+        elif not script.startswith("s3://"):
+            problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
+    elif not resolve_local(script, base_dir).is_file():
+        problems.append(
+            Problem(
+                "evaluation.script", f"{resolve_local(script, base_dir)} does not exist (or is not a file)"
+            )
+        )
+    data = step.channel_source
+    if data:
+        if is_remote(data):
+            if not data.startswith("s3://"):
+                problems.append(
+                    Problem("evaluation.channel_source", f"{data}: must be a local path or an s3:// URI")
+                )
+        elif not resolve_local(data, base_dir).exists():
+            problems.append(
+                Problem("evaluation.channel_source", f"{resolve_local(data, base_dir)} does not exist")
+            )
+    if backend == "sagemaker":
+        if spec.output is None or not spec.output.s3_path:
+            problems.append(
+                Problem(
+                    "output.s3_path",
+                    "is required for a SageMaker evaluation: evaluation.json goes to <output.s3_path>/evaluation/<run>",
+                )
+            )
+        if not spec.role_arn:
+            problems.append(
+                Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)")
+            )
+    return problems
+
+
+def _check_gate(gate: Mapping[str, Any], evaluation: EvaluationStep | None) -> list[Problem]:
+    from airflow_dist_training.evaluation.gate import parse_gate_spec
+
+    problems: list[Problem] = []
+    if evaluation is None:
+        problems.append(Problem("gate", "needs an evaluation step (the gate reads its evaluation.json)"))
+    try:
+        parse_gate_spec(
+            dict(gate.get("thresholds") or {}),
+            require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
+        )
+    except SpecValidationError as exc:
+        problems += [Problem(f"gate.{p.path}".rstrip("."), p.message) for p in exc.problems]
+    return problems
+
+
+def _check_registry(registry: RegistryStep, backend: str, inference_image: str | None) -> list[Problem]:
+    problems: list[Problem] = []
+    if backend == "sagemaker":
+        group = registry.model_package_group
+        if not group:
+            problems.append(Problem("registry.model_package_group", "is required with backend sagemaker"))
+        elif not _GROUP_NAME.match(group):
+            problems.append(
+                Problem("registry.model_package_group", f"{group!r}: 1-63 letters, digits and hyphens")
+            )
+        image = inference_image or registry.inference_image
+        if image and not _IMAGE.match(image):
+            problems.append(
+                Problem(
+                    "registry.inference_image",
+                    f"{image!r} is not an image URI (<registry>/<repository>:<tag> or @<digest>)",
+                )
+            )
+    elif not registry.local_dir:
+        problems.append(
+            Problem("registry.local_dir", "not set: the local registry goes to .adt-demo/registry", "warning")
+        )
+    return problems
+
+
+def s3_locations(spec: TrainingJobSpec, *, evaluation: EvaluationStep | None = None) -> list[S3Location]:
+    """The S3 locations a SageMaker run reads (inputs) and writes, with the field naming each."""
+    from airflow_dist_training.spec.training import S3Channel
+
+    found: list[S3Location] = []
+    for name, channel in spec.channels.items():
+        if isinstance(channel, S3Channel):
+            found.append(S3Location(f"channels.{name}.uri", channel.uri, True))
+    source_dir = spec.source.source_dir
+    if source_dir and source_dir.startswith("s3://"):
+        found.append(S3Location("source.source_dir", source_dir, True))
+    if spec.output is not None and spec.output.s3_path:
+        found.append(S3Location("output.s3_path", spec.output.s3_path, False))
+    if spec.checkpoint is not None and spec.checkpoint.s3_uri:
+        found.append(S3Location("checkpoint.s3_uri", spec.checkpoint.s3_uri, False))
+    if evaluation is not None:
+        if evaluation.script.startswith("s3://"):
+            found.append(S3Location("evaluation.script", evaluation.script, True))
+        if (evaluation.channel_source or "").startswith("s3://"):
+            found.append(S3Location("evaluation.channel_source", str(evaluation.channel_source), True))
+    return found

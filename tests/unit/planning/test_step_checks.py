@@ -1,0 +1,134 @@
+"""The plan task checks every step's inputs (evaluation, gate, registry) before anything launches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_dist_training.spec.loading import load_spec
+from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
+from airflow_dist_training.step_checks import S3Location, check_steps, s3_locations
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _spec(**overrides: Any) -> Any:
+    data: dict[str, Any] = {
+        "name": "demo",
+        "image": {"uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1"},
+        "source": {"entry_point": "train.py"},
+        "role_arn": "arn:aws:iam::123456789012:role/SageMakerTrainingRole",
+        "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
+        "channels": {"train": {"type": "s3", "uri": "s3://data-bucket/train"}},
+        "output": {"s3_path": "s3://out-bucket/models"},
+        "checkpoint": {"s3_uri": "s3://out-bucket/ckpt"},
+    }
+    data.update(overrides)
+    return load_spec(data)
+
+
+def _messages(problems: list[Any]) -> list[str]:
+    return [str(p) for p in problems if p.severity == "error"]
+
+
+def test_local_script_and_data_are_accepted_for_sagemaker_when_they_exist() -> None:
+    step = EvaluationStep(script="examples/evaluate.py", channel_source="examples/specs")
+    assert _messages(check_steps(_spec(), backend="sagemaker", evaluation=step, base_dir=REPO)) == []
+
+
+def test_missing_evaluation_script_and_data_are_rejected_naming_the_field(tmp_path: Path) -> None:
+    step = EvaluationStep(script="nope/evaluate.py", channel_source="nope/test")
+    errors = _messages(check_steps(_spec(), backend="sagemaker", evaluation=step, base_dir=tmp_path))
+    assert errors == [
+        f"evaluation.script: {tmp_path / 'nope/evaluate.py'} does not exist (or is not a file)",
+        f"evaluation.channel_source: {tmp_path / 'nope/test'} does not exist",
+    ]
+
+
+def test_sagemaker_evaluation_needs_an_output_location_and_a_role() -> None:
+    spec = _spec(output=None, role_arn=None)
+    step = EvaluationStep(script="s3://code/evaluate.py")
+    errors = _messages(check_steps(spec, backend="sagemaker", evaluation=step))
+    assert any(e.startswith("output.s3_path: is required for a SageMaker evaluation") for e in errors)
+    assert any(e.startswith("role_arn: is required") for e in errors)
+
+
+def test_an_s3_script_on_the_local_backend_is_rejected() -> None:
+    step = EvaluationStep(script="s3://code/evaluate.py")
+    errors = _messages(check_steps(_spec(), backend="local", evaluation=step))
+    assert errors == [
+        "evaluation.script: s3://code/evaluate.py: the local backend runs a local script, not a URI"
+    ]
+
+
+def test_gate_thresholds_and_registry_are_checked() -> None:
+    step = EvaluationStep(script="s3://code/evaluate.py")
+    errors = _messages(
+        check_steps(
+            _spec(),
+            backend="sagemaker",
+            evaluation=step,
+            gate={"thresholds": {"accuracy": {"minimum": 0.9}}},
+            registry=RegistryStep(model_package_group="bad_name!", inference_image="not an image"),
+        )
+    )
+    assert any(e.startswith("gate.thresholds.accuracy") and "minimum" in e for e in errors), errors
+    assert "registry.model_package_group: 'bad_name!': 1-63 letters, digits and hyphens" in errors
+    assert any(e.startswith("registry.inference_image: 'not an image' is not an image URI") for e in errors)
+
+
+def test_inference_image_from_the_form_overrides_the_registry_step() -> None:
+    registry = RegistryStep(model_package_group="grp", inference_image="not an image")
+    ok = "123456789012.dkr.ecr.us-east-1.amazonaws.com/serve:2"
+    assert _messages(check_steps(_spec(), backend="sagemaker", registry=registry, inference_image=ok)) == []
+
+
+def test_s3_locations_name_every_bucket_the_run_uses() -> None:
+    step = EvaluationStep(script="s3://code/evaluate.py", channel_source="s3://data-bucket/test")
+    assert s3_locations(_spec(), evaluation=step) == [
+        S3Location("channels.train.uri", "s3://data-bucket/train", True),
+        S3Location("output.s3_path", "s3://out-bucket/models", False),
+        S3Location("checkpoint.s3_uri", "s3://out-bucket/ckpt", False),
+        S3Location("evaluation.script", "s3://code/evaluate.py", True),
+        S3Location("evaluation.channel_source", "s3://data-bucket/test", True),
+    ]
+
+
+@pytest.mark.integration
+def test_missing_bucket_and_empty_prefix_are_named(moto_reset: str) -> None:
+    import os
+
+    import boto3
+
+    from airflow_dist_training.hooks.s3_checks import check_s3_locations
+
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    s3.create_bucket(Bucket="data-bucket")
+    s3.put_object(Bucket="data-bucket", Key="train/part-0", Body=b"x")
+    problems = check_s3_locations(
+        s3,
+        [
+            S3Location("channels.train.uri", "s3://data-bucket/train", True),
+            S3Location("channels.test.uri", "s3://data-bucket/test", True),
+            S3Location("output.s3_path", "s3://out-bucket/models", False),
+        ],
+    )
+    assert [str(p) for p in problems] == [
+        "channels.test.uri: s3://data-bucket/test: no objects under this prefix",
+        "output.s3_path: s3://out-bucket/models: bucket out-bucket does not exist",
+    ]
+
+
+@pytest.mark.integration
+def test_no_such_bucket_on_upload_fails_fast_naming_the_bucket(moto_reset: str) -> None:
+    from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.hooks.evaluation import ArtifactStore
+    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+    with pytest.raises(SpecValidationError, match="bucket missing-bucket does not exist"):
+        ArtifactStore(None, "us-east-1").write_text("s3://missing-bucket/eval/evaluation.json", "{}")
+    hook = SageMakerTrainingHook(aws_conn_id=None, region_name="us-east-1")
+    with pytest.raises(SpecValidationError, match="bucket missing-bucket does not exist"):
+        hook.upload_code(REPO / "examples" / "evaluate.py", "s3://missing-bucket/code/evaluate.py")

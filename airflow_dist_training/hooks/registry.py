@@ -75,6 +75,7 @@ class ModelRegistry(Protocol):
         report_uri: str | None = None,
         tags: Mapping[str, str] | None = None,
         client_token: str | None = None,
+        lineage: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]: ...
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None: ...
@@ -175,7 +176,14 @@ class LocalModelRegistry:
             evaluation = load_evaluation_file(uri)
         except SpecValidationError as exc:
             raise _champion_error(exc, who, uri) from None
-        return Champion(id=who, evaluation=evaluation, evaluation_uri=uri, version=int(entry["version"]))
+        return Champion(
+            id=who,
+            evaluation=evaluation,
+            evaluation_uri=uri,
+            version=int(entry["version"]),
+            model_data_uri=entry.get("model_data_uri"),
+            lineage=entry.get("lineage"),
+        )
 
     def register(
         self,
@@ -190,6 +198,7 @@ class LocalModelRegistry:
         report_uri: str | None = None,
         tags: Mapping[str, str] | None = None,
         client_token: str | None = None,
+        lineage: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         status = approval_status(decision, auto_approve)
         # Read (and validate) the evaluation before taking the lock or writing anything.
@@ -225,6 +234,7 @@ class LocalModelRegistry:
                 training=training,
                 registered_at=now,
                 package_id=f"{self.group}/{version}",
+                lineage=lineage,
             )
             _atomic_write(audit_path, json.dumps(audit, indent=2, sort_keys=True).encode("utf-8"))
             entry = {
@@ -244,6 +254,7 @@ class LocalModelRegistry:
                 "evaluation_set_hash": ((decision or {}).get("challenger") or {}).get("evaluation_set_hash"),
                 "tags": dict(tags or {}),
                 "client_token": client_token,
+                "lineage": dict(lineage) if lineage else None,
             }
             index["versions"].append(entry)
             self._write_index(index)
@@ -383,8 +394,16 @@ class ModelRegistryHook:
             evaluation = self.store.load_evaluation(str(uri))
         except SpecValidationError as exc:
             raise _champion_error(exc, f"model package {arn}", str(uri)) from None
+        from airflow_dist_training.evaluation.registration import lineage_from_metadata
+
+        containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
         return Champion(
-            id=arn, evaluation=evaluation, evaluation_uri=str(uri), version=desc.get("ModelPackageVersion")
+            id=arn,
+            evaluation=evaluation,
+            evaluation_uri=str(uri),
+            version=desc.get("ModelPackageVersion"),
+            model_data_uri=containers[0].get("ModelDataUrl"),
+            lineage=lineage_from_metadata(desc.get("CustomerMetadataProperties")),
         )
 
     # -- registration -------------------------------------------------------------------------
@@ -401,6 +420,7 @@ class ModelRegistryHook:
         report_uri: str | None = None,
         tags: Mapping[str, str] | None = None,
         client_token: str | None = None,
+        lineage: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         status = approval_status(decision, auto_approve)
         audit_uri = join_uri(parent_uri(evaluation_uri), AUDIT_FILE_NAME)
@@ -417,8 +437,10 @@ class ModelRegistryHook:
             description=description,
             tags=tags,
             client_token=client_token,
+            lineage=lineage,
         )
         audit_kwargs: dict[str, Any] = {
+            "lineage": lineage,
             "decision": decision,
             "status": status,
             "registry": self.kind,

@@ -27,6 +27,7 @@ import csv
 import io
 import json
 import os
+import signal
 import sys
 import tarfile
 import time
@@ -150,9 +151,13 @@ def main(argv: list[str] | None = None) -> None:
     writer = CheckpointWriter(args.checkpoint_dir, rank=rank)
     steps_per_epoch = len(loader)
 
+    kill_at = int(os.environ.get("ADT_DEMO_KILL_AT_EPOCH", "-1"))  # test hook: a spot reclaim, an OOM kill
     for epoch in range(start_epoch, args.epochs):
         if epoch == args.fail_at_epoch:
             raise RuntimeError(f"deliberate failure at epoch {epoch} (--fail-at-epoch)")
+        if epoch == kill_at and resume is None and rank == 0:
+            print(f"killing this job at epoch={epoch} (ADT_DEMO_KILL_AT_EPOCH)", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
         sampler.set_epoch(epoch)
         ddp.train()
         started = time.time()

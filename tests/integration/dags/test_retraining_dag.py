@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def _run_roots(demo_dir: Path) -> set[str]:
     return {p.name for p in root.iterdir()} if root.exists() else set()
 
 
-def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(retraining_dag, demo_dir, capfd):
+def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(retraining_dag, demo_dir, capfd, monkeypatch):
     """The issue's scenario, as separate DAG runs against one persistent registry (local backend)."""
     # Run 1: trains all its epochs, passes the gate, registers v1 with its lineage.
     run1 = retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
@@ -113,16 +114,25 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(retraining_dag,
         check=True,
         capture_output=True,
     )
+    # Its first training job is killed at epoch 1; the task's retry resumes from run 3's own checkpoint.
+    monkeypatch.setenv("ADT_DEMO_KILL_AT_EPOCH", "1")
+    retraining_dag.get_task("local.train").retry_delay = timedelta(seconds=0)
     run3 = retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
     states = _states(run3)
     assert str(run3.state) == "success", states
     assert states["local.train"] == "success" and states["local.gate"] == "success"
+    [train_ti] = [ti for ti in run3.get_task_instances() if ti.task_id == "local.train"]
+    assert train_ti.try_number == 2
     out = capfd.readouterr().out
     assert "data changed since champion adt-demo/1: training" in out
     assert "No checkpoint of this run under" in out and "no checkpoint found: starting from scratch" in out
-    assert "resumed from" not in out
+    assert "killing this job at epoch=1" in out
+    [run3_root] = _run_roots(demo_dir) - roots_after_run1
+    [resumed] = [line for line in out.splitlines() if "Resuming from this run's own checkpoint" in line]
+    assert f"local-demo/{run3_root}/step-" in resumed  # never run 1's
+    assert "resumed from this run's checkpoint step-" in out and "(epoch=0), starting at epoch=1" in out
     assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
-    assert "run_summary epochs_trained=2 " in out
+    assert "run_summary epochs_trained=2 " in out  # the run's epochs: one per job
     summary = (demo_dir / "last-run-summary.txt").read_text()
     assert "vs champion adt-demo/1" in summary
     assert "PASS training: the training job trained 2 epochs" in summary
@@ -134,7 +144,6 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(retraining_dag,
         assert versions[1]["lineage"]["data_fingerprint"] != lineage["data_fingerprint"]
     else:
         assert len(versions) == 1 and "REJECTED" in summary
-    assert len(_run_roots(demo_dir) - roots_after_run1) == 1  # its own checkpoint location
 
 
 def test_force_trains_all_epochs_although_nothing_changed(retraining_dag, demo_dir, capfd):

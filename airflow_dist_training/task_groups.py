@@ -42,6 +42,7 @@ def stage_train_evaluate(
     training_kwargs: Mapping[str, Any] | None = None,
     force: bool = False,
     warm_start: str = "none",
+    data_asset: Any = None,
 ) -> Any:
     """Build the ``stage_train_evaluate`` task group and return it.
 
@@ -66,6 +67,8 @@ def stage_train_evaluate(
     :param warm_start: ``none`` | ``champion`` | ``promoted`` (the run's ``warm_start`` param wins):
         initialise the model from the champion's weights or the last promoted checkpoint, handed
         to the script as the input channel ``warm_start``.
+    :param data_asset: an ``Asset`` the staging step updates (its event's extra holds the staged
+        data's fingerprint). Use a different asset than the one that schedules the DAG.
     """
     from airflow.sdk import TaskGroup, XComArg, task
 
@@ -128,7 +131,12 @@ def stage_train_evaluate(
         upstream: Any = gatekeeper
         staged_channels: dict[str, Any] | None = None
         if staging is not None:
-            stage = _staging_task(staging, backend, spec_obj, base, aws_conn_id, region_name)
+            asset_kwargs = (
+                _asset_kwargs(data_asset, staging, backend, spec_obj, base, aws_conn_id, region_name)
+                if data_asset is not None
+                else {}
+            )
+            stage = _staging_task(staging, backend, spec_obj, base, aws_conn_id, region_name, **asset_kwargs)
             gatekeeper >> stage
             upstream = stage
             if backend == "sagemaker":  # the FSx channel the staging step returns
@@ -282,6 +290,33 @@ def stage_train_evaluate(
     return group
 
 
+def _asset_kwargs(
+    asset: Any,
+    staging: StagingStep,
+    backend: str,
+    spec: TrainingJobSpec,
+    base: Path,
+    aws_conn_id: str | None,
+    region_name: str | None,
+) -> dict[str, Any]:
+    """The staging task updates ``asset``, with the staged data's fingerprint in the event's extra."""
+    from airflow_dist_training.operators.retraining import data_asset_emitter
+
+    channel = spec.channels.get(staging.channel)
+    if backend == "local":
+        source = str(
+            (
+                base / (getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}")
+            ).resolve()
+        )
+    else:
+        source = staging.source
+    emitter = data_asset_emitter(
+        asset, source, base_dir=str(base), aws_conn_id=aws_conn_id, region_name=region_name
+    )
+    return {"outlets": [asset], "post_execute": emitter}
+
+
 def _check_changes_task(
     *,
     prefix: str,
@@ -362,6 +397,7 @@ def _staging_task(
     base: Path,
     aws_conn_id: str | None,
     region_name: str | None,
+    **operator_kwargs: Any,
 ) -> Any:
     from airflow_dist_training.operators.fsx import FSxStagePrefixOperator, LocalStageOperator
 
@@ -371,6 +407,7 @@ def _staging_task(
         source = staging.source if "://" in staging.source else str((base / staging.source).resolve())
         return LocalStageOperator(
             task_id="stage",
+            **operator_kwargs,
             source=source,
             channel_dir=str((base / target).resolve()),
             **{  # type: ignore[arg-type]
@@ -422,6 +459,7 @@ def _staging_task(
         delete.as_teardown(setups=create)
     stage = FSxStagePrefixOperator(
         task_id="stage",
+        **operator_kwargs,
         s3_uri=staging.source,
         file_system_id=str(file_system_id),
         file_system_path=staging.file_system_path,

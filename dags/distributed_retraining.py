@@ -42,7 +42,10 @@ def _demo_spec() -> Any:
 
 SPEC = _demo_spec()
 TIMEZONE = pendulum.timezone("Europe/Amsterdam")
-TRAINING_DATA = Asset("s3://adt-demo-bucket/data/train/")
+TRAINING_DATA = Asset("s3://adt-demo-bucket/data/train/")  # upstream: its updates trigger a run
+# what staging put where the job reads it (the event's extra holds its data fingerprint); a
+# different asset than TRAINING_DATA, or every run would trigger the next one
+STAGED_DATA = Asset((DEMO / "data" / "train").resolve().as_uri())
 GATE = {
     "thresholds": {
         "accuracy": {"min": 0.8, "no_regression": True},
@@ -149,6 +152,7 @@ with DAG(
         group_id="local",
         backend="local",
         staging=StagingStep(channel="train", source=str(DEMO / "source" / "train")),
+        data_asset=STAGED_DATA,
         **common,
     )
     sagemaker = stage_train_evaluate(group_id="sagemaker", backend="sagemaker", **common)

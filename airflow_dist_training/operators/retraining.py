@@ -128,3 +128,27 @@ def _promoted_checkpoint(uri: str | None, aws_conn_id: str | None, region_name: 
     except (SpecValidationError, OSError):
         return None
     return uri if held else None
+
+
+def data_asset_emitter(
+    asset: Any,
+    source: str,
+    *,
+    base_dir: str = ".",
+    aws_conn_id: str | None = "aws_default",
+    region_name: str | None = None,
+) -> Any:
+    """A ``post_execute`` hook for the staging task: its asset event carries the data fingerprint.
+
+    ``source`` is what the training channel reads after staging (the local channel directory, or
+    the S3 prefix staged into FSx). The extra is ``{"fingerprint", "objects", "bytes", "source"}``;
+    a consumer (another DAG, the UI) sees which data this event stands for.
+    """
+
+    def emit(context: Mapping[str, Any], result: Any = None) -> None:
+        from airflow_dist_training.hooks.fingerprint import FingerprintHook
+
+        fingerprint = FingerprintHook(aws_conn_id, region_name).channel_fingerprint(source, base_dir)
+        context["outlet_events"][asset].extra.update(fingerprint)
+
+    return emit

@@ -48,12 +48,28 @@ def _registry(demo_dir: Path) -> list[dict[str, Any]]:
     return json.loads(index.read_text())["versions"] if index.exists() else []
 
 
+def _asset_events(run_id: str) -> list[dict[str, Any]]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(AssetModel.uri, AssetEvent.extra)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetEvent.source_run_id == run_id)
+        ).all()
+    return [{"uri": uri, "extra": dict(extra or {})} for uri, extra in rows]
+
+
 def _run_roots(demo_dir: Path) -> set[str]:
     root = demo_dir / "checkpoints" / "local-demo"
     return {p.name for p in root.iterdir()} if root.exists() else set()
 
 
-def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(retraining_dag, demo_dir, capfd, monkeypatch):
+def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
+    retraining_dag, demo_dir, capfd, monkeypatch
+):
     """The issue's scenario, as separate DAG runs against one persistent registry (local backend)."""
     # Run 1: trains all its epochs, passes the gate, registers v1 with its lineage.
     run1 = retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
@@ -78,6 +94,11 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(retraining_dag,
     assert lineage["champion_compared_with"] is None and lineage["gate_decision"] == "passed"
     audit = json.loads(Path(v1["audit_uri"]).read_text())
     assert audit["lineage"]["data_fingerprint"] == lineage["data_fingerprint"]
+    # staging updated the staged-data asset, with the data fingerprint in the event's extra
+    [event] = _asset_events(run1.run_id)
+    assert event["uri"] == (demo_dir / "data" / "train").resolve().as_uri()
+    assert event["extra"]["fingerprint"] == lineage["channels"]["train"]["fingerprint"]
+    assert event["extra"]["objects"] == 1
     roots_after_run1 = _run_roots(demo_dir)
     assert len(roots_after_run1) == 1
     promoted = demo_dir / "checkpoints" / "promoted" / "_MANIFEST.json"

@@ -17,6 +17,9 @@ PENDING: Literal["PendingManualApproval"] = "PendingManualApproval"
 REJECTED: Literal["Rejected"] = "Rejected"
 ApprovalStatus = Literal["Approved", "PendingManualApproval", "Rejected"]
 AUDIT_FILE_NAME = "audit.json"
+# CustomerMetadataProperties key holding the registration token: a retried register task finds
+# the version it created (idempotent per run).
+REGISTER_TOKEN_KEY = "AirflowRegisterToken"
 AUDIT_VERSION = "1"
 
 # SageMaker limits (CreateModelPackage API reference).
@@ -279,4 +282,5 @@ def build_create_model_package_request(
         request["Tags"] = [{"Key": k, "Value": v} for k, v in all_tags.items()]
     if client_token:
         request["ClientToken"] = client_token[:36]
+        request["CustomerMetadataProperties"][REGISTER_TOKEN_KEY] = client_token[:36]
     return request

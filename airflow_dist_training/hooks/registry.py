@@ -29,6 +29,7 @@ from airflow_dist_training.evaluation.registration import (
     APPROVED,
     AUDIT_FILE_NAME,
     PENDING,
+    REGISTER_TOKEN_KEY,
     REJECTED,
     approval_status,
     build_audit_record,
@@ -451,6 +452,10 @@ class ModelRegistryHook:
             "training": training,
         }
         self.ensure_group()
+        existing = self._registered_by(client_token) if client_token else None
+        if existing is not None:
+            log.info("Version %s was already registered by this task (retry): reusing it", existing)
+            return self._result_for(existing, audit_uri)
         # Audit first: a package never points at a missing audit record.
         self._write_audit(audit_uri, build_audit_record(**audit_kwargs, registered_at=_now()))
         arn = str(self.client.create_model_package(**request)["ModelPackageArn"])
@@ -464,6 +469,47 @@ class ModelRegistryHook:
             "approval_status": status,
             "model_data_uri": model_data_uri,
             "evaluation_uri": evaluation_uri,
+            "audit_uri": audit_uri,
+        }
+
+    # A retried register task finds its version among the newest ones (ClientToken alone is not
+    # enough: its idempotency window is short, and emulators ignore it).
+    _RETRY_LOOKBACK = 10
+
+    def _registered_by(self, client_token: str) -> str | None:
+        """The ARN of the version this registration token created, among the newest few."""
+        token = client_token[:36]
+        try:
+            resp = self.client.list_model_packages(
+                ModelPackageGroupName=self.group,
+                SortBy="CreationTime",
+                SortOrder="Descending",
+                MaxResults=self._RETRY_LOOKBACK,
+            )
+        except Exception as exc:
+            if _error_code(exc) == "ValidationException" and "does not exist" in _aws_error_text(exc):
+                return None
+            raise
+        for summary in resp.get("ModelPackageSummaryList") or []:
+            arn = str(summary["ModelPackageArn"])
+            desc = self.client.describe_model_package(ModelPackageName=arn)
+            if (desc.get("CustomerMetadataProperties") or {}).get(REGISTER_TOKEN_KEY) == token:
+                return arn
+        return None
+
+    def _result_for(self, arn: str, audit_uri: str) -> dict[str, Any]:
+        desc = self.client.describe_model_package(ModelPackageName=arn)
+        containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
+        stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
+        tail = arn.rsplit("/", 1)[-1]
+        return {
+            "registry": self.kind,
+            "group": self.group,
+            "package_id": arn,
+            "version": int(tail) if tail.isdigit() else None,
+            "approval_status": desc.get("ModelApprovalStatus"),
+            "model_data_uri": containers[0].get("ModelDataUrl"),
+            "evaluation_uri": stats.get("S3Uri"),
             "audit_uri": audit_uri,
         }
 

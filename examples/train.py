@@ -143,7 +143,10 @@ def main(argv: list[str] | None = None) -> None:
         model.load_state_dict(weights)  # weights only: a fresh optimizer, all epochs to train
         warm_started = True
         if rank == 0:
-            print(f"warm start: initialised from {args.warm_start}; training all {args.epochs} epochs", flush=True)
+            print(
+                f"warm start: initialised from {args.warm_start}; training all {args.epochs} epochs",
+                flush=True,
+            )
     elif rank == 0:
         print("no checkpoint found: starting from scratch", flush=True)
     ddp = DistributedDataParallel(model) if distributed else model

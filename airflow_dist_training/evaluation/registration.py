@@ -184,9 +184,7 @@ def build_lineage(
         "run_id": run_id,
         "dag_id": dag_id,
         "champion_compared_with": champion.get("id"),
-        "gate_decision": None
-        if decision is None
-        else ("passed" if decision.get("passed") else "rejected"),
+        "gate_decision": None if decision is None else ("passed" if decision.get("passed") else "rejected"),
     }
 
 

@@ -63,7 +63,7 @@ def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
 def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | None = None) -> Any:
     """The DAG for ``pipeline``: schedule (cron + time zone, and/or assets) and the task group."""
     import pendulum
-    from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable
+    from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
 
     from airflow_dist_training.task_groups import stage_train_evaluate
 
@@ -91,6 +91,20 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
         max_active_runs=1,
         tags=["airflow-dist-training", pipeline.backend, *pipeline.tags],
         default_args={"owner": pipeline.owner, "retries": pipeline.retries},
+        params={  # the trigger form: the YAML's values are the defaults
+            "force": Param(
+                pipeline.force,
+                type="boolean",
+                title="Force training",
+                description="Train even when data, code and spec equal the champion's",
+            ),
+            "warm_start": Param(
+                pipeline.warm_start,
+                enum=["none", "champion", "promoted"],
+                title="Warm start",
+                description="Initialise from the champion's model or the last promoted checkpoint",
+            ),
+        },
     )
     if fileloc:
         dag.fileloc = fileloc
@@ -107,6 +121,8 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
             aws_conn_id=pipeline.aws_conn_id,
             region_name=pipeline.region_name,
             base_dir=base_dir,
+            force=pipeline.force,
+            warm_start=pipeline.warm_start,
         )
     return dag
 

@@ -28,6 +28,8 @@ def run_summary(
     else:
         print("Nothing ran.")
         return {}
+    skip_reason = _pull(ti, f"{group}.check_changes", "skip_reason")
+    skipped = bool(_pull(ti, f"{group}.check_changes", "skipped"))
     training = _pull(ti, f"{group}.train") or {}
     evaluation = _pull(ti, f"{group}.evaluate") or {}
     decision = _pull(ti, f"{group}.gate") or {}
@@ -42,6 +44,8 @@ def run_summary(
         "gate_reasons": decision.get("reasons", []),
         "model_artifact_uri": training.get("model_artifact_uri"),
         "registered": registration or None,
+        "skipped": skipped,
+        "skip_reason": skip_reason,
     }
     text = render_summary(result, plan)
     print(text)
@@ -62,6 +66,16 @@ def render_summary(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
     if result["dry_run"]:
         lines += ["DRY RUN: nothing was launched. The plan:", plan.get("summary", "")]
         return "\n".join(lines)
+    if result.get("skipped"):
+        lines += [
+            f"SKIPPED: {result.get('skip_reason')}",
+            "Training job        not created (train, evaluate, gate and register skipped)",
+            "Registered          no (nothing new to train on; set force=true to train anyway)",
+            "=" * 72,
+        ]
+        return "\n".join(lines)
+    if result.get("skip_reason"):
+        lines.append(f"Why trained         {result['skip_reason']}")
     lines += [
         f"Training job        {result['job_name']}",
         f"Training metrics    {metrics(result['training_metrics'])}",

@@ -40,6 +40,9 @@ def stage_train_evaluate(
     region_name: str | None = None,
     base_dir: str | Path | None = None,
     training_kwargs: Mapping[str, Any] | None = None,
+    force: bool = False,
+    warm_start: str = "none",
+    data_asset: Any = None,
 ) -> Any:
     """Build the ``stage_train_evaluate`` task group and return it.
 
@@ -59,6 +62,13 @@ def stage_train_evaluate(
     :param region_name: AWS region.
     :param base_dir: directory relative paths (scripts, local sources) resolve against.
     :param training_kwargs: extra ``DistributedTrainingOperator`` arguments.
+    :param force: train even when data, code and spec equal the champion's (the run's ``force``
+        param also turns this on); otherwise such a run is skipped by ``check_changes``.
+    :param warm_start: ``none`` | ``champion`` | ``promoted`` (the run's ``warm_start`` param wins):
+        initialise the model from the champion's weights or the last promoted checkpoint, handed
+        to the script as the input channel ``warm_start``.
+    :param data_asset: an ``Asset`` the staging step updates (its event's extra holds the staged
+        data's fingerprint). Use a different asset than the one that schedules the DAG.
     """
     from airflow.sdk import TaskGroup, XComArg, task
 
@@ -73,12 +83,14 @@ def stage_train_evaluate(
         RegisterModelOperator,
     )
     from airflow_dist_training.operators.training import DistributedTrainingOperator
+    from airflow_dist_training.retraining.warm_start import parse_warm_start
     from airflow_dist_training.spec.loading import load_spec
     from airflow_dist_training.spec.pipeline import CheckpointStep
 
     spec_obj = load_spec(spec)
     # the backend's capabilities decide the shape of the group (no I/O here)
     remote = get_backend(backend, aws_conn_id=aws_conn_id, region_name=region_name).remote
+    warm_start = parse_warm_start(warm_start)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     checkpoints = checkpoints or CheckpointStep()
     group_id = group_id or "stage_train_evaluate"
@@ -127,11 +139,33 @@ def stage_train_evaluate(
         upstream: Any = gatekeeper
         staged_channels: dict[str, Any] | None = None
         if staging is not None:
-            stage = _staging_task(staging, remote, spec_obj, base, aws_conn_id, region_name)
+            asset_kwargs = (
+                _asset_kwargs(data_asset, staging, backend, spec_obj, base, aws_conn_id, region_name)
+                if data_asset is not None
+                else {}
+            )
+            stage = _staging_task(staging, remote, spec_obj, base, aws_conn_id, region_name, **asset_kwargs)
             gatekeeper >> stage
             upstream = stage
             if remote:  # the FSx channel the staging step returns
                 staged_channels = {staging.channel: stage.output}
+        check_task = _check_changes_task(
+            prefix=prefix,
+            backend=backend,
+            base=base,
+            registry=registry,
+            spec_obj=spec_obj,
+            force=force,
+            warm_start=warm_start,
+            promote_to=checkpoints.promote_to,
+            staged_sources={staging.channel: staging.source}
+            if staging is not None and backend == "sagemaker"
+            else None,
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+        )
+        upstream >> check_task
+        upstream = check_task
         train = DistributedTrainingOperator(
             task_id="train",
             spec=planned["spec"],
@@ -141,6 +175,7 @@ def stage_train_evaluate(
             local_hook_kwargs={"base_dir": str(base)},
             checkpoint_resume=checkpoints.resume,
             channels=staged_channels,
+            warm_start_uri=XComArg(check_task, key="warm_start_uri"),  # type: ignore[arg-type]
             **dict(training_kwargs or {}),
         )
         upstream >> train
@@ -178,10 +213,15 @@ def stage_train_evaluate(
         )
         train >> retention
         if checkpoints.promote_to:
+            promote_target = (
+                checkpoints.promote_to
+                if "://" in checkpoints.promote_to
+                else str((base / checkpoints.promote_to).resolve())
+            )
             promote = PromoteCheckpointOperator(
                 task_id="promote_checkpoint",
                 checkpoint_uri=checkpoint_uri,
-                target_uri=checkpoints.promote_to,
+                target_uri=promote_target,
                 which="best" if checkpoints.metric else "latest",
                 metric=checkpoints.metric,
                 aws_conn_id=aws_conn_id,
@@ -226,6 +266,7 @@ def stage_train_evaluate(
                     model_package_group_name=_group_name(registry, spec_obj),
                     local_registry_dir=_local_registry_dir(registry, base),
                     fail_on_reject=fail_on_reject,
+                    training=train.output,  # refuses a model that did not learn
                     # a rejection skips registration only; the run's summary still runs
                     ignore_downstream_trigger_rules=False,
                     aws_conn_id=aws_conn_id,
@@ -245,6 +286,7 @@ def stage_train_evaluate(
                         model_package_group_name=_group_name(registry, spec_obj),
                         local_registry_dir=_local_registry_dir(registry, base),
                         auto_approve=registry.auto_approve,
+                        lineage=XComArg(check_task, key="lineage"),
                         aws_conn_id=aws_conn_id,
                         region_name=region_name,
                     )
@@ -306,6 +348,77 @@ def _check_run_steps(
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise SpecValidationError(errors)
+def _asset_kwargs(
+    asset: Any,
+    staging: StagingStep,
+    backend: str,
+    spec: TrainingJobSpec,
+    base: Path,
+    aws_conn_id: str | None,
+    region_name: str | None,
+) -> dict[str, Any]:
+    """The staging task updates ``asset``, with the staged data's fingerprint in the event's extra."""
+    from airflow_dist_training.operators.retraining import data_asset_emitter
+
+    channel = spec.channels.get(staging.channel)
+    if backend == "local":
+        source = str(
+            (
+                base / (getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}")
+            ).resolve()
+        )
+    else:
+        source = staging.source
+    emitter = data_asset_emitter(
+        asset, source, base_dir=str(base), aws_conn_id=aws_conn_id, region_name=region_name
+    )
+    return {"outlets": [asset], "post_execute": emitter}
+
+
+def _check_changes_task(
+    *,
+    prefix: str,
+    backend: str,
+    base: Path,
+    registry: RegistryStep | None,
+    spec_obj: TrainingJobSpec,
+    force: bool,
+    warm_start: str,
+    promote_to: str | None,
+    staged_sources: dict[str, str] | None,
+    aws_conn_id: str | None,
+    region_name: str | None,
+) -> Any:
+    """The short circuit before training: skip train/evaluate/gate/register when nothing changed."""
+    from airflow.sdk import task
+
+    registry_kind = _registry_kind(registry, backend)
+    group = _group_name(registry, spec_obj)
+    local_dir = _local_registry_dir(registry, base)
+    promoted = promote_to if promote_to is None or "://" in promote_to else str((base / promote_to).resolve())
+
+    @task.short_circuit(task_id="check_changes", ignore_downstream_trigger_rules=False)
+    def check_changes(**context: Any) -> bool:
+        """Fingerprint data, code and spec; skip training when all equal the champion's (unless forced)."""
+        from airflow_dist_training.operators.retraining import check_changes as check
+
+        return check(
+            context,
+            plan_task_id=f"{prefix}plan",
+            backend=backend,
+            base_dir=str(base),
+            registry=registry_kind,
+            group=group,
+            local_registry_dir=local_dir,
+            force=force,
+            warm_start=warm_start,
+            promoted_uri=promoted,
+            staged_sources=staged_sources,
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+        )
+
+    return check_changes().operator  # type: ignore[attr-defined]
 
 
 def _truthy(value: Any) -> bool:
@@ -342,6 +455,7 @@ def _staging_task(
     base: Path,
     aws_conn_id: str | None,
     region_name: str | None,
+    **operator_kwargs: Any,
 ) -> Any:
     from airflow_dist_training.operators.fsx import FSxStagePrefixOperator, LocalStageOperator
 
@@ -351,6 +465,7 @@ def _staging_task(
         source = staging.source if "://" in staging.source else str((base / staging.source).resolve())
         return LocalStageOperator(
             task_id="stage",
+            **operator_kwargs,
             source=source,
             channel_dir=str((base / target).resolve()),
             **{  # type: ignore[arg-type]
@@ -402,6 +517,7 @@ def _staging_task(
         delete.as_teardown(setups=create)
     stage = FSxStagePrefixOperator(
         task_id="stage",
+        **operator_kwargs,
         s3_uri=staging.source,
         file_system_id=str(file_system_id),
         file_system_path=staging.file_system_path,

@@ -2,7 +2,8 @@
 
 Runs every Monday 03:00 Europe/Amsterdam, and whenever the training data asset is updated.
 Triggered from the UI, the trigger form validates its inputs (backend, instance type, count,
-strategy, epochs, learning rate, spot, dry run). ``backend=local`` (the default) runs the job
+strategy, epochs, learning rate, spot, dry run, force, warm start). A run whose data, code and
+spec equal the champion's is skipped with the reason (``force`` trains anyway). ``backend=local`` (the default) runs the job
 on this machine with torchrun on CPU under the SageMaker container contract; ``sagemaker``
 launches it on SageMaker. ``dry_run`` shows the plan (request, cost bound, warnings) and launches
 nothing.
@@ -42,7 +43,10 @@ def _demo_spec() -> Any:
 
 SPEC = _demo_spec()
 TIMEZONE = pendulum.timezone("Europe/Amsterdam")
-TRAINING_DATA = Asset("s3://adt-demo-bucket/data/train/")
+TRAINING_DATA = Asset("s3://adt-demo-bucket/data/train/")  # upstream: its updates trigger a run
+# what staging put where the job reads it (the event's extra holds its data fingerprint); a
+# different asset than TRAINING_DATA, or every run would trigger the next one
+STAGED_DATA = Asset((DEMO / "data" / "train").resolve().as_uri())
 GATE = {
     "thresholds": {
         "accuracy": {"min": 0.8, "no_regression": True},
@@ -116,6 +120,19 @@ with DAG(
             title="Dry run",
             description="Show the plan (request, cost, warnings); launch nothing",
         ),
+        "force": Param(
+            False,
+            type="boolean",
+            title="Force training",
+            description="Train even when data, code and spec equal the champion's (otherwise skipped)",
+        ),
+        "warm_start": Param(
+            "none",
+            enum=["none", "champion", "promoted"],
+            title="Warm start",
+            description="Initialise from the champion's model or the last promoted checkpoint "
+            "(channel warm_start); the run still trains all its epochs",
+        ),
     },
     doc_md=__doc__,
 ) as dag:
@@ -127,7 +144,16 @@ with DAG(
     common: dict[str, Any] = {
         "spec": SPEC,
         "base_dir": REPO,
-        "checkpoints": CheckpointStep(resume="latest", keep_last=2, keep_best=1, metric="loss", mode="min"),
+        # resume is per run (retries resume the run's own checkpoints; a new run starts fresh);
+        # each run's best checkpoint is published to a stable location (warm_start: promoted)
+        "checkpoints": CheckpointStep(
+            resume="fresh",
+            keep_last=2,
+            keep_best=1,
+            metric="loss",
+            mode="min",
+            promote_to=str(DEMO / "checkpoints" / "promoted"),
+        ),
         "evaluation": EvaluationStep(
             script="examples/evaluate.py", channel_source=str(DEMO / "source" / "test")
         ),
@@ -140,11 +166,13 @@ with DAG(
         group_id="local",
         backend="local",
         staging=StagingStep(channel="train", source=str(DEMO / "source" / "train")),
+        data_asset=STAGED_DATA,
         **common,
     )
     sagemaker = stage_train_evaluate(group_id="sagemaker", backend="sagemaker", **common)
 
-    @task(task_id="summary", trigger_rule="none_failed_min_one_success")
+    # none_failed: a skipped run (nothing changed, dry run) still says why
+    @task(task_id="summary", trigger_rule="none_failed")
     def summary(**context: Any) -> dict[str, Any]:
         """A readable summary: metrics, the gate decision, and where the model went."""
         from airflow_dist_training.reporting import run_summary

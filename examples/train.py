@@ -9,15 +9,27 @@ on CPU) and a ``DistributedSampler``, prints one line per epoch that metric defi
 saves a complete checkpoint every epoch (``airflow_dist_training.checkpointing``), resumes from the
 latest complete one, and saves the final model (``model.pt`` + ``model_config.json``) into
 ``SM_MODEL_DIR``. Launch it with torchrun (the local backend does that for you).
+
+Epochs are counted **per run**: the checkpoint directory (``SM_CHECKPOINT_DIR``) holds only this
+run's checkpoints (the operator scopes it to the run), so a checkpoint found there means "this
+run was interrupted: continue at the next epoch". Weights from an earlier run arrive differently,
+as the input channel ``warm_start`` (``SM_CHANNEL_WARM_START``: a ``model.tar.gz``, a ``model.pt``
+or a checkpoint's ``state.pt``): they initialise the model and the run still trains all its
+epochs. The last line says what this run trained, for the metric definitions and the gate::
+
+    run_summary epochs_trained=2 steps_trained=126 job_epochs=2 warm_started=0
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
+import signal
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -73,7 +85,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--checkpoint-dir", default=os.environ.get("SM_CHECKPOINT_DIR", "/opt/ml/checkpoints")
     )
+    parser.add_argument("--warm-start", default=os.environ.get("SM_CHANNEL_WARM_START", ""))
     return parser.parse_args(argv)
+
+
+def warm_start_weights(channel: str, device: torch.device) -> dict[str, torch.Tensor] | None:
+    """The model weights in the ``warm_start`` channel: a model.tar.gz, model.pt or a checkpoint."""
+    root = Path(channel) if channel else None
+    if root is None or not root.is_dir():
+        return None
+    for archive in sorted(root.rglob("model.tar.gz")):
+        with tarfile.open(archive) as tar:
+            member = next((m for m in tar.getmembers() if m.name.endswith("model.pt")), None)
+            if member is not None and (fh := tar.extractfile(member)) is not None:
+                return torch.load(io.BytesIO(fh.read()), map_location=device)
+    for model in sorted(root.rglob("model.pt")):
+        return torch.load(model, map_location=device)
+    for state in sorted(root.rglob("state.pt")):
+        return torch.load(state, map_location=device)["model"]
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     model = build_model(x.shape[1], args.hidden, classes).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     start_epoch = 0
+    warm_started = False
     resume = latest_complete_checkpoint(args.checkpoint_dir)
     if resume is not None:
         state = torch.load(resume / "state.pt", map_location=device)
@@ -104,7 +135,16 @@ def main(argv: list[str] | None = None) -> None:
         start_epoch = int(state["epoch"]) + 1
         if rank == 0:
             print(
-                f"resumed from checkpoint {resume.name} (epoch={state['epoch']}), starting at epoch={start_epoch}",
+                f"resumed from this run's checkpoint {resume.name} (epoch={state['epoch']}), "
+                f"starting at epoch={start_epoch}",
+                flush=True,
+            )
+    elif (weights := warm_start_weights(args.warm_start, device)) is not None:
+        model.load_state_dict(weights)  # weights only: a fresh optimizer, all epochs to train
+        warm_started = True
+        if rank == 0:
+            print(
+                f"warm start: initialised from {args.warm_start}; training all {args.epochs} epochs",
                 flush=True,
             )
     elif rank == 0:
@@ -114,9 +154,13 @@ def main(argv: list[str] | None = None) -> None:
     writer = CheckpointWriter(args.checkpoint_dir, rank=rank)
     steps_per_epoch = len(loader)
 
+    kill_at = int(os.environ.get("ADT_DEMO_KILL_AT_EPOCH", "-1"))  # test hook: a spot reclaim, an OOM kill
     for epoch in range(start_epoch, args.epochs):
         if epoch == args.fail_at_epoch:
             raise RuntimeError(f"deliberate failure at epoch {epoch} (--fail-at-epoch)")
+        if epoch == kill_at and resume is None and rank == 0:
+            print(f"killing this job at epoch={epoch} (ADT_DEMO_KILL_AT_EPOCH)", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
         sampler.set_epoch(epoch)
         ddp.train()
         started = time.time()
@@ -155,6 +199,13 @@ def main(argv: list[str] | None = None) -> None:
             time.sleep(args.epoch_sleep)
 
     if rank == 0:
+        # what this run trained (its checkpoints are its own, so resumed epochs count too)
+        print(
+            f"run_summary epochs_trained={max(args.epochs, start_epoch)} "
+            f"steps_trained={max(args.epochs, start_epoch) * steps_per_epoch} "
+            f"job_epochs={max(args.epochs - start_epoch, 0)} warm_started={int(warm_started)}",
+            flush=True,
+        )
         model_dir = Path(args.model_dir)
         model_dir.mkdir(parents=True, exist_ok=True)
         torch.save(model.state_dict(), model_dir / "model.pt")

@@ -113,11 +113,21 @@ class Champion:
     evaluation: EvaluationResult
     evaluation_uri: str | None = None
     version: int | None = None
+    model_data_uri: str | None = None  # its model artifact (the gate refuses an identical one)
+    lineage: Mapping[str, Any] | None = None  # data fingerprint, code and spec hash it was trained on
+
+    @property
+    def label(self) -> str:
+        """``<group>/<version>`` for a SageMaker ARN, the id itself for the local registry."""
+        if self.id.startswith("arn:") and "/" in self.id:
+            return "/".join(self.id.split("/")[-2:])
+        return self.id
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "version": self.version,
+            "model_data_uri": self.model_data_uri,
             "evaluation_uri": self.evaluation_uri,
             "evaluation_set_hash": self.evaluation.evaluation_set_hash,
             "metrics": dict(self.evaluation.metrics),
@@ -190,8 +200,13 @@ def evaluate_gate(
     champion: Champion | None = None,
     *,
     challenger_uri: str = EVALUATION_FILE_NAME,
+    training: Mapping[str, Any] | None = None,
+    same_model_as_champion: bool | None = None,
 ) -> dict[str, Any]:
     """Run every check; return the decision as a small JSON dict.
+
+    ``training`` (the training task's result) and ``same_model_as_champion`` add the checks that
+    the model learned (:func:`learning_checks`); they reject even when every threshold passes.
 
     ``{"passed", "reasons": [one line per check], "checks": [...], "challenger": {...},
     "champion": {...} | None, "thresholds": {...}, "require_same_evaluation_set"}``
@@ -300,6 +315,7 @@ def evaluate_gate(
                     }
                 )
 
+    checks.extend(learning_checks(training, same_model_as_champion, champion))
     passed = all(c["status"] != "FAIL" for c in checks)
     # Checks carry floats that may be +-inf (relative change against 0): keep XCom strict JSON.
     for c in checks:
@@ -321,6 +337,64 @@ def evaluate_gate(
         "thresholds": {k: v.model_dump(exclude_defaults=True) for k, v in spec.thresholds.items()},
         "require_same_evaluation_set": spec.require_same_evaluation_set,
     }
+
+
+# Training metrics that count what the job learned from (``train:epochs_trained``, ...).
+LEARNING_METRICS = ("epochs_trained", "steps_trained")
+
+
+def learning_checks(
+    training: Mapping[str, Any] | None,
+    same_model_as_champion: bool | None,
+    champion: Champion | None,
+) -> list[dict[str, Any]]:
+    """Refuse a model that did not learn: zero epochs/steps trained, or the champion's own bytes.
+
+    A run that resumed a finished checkpoint, or trained on nothing, produces a model the
+    thresholds may well pass (it *is* the champion); registering it as new is the silent failure
+    this check exists for.
+    """
+    checks: list[dict[str, Any]] = []
+    if training is not None:
+        metrics = dict(training.get("final_metrics") or {})
+        counted = {
+            name: value
+            for name, value in metrics.items()
+            if str(name).rsplit(":", 1)[-1] in LEARNING_METRICS and isinstance(value, int | float)
+        }
+        for name, value in sorted(counted.items()):
+            unit = "epochs" if "epoch" in name else "steps"
+            checks.append(
+                _check(
+                    "training",
+                    "learned",
+                    value > 0,
+                    f"the training job trained {value:g} {unit} ({name}={value:g})"
+                    + ("" if value > 0 else ": the model did not learn"),
+                    value=value,
+                )
+            )
+        if not counted:
+            checks.append(
+                _check(
+                    "training",
+                    "learned",
+                    None,
+                    f"the job reports no {' or '.join(LEARNING_METRICS)} metric; cannot tell whether it trained",
+                )
+            )
+    if same_model_as_champion is not None and champion is not None:
+        checks.append(
+            _check(
+                "model",
+                "differs_from_champion",
+                not same_model_as_champion,
+                f"model artifact is byte-identical to champion {champion.id}'s: the model did not learn"
+                if same_model_as_champion
+                else f"model artifact differs from champion {champion.id}'s",
+            )
+        )
+    return checks
 
 
 def summary(decision: Mapping[str, Any]) -> str:

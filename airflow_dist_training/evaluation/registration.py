@@ -17,6 +17,9 @@ PENDING: Literal["PendingManualApproval"] = "PendingManualApproval"
 REJECTED: Literal["Rejected"] = "Rejected"
 ApprovalStatus = Literal["Approved", "PendingManualApproval", "Rejected"]
 AUDIT_FILE_NAME = "audit.json"
+# CustomerMetadataProperties key holding the registration token: a retried register task finds
+# the version it created (idempotent per run).
+REGISTER_TOKEN_KEY = "AirflowRegisterToken"
 AUDIT_VERSION = "1"
 
 # SageMaker limits (CreateModelPackage API reference).
@@ -61,10 +64,12 @@ def build_audit_record(
     training: Mapping[str, Any] | None,
     registered_at: str,
     package_id: str | None = None,
+    lineage: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The promotion audit: why this version got this status, with both sides' metrics."""
+    """The promotion audit: why this version got this status, with both sides' metrics and lineage."""
     challenger = (decision or {}).get("challenger") or {}
     return {
+        "lineage": dict(lineage) if lineage else None,
         "audit_version": AUDIT_VERSION,
         "registry": registry,
         "group": group,
@@ -93,6 +98,10 @@ def build_audit_record(
             "job_arn": training.get("job_arn"),
         },
     }
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _metadata(values: Mapping[str, str | None]) -> dict[str, str]:
@@ -143,6 +152,48 @@ def lineage_metadata(
     }
 
 
+# Lineage keys -> CustomerMetadataProperties keys (values are checked against the API's limits).
+_LINEAGE_METADATA = {
+    "data_fingerprint": "DataFingerprint",
+    "code_hash": "CodeHash",
+    "spec_hash": "SpecHash",
+    "run_id": "AirflowRunId",
+    "dag_id": "AirflowDagId",
+    "champion_compared_with": "ChampionComparedWith",
+    "gate_decision": "GateDecision",
+}
+
+
+def build_lineage(
+    inputs: Mapping[str, Any] | None,
+    *,
+    training: Mapping[str, Any] | None,
+    decision: Mapping[str, Any] | None,
+    run_id: str | None,
+    dag_id: str | None,
+) -> dict[str, Any]:
+    """What one registered version was trained on and judged by (the audit record's ``lineage``)."""
+    inputs = inputs or {}
+    champion = (decision or {}).get("champion") or {}
+    return {
+        "data_fingerprint": inputs.get("data_fingerprint"),
+        "code_hash": inputs.get("code_hash"),
+        "spec_hash": inputs.get("spec_hash"),
+        "channels": inputs.get("channels") or {},
+        "training_job_name": (training or {}).get("job_name"),
+        "run_id": run_id,
+        "dag_id": dag_id,
+        "champion_compared_with": champion.get("id"),
+        "gate_decision": None if decision is None else ("passed" if decision.get("passed") else "rejected"),
+    }
+
+
+def lineage_from_metadata(metadata: Mapping[str, str] | None) -> dict[str, Any]:
+    """Read a model package's lineage back from its ``CustomerMetadataProperties``."""
+    metadata = metadata or {}
+    return {key: metadata.get(meta) for key, meta in _LINEAGE_METADATA.items()}
+
+
 def build_create_model_package_request(
     *,
     group: str,
@@ -160,8 +211,13 @@ def build_create_model_package_request(
     customer_metadata: Mapping[str, str] | None = None,
     tags: Mapping[str, str] | None = None,
     client_token: str | None = None,
+    lineage: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``CreateModelPackage`` kwargs for one model package version.
+
+    With ``lineage`` (:func:`build_lineage`): its hashes, run id, champion and gate decision go to
+    ``CustomerMetadataProperties`` (each value within 256 characters), and
+    ``ModelMetrics.ModelDataQuality.Statistics`` points at the audit record that holds all of it.
 
     Lineage: ``MetadataProperties.GeneratedBy`` is the training job ARN (what SageMaker ML Lineage
     uses), ``CustomerMetadataProperties`` carries job name/ARN, the evaluation-set hash, the gate
@@ -190,6 +246,7 @@ def build_create_model_package_request(
         {
             **lineage_metadata(training, decision, audit_uri),
             "EvaluationReport": report_uri,
+            **{meta: _text((lineage or {}).get(key)) for key, meta in _LINEAGE_METADATA.items()},
             **(customer_metadata or {}),
         }
     )
@@ -209,6 +266,10 @@ def build_create_model_package_request(
         "ModelApprovalStatus": status,
         "CustomerMetadataProperties": metadata,
     }
+    if lineage and audit_uri and audit_uri.startswith("s3://"):
+        request["ModelMetrics"]["ModelDataQuality"] = {
+            "Statistics": {"ContentType": "application/json", "S3Uri": audit_uri}
+        }
     job_arn = (training or {}).get("job_arn")
     if isinstance(job_arn, str) and job_arn.startswith("arn:"):
         request["MetadataProperties"] = {"GeneratedBy": job_arn}
@@ -219,4 +280,5 @@ def build_create_model_package_request(
         request["Tags"] = [{"Key": k, "Value": v} for k, v in all_tags.items()]
     if client_token:
         request["ClientToken"] = client_token[:36]
+        request["CustomerMetadataProperties"][REGISTER_TOKEN_KEY] = client_token[:36]
     return request

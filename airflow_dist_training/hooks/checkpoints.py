@@ -345,6 +345,12 @@ class CheckpointHook(BaseHook):
             )
         return self._inspect(loc, step)
 
+    def holds_checkpoint(self, uri: str) -> bool:
+        """Whether ``uri`` (any directory, e.g. a promotion target) holds a checkpoint manifest.
+
+        The manifest is copied last (``copy_checkpoint``), so its presence means a complete copy."""
+        return self._read(self._loc(uri), MANIFEST_NAME) is not None
+
     def _inspect(self, loc: Location, step: int) -> CheckpointInfo:
         found = self._read(loc, MANIFEST_NAME)
         if found is None:

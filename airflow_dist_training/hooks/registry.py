@@ -29,6 +29,7 @@ from airflow_dist_training.evaluation.registration import (
     APPROVED,
     AUDIT_FILE_NAME,
     PENDING,
+    REGISTER_TOKEN_KEY,
     REJECTED,
     approval_status,
     build_audit_record,
@@ -75,6 +76,7 @@ class ModelRegistry(Protocol):
         report_uri: str | None = None,
         tags: Mapping[str, str] | None = None,
         client_token: str | None = None,
+        lineage: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]: ...
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None: ...
@@ -175,7 +177,14 @@ class LocalModelRegistry:
             evaluation = load_evaluation_file(uri)
         except SpecValidationError as exc:
             raise _champion_error(exc, who, uri) from None
-        return Champion(id=who, evaluation=evaluation, evaluation_uri=uri, version=int(entry["version"]))
+        return Champion(
+            id=who,
+            evaluation=evaluation,
+            evaluation_uri=uri,
+            version=int(entry["version"]),
+            model_data_uri=entry.get("model_data_uri"),
+            lineage=entry.get("lineage"),
+        )
 
     def register(
         self,
@@ -190,6 +199,7 @@ class LocalModelRegistry:
         report_uri: str | None = None,
         tags: Mapping[str, str] | None = None,
         client_token: str | None = None,
+        lineage: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         status = approval_status(decision, auto_approve)
         # Read (and validate) the evaluation before taking the lock or writing anything.
@@ -225,6 +235,7 @@ class LocalModelRegistry:
                 training=training,
                 registered_at=now,
                 package_id=f"{self.group}/{version}",
+                lineage=lineage,
             )
             _atomic_write(audit_path, json.dumps(audit, indent=2, sort_keys=True).encode("utf-8"))
             entry = {
@@ -244,6 +255,7 @@ class LocalModelRegistry:
                 "evaluation_set_hash": ((decision or {}).get("challenger") or {}).get("evaluation_set_hash"),
                 "tags": dict(tags or {}),
                 "client_token": client_token,
+                "lineage": dict(lineage) if lineage else None,
             }
             index["versions"].append(entry)
             self._write_index(index)
@@ -383,8 +395,16 @@ class ModelRegistryHook:
             evaluation = self.store.load_evaluation(str(uri))
         except SpecValidationError as exc:
             raise _champion_error(exc, f"model package {arn}", str(uri)) from None
+        from airflow_dist_training.evaluation.registration import lineage_from_metadata
+
+        containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
         return Champion(
-            id=arn, evaluation=evaluation, evaluation_uri=str(uri), version=desc.get("ModelPackageVersion")
+            id=arn,
+            evaluation=evaluation,
+            evaluation_uri=str(uri),
+            version=desc.get("ModelPackageVersion"),
+            model_data_uri=containers[0].get("ModelDataUrl"),
+            lineage=lineage_from_metadata(desc.get("CustomerMetadataProperties")),
         )
 
     # -- registration -------------------------------------------------------------------------
@@ -401,6 +421,7 @@ class ModelRegistryHook:
         report_uri: str | None = None,
         tags: Mapping[str, str] | None = None,
         client_token: str | None = None,
+        lineage: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         status = approval_status(decision, auto_approve)
         audit_uri = join_uri(parent_uri(evaluation_uri), AUDIT_FILE_NAME)
@@ -417,8 +438,10 @@ class ModelRegistryHook:
             description=description,
             tags=tags,
             client_token=client_token,
+            lineage=lineage,
         )
         audit_kwargs: dict[str, Any] = {
+            "lineage": lineage,
             "decision": decision,
             "status": status,
             "registry": self.kind,
@@ -429,6 +452,10 @@ class ModelRegistryHook:
             "training": training,
         }
         self.ensure_group()
+        existing = self._registered_by(client_token) if client_token else None
+        if existing is not None:
+            log.info("Version %s was already registered by this task (retry): reusing it", existing)
+            return self._result_for(existing, audit_uri)
         # Audit first: a package never points at a missing audit record.
         self._write_audit(audit_uri, build_audit_record(**audit_kwargs, registered_at=_now()))
         arn = str(self.client.create_model_package(**request)["ModelPackageArn"])
@@ -442,6 +469,47 @@ class ModelRegistryHook:
             "approval_status": status,
             "model_data_uri": model_data_uri,
             "evaluation_uri": evaluation_uri,
+            "audit_uri": audit_uri,
+        }
+
+    # A retried register task finds its version among the newest ones (ClientToken alone is not
+    # enough: its idempotency window is short, and emulators ignore it).
+    _RETRY_LOOKBACK = 10
+
+    def _registered_by(self, client_token: str) -> str | None:
+        """The ARN of the version this registration token created, among the newest few."""
+        token = client_token[:36]
+        try:
+            resp = self.client.list_model_packages(
+                ModelPackageGroupName=self.group,
+                SortBy="CreationTime",
+                SortOrder="Descending",
+                MaxResults=self._RETRY_LOOKBACK,
+            )
+        except Exception as exc:
+            if _error_code(exc) == "ValidationException" and "does not exist" in _aws_error_text(exc):
+                return None
+            raise
+        for summary in resp.get("ModelPackageSummaryList") or []:
+            arn = str(summary["ModelPackageArn"])
+            desc = self.client.describe_model_package(ModelPackageName=arn)
+            if (desc.get("CustomerMetadataProperties") or {}).get(REGISTER_TOKEN_KEY) == token:
+                return arn
+        return None
+
+    def _result_for(self, arn: str, audit_uri: str) -> dict[str, Any]:
+        desc = self.client.describe_model_package(ModelPackageName=arn)
+        containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
+        stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
+        tail = arn.rsplit("/", 1)[-1]
+        return {
+            "registry": self.kind,
+            "group": self.group,
+            "package_id": arn,
+            "version": int(tail) if tail.isdigit() else None,
+            "approval_status": desc.get("ModelApprovalStatus"),
+            "model_data_uri": containers[0].get("ModelDataUrl"),
+            "evaluation_uri": stats.get("S3Uri"),
             "audit_uri": audit_uri,
         }
 

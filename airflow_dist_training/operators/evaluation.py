@@ -411,6 +411,8 @@ class QualityGateOperator(BaseOperator, SkipMixin):
     :param ignore_downstream_trigger_rules: skip all downstream tasks (True) or only direct ones.
     :param report_uri: folder or ``s3://`` prefix for the report; default: next to evaluation.json.
     :param write_report: write ``evaluation_report.md`` / ``.html`` and link them.
+    :param training: the training task's result (``train.output``): the gate then also refuses a
+        model that did not learn (zero epochs/steps trained, or the champion's model bytes).
     :param aws_conn_id: Airflow AWS connection.
     :param region_name: AWS region.
     """
@@ -420,6 +422,7 @@ class QualityGateOperator(BaseOperator, SkipMixin):
         "model_package_group_name",
         "local_registry_dir",
         "report_uri",
+        "training",
     )
     operator_extra_links = (EvaluationReportLink(),)
     ui_color = "#fef3c7"
@@ -438,11 +441,13 @@ class QualityGateOperator(BaseOperator, SkipMixin):
         ignore_downstream_trigger_rules: bool = True,
         report_uri: str | None = None,
         write_report: bool = True,
+        training: Any = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.training = training
         # Parse-time validation: a typo in a threshold is a DAG import error naming the field.
         spec = parse_gate_spec(thresholds, require_same_evaluation_set=require_same_evaluation_set)
         _check_registry_args(registry, model_package_group_name, local_registry_dir, allow_none=True)
@@ -483,7 +488,15 @@ class QualityGateOperator(BaseOperator, SkipMixin):
                 if any(t.needs_champion for t in spec.thresholds.values()):
                     raise
                 self.log.warning("Ignoring the champion (no threshold compares with it): %s", exc)
-        decision = evaluate_gate(challenger, spec, champion, challenger_uri=uri)
+        training = dict(self.training) if isinstance(self.training, Mapping) else None
+        decision = evaluate_gate(
+            challenger,
+            spec,
+            champion,
+            challenger_uri=uri,
+            training=training,
+            same_model_as_champion=self._same_model(training, champion),
+        )
         decision["report_uri"] = None
         if self.write_report and not uri.startswith("<"):
             decision["report_uri"] = self._write_reports(store, decision, uri)
@@ -497,6 +510,20 @@ class QualityGateOperator(BaseOperator, SkipMixin):
             raise AirflowFailException(summary(decision))
         self._skip_downstream(context)
         return decision
+
+    def _same_model(self, training: Mapping[str, Any] | None, champion: Any) -> bool | None:
+        """Whether the challenger's model artifact holds the champion's bytes (None: cannot tell)."""
+        mine = (training or {}).get("model_artifact_uri")
+        theirs = getattr(champion, "model_data_uri", None)
+        if not mine or not theirs:
+            return None
+        from airflow_dist_training.hooks.fingerprint import FingerprintHook
+
+        try:
+            return FingerprintHook(self.aws_conn_id, self.region_name).same_model(str(mine), str(theirs))
+        except Exception as exc:  # a missing/unreadable champion artifact must not fail the gate
+            self.log.warning("Could not compare the model with the champion's (%s): %s", theirs, exc)
+            return None
 
     def _write_reports(self, store: ArtifactStore, decision: dict[str, Any], evaluation_uri: str) -> str:
         from airflow_dist_training.hooks.evaluation import join_uri, parent_uri
@@ -563,6 +590,9 @@ class RegisterModelOperator(BaseOperator):
     :param auto_approve: approve automatically when the gate passed.
     :param description: package description.
     :param tags: extra tags (SageMaker) / labels (local).
+    :param lineage: what the run trained on (the ``check_changes`` task's ``lineage`` XCom:
+        data fingerprint, code hash, spec hash); recorded with the training job name, the run id,
+        the champion compared with and the gate decision.
     :param aws_conn_id: Airflow AWS connection.
     :param region_name: AWS region.
     """
@@ -571,6 +601,7 @@ class RegisterModelOperator(BaseOperator):
         "evaluation",
         "decision",
         "training",
+        "lineage",
         "model_data_uri",
         "image_uri",
         "model_package_group_name",
@@ -595,11 +626,13 @@ class RegisterModelOperator(BaseOperator):
         auto_approve: bool = False,
         description: str | None = None,
         tags: Mapping[str, str] | None = None,
+        lineage: Any = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.lineage = lineage
         _check_registry_args(registry, model_package_group_name, local_registry_dir, allow_none=False)
         if registry == "sagemaker" and not image_uri:
             raise SpecValidationError([("image_uri", "is required when registry='sagemaker'")])
@@ -647,6 +680,16 @@ class RegisterModelOperator(BaseOperator):
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
         )
+        from airflow_dist_training.evaluation.registration import build_lineage
+
+        lineage = build_lineage(
+            self.lineage if isinstance(self.lineage, Mapping) else None,
+            training=self.training,
+            decision=decision,
+            run_id=str(context.get("run_id") or ""),
+            dag_id=self.dag_id if self.has_dag() else None,
+        )
+        # one version per run: a retried task sends the same token and gets the same version back
         token = hashlib.sha256(_run_identity(context).encode()).hexdigest()[:32]
         result = reg.register(
             model_data_uri=str(model),
@@ -659,6 +702,7 @@ class RegisterModelOperator(BaseOperator):
             report_uri=(decision or {}).get("report_uri"),
             tags=self.tags,
             client_token=token,
+            lineage=lineage,
         )
         RegistrationAuditLink.persist(context, result.get("audit_uri"), self.region_name)
         self.log.info("Registered %s (%s)", result["package_id"], result["approval_status"])

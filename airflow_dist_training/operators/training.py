@@ -102,14 +102,17 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
     :param checkpoint_resume: resume policy (``fresh``/``latest``/``none``), or ``None`` to use the
         spec's checkpoint location as it is. With a policy, each run checkpoints to
         ``<spec checkpoint root>/<run key>/`` (shared by its retries, so a retry after a spot
-        interruption or failure resumes from the run's latest complete checkpoint); ``latest``
-        also seeds a new run from the newest complete checkpoint of any earlier run; ``none``
-        gives every job an empty location.
+        interruption or failure resumes from the run's latest complete checkpoint); ``latest`` is
+        the same (a new run never resumes another run's checkpoint: use ``warm_start_uri``);
+        ``none`` gives every job an empty location.
     :param channels: channels merged over the spec's (templated), e.g. the FSx channel that
         ``FSxStagePrefixOperator`` returns: ``{"train": stage.output}``.
+    :param warm_start_uri: initialise the model from these weights (templated; empty: from
+        scratch): a model artifact or a checkpoint directory, handed to the script as the input
+        channel ``warm_start`` (``SM_CHANNEL_WARM_START``). The run still trains all its epochs.
     """
 
-    template_fields: Sequence[str] = ("spec", "channels", "aws_conn_id", "region_name")
+    template_fields: Sequence[str] = ("spec", "channels", "aws_conn_id", "region_name", "warm_start_uri")
     template_fields_renderers = {"spec": "json"}
     ui_color = "#f3e5d8"
     operator_extra_links = links.ALL_LINKS
@@ -130,6 +133,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         local_hook_kwargs: dict[str, Any] | None = None,
         checkpoint_resume: str | None = None,
         channels: Mapping[str, Any] | None = None,
+        warm_start_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -151,6 +155,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             raise ValueError("checkpoint_resume must be 'fresh', 'latest', 'none' or None")
         self.checkpoint_resume = checkpoint_resume
         self.channels = channels
+        self.warm_start_uri = warm_start_uri
         self._job_name: str | None = None
         self._spec_obj: TrainingJobSpec | None = None
         self._plan: TrainingPlan | None = None
@@ -213,6 +218,11 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             data = spec.model_dump(mode="json", exclude_unset=True)
             data["channels"] = {**data.get("channels", {}), **dict(self.channels)}
             spec = load_spec(data)
+        if self.warm_start_uri and str(self.warm_start_uri).strip() not in ("", "None"):
+            from airflow_dist_training.retraining.warm_start import with_warm_start_channel
+
+            spec = with_warm_start_channel(spec, str(self.warm_start_uri).strip())
+            self.log.info("Warm start: the script gets %s as channel warm_start", self.warm_start_uri)
         mask_spec_secrets(spec)
         return spec
 
@@ -241,20 +251,25 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         )
 
     def _seed_checkpoint(self, run: Any) -> None:
-        """``latest``: a run without checkpoints of its own starts from the newest earlier run's."""
-        from airflow_dist_training.checkpoints.resume import resolve_resume_checkpoint
+        """Say where this job starts: the run's own latest checkpoint, or scratch.
 
-        if run is None or self.checkpoint_resume != "latest":
+        Resume is scoped to the run: retries and spot replacements of this run find its own
+        checkpoints (SageMaker restores ``run.run_uri`` into ``/opt/ml/checkpoints``). A new run
+        never resumes another run's checkpoint, whatever the policy (``latest`` once did, and a
+        scheduled pipeline then trained zero epochs per run); initialising from earlier weights is
+        the explicit ``warm_start`` channel instead (see ``docs/retraining.md``).
+        """
+        if run is None or self.checkpoint_resume == "none":
             return
-        if self.checkpoint_hook.latest_complete(run.run_uri) is not None:
-            self.log.info("Resuming from this run's own checkpoints in %s", run.run_uri)
-            return
-        source = resolve_resume_checkpoint("latest", run.run_uri, run.pipeline_uri, self.checkpoint_hook)
-        if source is None:
-            self.log.info("No complete checkpoint under %s: starting from scratch", run.pipeline_uri)
-            return
-        seeded = self.checkpoint_hook.seed_checkpoint(source, run.run_uri)
-        self.log.info("Seeded %s from the latest complete checkpoint %s", seeded, source)
+        own = self.checkpoint_hook.latest_complete(run.run_uri)
+        if own is not None:
+            self.log.info("Resuming from this run's own checkpoint %s", own.uri)
+        else:
+            self.log.info(
+                "No checkpoint of this run under %s yet: the job starts from scratch "
+                "(a new run never resumes another run's checkpoint)",
+                run.run_uri,
+            )
 
     # --- naming & planning (pure) ----------------------------------------------------------------
 

@@ -62,7 +62,11 @@ class StagingStep(_Model):
 
 
 class CheckpointStep(_Model):
-    resume: Literal["fresh", "latest", "none"] = "latest"
+    resume: Literal["fresh", "latest", "none"] = Field(
+        default="latest",
+        description="fresh/latest: retries and spot replacements of a run resume from the run's own "
+        "latest checkpoint; a new run never resumes another run's (use warm_start). none: never resume",
+    )
     keep_last: int = Field(default=3, ge=1)
     keep_best: int = Field(default=1, ge=0)
     metric: str | None = None
@@ -114,6 +118,14 @@ class PipelineSpec(_Model):
     gate: GateSpec | None = None
     fail_on_reject: bool = False
     registry: RegistryStep | None = None
+    force: bool = Field(
+        default=False,
+        description="Train even when data, code and spec equal the champion's (else the run is skipped)",
+    )
+    warm_start: Literal["none", "champion", "promoted"] = Field(
+        default="none",
+        description="Initialise from the champion's model or the last promoted checkpoint (channel warm_start)",
+    )
 
     @field_validator("dag_id")
     @classmethod

@@ -15,8 +15,8 @@ DAG_ID = "distributed_retraining"
 def test_retraining_dag_succeeds_on_the_local_backend(airflow_api: AirflowApi) -> None:
     airflow_api.wait_for_dag(DAG_ID)
     airflow_api.unpause(DAG_ID)
-    # Unpausing may also start the latest scheduled run (6 epochs); ours then resumes from its
-    # checkpoint. Either way epochs up to 7 are trained by this run.
+    # Unpausing may also start the latest scheduled run (6 epochs); ours still trains its own 8
+    # epochs from scratch (a new run never resumes another run's checkpoint).
     run_id = airflow_api.trigger_run(DAG_ID, {"backend": "local", "epochs": 8, "learning_rate": 0.05})
     run = airflow_api.wait_for_run(DAG_ID, run_id, timeout=600)
     assert run["state"] == "success"
@@ -34,6 +34,31 @@ def test_retraining_dag_succeeds_on_the_local_backend(airflow_api: AirflowApi) -
     summary = airflow_api.xcom(DAG_ID, run_id, "summary")
     assert summary["gate_passed"] in (True, False) and summary["gate_reasons"]
     assert summary["model_artifact_uri"] == training["model_artifact_uri"]
+
+
+def test_an_upstream_asset_update_starts_a_retraining_run(airflow_api: AirflowApi) -> None:
+    """The real scheduler: demo_new_training_data updates the training-data asset -> a run starts."""
+    import time
+
+    producer = "demo_new_training_data"
+    airflow_api.wait_for_dag(producer)
+    airflow_api.wait_for_dag(DAG_ID)
+    airflow_api.unpause(DAG_ID)
+    airflow_api.unpause(producer)
+    before = {r["dag_run_id"] for r in airflow_api.get(f"/dags/{DAG_ID}/dagRuns")["dag_runs"]}
+    run_id = airflow_api.trigger_run(producer, {"seed": 5})
+    airflow_api.wait_for_run(producer, run_id, timeout=300)
+    deadline = time.monotonic() + 180
+    triggered: list[dict] = []
+    while not triggered and time.monotonic() < deadline:
+        runs = airflow_api.get(f"/dags/{DAG_ID}/dagRuns")["dag_runs"]
+        triggered = [r for r in runs if r["dag_run_id"] not in before and r["run_type"] == "asset_triggered"]
+        time.sleep(2)
+    assert triggered, f"no asset-triggered run of {DAG_ID} within 180 s"
+    run = airflow_api.wait_for_run(DAG_ID, triggered[0]["dag_run_id"], timeout=600)
+    assert run["state"] == "success"
+    lineage = airflow_api.xcom(DAG_ID, run["dag_run_id"], "local.check_changes", key="lineage")
+    assert lineage["data_fingerprint"].startswith("sha256:")
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,33 +43,156 @@ def _states(run: Any) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
-def test_local_run_trains_passes_the_gate_and_registers_then_a_rerun_resumes(retraining_dag, demo_dir, capfd):
-    run = retraining_dag.test(run_conf={"backend": "local", "epochs": 4})
-    states = _states(run)
-    assert str(run.state) == "success", states
-    assert states["local.train"] == "success"
-    assert states["local.gate"] == "success"
-    assert states["local.register"] == "success"
-    assert states["sagemaker.plan"] == "skipped"
-    summary = (demo_dir / "last-run-summary.txt").read_text()
-    assert "Quality gate        PASSED" in summary
-    assert "Registered          adt-demo/1 (Approved)" in summary
-    first = capfd.readouterr().out
+def _registry(demo_dir: Path) -> list[dict[str, Any]]:
+    index = demo_dir / "registry" / "adt-demo" / "index.json"
+    return json.loads(index.read_text())["versions"] if index.exists() else []
 
-    assert "starting from scratch" in first
-    rerun = retraining_dag.test(run_conf={"backend": "local", "epochs": 5})
-    assert str(rerun.state) == "success", _states(rerun)
-    second = capfd.readouterr().out
-    # a new run seeds its checkpoint location from the previous run's latest complete checkpoint
-    assert "Seeded " in second and "from the latest complete checkpoint" in second
-    assert "resumed from checkpoint step-" in second
-    assert "starting at epoch=4" in second  # epochs 0-3 were trained by the first run
-    # the second model is gated against the first (now the champion): registered only if no worse
+
+def _asset_events(run_id: str) -> list[dict[str, Any]]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(AssetModel.uri, AssetEvent.extra)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetEvent.source_run_id == run_id)
+        ).all()
+    return [{"uri": uri, "extra": dict(extra or {})} for uri, extra in rows]
+
+
+def _run_roots(demo_dir: Path) -> set[str]:
+    root = demo_dir / "checkpoints" / "local-demo"
+    return {p.name for p in root.iterdir()} if root.exists() else set()
+
+
+def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
+    retraining_dag, demo_dir, capfd, monkeypatch
+):
+    """The issue's scenario, as separate DAG runs against one persistent registry (local backend)."""
+    # Run 1: trains all its epochs, passes the gate, registers v1 with its lineage.
+    run1 = retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
+    states = _states(run1)
+    assert str(run1.state) == "success", states
+    assert states["local.check_changes"] == "success"
+    assert states["local.train"] == states["local.gate"] == states["local.register"] == "success"
+    assert states["sagemaker.plan"] == "skipped"
+    out = capfd.readouterr().out
+    assert "no champion yet: training (data fingerprint " in out
+    assert "no checkpoint found: starting from scratch" in out
+    assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
+    assert "run_summary epochs_trained=2 steps_trained=" in out
     summary = (demo_dir / "last-run-summary.txt").read_text()
-    assert "no regression vs champion adt-demo/1" in summary
-    assert ("Registered          adt-demo/2 (Approved)" in summary) == (
-        "Quality gate        PASSED" in summary
+    assert "Registered          adt-demo/1 (Approved)" in summary
+    [v1] = _registry(demo_dir)
+    lineage = v1["lineage"]
+    assert lineage["data_fingerprint"].startswith("sha256:")
+    assert lineage["code_hash"].startswith("sha256:") and lineage["spec_hash"].startswith("sha256:")
+    assert lineage["run_id"] == run1.run_id and lineage["dag_id"] == "distributed_retraining"
+    assert lineage["training_job_name"] == v1["training_job_name"]
+    assert lineage["champion_compared_with"] is None and lineage["gate_decision"] == "passed"
+    audit = json.loads(Path(v1["audit_uri"]).read_text())
+    assert audit["lineage"]["data_fingerprint"] == lineage["data_fingerprint"]
+    # staging updated the staged-data asset, with the data fingerprint in the event's extra
+    [event] = _asset_events(run1.run_id)
+    assert event["uri"] == (demo_dir / "data" / "train").resolve().as_uri()
+    assert event["extra"]["fingerprint"] == lineage["channels"]["train"]["fingerprint"]
+    assert event["extra"]["objects"] == 1
+    roots_after_run1 = _run_roots(demo_dir)
+    assert len(roots_after_run1) == 1
+    promoted = demo_dir / "checkpoints" / "promoted" / "_MANIFEST.json"
+    assert promoted.exists()  # the run's best checkpoint, published where later runs can read it
+
+    # Run 2: same data, code and spec -> skipped with the reason; no job, no version, no checkpoint.
+    jobs_before = set((demo_dir / "jobs").iterdir())
+    run2 = retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
+    states = _states(run2)
+    assert str(run2.state) == "success", states
+    assert states["local.check_changes"] == "success"
+    for task in ("local.train", "local.evaluate", "local.gate", "local.register"):
+        assert states[task] == "skipped", (task, states)
+    out = capfd.readouterr().out
+    reason = f"no new data or code since champion adt-demo/1 (data fingerprint {lineage['data_fingerprint'][7:19]})"
+    assert reason in out
+    assert "epoch=0 loss=" not in out
+    summary = (demo_dir / "last-run-summary.txt").read_text()
+    assert f"SKIPPED: {reason}" in summary
+    assert len(_registry(demo_dir)) == 1
+    assert _run_roots(demo_dir) == roots_after_run1
+    assert set((demo_dir / "jobs").iterdir()) == jobs_before
+
+    # Run 3: new data arrives (the generator with another seed) -> all epochs from scratch, vs v1.
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples" / "make_dataset.py"),
+            "--out",
+            str(demo_dir / "source"),
+            "--seed",
+            "7",
+        ],
+        check=True,
+        capture_output=True,
     )
+    # Its first training job is killed at epoch 1; the task's retry resumes from run 3's own checkpoint.
+    monkeypatch.setenv("ADT_DEMO_KILL_AT_EPOCH", "1")
+    retraining_dag.get_task("local.train").retry_delay = timedelta(seconds=0)
+    run3 = retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
+    states = _states(run3)
+    assert str(run3.state) == "success", states
+    assert states["local.train"] == "success" and states["local.gate"] == "success"
+    [train_ti] = [ti for ti in run3.get_task_instances() if ti.task_id == "local.train"]
+    assert train_ti.try_number == 2
+    out = capfd.readouterr().out
+    assert "data changed since champion adt-demo/1: training" in out
+    assert "No checkpoint of this run under" in out and "no checkpoint found: starting from scratch" in out
+    assert "killing this job at epoch=1" in out
+    [run3_root] = _run_roots(demo_dir) - roots_after_run1
+    [resumed] = [line for line in out.splitlines() if "Resuming from this run's own checkpoint" in line]
+    assert f"local-demo/{run3_root}/step-" in resumed  # never run 1's
+    assert "resumed from this run's checkpoint step-" in out and "(epoch=0), starting at epoch=1" in out
+    assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
+    assert "run_summary epochs_trained=2 " in out  # the run's epochs: one per job
+    summary = (demo_dir / "last-run-summary.txt").read_text()
+    assert "vs champion adt-demo/1" in summary
+    assert "PASS training: the training job trained 2 epochs" in summary
+    assert "PASS model: model artifact differs from champion adt-demo/1's" in summary
+    versions = _registry(demo_dir)
+    if "Quality gate        PASSED" in summary:
+        assert [v["version"] for v in versions] == [1, 2]
+        assert versions[1]["lineage"]["champion_compared_with"] == "adt-demo/1"
+        assert versions[1]["lineage"]["data_fingerprint"] != lineage["data_fingerprint"]
+    else:
+        assert len(versions) == 1 and "REJECTED" in summary
+
+
+def test_force_trains_all_epochs_although_nothing_changed(retraining_dag, demo_dir, capfd):
+    """``force: true`` on an unchanged run (the previous test left a champion) trains anyway."""
+    if not _registry(demo_dir):
+        retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
+    capfd.readouterr()
+    run = retraining_dag.test(run_conf={"backend": "local", "epochs": 2, "force": True})
+    states = _states(run)
+    assert states["local.train"] == "success", states
+    out = capfd.readouterr().out
+    assert "force=true: training anyway (data fingerprint " in out
+    assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
+
+
+def test_warm_start_from_the_champion_trains_all_configured_epochs(retraining_dag, demo_dir, capfd):
+    if not _registry(demo_dir):
+        retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
+    capfd.readouterr()
+    run = retraining_dag.test(run_conf={"backend": "local", "epochs": 2, "warm_start": "champion"})
+    states = _states(run)
+    assert states["local.train"] == "success", states
+    out = capfd.readouterr().out
+    assert "spec changed since champion" in out  # warm_start is part of the run's settings
+    assert "Warm start: the champion's model file://" in out or "Warm start: the champion's model /" in out
+    assert "warm start: initialised from " in out and "training all 2 epochs" in out
+    assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
+    assert "run_summary epochs_trained=2 " in out and "warm_started=1" in out
 
 
 def test_dry_run_shows_the_plan_and_launches_nothing(retraining_dag, demo_dir, capfd):

@@ -261,6 +261,7 @@ def test_create_request_with_tags_and_client_token_exactly_as_sent() -> None:
             "QualityGate": "passed",
             "AuditRecord": "s3://b/e/audit.json",
             "EvaluationReport": f"s3://{BUCKET}/eval/evaluation_report.html",
+            "AirflowRegisterToken": "tok-1",
         },
         "MetadataProperties": {"GeneratedBy": TRAINING["job_arn"]},
         "Tags": [
@@ -269,6 +270,17 @@ def test_create_request_with_tags_and_client_token_exactly_as_sent() -> None:
         ],
         "ClientToken": "tok-1",
     }
+    # a retry would find its version among the newest ones: none here
+    stub.add_response(
+        "list_model_packages",
+        {"ModelPackageSummaryList": []},
+        {
+            "ModelPackageGroupName": "churn",
+            "SortBy": "CreationTime",
+            "SortOrder": "Descending",
+            "MaxResults": 10,
+        },
+    )
     stub.add_response("create_model_package", {"ModelPackageArn": f"{ARN_PREFIX}/churn/7"}, expected)
     with stub:
         r = h.register(
@@ -283,3 +295,60 @@ def test_create_request_with_tags_and_client_token_exactly_as_sent() -> None:
         )
     assert r["version"] == 7 and r["approval_status"] == "PendingManualApproval"
     stub.assert_no_pending_responses()
+
+
+LINEAGE = {
+    "data_fingerprint": "sha256:" + "a" * 64,
+    "code_hash": "sha256:" + "b" * 64,
+    "spec_hash": "sha256:" + "c" * 64,
+    "channels": {"train": {"fingerprint": "sha256:" + "a" * 64, "objects": 3, "bytes": 30}},
+    "training_job_name": "train-1",
+    "run_id": "scheduled__2026-12-07T02:00:00+00:00",
+    "dag_id": "distributed_retraining",
+    "champion_compared_with": None,
+    "gate_decision": "passed",
+}
+
+
+def test_lineage_goes_to_customer_metadata_model_metrics_and_audit_and_comes_back_with_the_champion(
+    s3: Any, sagemaker: Any
+) -> None:
+    uri = put_eval(s3, "eval/run7/evaluation.json", {"accuracy": 0.93})
+    h = hook()
+    kwargs: dict[str, Any] = dict(
+        model_data_uri=TRAINING["model_artifact_uri"],
+        image_uri="img",
+        evaluation_uri=uri,
+        decision=decision(True),
+        auto_approve=True,
+        training=TRAINING,
+        lineage=LINEAGE,
+        client_token="run-7-register",
+    )
+    result = h.register(**kwargs)
+    desc = sagemaker.describe_model_package(ModelPackageName=result["package_id"])
+    meta = desc["CustomerMetadataProperties"]
+    assert (meta["DataFingerprint"], meta["CodeHash"], meta["SpecHash"]) == (
+        LINEAGE["data_fingerprint"],
+        LINEAGE["code_hash"],
+        LINEAGE["spec_hash"],
+    )
+    assert meta["AirflowRunId"] == LINEAGE["run_id"] and meta["GateDecision"] == "passed"
+    assert "ChampionComparedWith" not in meta  # no champion: no empty value sent
+    assert desc["ModelMetrics"]["ModelDataQuality"] == {
+        "Statistics": {"ContentType": "application/json", "S3Uri": result["audit_uri"]}
+    }
+    audit = json.loads(s3.get_object(Bucket=BUCKET, Key="eval/run7/audit.json")["Body"].read())
+    assert audit["lineage"] == LINEAGE
+    champion = h.get_champion()
+    assert champion is not None and champion.model_data_uri == TRAINING["model_artifact_uri"]
+    assert champion.lineage is not None
+    assert champion.lineage["data_fingerprint"] == LINEAGE["data_fingerprint"]
+    assert champion.lineage["spec_hash"] == LINEAGE["spec_hash"]
+    assert champion.label == "churn/1"
+
+    # the register task retried for the same run: no second version
+    again = h.register(**kwargs)
+    assert again["package_id"] == result["package_id"]
+    summaries = sagemaker.list_model_packages(ModelPackageGroupName="churn")["ModelPackageSummaryList"]
+    assert len(summaries) == 1

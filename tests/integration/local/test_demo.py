@@ -62,7 +62,7 @@ def test_demo_trains_with_two_processes_then_resumes_from_the_checkpoint(
     lines2: list[str] = []
     second = hook.run_job(demo_spec(demo_data, tmp_path, epochs=4), "demo-run-2", log=lines2.append)
     text = "\n".join(lines2)
-    assert "resumed from checkpoint step-" in text
+    assert "resumed from this run's checkpoint step-" in text
     assert "(epoch=1), starting at epoch=2" in text
     assert "no checkpoint found" not in text
     epochs = [

@@ -87,13 +87,34 @@ def test_pipeline_schedule_is_cron_in_its_time_zone_or_asset():
     assert [t.task_id for t in dag.tasks] == [
         "stage_train_evaluate.plan",
         "stage_train_evaluate.stage",
+        "stage_train_evaluate.check_changes",
         "stage_train_evaluate.train",
         "stage_train_evaluate.stop_orphaned_job",
         "stage_train_evaluate.checkpoint_retention",
+        "stage_train_evaluate.promote_checkpoint",
         "stage_train_evaluate.evaluate",
         "stage_train_evaluate.gate",
         "stage_train_evaluate.register",
     ]
+
+
+def test_force_and_warm_start_are_yaml_fields_and_trigger_form_params(tmp_path):
+    from airflow_dist_training.dag_factory import dag_from_yaml, load_pipeline
+    from airflow_dist_training.errors import SpecValidationError
+
+    text = GOOD.replace("force: false", "force: true").replace("warm_start: none", "warm_start: champion")
+    (tmp_path / "w.yaml").write_text(text)
+    (tmp_path / "w.py").write_text(STUB)
+    dag = dag_from_yaml(str(tmp_path / "w.py"))
+    assert dag.params["force"] is True
+    assert dag.params["warm_start"] == "champion"
+    assert dag.params.get_param("warm_start").schema["enum"] == ["none", "champion", "promoted"]
+    train = dag.get_task("stage_train_evaluate.train")
+    assert "stage_train_evaluate.check_changes" in train.upstream_task_ids
+    (tmp_path / "bad.yaml").write_text(GOOD.replace("warm_start: none", "warm_start: latest"))
+    with pytest.raises(SpecValidationError) as info:
+        load_pipeline(tmp_path / "bad.yaml")
+    assert "warm_start: Input should be 'none', 'champion' or 'promoted'" in str(info.value)
 
 
 @pytest.mark.parametrize("missing", ["training", "dag_id"])

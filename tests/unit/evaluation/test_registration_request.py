@@ -78,6 +78,7 @@ def test_exact_create_model_package_request() -> None:
             "QualityGate": "passed",
             "AuditRecord": "s3://b/eval/audit.json",
             "EvaluationReport": "s3://b/eval/evaluation_report.html",
+            "AirflowRegisterToken": "0123456789abcdef0123456789abcdef",
         },
         "MetadataProperties": {"GeneratedBy": TRAINING["job_arn"]},
         "Tags": [

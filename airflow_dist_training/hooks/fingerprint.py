@@ -1,0 +1,191 @@
+"""The I/O behind the fingerprints: list S3 prefixes, hash local files and source code, digest models.
+
+The hashes themselves are pure (``airflow_dist_training.retraining.fingerprint``). Costs:
+
+* an S3 channel: one paginated ``ListObjectsV2`` of its prefix (ceil(N/1000) calls, no GETs);
+* an FSx channel staged from S3: the same listing of the staged prefix (what the import copied);
+* a local channel: one read of every file (sha256), which is what "unchanged" has to mean there;
+* the code: one read of every file in the source directory (small).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from collections.abc import Iterator, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from airflow_dist_training.retraining.fingerprint import (
+    IGNORED_NAMES,
+    Entry,
+    Lineage,
+    code_hash,
+    data_fingerprint,
+    listing_fingerprint,
+    s3_listing_entries,
+    spec_hash,
+)
+
+_CHUNK = 1 << 20
+_SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    if root.is_file():
+        yield root
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in sorted(filenames):
+            if not name.endswith(".pyc"):
+                yield Path(dirpath) / name
+
+
+def _local(uri: str, base_dir: Path) -> Path:
+    path = Path(uri.removeprefix("file://")).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+class FingerprintHook:
+    """Fingerprint a run's inputs (data channels, code, spec) and compare model artifacts.
+
+    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
+    :param region_name: AWS region (default: the connection's).
+    """
+
+    def __init__(self, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.list_calls = 0
+
+    @cached_property
+    def s3(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(
+            aws_conn_id=self.aws_conn_id, client_type="s3", region_name=self.region_name
+        ).get_conn()
+
+    # -- listings ------------------------------------------------------------------------------
+    def s3_entries(self, uri: str) -> list[Entry]:
+        """Every object under an ``s3://bucket/prefix`` (one paginated listing)."""
+        bucket, _, prefix = uri[len("s3://") :].partition("/")
+        entries: list[Entry] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            self.list_calls += 1
+            entries.extend(s3_listing_entries(prefix, page.get("Contents") or []))
+        return entries
+
+    @staticmethod
+    def local_entries(path: Path) -> list[Entry]:
+        """Every file under a local directory (or the file itself): size and sha256."""
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        root = path if path.is_dir() else path.parent
+        return [
+            Entry(p.relative_to(root).as_posix(), _sha256_file(p), p.stat().st_size)
+            for p in _walk(path)
+            if p.name not in IGNORED_NAMES
+        ]
+
+    def channel_fingerprint(self, uri: str, base_dir: str | Path = ".") -> dict[str, Any]:
+        """``{"fingerprint", "objects", "bytes", "source"}`` of one channel location."""
+        if uri.startswith("s3://"):
+            result = listing_fingerprint(self.s3_entries(uri))
+        else:
+            result = listing_fingerprint(self.local_entries(_local(uri, Path(base_dir))))
+        return {**result, "source": uri}
+
+    # -- code ----------------------------------------------------------------------------------
+    def code_hash(self, source_dir: str | None, entry_point: str, base_dir: str | Path = ".") -> str | None:
+        """Hash of the code the job runs: every file of the source directory (or the S3 tarball's ETag)."""
+        if source_dir and source_dir.startswith("s3://"):
+            return code_hash((e.key, e.tag) for e in self.s3_entries(source_dir))
+        root = _local(source_dir, Path(base_dir)) if source_dir else Path(base_dir)
+        if not root.exists():
+            return None
+        return code_hash((p.relative_to(root).as_posix(), _sha256_file(p)) for p in _walk(root))
+
+    # -- one run -------------------------------------------------------------------------------
+    def lineage(
+        self,
+        spec: Any,
+        *,
+        backend: str,
+        base_dir: str | Path = ".",
+        staged_sources: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> Lineage:
+        """Fingerprint ``spec``'s channels as the job reads them, its code, and its effective spec.
+
+        :param staged_sources: channel -> the S3 prefix staged into its FSx path (SageMaker).
+        """
+        from airflow_dist_training.spec.training import S3Channel
+
+        channels: dict[str, dict[str, Any]] = {}
+        unknown = False
+        for name, channel in spec.channels.items():
+            source: str | None = None
+            if backend == "local" and channel.local_source:
+                source = channel.local_source
+            elif staged_sources and name in staged_sources:
+                source = staged_sources[name]
+            elif isinstance(channel, S3Channel):
+                source = channel.uri
+            if source is None or (backend == "sagemaker" and not source.startswith("s3://")):
+                unknown = True  # an FSx/EFS channel we did not stage: its content is not listable here
+                channels[name] = {"fingerprint": None, "source": getattr(channel, "directory_path", None)}
+                continue
+            channels[name] = self.channel_fingerprint(source, base_dir)
+        return Lineage(
+            data_fingerprint=None if unknown else data_fingerprint(channels),
+            code_hash=self.code_hash(spec.source.source_dir, spec.source.entry_point, base_dir),
+            spec_hash=spec_hash(spec.model_dump(mode="json", exclude_unset=True), settings),
+            channels=channels,
+        )
+
+    # -- models --------------------------------------------------------------------------------
+    def _read(self, uri: str) -> bytes:
+        if uri.startswith("s3://"):
+            bucket, _, key = uri[len("s3://") :].partition("/")
+            return bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        return _local(uri, Path("/")).read_bytes()
+
+    def _size(self, uri: str) -> int:
+        if uri.startswith("s3://"):
+            bucket, _, key = uri[len("s3://") :].partition("/")
+            return int(self.s3.head_object(Bucket=bucket, Key=key)["ContentLength"])
+        return _local(uri, Path("/")).stat().st_size
+
+    def model_digest(self, uri: str) -> str:
+        """sha256 of a model's bytes; for a ``.tar.gz``/``.tar`` of the members' names and bytes
+        (an archive's timestamps differ between two packings of the same files)."""
+        raw = self._read(uri)
+        try:
+            with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
+                digest = hashlib.sha256()
+                for member in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
+                    fh = tar.extractfile(member)
+                    assert fh is not None
+                    digest.update(member.name.encode() + b"\0" + hashlib.sha256(fh.read()).digest())
+                return "tar-sha256:" + digest.hexdigest()
+        except tarfile.TarError:
+            return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+    def same_model(self, challenger_uri: str, champion_uri: str) -> bool:
+        """Whether two model artifacts hold byte-identical model files."""
+        if challenger_uri == champion_uri:
+            return True
+        return self.model_digest(challenger_uri) == self.model_digest(champion_uri)

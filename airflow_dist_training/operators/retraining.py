@@ -1,0 +1,154 @@
+"""The ``check_changes`` step of a retraining run: fingerprint the inputs, skip when nothing changed.
+
+It runs after staging and before training, as a short-circuit task: when the data fingerprint,
+code hash and spec hash all equal those recorded with the registry's champion, it returns False and
+train, evaluate, gate and register are *skipped* (shown so in the grid), with the reason in its
+log, its XCom and the run's summary. ``force`` trains anyway. It also resolves the run's warm start
+(the champion's model or the promoted checkpoint) for the training task.
+
+XCom (keys): ``lineage`` (data fingerprint, code hash, spec hash, per-channel listings),
+``skip_reason`` (the sentence), ``skipped`` (bool), ``warm_start_uri`` (or ""), ``champion``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_dist_training.errors import SpecValidationError
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def check_changes(
+    context: Mapping[str, Any],
+    *,
+    plan_task_id: str,
+    backend: str,
+    base_dir: str,
+    registry: str | None,
+    group: str,
+    local_registry_dir: str | None,
+    force: bool | str = False,
+    warm_start: str = "none",
+    promoted_uri: str | None = None,
+    staged_sources: Mapping[str, str] | None = None,
+    aws_conn_id: str | None = "aws_default",
+    region_name: str | None = None,
+) -> bool:
+    """Return False (skip training) when nothing changed since the champion; push the facts."""
+    import logging
+
+    from airflow_dist_training.evaluation.gate import ChampionUnreadableError
+    from airflow_dist_training.hooks.fingerprint import FingerprintHook
+    from airflow_dist_training.retraining.fingerprint import decide_skip
+    from airflow_dist_training.retraining.warm_start import parse_warm_start, warm_start_source
+    from airflow_dist_training.spec.loading import load_spec
+
+    log = logging.getLogger("airflow.task")
+    ti = context["ti"]
+    params = dict(context.get("params") or {})
+    forced = _truthy(force) or _truthy(params.get("force", False))
+    choice = parse_warm_start(params.get("warm_start") or warm_start, "params.warm_start")
+    spec = load_spec(ti.xcom_pull(task_ids=plan_task_id, key="spec"))
+
+    champion = None
+    if registry:
+        from airflow_dist_training.hooks.registry import get_registry
+
+        try:
+            champion = get_registry(
+                registry,
+                group=group,
+                local_registry_dir=local_registry_dir,
+                aws_conn_id=aws_conn_id,
+                region_name=region_name,
+            ).get_champion()
+        except ChampionUnreadableError as exc:
+            log.warning("Cannot read the champion's lineage (training anyway): %s", exc)
+
+    hook = FingerprintHook(aws_conn_id, region_name)
+    lineage = hook.lineage(
+        spec,
+        backend=backend,
+        base_dir=base_dir,
+        staged_sources=staged_sources,
+        settings={"warm_start": choice},
+    )
+    decision = decide_skip(
+        lineage,
+        champion.label if champion is not None else None,
+        champion.lineage if champion is not None else None,
+        force=forced,
+    )
+    promoted = _promoted_checkpoint(promoted_uri, aws_conn_id, region_name) if choice == "promoted" else None
+    uri, warm_text = warm_start_source(
+        choice,
+        champion_model_uri=champion.model_data_uri if champion is not None else None,
+        promoted_uri=promoted,
+    )
+    for name, channel in lineage.channels.items():
+        log.info(
+            "Channel %s: %s object(s), %s bytes, fingerprint %s (%s)",
+            name,
+            channel.get("objects", "?"),
+            channel.get("bytes", "?"),
+            channel.get("fingerprint"),
+            channel.get("source"),
+        )
+    log.info(
+        "Data fingerprint %s, code hash %s, spec hash %s",
+        lineage.data_fingerprint,
+        lineage.code_hash,
+        lineage.spec_hash,
+    )
+    print(decision.reason, flush=True)
+    if not decision.skip:
+        print(warm_text.capitalize(), flush=True)
+    ti.xcom_push(key="lineage", value=lineage.to_dict())
+    ti.xcom_push(key="skip_reason", value=decision.reason)
+    ti.xcom_push(key="skipped", value=decision.skip)
+    ti.xcom_push(key="warm_start_uri", value=uri or "")
+    ti.xcom_push(key="champion", value=champion.label if champion is not None else None)
+    return not decision.skip
+
+
+def _promoted_checkpoint(uri: str | None, aws_conn_id: str | None, region_name: str | None) -> str | None:
+    """The stable promotion location, when it holds a complete checkpoint."""
+    if not uri:
+        return None
+    from airflow_dist_training.hooks.checkpoints import CheckpointHook
+
+    try:
+        held = CheckpointHook(aws_conn_id=aws_conn_id, region_name=region_name).holds_checkpoint(uri)
+    except (SpecValidationError, OSError):
+        return None
+    return uri if held else None
+
+
+def data_asset_emitter(
+    asset: Any,
+    source: str,
+    *,
+    base_dir: str = ".",
+    aws_conn_id: str | None = "aws_default",
+    region_name: str | None = None,
+) -> Any:
+    """A ``post_execute`` hook for the staging task: its asset event carries the data fingerprint.
+
+    ``source`` is what the training channel reads after staging (the local channel directory, or
+    the S3 prefix staged into FSx). The extra is ``{"fingerprint", "objects", "bytes", "source"}``;
+    a consumer (another DAG, the UI) sees which data this event stands for.
+    """
+
+    def emit(context: Mapping[str, Any], result: Any = None) -> None:
+        from airflow_dist_training.hooks.fingerprint import FingerprintHook
+
+        fingerprint = FingerprintHook(aws_conn_id, region_name).channel_fingerprint(source, base_dir)
+        context["outlet_events"][asset].extra.update(fingerprint)
+
+    return emit

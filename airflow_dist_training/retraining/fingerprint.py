@@ -1,0 +1,181 @@
+"""Fingerprints of what a training run reads, and the skip decision. Pure: listings in, hashes out.
+
+A run is keyed on **content**, not on arguments (SageMaker Pipelines' step caching keys on the
+request: the same S3 prefix with new objects in it is a cache hit there, a new fingerprint here):
+
+* data: per channel, a hash over ``(relative key, ETag or content hash, size)`` of every object or
+  file the job would read, sorted by key. S3: one paginated ``ListObjectsV2`` of the channel
+  prefix. FSx-staged: the staged prefix's manifest. Local: sizes and sha256 of the files.
+* code: a hash over ``(relative path, sha256)`` of the source directory the job runs.
+* spec: a hash of the effective spec (after the run's overrides) without its checkpoint location,
+  which is per run by design, plus the run's settings that change the model (``warm_start``).
+
+The hook (``hooks/fingerprint.py``) produces the listings; everything here is deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PREFIX = "sha256:"
+# Listing entries the job does not read as data: the local staging manifest (mtimes change when
+# nothing else does) and S3 "directory" markers.
+IGNORED_NAMES = frozenset({".manifest.json"})
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One object or file: key relative to the channel root, content tag (ETag/sha256), size."""
+
+    key: str
+    tag: str
+    size: int
+
+
+def _digest(lines: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line.encode("utf-8"))
+        h.update(b"\n")
+    return PREFIX + h.hexdigest()
+
+
+def _tag(tag: str) -> str:
+    return tag.strip('"')  # S3 quotes ETags
+
+
+def listing_fingerprint(entries: Iterable[Entry]) -> dict[str, Any]:
+    """``{"fingerprint", "objects", "bytes"}`` of one channel's listing (order does not matter)."""
+    kept = sorted(
+        (
+            e
+            for e in entries
+            if e.key and not e.key.endswith("/") and e.key.rsplit("/", 1)[-1] not in IGNORED_NAMES
+        ),
+        key=lambda e: e.key,
+    )
+    return {
+        "fingerprint": _digest(f"{e.key}\t{_tag(e.tag)}\t{e.size}" for e in kept),
+        "objects": len(kept),
+        "bytes": sum(e.size for e in kept),
+    }
+
+
+def s3_listing_entries(prefix_key: str, contents: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """``ListObjectsV2`` ``Contents`` items -> entries keyed relative to ``prefix_key``."""
+    base = prefix_key
+    out = []
+    for obj in contents:
+        key = str(obj["Key"])
+        rel = key[len(base) :].lstrip("/") if key.startswith(base) else key
+        out.append(Entry(rel or key.rsplit("/", 1)[-1], str(obj.get("ETag", "")), int(obj.get("Size", 0))))
+    return out
+
+
+def manifest_entries(manifest: Mapping[str, Mapping[str, Any]]) -> list[Entry]:
+    """A staging manifest (``{relative path: {size, sha256 | fingerprint}}``) -> entries."""
+    return [
+        Entry(str(rel), str(meta.get("sha256") or meta.get("fingerprint") or ""), int(meta.get("size", 0)))
+        for rel, meta in manifest.items()
+    ]
+
+
+def data_fingerprint(channels: Mapping[str, Mapping[str, Any]]) -> str:
+    """One fingerprint over every channel's (``{channel: listing_fingerprint(...)}``)."""
+    return _digest(f"{name}\t{channels[name]['fingerprint']}" for name in sorted(channels))
+
+
+def code_hash(files: Iterable[tuple[str, str]]) -> str:
+    """``(relative path, sha256)`` pairs of the source directory -> one hash."""
+    return _digest(f"{path}\t{sha}" for path, sha in sorted(files))
+
+
+# Spec fields that do not change what is learned: the checkpoint location is per run by design,
+# and the source directory is covered by the code hash (its path may differ between machines).
+_VOLATILE_SPEC_FIELDS = ("checkpoint", "name")
+
+
+def spec_hash(spec: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> str:
+    """Hash of the effective spec (a ``model_dump(mode="json")`` dict) and the run's settings."""
+    data = {k: v for k, v in spec.items() if k not in _VOLATILE_SPEC_FIELDS}
+    source = dict(data.get("source") or {})
+    source.pop("source_dir", None)
+    data["source"] = source
+    channels = {}
+    for name, channel in dict(data.get("channels") or {}).items():
+        # where the local backend reads a channel is not what it reads: the data fingerprint is
+        channels[name] = {k: v for k, v in dict(channel).items() if k != "local_source"}
+    data["channels"] = channels
+    output = dict(data.get("output") or {})
+    output.pop("local_uri", None)
+    data["output"] = output
+    payload = json.dumps({"spec": data, "settings": dict(settings or {})}, sort_keys=True, default=str)
+    return PREFIX + hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What a run trains on. ``data_fingerprint`` is None when some channel cannot be fingerprinted."""
+
+    data_fingerprint: str | None
+    code_hash: str | None
+    spec_hash: str
+    channels: Mapping[str, Mapping[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "data_fingerprint": self.data_fingerprint,
+            "code_hash": self.code_hash,
+            "spec_hash": self.spec_hash,
+            "channels": {k: dict(v) for k, v in self.channels.items()},
+        }
+
+
+@dataclass(frozen=True)
+class SkipDecision:
+    skip: bool
+    reason: str
+
+
+def short(fingerprint: str | None) -> str:
+    return "unknown" if not fingerprint else fingerprint.removeprefix(PREFIX)[:12]
+
+
+def decide_skip(
+    current: Lineage,
+    champion_id: str | None,
+    champion_lineage: Mapping[str, Any] | None,
+    *,
+    force: bool = False,
+) -> SkipDecision:
+    """Skip the run when data, code and spec all equal the champion's; say why either way."""
+    fp = short(current.data_fingerprint)
+    if force:
+        return SkipDecision(False, f"force=true: training anyway (data fingerprint {fp})")
+    if champion_id is None:
+        return SkipDecision(False, f"no champion yet: training (data fingerprint {fp})")
+    if not champion_lineage or not champion_lineage.get("data_fingerprint"):
+        return SkipDecision(
+            False, f"champion {champion_id} has no recorded lineage: training (data fingerprint {fp})"
+        )
+    if current.data_fingerprint is None:
+        return SkipDecision(False, "the training data could not be fingerprinted: training")
+    changed = [
+        what
+        for what, key, mine in (
+            ("data", "data_fingerprint", current.data_fingerprint),
+            ("code", "code_hash", current.code_hash),
+            ("spec", "spec_hash", current.spec_hash),
+        )
+        if mine is None or champion_lineage.get(key) != mine
+    ]
+    if changed:
+        return SkipDecision(
+            False,
+            f"{' and '.join(changed)} changed since champion {champion_id}: training (data fingerprint {fp})",
+        )
+    return SkipDecision(True, f"no new data or code since champion {champion_id} (data fingerprint {fp})")

@@ -1,0 +1,62 @@
+"""Warm start as an explicit choice: ``none`` | ``champion`` | ``promoted``. Pure.
+
+The weights are handed to the script the SageMaker way, as an **input channel** named
+``warm_start`` (``/opt/ml/input/data/warm_start``, ``$SM_CHANNEL_WARM_START``):
+
+* ``champion``: the registry champion's model artifact (``model.tar.gz``);
+* ``promoted``: the checkpoint last promoted to the stable ``promote_to`` location.
+
+Not a checkpoint seeded into the run's checkpoint location: that location means "resume this run"
+(the script continues at the next epoch), whereas a warm-started run starts at epoch 0 with the
+given weights and trains all its configured epochs. Resume wins when both exist (a retry of a
+warm-started run resumes from its own checkpoint).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+
+WarmStart = Literal["none", "champion", "promoted"]
+WARM_START_CHOICES: tuple[str, ...] = ("none", "champion", "promoted")
+CHANNEL = "warm_start"
+# The local backend reads ``local_source``; an S3Channel still needs an S3 URI to be valid.
+_LOCAL_PLACEHOLDER = "s3://local-backend/warm_start"
+
+
+def parse_warm_start(value: Any, field: str = "warm_start") -> WarmStart:
+    text = "none" if value is None or value is False else str(value).strip().lower()
+    if text not in WARM_START_CHOICES:
+        raise SpecValidationError([Problem(field, f"must be one of none, champion, promoted; got {value!r}")])
+    return text  # type: ignore[return-value]
+
+
+def warm_start_source(
+    choice: WarmStart, *, champion_model_uri: str | None, promoted_uri: str | None
+) -> tuple[str | None, str]:
+    """The URI to hand to the script, and a sentence saying what was chosen."""
+    if choice == "none":
+        return None, "warm start: none (from scratch)"
+    if choice == "champion":
+        if not champion_model_uri:
+            return None, "warm start: champion requested, but there is no champion yet: from scratch"
+        return champion_model_uri, f"warm start: the champion's model {champion_model_uri}"
+    if not promoted_uri:
+        return None, "warm start: promoted requested, but nothing was promoted yet: from scratch"
+    return promoted_uri, f"warm start: the promoted checkpoint {promoted_uri}"
+
+
+def with_warm_start_channel(spec: Any, uri: str) -> Any:
+    """A copy of ``spec`` with the ``warm_start`` input channel reading ``uri``."""
+    from airflow_dist_training.spec.loading import load_spec
+
+    data = spec.model_dump(mode="json", exclude_unset=True)
+    local = uri.removeprefix("file://")
+    channel: dict[str, Any] = (
+        {"type": "s3", "uri": uri}
+        if uri.startswith("s3://")
+        else {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": local}
+    )
+    data["channels"] = {**data.get("channels", {}), CHANNEL: channel}
+    return load_spec(data)

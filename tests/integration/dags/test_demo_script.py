@@ -1,0 +1,41 @@
+"""The README's main command, run twice: run 1 trains and registers, run 2 is skipped saying why."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retraining-dag")]
+
+
+def _demo(tmp_path: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(tmp_path / "airflow"),
+        ADT_DEMO_DIR=str(tmp_path / "demo"),
+        ADT_SKIP_SETUP="1",  # this checkout's venv is set up already
+        ADT_DEMO_CONF='{"backend": "local", "epochs": 2}',  # 2 epochs: keep the test cheap
+    )
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "demo.sh")], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_demo_twice_trains_then_skips_with_the_reason(tmp_path):
+    first = _demo(tmp_path)
+    assert "Quality gate        PASSED" in first
+    assert "Registered          adt-demo/1 (Approved)" in first
+    assert "Why trained         no champion yet: training (data fingerprint " in first
+
+    second = _demo(tmp_path)
+    assert "SKIPPED: no new data or code since champion adt-demo/1 (data fingerprint " in second
+    assert "Training job        not created (train, evaluate, gate and register skipped)" in second
+    index = (tmp_path / "demo" / "registry" / "adt-demo" / "index.json").read_text()
+    assert '"version": 2' not in index

@@ -1,0 +1,141 @@
+"""Fingerprints key on content, the skip decision says why, warm start is an explicit choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.retraining.fingerprint import (
+    Lineage,
+    data_fingerprint,
+    decide_skip,
+    listing_fingerprint,
+    s3_listing_entries,
+    spec_hash,
+)
+from airflow_dist_training.retraining.warm_start import parse_warm_start, warm_start_source
+
+LISTING = [
+    {"Key": "data/train/part-0.csv", "ETag": '"aaa"', "Size": 10},
+    {"Key": "data/train/part-1.csv", "ETag": '"bbb"', "Size": 20},
+]
+
+
+def _fp(contents: list[dict]) -> str:
+    return listing_fingerprint(s3_listing_entries("data/train/", contents))["fingerprint"]
+
+
+def test_listing_fingerprint_keys_on_keys_etags_and_sizes_not_on_order():
+    base = _fp(LISTING)
+    assert base.startswith("sha256:")
+    assert _fp(list(reversed(LISTING))) == base
+    assert _fp([LISTING[0], {**LISTING[1], "ETag": '"ccc"'}]) != base  # same key, new content
+    assert _fp([LISTING[0], {**LISTING[1], "Size": 21}]) != base
+    assert _fp([*LISTING, {"Key": "data/train/part-2.csv", "ETag": '"d"', "Size": 1}]) != base  # new object
+    assert _fp(LISTING[:1]) != base  # an object left
+
+
+def test_listing_fingerprint_is_relative_to_the_prefix_and_ignores_markers_and_the_staging_manifest():
+    moved = [{**o, "Key": o["Key"].replace("data/train/", "other/prefix/")} for o in LISTING]
+    assert listing_fingerprint(s3_listing_entries("other/prefix/", moved))["fingerprint"] == _fp(LISTING)
+    noise = [
+        *LISTING,
+        {"Key": "data/train/", "ETag": '"x"', "Size": 0},
+        {"Key": "data/train/.manifest.json", "ETag": '"m"', "Size": 5},
+    ]
+    result = listing_fingerprint(s3_listing_entries("data/train/", noise))
+    assert result == {"fingerprint": _fp(LISTING), "objects": 2, "bytes": 30}
+
+
+def test_data_fingerprint_covers_every_channel_by_name():
+    a = {"fingerprint": "sha256:1"}
+    b = {"fingerprint": "sha256:2"}
+    assert data_fingerprint({"train": a, "val": b}) == data_fingerprint({"val": b, "train": a})
+    assert data_fingerprint({"train": a, "val": b}) != data_fingerprint({"train": b, "val": a})
+
+
+SPEC = {
+    "name": "demo",
+    "source": {"entry_point": "train.py", "source_dir": "/home/me/examples"},
+    "hyperparameters": {"epochs": 2},
+    "channels": {"train": {"type": "s3", "uri": "s3://b/data/train", "local_source": "/tmp/a"}},
+    "checkpoint": {"s3_uri": "s3://b/ckpt/run-1"},
+    "output": {"s3_path": "s3://b/models", "local_uri": "/tmp/models"},
+}
+
+
+def test_spec_hash_ignores_where_things_live_locally_but_not_what_is_trained():
+    base = spec_hash(SPEC)
+    elsewhere = {
+        **SPEC,
+        "source": {**SPEC["source"], "source_dir": "/other/checkout/examples"},
+        "channels": {"train": {**SPEC["channels"]["train"], "local_source": "/elsewhere"}},
+        "checkpoint": {"s3_uri": "s3://b/ckpt/run-2"},  # per run by design
+        "output": {**SPEC["output"], "local_uri": "/x"},
+    }
+    assert spec_hash(elsewhere) == base
+    assert spec_hash({**SPEC, "hyperparameters": {"epochs": 3}}) != base
+    assert (
+        spec_hash({**SPEC, "channels": {"train": {**SPEC["channels"]["train"], "uri": "s3://b/other"}}})
+        != base
+    )
+    assert spec_hash(SPEC, {"warm_start": "champion"}) != spec_hash(SPEC, {"warm_start": "none"})
+
+
+def _lineage(
+    data: str | None = "sha256:" + "d" * 64, code: str = "sha256:c", spec: str = "sha256:s"
+) -> Lineage:
+    return Lineage(data_fingerprint=data, code_hash=code, spec_hash=spec, channels={})
+
+
+CHAMPION = {"data_fingerprint": "sha256:" + "d" * 64, "code_hash": "sha256:c", "spec_hash": "sha256:s"}
+
+
+def test_unchanged_data_code_and_spec_skip_with_the_reason():
+    decision = decide_skip(_lineage(), "adt-demo/1", CHAMPION)
+    assert decision.skip is True
+    assert decision.reason == "no new data or code since champion adt-demo/1 (data fingerprint dddddddddddd)"
+
+
+@pytest.mark.parametrize(
+    ("lineage", "changed"),
+    [
+        (_lineage(data="sha256:" + "e" * 64), "data changed"),
+        (_lineage(code="sha256:other"), "code changed"),
+        (_lineage(spec="sha256:other"), "spec changed"),
+        (_lineage(data="sha256:" + "e" * 64, code="sha256:other"), "data and code changed"),
+    ],
+)
+def test_any_change_trains_and_says_what_changed(lineage, changed):
+    decision = decide_skip(lineage, "adt-demo/1", CHAMPION)
+    assert decision.skip is False
+    assert decision.reason.startswith(f"{changed} since champion adt-demo/1: training")
+
+
+def test_force_no_champion_unknown_lineage_and_unlistable_data_all_train():
+    assert decide_skip(_lineage(), "adt-demo/1", CHAMPION, force=True).reason.startswith(
+        "force=true: training anyway"
+    )
+    assert decide_skip(_lineage(), None, None).reason.startswith("no champion yet: training")
+    assert "has no recorded lineage" in decide_skip(_lineage(), "adt-demo/1", {}).reason
+    unknown = decide_skip(_lineage(data=None), "adt-demo/1", CHAMPION)
+    assert unknown.skip is False and "could not be fingerprinted" in unknown.reason
+
+
+def test_warm_start_is_one_of_three_choices_and_says_what_it_chose():
+    assert parse_warm_start(None) == "none"
+    assert parse_warm_start("Champion") == "champion"
+    with pytest.raises(
+        SpecValidationError, match="warm_start: must be one of none, champion, promoted; got 'latest'"
+    ):
+        parse_warm_start("latest")
+    assert warm_start_source("none", champion_model_uri="s3://m", promoted_uri=None) == (
+        None,
+        "warm start: none (from scratch)",
+    )
+    assert (
+        warm_start_source("champion", champion_model_uri="s3://b/m.tar.gz", promoted_uri=None)[0]
+        == "s3://b/m.tar.gz"
+    )
+    uri, text = warm_start_source("promoted", champion_model_uri="s3://m", promoted_uri=None)
+    assert uri is None and "nothing was promoted yet: from scratch" in text

@@ -2,7 +2,9 @@
 
 Airflow 3 computes links on the worker (``get_link`` runs in ``finalize``); the operator
 ``persist``s a small dict to XCom during ``execute`` and ``get_link`` only formats it, as the Amazon
-provider's ``BaseAwsLink`` does.
+provider's ``BaseAwsLink`` does. ``persist`` also keeps the dict on the operator, and ``get_link``
+reads it from there: the worker calls ``get_link`` on the operator that ran, and an XCom lookup
+for a task that failed before persisting would log an "XCom not found" error.
 """
 
 from __future__ import annotations
@@ -33,12 +35,7 @@ class _UriLink(BaseOperatorLink):
     key: ClassVar[str]
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        from airflow.sdk.execution_time.xcom import XCom
-
-        try:
-            value: Any = XCom.get_value(key=self.key, ti_key=ti_key)
-        except Exception:
-            return ""
+        value: Any = (getattr(operator, "_adt_links", None) or {}).get(self.key)
         if not value:
             return ""
         return uri_to_url(str(value.get("uri", "")), value.get("region_name")) if value.get("uri") else ""
@@ -46,7 +43,13 @@ class _UriLink(BaseOperatorLink):
     @classmethod
     def persist(cls, context: Context, uri: str | None, region_name: str | None = None) -> None:
         if uri:
-            context["ti"].xcom_push(key=cls.key, value={"uri": uri, "region_name": region_name})
+            value = {"uri": uri, "region_name": region_name}
+            task = context.get("task")
+            if task is not None:
+                if getattr(task, "_adt_links", None) is None:
+                    task._adt_links = {}  # type: ignore[union-attr]
+                task._adt_links[cls.key] = value  # type: ignore[union-attr]
+            context["ti"].xcom_push(key=cls.key, value=value)
 
 
 class EvaluationReportLink(_UriLink):

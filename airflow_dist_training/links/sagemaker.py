@@ -3,6 +3,15 @@
 Airflow 3 computes links on the worker and stores them in XCom; the operator calls
 ``TrainingJobLinks.persist(context, ...)`` once it knows the job, and each link formats the same
 small dict (region, job name, output and checkpoint URIs). Nothing here talks to AWS.
+
+On the local backend the same links point to the Training view (job, logs) and to the job's
+local artifacts (``file://`` model output and checkpoint directories).
+
+Why ``get_link`` reads the operator first: the worker calls it in ``finalize`` on the very operator
+that ran, so what ``persist`` stored on it is at hand. Reading XCom instead would log an
+"XCom not found" *error* (from the Task SDK's API client) for every task that failed before the job
+was known. XCom is read only by an operator resumed after a deferral (it knows its job name from
+the trigger event, and the info was persisted before deferring).
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
 
 XCOM_KEY = "sagemaker_training_job"
+#: Attribute of the operator holding the persisted info in the process that ran it.
+OPERATOR_ATTR = "_adt_training_links"
 CONSOLE = "https://{region}.console.aws.amazon.com"
 
 
@@ -30,8 +41,34 @@ def s3_console_url(uri: str | None, region: str) -> str:
     return f"https://s3.console.aws.amazon.com/s3/buckets/{bucket}?region={region}&prefix={quote(key)}"
 
 
+def training_view_url(dag_id: str | None, run_id: str | None, base_url: str | None = None) -> str:
+    """The Training view of a DAG run, as a tab of the run's page in the Airflow UI."""
+    from airflow_dist_training.ui.urls import training_view_url as url
+
+    return url(dag_id, run_id, base_url)
+
+
+def _file_url(uri: str | None) -> str:
+    if not uri:
+        return ""
+    if uri.startswith("file://"):
+        return uri
+    if uri.startswith("/"):
+        return "file://" + quote(uri)
+    return s3_console_url(uri, "us-east-1") if uri.startswith("s3://") else ""
+
+
 def job_links(info: dict[str, Any]) -> dict[str, str]:
     """Every link of a job from its persisted info."""
+    view = info.get("view_url") or ""
+    if info.get("backend") == "local":
+        return {
+            "job": view,
+            "logs": view,  # metric log and status timeline; the host output is in the task log
+            "output": _file_url(info.get("output_uri")),
+            "checkpoints": _file_url(info.get("checkpoint_uri")),
+            "view": view,
+        }
     region = info.get("region") or "us-east-1"
     job = info.get("job_name") or ""
     base = CONSOLE.format(region=region)
@@ -46,6 +83,7 @@ def job_links(info: dict[str, Any]) -> dict[str, str]:
         ),
         "output": s3_console_url(info.get("output_uri"), region),
         "checkpoints": s3_console_url(info.get("checkpoint_uri"), region),
+        "view": view,
     }
 
 
@@ -54,12 +92,14 @@ class _TrainingLink(BaseOperatorLink):
     which: ClassVar[str]
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        from airflow.sdk.execution_time.xcom import XCom
+        info = getattr(operator, OPERATOR_ATTR, None)
+        if info is None and getattr(operator, "_job_name", None):  # resumed after a deferral
+            from airflow.sdk.execution_time.xcom import XCom
 
-        try:
-            info = XCom.get_value(key=XCOM_KEY, ti_key=ti_key)
-        except Exception:
-            return ""
+            try:
+                info = XCom.get_value(key=XCOM_KEY, ti_key=ti_key)
+            except Exception:
+                return ""
         return job_links(info)[self.which] if isinstance(info, dict) else ""
 
 
@@ -91,7 +131,15 @@ class SageMakerTrainingCheckpointLink(_TrainingLink):
     which = "checkpoints"
 
 
+class TrainingViewLink(_TrainingLink):
+    """The Training view of the run (live curves, checkpoints, gate, version), both backends."""
+
+    name = "Training view"
+    which = "view"
+
+
 ALL_LINKS = (
+    TrainingViewLink(),
     SageMakerTrainingJobLink(),
     SageMakerTrainingLogsLink(),
     SageMakerTrainingOutputLink(),
@@ -106,17 +154,31 @@ def persist(
     job_name: str,
     output_uri: str | None = None,
     checkpoint_uri: str | None = None,
+    backend: str = "sagemaker",
+    job_dir: str | None = None,
 ) -> None:
-    """Store what the links need (called by the operator/sensor once the job is known)."""
+    """Store what the links need (called by the operator/sensor once the job is known).
+
+    The Training view reads the same record to find a run's jobs (``backend``, ``job_dir`` of a
+    local job, whose metric log it plots while the job runs).
+    """
     ti = context.get("ti")
     if ti is None:
         return
-    ti.xcom_push(
-        key=XCOM_KEY,
-        value={
-            "region": region,
-            "job_name": job_name,
-            "output_uri": output_uri,
-            "checkpoint_uri": checkpoint_uri,
-        },
-    )
+    dag_run = context.get("dag_run")
+    value = {
+        "region": region,
+        "job_name": job_name,
+        "output_uri": output_uri,
+        "checkpoint_uri": checkpoint_uri,
+        "backend": backend,
+        "job_dir": job_dir,
+        "view_url": training_view_url(
+            getattr(dag_run, "dag_id", None) or getattr(ti, "dag_id", None),
+            getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None),
+        ),
+    }
+    task = context.get("task")
+    if task is not None:
+        setattr(task, OPERATOR_ATTR, value)
+    ti.xcom_push(key=XCOM_KEY, value=value)

@@ -315,6 +315,7 @@ class LocalJobRun:
             self.timeline[-1]["end"] = now
         self.timeline.append(StatusTransition(status=status, start=now, end=None, message=message))
         self.log(f"[local] {status}: {message}")
+        self.write_status()
 
     # -- preparation
     def prepare(self) -> None:
@@ -433,7 +434,9 @@ class LocalJobRun:
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             tail.append(line)
-            self.metrics.feed(line, host=host)
+            points = self.metrics.feed(line, host=host)
+            if points:
+                self.append_metric_log(points)
             self.log(f"[{host}] {line}")
         stream.close()
 
@@ -601,6 +604,30 @@ class LocalJobRun:
                 put_file(archive, dst)
         return dst.uri
 
+    # -- live state for the Training view (it reads these files while the job runs)
+    def append_metric_log(self, points: list[Any]) -> None:
+        """Append metric points to ``<job dir>/metrics.jsonl`` as they are parsed (one JSON a line)."""
+        with contextlib.suppress(OSError), self._log_lock:
+            self.plan.job_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.plan.job_dir / "metrics.jsonl", "a", encoding="utf-8") as out:
+                out.writelines(json.dumps(p.to_dict()) + "\n" for p in points)
+
+    def write_status(self) -> None:
+        """``<job dir>/status.json``: the status timeline and hosts, replaced atomically."""
+        with contextlib.suppress(OSError):
+            self.plan.job_dir.mkdir(parents=True, exist_ok=True)
+            status = {
+                "job_name": self.plan.job_name,
+                "status": self.timeline[-1]["status"] if self.timeline else "Pending",
+                "hosts": list(self.plan.hosts),
+                "processes_per_host": self.plan.processes_per_host,
+                "timeline": list(self.timeline),
+                "metric_definitions": [list(d) for d in self.plan.metric_definitions],
+            }
+            tmp = self.plan.job_dir / ".status.json.tmp"
+            tmp.write_text(json.dumps(status, indent=1))
+            tmp.replace(self.plan.job_dir / "status.json")
+
     def write_metrics(self) -> None:
         path = self.plan.job_dir / "metrics.json"
         path.write_text(
@@ -613,6 +640,8 @@ class LocalJobRun:
         """prepare -> launch -> wait -> finish; returns the result or raises ``TrainingJobError``."""
         plan = self.plan
         started = time.time()
+        with contextlib.suppress(OSError):  # a re-run of the name starts a fresh metric log
+            (plan.job_dir / "metrics.jsonl").unlink(missing_ok=True)
         try:
             self.prepare()
             codes: dict[str, int] = {}

@@ -168,4 +168,11 @@ class PromoteCheckpointOperator(_CheckpointOperator):
         self.log.info(
             "Promoted step %s from %s to %s", entry["step"], entry["source_uri"], entry["target_uri"]
         )
+        self._lineage_result = entry
         return entry
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Lineage: the checkpoint in, the promoted copy out (``airflow_dist_training.lineage``; None without OpenLineage)."""
+        from airflow_dist_training.lineage import promotion_lineage
+
+        return promotion_lineage(self, task_instance)

@@ -225,6 +225,7 @@ class EvaluationOperator(BaseOperator):
         else:
             result, uri, job = self._run_local(context, store)
         self.log.info("Evaluation metrics: %s", result.metrics)
+        self._lineage_result = {"evaluation_uri": uri}
         return {**result.model_dump(mode="json"), "evaluation_uri": uri, "backend": self.backend, **job}
 
     def _run_local(
@@ -386,6 +387,12 @@ class EvaluationOperator(BaseOperator):
             self._runner.stop(self._processing_job)
         except Exception as exc:  # on_kill must not raise
             self.log.error("Could not stop processing job %s: %s", self._processing_job, exc)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Lineage: the model in, evaluation.json out (``airflow_dist_training.lineage``; None without OpenLineage)."""
+        from airflow_dist_training.lineage import evaluation_lineage
+
+        return evaluation_lineage(self, task_instance)
 
 
 class QualityGateOperator(BaseOperator, SkipMixin):
@@ -706,4 +713,11 @@ class RegisterModelOperator(BaseOperator):
         )
         RegistrationAuditLink.persist(context, result.get("audit_uri"), self.region_name)
         self.log.info("Registered %s (%s)", result["package_id"], result["approval_status"])
+        self._lineage_result = result
         return result
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Lineage: the model in, the model package version out (``airflow_dist_training.lineage``; None without OpenLineage)."""
+        from airflow_dist_training.lineage import registration_lineage
+
+        return registration_lineage(self, task_instance)

@@ -671,6 +671,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
                 ]
             )
         channel = req.fsx_channel(self.file_system_id, mount_name, self.file_system_path, self.access_mode)
+        self._lineage_result = channel
         self.hook.ensure_association(
             self.file_system_id,
             self.file_system_path,
@@ -705,6 +706,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
     ) -> dict[str, Any]:
         _check_event(event)
         assert channel is not None
+        self._lineage_result = channel
         return channel
 
     def on_kill(self) -> None:
@@ -725,7 +727,14 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
             self.file_system_path,
             self.access_mode,
         )
+        self._lineage_result = channel
         return channel
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Lineage: the S3 prefix in, the FSx directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""
+        from airflow_dist_training.lineage import staging_lineage
+
+        return staging_lineage(self, task_instance)
 
 
 class LocalStageOperator(BaseOperator):
@@ -777,4 +786,11 @@ class LocalStageOperator(BaseOperator):
         ti = context.get("ti")
         if ti is not None:
             ti.xcom_push(key="stage_summary", value=summary)
+        self._lineage_result = channel
         return channel
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Lineage: the source in, the staged directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""
+        from airflow_dist_training.lineage import staging_lineage
+
+        return staging_lineage(self, task_instance)

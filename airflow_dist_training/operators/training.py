@@ -360,11 +360,37 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         run = self._run_checkpoints(context, self._job_name)
         self._seed_checkpoint(run)
         spec = run.spec if run is not None else self._spec_obj
+        self._persist_local_links(context, self._job_name)
         backend: Any = self.training_backend
         result = backend.run(
             spec, self._job_name, log=self.log.info, run_identity=run_identity_hash(self._identity(context))
         )
+        self._persist_local_links(context, self._job_name, dict(result))
         return dict(result)
+
+    def _local_openlineage(self) -> Any:
+        """A local job's lineage: the channels' local sources in, the model artifact out."""
+        from airflow_dist_training.lineage import local_training_datasets, operator_lineage
+
+        base = self.local_hook_kwargs.get("base_dir")
+        inputs, outputs = local_training_datasets(
+            self._spec_obj, getattr(self, "_local_result", None), str(base) if base else None
+        )
+        return operator_lineage(inputs, outputs)
+
+    def _persist_local_links(self, context: Context, name: str, result: dict[str, Any] | None = None) -> None:
+        """Local jobs: links to the Training view and the job's local artifacts (and the job dir)."""
+        self._local_result = result
+        result = result or {}
+        links.persist(
+            context,
+            region="local",
+            job_name=name,
+            output_uri=result.get("output_uri") or result.get("model_artifact_uri"),
+            checkpoint_uri=result.get("checkpoint_uri"),
+            backend="local",
+            job_dir=str(self.local_hook.job_dir(name)),
+        )
 
     # ResumableJobMixin: submit_job is "ensure the run's job exists" (idempotent).
     def submit_job(self, context: Context) -> str:
@@ -635,6 +661,8 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             from airflow.providers.openlineage.extractors import OperatorLineage
         except ImportError:
             return None
+        if self.backend == "local":
+            return self._local_openlineage()
         desc = self._description or {}
         request = self._plan.request if self._plan is not None else desc
         inputs, outputs = lineage_datasets(request, desc)

@@ -114,6 +114,7 @@ class TrainingJobSensor(BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if not event or "job_name" not in event:
             raise AirflowException(f"Invalid trigger event: {event!r}")
+        self._job_name = str(event["job_name"])  # its links were persisted before deferring
         if event.get("status") in {"timeout", "error"}:
             raise AirflowException(str(event.get("message")))
         return self._finish(self.hook.describe_training_job(str(event["job_name"])))

@@ -10,14 +10,15 @@ to the poller for its connection and region, and the poller:
 * every cycle lists the jobs modified since the watermark with ``ListTrainingJobs``
   (``LastModifiedTimeAfter``, 100 per page, following ``NextToken``) and describes **only** the
   watched jobs whose ``(TrainingJobStatus, SecondaryStatus, LastModifiedTime)`` changed;
-* every ``reconcile_every`` cycles lists ``StatusEquals=InProgress`` and ``Stopping`` and
-  describes any watched, non-terminal job missing from both (a safety net that does not rely on
-  ``LastModifiedTime`` being updated);
+* every ``reconcile_every`` cycles lists ``StatusEquals=InProgress`` and describes any watched,
+  non-terminal job missing from it (a safety net that does not rely on ``LastModifiedTime`` being
+  updated; it also covers jobs last seen ``Stopping``);
 * falls back to one describe per job per cycle if ``ListTrainingJobs`` is denied by IAM.
 
 Cadence: the cycle interval is the smallest ``poll_interval`` of the subscribers, so a completion
 is seen within one poll interval. It halves while something changed in the last cycle or a job is
-in a pre-terminal state (``Uploading``, ``Stopping``), and backs off exponentially (with jitter, up
+in a pre-terminal state (``Uploading``, ``Stopping``) - but only while the change listing is a
+single page, so the faster cadence costs one call, not one per 100 jobs - and backs off exponentially (with jitter, up
 to 8x) while SageMaker throttles. With nothing to watch the poller task ends and its clients close.
 
 Transient errors (throttling, 5xx, network) never reach a trigger; they only slow the poller down.
@@ -285,6 +286,7 @@ class TrainingJobPoller:
         max_pages: int = 100,
         describe_concurrency: int = 10,
         max_backoff_factor: float = 8.0,
+        cheap_list_pages: int = 1,
     ) -> None:
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
@@ -293,6 +295,12 @@ class TrainingJobPoller:
         self.page_size = page_size
         self.max_pages = max_pages
         self.max_backoff_factor = max_backoff_factor
+        #: Poll at half the interval near a completion only while the fleet's change listing costs at
+        #: most this many pages: then the faster cadence is nearly free. Above it (a listing that pages
+        #: through the whole fleet) the base interval already detects within one interval, and halving
+        #: would double the calls.
+        self.cheap_list_pages = cheap_list_pages
+        self._last_list_pages = 0
         self.stats = PollerStats()
         self._client_factory = client_factory
         self._jobs: dict[str, _JobState] = {}
@@ -376,6 +384,8 @@ class TrainingJobPoller:
         if self._throttle_failures:
             upper = min(base * self.max_backoff_factor, base * 2**self._throttle_failures)
             return random.uniform(base, upper)
+        if self._last_list_pages > self.cheap_list_pages:
+            return base
         busy = self._changed_last_cycle or any(
             s.description is not None
             and not s.terminal
@@ -530,10 +540,17 @@ class TrainingJobPoller:
         return running
 
     async def _list(self, **params: Any) -> list[dict[str, Any]]:
+        summaries, _ = await self._list_pages(**params)
+        return summaries
+
+    async def _list_pages(self, **params: Any) -> tuple[list[dict[str, Any]], int]:
+        """All summaries of one listing, and how many pages (calls) it took."""
         client = await self.client("sagemaker")
         summaries: list[dict[str, Any]] = []
         token: str | None = None
+        pages = 0
         for _ in range(self.max_pages):
+            pages += 1
             kwargs = dict(params, MaxResults=self.page_size)
             if token:
                 kwargs["NextToken"] = token
@@ -543,7 +560,7 @@ class TrainingJobPoller:
             token = page.get("NextToken")
             if not token:
                 break
-        return summaries
+        return summaries, pages
 
     async def _cycle(self) -> None:
         self.stats.cycles += 1
@@ -570,7 +587,8 @@ class TrainingJobPoller:
         if self._watermark is not None:
             params["LastModifiedTimeAfter"] = self._watermark - self.watermark_overlap
         changed: set[str] = set()
-        for summary in await self._list(**params):
+        summaries, self._last_list_pages = await self._list_pages(**params)
+        for summary in summaries:
             lmt = _as_utc(summary.get("LastModifiedTime"))
             if lmt is not None and (self._watermark is None or lmt > self._watermark):
                 self._watermark = lmt
@@ -592,7 +610,9 @@ class TrainingJobPoller:
         return changed
 
     async def _reconcile(self, live: set[str]) -> set[str]:
-        running = await self._running_summaries()
+        # One InProgress listing (not InProgress + Stopping: two listings): a watched job missing from
+        # it is described, which also covers the few jobs we last saw Stopping.
+        running = {s["TrainingJobName"] for s in await self._list(StatusEquals="InProgress")}
         return {n for n in live if n not in running}
 
 

@@ -32,7 +32,14 @@ def airflow_services_extra_env(tmp_path_factory: pytest.TempPathFactory, moto_se
         check=True,
         capture_output=True,
     )
+    import json
+
     return {
+        # OpenLineage's file transport: every task's events, one JSON a line (test_training_view_e2e)
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(demo / "openlineage.jsonl"), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "adt-e2e",
         "ADT_DEMO_DIR": str(demo),
         "ADT_LOCAL_ROOT": str(demo / "jobs"),
         "AWS_ENDPOINT_URL": moto_server,

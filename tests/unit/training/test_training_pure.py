@@ -124,6 +124,7 @@ def test_operator_constructor_is_cheap_and_templated() -> None:
     assert op.template_fields == ("spec", "channels", "aws_conn_id", "region_name")
     assert op.max_wait_seconds is None and op.deferrable is False
     assert {link.name for link in op.operator_extra_links} == {
+        "Training view",
         "SageMaker Training Job",
         "CloudWatch Logs",
         "S3 Output",

@@ -1,0 +1,186 @@
+"""OpenLineage datasets of the pipeline's steps (pure naming, plus a lazy ``OperatorLineage`` builder).
+
+The chain a platform team follows, with the dataset each step emits (OpenLineage naming):
+
+=======================  ===========================================  ====================================
+step                     inputs                                       outputs
+=======================  ===========================================  ====================================
+FSx staging              ``s3://<bucket>`` + prefix (or a local path) ``fsx://<file system id>`` + directory
+                                                                      path; locally the staged directory
+training                 each data channel (S3 / FSx / EFS / local)   the model artifact
+checkpoint promotion     the promoted checkpoint                      the stable target location
+evaluation               the model artifact (+ evaluation data)       ``evaluation.json``
+registration             the model artifact, ``evaluation.json``      the model package version
+=======================  ===========================================  ====================================
+
+Namespaces: ``s3://<bucket>`` (name: the key), ``fsx://<fs id>`` / ``efs://<fs id>`` (name: the
+directory path as SageMaker mounts it, ``/<mount name>/<path>``), ``file`` (name: the absolute
+path), and a model package: ``arn:aws:sagemaker:<region>:<account>`` + ``model-package/<group>/<version>``
+on SageMaker, ``file`` + ``<registry dir>/<group>/<version>`` for the local registry.
+
+Nothing here imports Airflow or OpenLineage at module level; :func:`operator_lineage` imports the
+OpenLineage provider only when the listener calls an operator's ``get_openlineage_facets_on_*``,
+and returns ``None`` when it is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+DatasetName = tuple[str, str]  # (namespace, name)
+
+
+def uri_dataset(uri: str | None) -> DatasetName | None:
+    """``s3://b/k`` -> (``s3://b``, ``k``); ``file:///p`` or ``/p`` -> (``file``, ``/p``)."""
+    if not uri:
+        return None
+    uri = str(uri)
+    if uri.startswith("s3://"):
+        bucket, _, key = uri[5:].partition("/")
+        return (f"s3://{bucket}", key or "/")  # as the training operator names S3 channels
+    if uri.startswith("file://"):
+        parsed = urlparse(uri)
+        return ("file", _norm_path(unquote(parsed.path)))
+    if "://" in uri:
+        scheme, _, rest = uri.partition("://")
+        host, _, path = rest.partition("/")
+        return (f"{scheme}://{host}", "/" + path)
+    return ("file", _norm_path(uri))
+
+
+def _norm_path(path: str) -> str:
+    return os.path.normpath(os.path.abspath(path))
+
+
+def fsx_dataset(file_system_id: str, directory_path: str, file_system_type: str = "FSxLustre") -> DatasetName:
+    scheme = "fsx" if file_system_type in ("FSxLustre", "fsx") else "efs"
+    return (f"{scheme}://{file_system_id}", "/" + str(directory_path or "/").strip("/"))
+
+
+def channel_dataset(channel: Mapping[str, Any], *, local: bool) -> DatasetName | None:
+    """A spec channel (dict): the local stand-in when running locally, else what SageMaker reads."""
+    if local and channel.get("local_source"):
+        return uri_dataset(str(channel["local_source"]))
+    kind = channel.get("type")
+    if kind in ("fsx", "efs") or channel.get("file_system_id"):
+        return fsx_dataset(
+            str(channel.get("file_system_id")),
+            str(channel.get("directory_path") or "/"),
+            "FSxLustre" if kind != "efs" else "EFS",
+        )
+    return uri_dataset(channel.get("uri") or channel.get("s3_uri"))
+
+
+def model_package_dataset(
+    registration: Mapping[str, Any], local_registry_dir: str | None = None
+) -> DatasetName | None:
+    """The registered model package version."""
+    package = str(registration.get("package_id") or "")
+    if package.startswith("arn:aws:sagemaker:"):
+        prefix, _, resource = package.partition(":model-package/")
+        return (prefix, f"model-package/{resource}")
+    if package:
+        root = _norm_path(local_registry_dir) if local_registry_dir else "registry"
+        return ("file", f"{root}/{package}")
+    return None
+
+
+def local_training_datasets(
+    spec: Any, result: Mapping[str, Any] | None, base_dir: str | None = None
+) -> tuple[list[DatasetName], list[DatasetName]]:
+    """A local job: its channels' local sources in, the model artifact out."""
+    inputs: list[DatasetName] = []
+    data = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec or {})
+    for channel in (data.get("channels") or {}).values():
+        source = channel.get("local_source")
+        if source and not str(source).startswith(("s3://", "file://", "/")) and base_dir:
+            source = os.path.join(base_dir, str(source))
+        ds = channel_dataset({**channel, "local_source": source}, local=True)
+        if ds is not None:
+            inputs.append(ds)
+    outputs = [d for d in [uri_dataset((result or {}).get("model_artifact_uri"))] if d is not None]
+    return inputs, outputs
+
+
+def operator_lineage(
+    inputs: Iterable[DatasetName | None],
+    outputs: Iterable[DatasetName | None],
+    *,
+    job_facets: Mapping[str, Any] | None = None,
+) -> Any:
+    """An ``OperatorLineage`` (None when the OpenLineage provider is not installed)."""
+    try:
+        from airflow.providers.common.compat.openlineage.facet import Dataset
+        from airflow.providers.openlineage.extractors import OperatorLineage
+    except ImportError:
+        return None
+
+    def unique(items: Iterable[DatasetName | None]) -> list[Any]:
+        seen = dict.fromkeys(d for d in items if d is not None)
+        return [Dataset(namespace=ns, name=name) for ns, name in seen]
+
+    return OperatorLineage(inputs=unique(inputs), outputs=unique(outputs), job_facets=dict(job_facets or {}))
+
+
+# -- per-operator lineage (called from the operators' get_openlineage_facets_on_complete) -------------
+
+
+def _return_value(operator: Any, task_instance: Any) -> Any:
+    """The task's result, kept on the operator by ``execute`` (``_lineage_result``).
+
+    Not ``xcom_pull``: the OpenLineage listener calls us in a forked child of the task process,
+    where a call to the supervisor hangs until the listener's timeout kills the child (no event).
+    """
+    return getattr(operator, "_lineage_result", None)
+
+
+def staging_lineage(operator: Any, task_instance: Any) -> Any:
+    """FSx (or local) staging: the source prefix in, the staged channel out."""
+    channel = _return_value(operator, task_instance) or {}
+    source = getattr(operator, "s3_uri", None) or getattr(operator, "source", None)
+    outputs: list[DatasetName | None] = []
+    if isinstance(channel, Mapping) and channel:
+        if channel.get("local_source"):
+            outputs.append(uri_dataset(str(channel["local_source"])))
+        if channel.get("file_system_id") and not channel.get("local_source"):
+            outputs.append(channel_dataset(channel, local=False))
+    return operator_lineage([uri_dataset(source)], outputs)
+
+
+def promotion_lineage(operator: Any, task_instance: Any) -> Any:
+    """Checkpoint promotion: the chosen checkpoint in, its stable target location out."""
+    entry = _return_value(operator, task_instance) or {}
+    if not isinstance(entry, Mapping):
+        entry = {}
+    return operator_lineage(
+        [uri_dataset(entry.get("source_uri"))],
+        [uri_dataset(entry.get("target_uri") or getattr(operator, "target_uri", None))],
+    )
+
+
+def evaluation_lineage(operator: Any, task_instance: Any) -> Any:
+    """Evaluation: the model (and the evaluation data) in, ``evaluation.json`` out."""
+    result = _return_value(operator, task_instance) or {}
+    model = getattr(operator, "model_uri", None)
+    data = getattr(operator, "data_uri", None)
+    return operator_lineage(
+        [
+            uri_dataset(str(model)) if isinstance(model, str) else None,
+            uri_dataset(data) if isinstance(data, str) else None,
+        ],
+        [uri_dataset(result.get("evaluation_uri")) if isinstance(result, Mapping) else None],
+    )
+
+
+def registration_lineage(operator: Any, task_instance: Any) -> Any:
+    """Registration: the model artifact and ``evaluation.json`` in, the model package version out."""
+    result = _return_value(operator, task_instance) or {}
+    if not isinstance(result, Mapping):
+        result = {}
+    return operator_lineage(
+        [uri_dataset(result.get("model_data_uri")), uri_dataset(result.get("evaluation_uri"))],
+        [model_package_dataset(result, getattr(operator, "local_registry_dir", None))],
+    )

@@ -1,0 +1,63 @@
+"""The Airflow 3 UI plugin: the Training view (a FastAPI app + external views).
+
+Registered through the ``airflow.plugins`` entry point (pyproject), because Airflow loads
+provider-info plugins only with ``lazy_discover_providers=False``. The app is built on its first
+request (``_LazyApp``): every Airflow process loads plugins, and only the api-server serves this one,
+so the others never import FastAPI routes or the DB models for it.
+
+Where it shows in the UI:
+
+* a **Training** tab on every DAG run page and task instance page (``destination`` ``dag_run`` /
+  ``task_instance``, rendered in an iframe because ``url_route`` is set);
+* a **Training** entry in the top navigation, listing recent runs with training jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+from airflow_dist_training.ui.urls import APP_PREFIX, URL_ROUTE
+
+_VIEW = APP_PREFIX.lstrip("/") + "/view"  # relative hrefs: the UI may be served under a base path
+
+
+class _LazyApp:
+    """An ASGI app that builds the real FastAPI app on first use."""
+
+    def __init__(self) -> None:
+        self._app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._app is None:
+            from airflow_dist_training.ui.app import create_app
+
+            self._app = create_app()
+        await self._app(scope, receive, send)
+
+
+class DistTrainingPlugin(AirflowPlugin):
+    name = "airflow_dist_training"
+    fastapi_apps = [{"app": _LazyApp(), "url_prefix": APP_PREFIX, "name": "Training view"}]
+    external_views = [
+        {
+            "name": "Training",
+            "href": _VIEW,
+            "destination": "nav",
+            "url_route": URL_ROUTE,
+            "nav_top_level": True,
+        },
+        {
+            "name": "Training",
+            "href": _VIEW + "?dag_id={DAG_ID}&run_id={RUN_ID}",
+            "destination": "dag_run",
+            "url_route": URL_ROUTE + "-run",
+        },
+        {
+            "name": "Training",
+            "href": _VIEW + "?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}",
+            "destination": "task_instance",
+            "url_route": URL_ROUTE + "-task",
+        },
+    ]

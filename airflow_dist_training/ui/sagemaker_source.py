@@ -1,0 +1,103 @@
+"""A SageMaker job for the Training view: ``DescribeTrainingJob`` plus its CloudWatch metrics.
+
+SageMaker publishes each metric definition as a CloudWatch metric in the namespace
+``/aws/sagemaker/TrainingJobs`` with the dimension ``Host=<job name>/algo-N``. One
+``GetMetricData`` call reads every (metric, host) pair. The view's x axis is then seconds since the
+first point (CloudWatch has no epoch).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+NAMESPACE = "/aws/sagemaker/TrainingJobs"
+MAX_QUERIES = 500  # GetMetricData's limit per call
+
+
+def metric_queries(job_name: str, metric_names: list[str], host_count: int) -> list[dict[str, Any]]:
+    queries = []
+    for mi, name in enumerate(metric_names):
+        for h in range(1, host_count + 1):
+            queries.append(
+                {
+                    "Id": f"m{mi}_h{h}",
+                    "Label": f"{name}|algo-{h}",
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": NAMESPACE,
+                            "MetricName": name,
+                            "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-{h}"}],
+                        },
+                        "Period": 60,
+                        "Stat": "Average",
+                    },
+                    "ReturnData": True,
+                }
+            )
+    return queries[:MAX_QUERIES]
+
+
+def curves_from_metric_data(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """``GetMetricData`` results -> the view's ``{"axis": "seconds", "series": ...}``."""
+    points: list[tuple[str, str, float, float]] = []
+    for r in results:
+        name, _, host = str(r.get("Label", "")).partition("|")
+        for ts, value in zip(r.get("Timestamps", []), r.get("Values", []), strict=False):
+            t = ts.timestamp() if isinstance(ts, dt.datetime) else float(ts)
+            points.append((name, host or "algo-1", t, float(value)))
+    t0 = min((p[2] for p in points), default=0.0)
+    series: dict[str, list[dict[str, Any]]] = {}
+    for name, host, t, value in sorted(points, key=lambda p: p[2]):
+        series.setdefault(name, []).append({"x": round(t - t0, 1), "value": value, "host": host})
+    return {"axis": "seconds", "series": series, "epochs": None}
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if isinstance(value, dt.datetime) else (str(value) if value else None)
+
+
+def sagemaker_job_view(
+    job_name: str, region: str | None, aws_conn_id: str | None = "aws_default"
+) -> dict[str, Any]:
+    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+    hook = SageMakerTrainingHook(aws_conn_id=aws_conn_id, region_name=region)
+    desc = hook.describe_training_job(job_name)
+    count = int((desc.get("ResourceConfig") or {}).get("InstanceCount") or 1)
+    for group in (desc.get("ResourceConfig") or {}).get("InstanceGroups") or []:
+        count = max(count, int(group.get("InstanceCount") or 0))
+    names = [
+        str(m["Name"]) for m in (desc.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
+    ]
+    metrics: dict[str, Any] = {"axis": "seconds", "series": {}, "epochs": None}
+    start = desc.get("TrainingStartTime") or desc.get("CreationTime")
+    if names and isinstance(start, dt.datetime):
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        cw = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="cloudwatch", region_name=region).conn
+        end = desc.get("TrainingEndTime") or dt.datetime.now(dt.UTC)
+        response = cw.get_metric_data(
+            MetricDataQueries=metric_queries(job_name, names, count),
+            StartTime=start - dt.timedelta(minutes=1),
+            EndTime=end + dt.timedelta(minutes=1),
+        )
+        metrics = curves_from_metric_data(response.get("MetricDataResults", []))
+    timeline = [
+        {
+            "status": t.get("Status"),
+            "start": _iso(t.get("StartTime")),
+            "end": _iso(t.get("EndTime")),
+            "message": t.get("StatusMessage", ""),
+        }
+        for t in desc.get("SecondaryStatusTransitions") or []
+    ]
+    return {
+        "status": desc.get("TrainingJobStatus"),
+        "secondary_status": desc.get("SecondaryStatus"),
+        "timeline": timeline,
+        "hosts": [f"algo-{i}" for i in range(1, count + 1)],
+        "metric_definitions": names,
+        "metrics": metrics,
+        "failure_reason": desc.get("FailureReason"),
+    }

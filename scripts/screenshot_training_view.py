@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Drive the Training view in headless Chromium: read what it shows, take screenshots.
+
+Uses the same Chrome DevTools Protocol helpers as ``screenshot_trigger_form.py`` (Debian
+``chromium``, the ``websockets`` package Airflow installs) and logs in the same way (a JWT from
+``POST /auth/token`` set as the UI's ``_token`` cookie).
+
+``TrainingViewBrowser`` keeps ONE page open, so a test can watch the view update without a reload::
+
+    async with TrainingViewBrowser(base_url, token) as browser:
+        await browser.open_view(dag_id, run_id)
+        state = await browser.state()          # {"epochs": {"train:loss": 3}, "verdict": ..., ...}
+        await browser.screenshot(Path("docs/img/training-view-running.png"))
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from scripts.screenshot_trigger_form import Cdp, start_chromium, stop_chromium
+
+# What the page shows, read from its DOM (the SVG charts carry data-points / data-epochs).
+READ_STATE = """
+(() => {
+  const charts = {};
+  document.querySelectorAll('svg.metric-chart').forEach((svg) => {
+    charts[svg.dataset.metric] = {points: Number(svg.dataset.points), epochs: Number(svg.dataset.epochs)};
+  });
+  const job = document.querySelector('.job');
+  const verdict = document.getElementById('gate-verdict');
+  const version = document.getElementById('model-version');
+  return {
+    updated: document.getElementById('root').dataset.updated || null,
+    charts,
+    job_status: job ? job.dataset.status : null,
+    verdict: verdict ? verdict.textContent.trim() : null,
+    version: version ? version.textContent.trim() : null,
+    plot: !!document.querySelector('.plot svg'),
+    text: document.body.innerText.slice(0, 4000),
+  };
+})()
+"""
+
+
+class TrainingViewBrowser:
+    """One headless Chromium page logged in to Airflow."""
+
+    def __init__(self, base_url: str, token: str, width: int = 1280, height: int = 1400) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.width, self.height = width, height
+        self.chromium = shutil.which("chromium") or "/usr/bin/chromium"
+
+    async def __aenter__(self) -> TrainingViewBrowser:
+        import websockets
+
+        self._profile = tempfile.TemporaryDirectory(prefix="adt-chromium-", ignore_cleanup_errors=True)
+        self.proc, port = start_chromium(self.chromium, Path(self._profile.name), self.width, self.height)
+        targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
+        page = next(t for t in targets if t.get("type") == "page")
+        self._ws_cm = websockets.connect(page["webSocketDebuggerUrl"], max_size=None)
+        self.cdp = Cdp(await self._ws_cm.__aenter__())
+        await self.cdp.send("Page.enable")
+        await self.cdp.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=self.width,
+            height=self.height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        await self.cdp.send("Network.enable")
+        await self.cdp.send(
+            "Network.setCookie", name="_token", value=self.token, url=f"{self.base_url}/", path="/"
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self._ws_cm.__aexit__(None, None, None)
+        finally:
+            stop_chromium(self.proc)
+            self._profile.cleanup()
+
+    async def navigate(self, path: str) -> None:
+        await self.cdp.send("Page.navigate", url=f"{self.base_url}{path}")
+
+    async def open_view(self, dag_id: str, run_id: str) -> None:
+        """The Training view page itself (what the DAG run tab shows in its iframe)."""
+        await self.navigate(f"/dist-training/view?dag_id={quote(dag_id)}&run_id={quote(run_id)}")
+
+    async def state(self) -> dict[str, Any]:
+        return dict(await self.cdp.evaluate(READ_STATE) or {})
+
+    async def wait_for(self, expression: str, timeout: float, what: str) -> Any:
+        return await self.cdp.wait_for(expression, timeout, what)
+
+    async def screenshot(self, out: Path, full_page: bool = True) -> Path:
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            size = await self.cdp.evaluate(
+                "({w: document.documentElement.scrollWidth, h: document.documentElement.scrollHeight})"
+            )
+            params["clip"] = {"x": 0, "y": 0, "width": size["w"], "height": min(size["h"], 4000), "scale": 1}
+            params["captureBeyondViewport"] = True
+        shot = await self.cdp.send("Page.captureScreenshot", **params)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(base64.b64decode(shot["data"]))
+        return out

@@ -157,18 +157,33 @@ def check_pipeline_file(path: str | Path, *, region: str | None = None) -> Pipel
     return PipelineCheck(pipeline=pipeline, warnings=[x for x in problems if x.severity != "error"], plan=plan)
 
 
+# path -> (mtime_ns, size, dag_id): a folder of N pipeline files is read once per process, not N times
+_DAG_IDS: dict[Path, tuple[int, int, str | None]] = {}
+
+
+def _dag_id_of(path: Path) -> str | None:
+    try:
+        stat = path.stat()
+        cached = _DAG_IDS.get(path)
+        if cached is not None and cached[:2] == (stat.st_mtime_ns, stat.st_size):
+            return cached[2]
+        with path.open("rb") as fh:
+            head = fh.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    match = _DAG_ID_LINE.search(head)
+    dag_id = match.group(1) if match else None
+    _DAG_IDS[path] = (stat.st_mtime_ns, stat.st_size, dag_id)
+    return dag_id
+
+
 def duplicate_dag_id_problem(path: Path, dag_id: str) -> Problem | None:
     """Another pipeline file (one with its ``.py`` stub) in the same folder with the same ``dag_id``."""
     me = path.resolve()
     for other in sorted(me.parent.iterdir()):
         if other == me or other.suffix not in (".yaml", ".yml") or not other.with_suffix(".py").exists():
             continue
-        try:
-            head = other.read_text(encoding="utf-8", errors="replace")[:65536]
-        except OSError:
-            continue
-        match = _DAG_ID_LINE.search(head)
-        if match and match.group(1) == dag_id:
+        if _dag_id_of(other) == dag_id:
             return Problem(
                 "dag_id",
                 f"{dag_id!r} is also the dag_id of {other}: one would silently replace the other; "

@@ -157,18 +157,67 @@ def check_pipeline_file(path: str | Path, *, region: str | None = None) -> Pipel
     return PipelineCheck(pipeline=pipeline, warnings=[x for x in problems if x.severity != "error"], plan=plan)
 
 
+# file path -> (mtime_ns, size, dag_id): a folder of N pipeline files is read once per process, not N
+# times; os.scandir (one stat per entry, plain strings) keeps the per-parse check to microseconds a file
+_DAG_IDS: dict[str, tuple[int, int, str | None]] = {}
+
+
+def _dag_id_of(path: str, mtime_ns: int, size: int) -> str | None:
+    cached = _DAG_IDS.get(path)
+    if cached is not None and cached[:2] == (mtime_ns, size):
+        return cached[2]
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    match = _DAG_ID_LINE.search(head)
+    dag_id = match.group(1) if match else None
+    _DAG_IDS[path] = (mtime_ns, size, dag_id)
+    return dag_id
+
+
+# folder -> (folder mtime_ns, when scanned, {pipeline file: dag_id}). A DagBag fill parses every file of
+# a folder within seconds: one scan serves them all while the folder is unchanged (at most FOLDER_SCAN_TTL).
+_FOLDER_SCANS: dict[str, tuple[int, float, dict[str, str | None]]] = {}
+FOLDER_SCAN_TTL = 30.0
+
+
+def _pipeline_dag_ids(folder: str) -> dict[str, str | None]:
+    import time
+
+    try:
+        folder_mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        return {}
+    cached = _FOLDER_SCANS.get(folder)
+    now = time.monotonic()
+    if cached is not None and cached[0] == folder_mtime and now - cached[1] < FOLDER_SCAN_TTL:
+        return cached[2]
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return {}
+    names = {e.name for e in entries}
+    found: dict[str, str | None] = {}
+    for entry in sorted(entries, key=lambda e: e.name):
+        stem, dot, suffix = entry.name.rpartition(".")
+        if not dot or suffix not in ("yaml", "yml") or f"{stem}.py" not in names:
+            continue
+        try:
+            stat = entry.stat()
+        except OSError:
+            continue
+        found[entry.path] = _dag_id_of(entry.path, stat.st_mtime_ns, stat.st_size)
+    _FOLDER_SCANS[folder] = (folder_mtime, now, found)
+    return found
+
+
 def duplicate_dag_id_problem(path: Path, dag_id: str) -> Problem | None:
     """Another pipeline file (one with its ``.py`` stub) in the same folder with the same ``dag_id``."""
     me = path.resolve()
-    for other in sorted(me.parent.iterdir()):
-        if other == me or other.suffix not in (".yaml", ".yml") or not other.with_suffix(".py").exists():
-            continue
-        try:
-            head = other.read_text(encoding="utf-8", errors="replace")[:65536]
-        except OSError:
-            continue
-        match = _DAG_ID_LINE.search(head)
-        if match and match.group(1) == dag_id:
+    for other, other_id in _pipeline_dag_ids(str(me.parent)).items():
+        if other_id == dag_id and other != str(me):
             return Problem(
                 "dag_id",
                 f"{dag_id!r} is also the dag_id of {other}: one would silently replace the other; "

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_dist_training.spec.loading import validate_model
-from airflow_dist_training.spec.training import Strategy, TrainingJobSpec
+from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, make_scalars_strict
 
 # Spot needs a MaxWait >= MaxRuntime; when the form turns spot on we allow twice the runtime.
 SPOT_WAIT_FACTOR = 2
@@ -33,6 +33,9 @@ class RunOverrides(BaseModel):
         default_factory=lambda: {"epochs": "epochs", "learning_rate": "lr"},
         description="Which hyperparameter each override sets (e.g. learning_rate -> lr).",
     )
+
+
+make_scalars_strict(RunOverrides)  # no `instance_count: true` from a run's conf either
 
 
 def apply_overrides(spec: TrainingJobSpec, overrides: RunOverrides | dict[str, Any]) -> TrainingJobSpec:

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[3]
 SPECS = REPO / "examples" / "specs"
 FUZZ_EXAMPLES = int(os.environ.get("ADT_FUZZ_EXAMPLES", "150"))
 # per example: a hostile file must be refused quickly and without a big allocation
-MAX_SECONDS = 10.0  # generous: the machine is shared; unbounded cases took 78 s
+MAX_CPU_SECONDS = 5.0  # CPU time, not wall time: the machine is shared; the alias bomb took 78 s
 MAX_PEAK_BYTES = 64 * 1024 * 1024
 
 BOMB = "hyperparameters:\n  a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -94,13 +94,13 @@ def test_duplicate_nested_key_in_a_spec_is_rejected(tmp_path):
 def test_alias_bomb_is_refused_fast_with_bounded_memory(tmp_path, loader):
     path = _write(tmp_path, "bomb.yaml", ("name: bomb\n" + BOMB).encode())
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.process_time()
     try:
         message = LOADERS[loader](path)
     finally:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    assert time.perf_counter() - started < 3.0
+    assert time.process_time() - started < 3.0
     assert peak < 16 * 1024 * 1024
     assert "expands to more than 100000 values (alias expansion or a huge document)" in message
     assert message.startswith(f"{path}: line ")
@@ -211,7 +211,7 @@ def _check(kind: str, data: bytes) -> None:
     original = socket.socket
     socket.socket = _NoNetwork  # type: ignore[misc,assignment]
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.process_time()
     try:
         if kind == "spec":
             spec = load_spec(path)
@@ -228,7 +228,7 @@ def _check(kind: str, data: bytes) -> None:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         socket.socket = original  # type: ignore[misc]
-    assert time.perf_counter() - started < MAX_SECONDS
+    assert time.process_time() - started < MAX_CPU_SECONDS
     assert peak < MAX_PEAK_BYTES
 
 

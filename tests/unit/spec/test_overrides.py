@@ -47,3 +47,16 @@ def test_a_bad_override_names_the_field() -> None:
     with pytest.raises(SpecValidationError) as info:
         apply_overrides(example("torch_distributed_p4d"), {"instance_count": 0})
     assert str(info.value) == "run overrides: instance_count: Input should be greater than or equal to 1"
+
+
+def test_run_conf_booleans_are_no_counts():
+    import pytest
+
+    from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.spec.loading import load_spec
+    from airflow_dist_training.spec.overrides import apply_overrides
+    from tests.unit.sagemaker.test_validation_errors import BASE
+
+    with pytest.raises(SpecValidationError) as info:
+        apply_overrides(load_spec(BASE), {"instance_count": True})
+    assert str(info.value) == "run overrides: instance_count: must be an integer, not a boolean (true)"

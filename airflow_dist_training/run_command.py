@@ -65,6 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     except TrainingJobError as exc:
         print(f"Training job {name} ended {exc.status}: {exc.failure_reason or exc}", file=sys.stderr)
+        if exc.failure_reason and str(exc) != exc.failure_reason:
+            print(str(exc), file=sys.stderr)  # the failing host and its last lines
         _print_folders(backend, name, sys.stderr)
         return EXIT_FAILED
     print(f"Training job {name} Completed")

@@ -1,12 +1,18 @@
 """Local backend benchmarks, measured side by side in one run.
 
-1. Launch overhead: the local backend (``LocalTrainingHook.run_job``: dirs, config files, env,
-   code copy, torchrun, streaming, packing) against bare ``python -m torch.distributed.run`` on the
-   same trivial script, alternating, several rounds. Ratio = median(local) / median(bare); goal <= 1.10.
-2. Throughput of the demo (examples/train.py, gloo on CPU) with 1 vs 2 processes on one host:
-   samples per second of the training epochs (the script's own figure, summed over the run).
+1. Launch overhead of simulated hosts: a 2-host ``torch_distributed`` job of a trivial script run
+   by the local backend (Linux namespaces per host + AWS's in-container toolkit, i.e. the whole
+   ``LocalTrainingHook.run_job``: request planning, staging, config files, namespaces, the
+   toolkit's ``train``, torchrun, streaming, packing) against **bare torchrun**: the same two
+   ``python -m torch.distributed.run --nnodes=2`` launchers on 127.0.0.1 with the same script,
+   alternating, several rounds. Ratio = median(local) / median(bare); goal <= 1.15.
+   The builtin runner (namespaces, no toolkit) is measured too, so the toolkit's share shows.
+2. Namespace setup time: the job's network namespace (holder process, loopback, /etc/hosts) and,
+   per host, entering it with its own mount/UTS/PID namespaces, /opt overlay and /opt/ml bind
+   (a host that runs ``/bin/true``), median of several.
+3. Throughput of the demo (examples/train.py, gloo on CPU) with 1 vs 2 processes on one host.
 
-    .venv/bin/python bench/local_launch.py [--rounds 5] [--epochs 4]
+    .venv/bin/python bench/local_launch.py [--rounds 5] [--epochs 4] [--skip-demo]
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from airflow_dist_training.hooks.local_training import LocalTrainingHook
+from airflow_dist_training.local.hosts import JobNetwork, probe
 
 REPO = Path(__file__).resolve().parents[1]
 TRIVIAL = "import os\nprint(f\"hello from rank {os.environ.get('RANK')}\", flush=True)\n"
@@ -33,29 +41,68 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def bare_torchrun(code: Path, nproc: int) -> float:
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={nproc}",
-        "--node-rank=0", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}",
-        "--max-restarts=0", "trivial.py",
-    ]  # fmt: skip
+def bare_torchrun(code: Path, hosts: int) -> float:
+    """``hosts`` torchrun launchers (static rendezvous on 127.0.0.1), as two machines would run them."""
+    port = free_port()
     started = time.perf_counter()
-    subprocess.run(cmd, cwd=code, check=True, capture_output=True)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                f"--nnodes={hosts}",
+                "--nproc-per-node=1",
+                f"--node-rank={rank}",
+                "--master-addr=127.0.0.1",
+                f"--master-port={port}",
+                "--max-restarts=0",
+                "trivial.py",
+            ],
+            cwd=code,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for rank in range(hosts)
+    ]
+    assert all(p.wait() == 0 for p in procs)
     return time.perf_counter() - started
 
 
-def local_backend(hook: LocalTrainingHook, spec: dict, name: str) -> float:
+def local_backend(hook: LocalTrainingHook, spec: dict[str, Any], name: str) -> float:
     started = time.perf_counter()
     hook.run_job(spec, name, log=lambda line: None)
     return time.perf_counter() - started
+
+
+def namespace_setup(tmp: Path, rounds: int) -> tuple[list[float], list[float]]:
+    isolation = probe()
+    nets, host_times = [], []
+    for i in range(rounds):
+        job = tmp / f"ns-{i}"
+        (job / "opt-ml").mkdir(parents=True)
+        net = JobNetwork(job, ["algo-1", "algo-2"], isolation, [])
+        net.start()
+        nets.append(net.setup_seconds)
+        try:
+            for index, host in enumerate(["algo-1", "algo-2"]):
+                cmd = net.host_command(index, host, job / "opt-ml", ["/bin/true"])
+                started = time.perf_counter()
+                subprocess.run(cmd, check=True)
+                host_times.append(time.perf_counter() - started)
+        finally:
+            net.close()
+    return nets, host_times
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--skip-demo", action="store_true")
     args = parser.parse_args()
+    isolation = probe()
+    print(f"isolation: {isolation.mode} {isolation.why}")
 
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
@@ -63,31 +110,49 @@ def main() -> None:
         code.mkdir()
         (code / "trivial.py").write_text(TRIVIAL)
         hook = LocalTrainingHook(root=tmp / "root", use_s3=False)
-        spec = {
+        spec: dict[str, Any] = {
             "name": "bench",
             "image": {"framework": "pytorch", "framework_version": "2.8.0"},
             "source": {"entry_point": "trivial.py", "source_dir": str(code)},
-            "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
-            "distribution": {"strategy": "torch_distributed", "processes_per_host": args.nproc},
+            "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 2},
+            "distribution": {"strategy": "torch_distributed", "processes_per_host": 1},
             "hyperparameters": {"epochs": 1},
         }
-        bare_torchrun(code, args.nproc)  # warm the page cache once for both sides
+        builtin = {**spec, "local": {"runner": "builtin"}}
+        bare_torchrun(code, 2)  # warm the page cache once for every side
         bare: list[float] = []
-        local: list[float] = []
+        toolkit: list[float] = []
+        own: list[float] = []
         for i in range(args.rounds):
-            if i % 2 == 0:
-                bare.append(bare_torchrun(code, args.nproc))
-                local.append(local_backend(hook, spec, f"bench-{i}"))
-            else:
-                local.append(local_backend(hook, spec, f"bench-{i}"))
-                bare.append(bare_torchrun(code, args.nproc))
-        mb, ml = statistics.median(bare), statistics.median(local)
-        print(f"launch overhead ({args.rounds} alternating rounds, {args.nproc} processes, trivial script)")
-        print(f"  bare torchrun   median {mb:6.2f} s  runs {', '.join(f'{x:.2f}' for x in bare)}")
-        print(f"  local backend   median {ml:6.2f} s  runs {', '.join(f'{x:.2f}' for x in local)}")
-        print(f"  ratio local/bare = {ml / mb:.3f}x  (goal <= 1.10x)")
+            sides = [
+                (bare, lambda: bare_torchrun(code, 2)),
+                (toolkit, lambda i=i: local_backend(hook, spec, f"bench-tk-{i}")),
+                (own, lambda i=i: local_backend(hook, builtin, f"bench-bi-{i}")),
+            ]
+            for store, measure in sides[i % 3 :] + sides[: i % 3]:  # rotate the order
+                store.append(measure())
+        mb, mt, mo = statistics.median(bare), statistics.median(toolkit), statistics.median(own)
+        print(f"launch overhead ({args.rounds} rotating rounds, 2 hosts x 1 process, trivial script)")
+        print(
+            f"  bare torchrun (2 launchers)        median {mb:6.2f} s  runs {', '.join(f'{x:.2f}' for x in bare)}"
+        )
+        print(
+            f"  local: namespaces + AWS toolkit    median {mt:6.2f} s  runs {', '.join(f'{x:.2f}' for x in toolkit)}"
+        )
+        print(
+            f"  local: namespaces + builtin runner median {mo:6.2f} s  runs {', '.join(f'{x:.2f}' for x in own)}"
+        )
+        print(f"  ratio toolkit/bare = {mt / mb:.3f}x  builtin/bare = {mo / mb:.3f}x  (goal <= 1.15x)")
 
-        # throughput of the demo, 1 vs 2 processes
+        if isolation.namespaces:
+            nets, hosts = namespace_setup(tmp, args.rounds)
+            print(
+                f"namespace setup: job network {statistics.median(nets) * 1000:.0f} ms (median of {len(nets)}), "
+                f"per host (mount+UTS+PID namespaces, overlay, binds, exec /bin/true) "
+                f"{statistics.median(hosts) * 1000:.0f} ms (median of {len(hosts)})"
+            )
+        if args.skip_demo:
+            return
         data = tmp / "data"
         subprocess.run(
             [
@@ -108,7 +173,7 @@ def main() -> None:
                 "image": {"framework": "pytorch", "framework_version": "2.8.0"},
                 "source": {"entry_point": "train.py", "source_dir": str(REPO / "examples")},
                 "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
-                "distribution": {"strategy": "torch_distributed", "processes_per_host": nproc},
+                "distribution": {"strategy": "launcher", "launcher": "torchrun", "processes_per_host": nproc},
                 "hyperparameters": {"epochs": args.epochs, "batch-size": 64},
                 # torchrun sets OMP_NUM_THREADS=1 only for >1 process; pin it for a fair comparison
                 "environment": {"OMP_NUM_THREADS": "1"},
@@ -127,20 +192,14 @@ def main() -> None:
             started = time.perf_counter()
             result = hook.run_job(demo, f"demo-{nproc}", log=lambda line: None)
             wall = time.perf_counter() - started
-            results[nproc] = _epoch_throughput(hook)
+            values = [p.value for p in hook.last_job._run.metrics.series if p.name == "samples_per_second"]
+            results[nproc] = statistics.median(values) if values else float("nan")
             print(
                 f"demo throughput, {nproc} process(es): {results[nproc]:9.0f} samples/s "
                 f"(median epoch; wall {wall:.1f} s, training_seconds {result['training_seconds']}, "
                 f"final loss {result['final_metrics'].get('train:loss', float('nan'))})"
             )
         print(f"  speed-up 2 vs 1 process(es) = {results[2] / results[1]:.2f}x  (cores: {os.cpu_count()})")
-
-
-def _epoch_throughput(hook: LocalTrainingHook) -> float:
-    run = hook.last_run
-    assert run is not None
-    values = [p.value for p in run.metrics.series if p.name == "samples_per_second"]
-    return statistics.median(values) if values else float("nan")
 
 
 if __name__ == "__main__":

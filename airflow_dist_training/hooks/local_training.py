@@ -208,6 +208,7 @@ class LocalTrainingHook(BaseHook):
             allow_oversubscribe=allow_oversubscribe,
             check_paths=check_paths,
             stage=stage,
+            s3_available=self._s3_available(spec_obj),
         )
         sub.options.python = self.python
         sub.options.checkpoint_sync_seconds = self.checkpoint_sync_seconds

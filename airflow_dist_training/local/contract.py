@@ -405,10 +405,13 @@ def validate_local(
             )
         )
     if strategy in (Strategy.SMDDP, Strategy.PYTORCHDDP):
-        warnings.append(
-            f"distribution.strategy: {strategy.value} needs GPUs and the SMDDP library on SageMaker; the local "
-            "backend runs it with torchrun and gloo on CPU, so the script must fall back to "
-            'dist.init_process_group(backend="gloo") when CUDA/smdistributed is not available'
+        problems.append(
+            Problem(
+                "distribution.strategy",
+                f"{strategy.value} cannot run on the local backend: SMDDP needs NVIDIA GPUs, EFA and the "
+                "smdistributed library; the nearest local equivalent is strategy torch_distributed with "
+                'dist.init_process_group(backend="gloo") on CPU',
+            )
         )
     group_names = [g[0] for g in _groups(spec)]
     if (

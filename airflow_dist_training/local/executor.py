@@ -543,6 +543,8 @@ class _RequestRun(LocalJobRun):
         self.python_path: str | None = None
         # when the master host started torchrun: a rendezvous hang is measured from there
         self.torchrun_started: float | None = None
+        self._refused: list[tuple[float, int]] = []
+        self._refused_checked = 0.0
 
     # -- preparation: code, channels, config files, checkpoints, the job's Python
     def prepare(self) -> None:
@@ -875,6 +877,22 @@ class _RequestRun(LocalJobRun):
                 "start its rendezvous store: check that the script or launcher uses the master address "
                 "and port 7777)"
             )
+        # a script doing its own rendezvous retries silently (torch reports only after its 30 min
+        # timeout): refused connection attempts inside the job while nothing listens on 7777
+        if now - self._refused_checked >= 1.0:
+            self._refused_checked = now
+            self._refused.append((now, self.network.refused_connections()))
+            self._refused = [(t, n) for t, n in self._refused if now - t <= limit]
+        window = [n for t, n in self._refused if now - t <= limit / 2]
+        if len(self._refused) > 2 and window and self._refused[0][0] <= now - limit / 2:
+            if window[-1] > window[0] and self._refused[-1][1] > self._refused[0][1]:
+                return (
+                    f"Rendezvous hang after {waited:.0f} s: connection attempts inside the job keep being "
+                    f"refused ({self._refused[-1][1] - self._refused[0][1]} in the last {limit:.0f} s) and "
+                    f"nothing listens on {master}:{nshosts.MASTER_PORT}: a host waits for a master that never "
+                    "opened its rendezvous store (check the master address and port 7777, and that the "
+                    "master host reaches init_process_group)"
+                )
         for host, tail in self.tails.items():
             line = next(
                 (

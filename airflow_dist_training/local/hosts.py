@@ -301,6 +301,21 @@ class JobNetwork:
                         return True
         return False
 
+    def refused_connections(self) -> int:
+        """TCP connection attempts refused inside the job so far (``Tcp: AttemptFails``)."""
+        if self.holder is None:
+            return 0
+        try:
+            lines = [
+                line.split() for line in Path(f"/proc/{self.holder.pid}/net/snmp").read_text().splitlines()
+            ]
+        except OSError:
+            return 0
+        tcp = [fields for fields in lines if fields and fields[0] == "Tcp:"]
+        if len(tcp) < 2 or "AttemptFails" not in tcp[0]:
+            return 0
+        return int(tcp[1][tcp[0].index("AttemptFails")])
+
     def close(self) -> None:
         self._closed.set()
         for srv in self._servers:

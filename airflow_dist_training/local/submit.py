@@ -97,7 +97,7 @@ def local_request(
         spec,
         cpu_count=cpu_count,
         allow_oversubscribe=allow_oversubscribe,
-        s3_available=True,  # S3 URIs always resolve through the store
+        s3_available=s3_available,
         base_dir=base_dir,
         check_paths=check_paths,
     )

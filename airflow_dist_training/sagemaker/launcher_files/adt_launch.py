@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     code_dir = os.path.join(OPT_ML, "code")
     os.makedirs(code_dir, exist_ok=True)
     tarball = config.get("code_tarball", "")
+    if tarball.startswith("/opt/ml/") and OPT_ML != "/opt/ml":  # the local fallback layout
+        tarball = os.path.join(OPT_ML, tarball[len("/opt/ml/") :])
     if tarball and os.path.exists(tarball):
         with tarfile.open(tarball) as archive:
             archive.extractall(code_dir, filter="data")

@@ -77,7 +77,11 @@ def test_two_simulated_hosts_see_their_hosts_ranks_and_world_size(
     assert seen1["config"]["current_host"] == "algo-2"
     if isolation == "namespaces":  # AWS's toolkit in real /opt/ml, torchrun to algo-1:7777
         assert seen1["SM_MODEL_DIR"] == "/opt/ml/model"
-        assert any("torchrun --nnodes 2 --nproc_per_node 1 --master_addr algo-1 --master_port 7777 --node_rank 1" in line for line in lines)
+        assert any(
+            "torchrun --nnodes 2 --nproc_per_node 1 --master_addr algo-1 --master_port 7777 --node_rank 1"
+            in line
+            for line in lines
+        )
     else:  # the relocated layout, the builtin runner
         assert seen1["SM_MODEL_DIR"] == str(job / "hosts" / "algo-2" / "model")
         assert any("--node-rank=1" in line and "--rdzv-backend=static" in line for line in lines)
@@ -219,7 +223,9 @@ OWN_FAILURE = textwrap.dedent(
 )
 
 
-def test_a_failure_file_written_by_the_script_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_file_written_by_the_script_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ADT_LOCAL_ISOLATION", "none")  # the builtin runner keeps the exit code
     spec = script_spec(tmp_path, OWN_FAILURE, distribution={"strategy": "none"})
     hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False)
@@ -228,3 +234,45 @@ def test_a_failure_file_written_by_the_script_is_kept(tmp_path: Path, monkeypatc
     assert "failed on host algo-1 (exit code 3)" in str(info.value)
     assert str(info.value).endswith(":\nCUDA out of patience: lower --batch-size")
     assert info.value.failure_reason == "AlgorithmError: CUDA out of patience: lower --batch-size"
+
+
+LAUNCHED = textwrap.dedent(
+    """
+    import json, os, torch.distributed as dist
+    dist.init_process_group("gloo")
+    out = os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"rank{dist.get_rank()}.json")
+    open(out, "w").write(json.dumps({k: os.environ[k] for k in ("SM_HOST_COUNT", "SM_CURRENT_HOST_RANK", "SM_MODEL_DIR")}))
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_launcher_mode_runs_in_the_fallback_layout_and_warns_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_dist_training.local import hosts
+
+    monkeypatch.setenv("ADT_LOCAL_ISOLATION", "none")
+    monkeypatch.setattr(hosts, "_WARNED", set())
+    spec = script_spec(
+        tmp_path,
+        LAUNCHED,
+        compute={"instance_type": "ml.m5.xlarge", "instance_count": 2},
+        distribution={"strategy": "launcher", "launcher": "torchrun", "processes_per_host": 1},
+    )
+    hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False)
+    lines: list[str] = []
+    result = hook.run_job(spec, "fallback-launcher", log=lines.append)
+    assert result["status"] == "Completed"
+    job = tmp_path / "root" / "fallback-launcher"
+    seen = json.loads((job / "hosts" / "algo-2" / "output" / "data" / "rank1.json").read_text())
+    assert seen == {
+        "SM_HOST_COUNT": "2",
+        "SM_CURRENT_HOST_RANK": "1",
+        "SM_MODEL_DIR": str(job / "hosts" / "algo-2" / "model"),  # relocated: no real /opt/ml
+    }
+    warnings = [line for line in lines if "Linux namespaces are not available here" in line]
+    assert len(warnings) == 1 and "fixed /opt/ml/... paths" in warnings[0]
+    hook.run_job(spec, "fallback-launcher-2", log=lines.append)
+    assert len([line for line in lines if "Linux namespaces are not available here" in line]) == 1

@@ -60,10 +60,10 @@ def spec() -> dict[str, Any]:
     }
 
 
-def read_model(s3: Any, key: str) -> str:
+def read_model(s3: Any, key: str, name: str = "model.txt") -> str:
     body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
-        member = tar.extractfile("model.txt")
+        member = tar.extractfile(name)
         assert member is not None
         return member.read().decode()
 
@@ -108,3 +108,39 @@ def test_sync_copies_new_and_rewritten_files_once(s3: Any, tmp_path: Path) -> No
     assert sync_dir(restored, remote, memory) == 0
     assert sync_dir(restored, remote) == 0  # without a memory: same size, not newer than the object
     assert (tmp_path / "restored" / "last.pt").read_bytes() == b"epoch-2"
+
+
+RELAYED = textwrap.dedent(
+    """
+    import os, pathlib, socket, boto3
+    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    body = s3.get_object(Bucket="adt-local-s3", Key="data/train/part-0.csv")["Body"].read()
+    pathlib.Path("/opt/ml/model", socket.gethostname() + ".txt").write_bytes(body)
+    """
+)
+
+
+def test_a_job_in_its_own_network_namespace_reaches_the_s3_endpoint_on_loopback(
+    s3: Any, tmp_path: Path
+) -> None:
+    from airflow_dist_training.local.hosts import probe
+
+    if not probe().namespaces:
+        pytest.skip(f"no Linux namespaces here: {probe().why}")
+    code = io.BytesIO()
+    with tarfile.open(fileobj=code, mode="w:gz") as tar:
+        data = RELAYED.encode()
+        info = tarfile.TarInfo("train.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    s3.put_object(Bucket=BUCKET, Key="code/relayed.tar.gz", Body=code.getvalue())
+    job = {
+        **spec(),
+        "source": {"entry_point": "train.py", "source_dir": f"s3://{BUCKET}/code/relayed.tar.gz"},
+    }
+    job.pop("checkpoint")
+    hook = LocalTrainingHook(root=tmp_path / "root", use_s3=True)
+    lines: list[str] = []
+    hook.run_job(job, "relayed-1", log=lines.append)
+    assert any("job network namespace ready" in line for line in lines)
+    assert read_model(s3, "output/relayed-1/output/model.tar.gz", "algo-1.txt") == "a,1\nb,2\nc,3\n"

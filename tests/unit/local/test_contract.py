@@ -275,12 +275,14 @@ def test_strategies_that_cannot_run_locally_are_rejected_with_the_reason(
     assert "local backend" in found[0]
 
 
-def test_smddp_runs_as_torchrun_with_a_warning(tmp_path: Path) -> None:
+def test_smddp_is_refused_with_the_nearest_local_equivalent(tmp_path: Path) -> None:
     spec = make_spec(tmp_path, distribution={"strategy": "smddp", "processes_per_host": 1})
-    found, warnings = validate_local(spec, cpu_count=2, base_dir=tmp_path)
-    assert found == []
-    assert any("torchrun and gloo" in w for w in warnings)
-    assert plan(tmp_path, spec).host_plans[0].launch == "torchrun"
+    found, _ = validate_local(spec, cpu_count=2, base_dir=tmp_path)
+    assert [str(p) for p in found] == [
+        "distribution.strategy: smddp cannot run on the local backend: SMDDP needs NVIDIA GPUs, EFA and "
+        "the smdistributed library; the nearest local equivalent is strategy torch_distributed with "
+        'dist.init_process_group(backend="gloo") on CPU'
+    ]
 
 
 def test_missing_local_paths_are_reported(tmp_path: Path) -> None:

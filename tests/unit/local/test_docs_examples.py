@@ -1,0 +1,32 @@
+"""Every code example of docs/local-backend.md parses; the `local:` settings example validates."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import yaml
+
+from airflow_dist_training.spec.training import LocalSettings
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "local-backend.md"
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_python_examples_parse() -> None:
+    found = blocks("python")
+    assert len(found) >= 4
+    for code in found:
+        ast.parse(code)
+
+
+def test_yaml_examples_parse_and_the_local_settings_validate() -> None:
+    documents = [yaml.safe_load(text) for text in blocks("yaml")]
+    local = [d["local"] for d in documents if isinstance(d, dict) and "local" in d]
+    assert len(local) == 1
+    settings = LocalSettings.model_validate(local[0])
+    assert (settings.runner, settings.isolation, settings.hang_seconds) == ("auto", "auto", 60)

@@ -1,0 +1,93 @@
+"""The shipped retraining DAG with ``backend=sagemaker``, end to end on the SageMaker test endpoint.
+
+The Airflow AWS connection points at the endpoint through its ``endpoint_url`` extra (as a user
+would configure it). The run trains for real, uploads the model, runs the evaluation processing
+job (the local evaluation script and data are uploaded to the run's S3 prefix), gates, and
+registers a model package whose metrics point at the evaluation file; all asserted from the
+endpoint's state.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("retraining-dag")]
+DAG_FILE = REPO / "dags" / "distributed_retraining.py"
+DEMO_BUCKET = "adt-demo-bucket"
+SERVING_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/adt-serve:1"
+
+
+@pytest.fixture
+def aws_default_on_endpoint(sagemaker_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``aws_default`` points at the endpoint with the connection's ``endpoint_url`` extra."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    conn = {
+        "conn_type": "aws",
+        "login": "testing",
+        "password": "testing",
+        "extra": {"endpoint_url": sagemaker_endpoint.endpoint, "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    return sagemaker_endpoint
+
+
+@pytest.fixture
+def retraining_dag(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    (tmp_path / "source").symlink_to(demo_data)
+    monkeypatch.setenv("ADT_DEMO_DIR", str(tmp_path))
+    bag = DagBag(dag_folder=str(DAG_FILE), safe_mode=False)
+    assert bag.import_errors == {}
+    return bag.dags["distributed_retraining"]
+
+
+def test_retraining_dag_on_sagemaker_trains_evaluates_gates_and_registers(
+    aws_default_on_endpoint: Any, retraining_dag: Any, demo_data: Path
+) -> None:
+    endpoint = aws_default_on_endpoint
+    s3 = endpoint.client("s3")
+    s3.create_bucket(Bucket=DEMO_BUCKET)  # the demo's bucket, seeded with its training data
+    s3.upload_file(str(demo_data / "train" / "data.csv"), DEMO_BUCKET, "data/train/data.csv")
+
+    run = retraining_dag.test(
+        run_conf={"backend": "sagemaker", "epochs": 4, "inference_image": SERVING_IMAGE}
+    )
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "success", states
+    for task in ("plan", "train", "evaluate", "gate", "register"):
+        assert states[f"sagemaker.{task}"] == "success", states
+    assert states["local.plan"] == "skipped"
+
+    sm = endpoint.client("sagemaker")
+    [job] = sm.list_training_jobs()["TrainingJobSummaries"]
+    desc = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
+    assert desc["TrainingJobStatus"] == "Completed"
+    assert desc["HyperParameters"]["epochs"] == "4"  # the trigger form's value reached the job
+    model = desc["ModelArtifacts"]["S3ModelArtifacts"]
+    assert s3.head_object(Bucket=DEMO_BUCKET, Key=model.split(f"{DEMO_BUCKET}/", 1)[1])
+
+    [processing] = sm.list_processing_jobs()["ProcessingJobSummaries"]
+    evaluation = sm.describe_processing_job(ProcessingJobName=processing["ProcessingJobName"])
+    assert evaluation["ProcessingJobStatus"] == "Completed"
+    assert evaluation["ProcessingInputs"][0]["S3Input"]["S3Uri"] == model
+    output = evaluation["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
+    evaluation_uri = f"{output}/evaluation.json"
+    report = json.loads(
+        s3.get_object(Bucket=DEMO_BUCKET, Key=evaluation_uri.split(f"{DEMO_BUCKET}/", 1)[1])["Body"].read()
+    )
+    assert report["metrics"]["accuracy"] >= 0.8  # the gate's threshold: it passed on real metrics
+
+    [package] = sm.list_model_packages(ModelPackageGroupName="adt-demo")["ModelPackageSummaryList"]
+    detail = sm.describe_model_package(ModelPackageName=package["ModelPackageArn"])
+    assert detail["ModelApprovalStatus"] == "Approved"
+    container = detail["InferenceSpecification"]["Containers"][0]
+    assert container["Image"] == SERVING_IMAGE  # the form's inference image, not the training image
+    assert container["ModelDataUrl"] == model
+    assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == evaluation_uri

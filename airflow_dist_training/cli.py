@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
             )
     schema = sub.add_parser("schema", help="print the JSON Schema of the spec")
     schema.set_defaults(handler=cmd_schema)
+    from airflow_dist_training.run_command import add_run_parser
+
+    add_run_parser(sub)
     from airflow_dist_training.emulator.cli import add_emulator_parser
 
     add_emulator_parser(sub)

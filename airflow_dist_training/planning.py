@@ -6,7 +6,6 @@ request (SageMaker) or launch (local), the cost bound and the warnings, and laun
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,31 +61,20 @@ def plan_run(
         "request": None,
         "cost_bound_usd": None,
     }
-    if backend == "local":
-        from airflow_dist_training.hooks.local_training import LocalTrainingHook
+    from airflow_dist_training.hooks.backends import get_backend
 
-        # Local sources may not exist yet: the staging step runs after the plan.
-        local = LocalTrainingHook(base_dir=base_dir).plan(effective, name, check_paths=False)
-        lines = [
-            f"Local job        {name}",
-            f"Hosts            {len(local.hosts)} x {local.processes_per_host} process(es) "
-            f"({local.strategy.value}, torchrun on 127.0.0.1, gloo on CPU)",
-            f"Entry point      {local.entry_point} {' '.join(local.user_args)}",
-            f"Channels         {', '.join(f'{k}={v}' for k, v in local.channel_sources.items()) or '-'}",
-            "Cost bound       $0 (local)",
-        ]
-        warnings = list(local.warnings)
-        result["cost_bound_usd"] = 0.0
-    else:
-        from airflow_dist_training.sagemaker.request import plan_training_job
-        from airflow_dist_training.sagemaker.summary import render_plan
-
-        region = region_name or _connection_region(aws_conn_id)
-        plan = plan_training_job(effective, job_name=name, region=region, run_identity=identity)
-        lines = [render_plan(plan), "Request:", json.dumps(plan.request, indent=1, sort_keys=True)]
-        warnings = [str(w) for w in plan.warnings]
-        result["request"] = plan.request
-        result["cost_bound_usd"] = plan.cost_bound_usd
+    training_backend = get_backend(
+        backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs={"base_dir": base_dir}
+    )
+    # the local plan needs no AWS region lookup: its request is planned for a stand-in region
+    region = region_name or (_connection_region(aws_conn_id) if training_backend.remote else "us-east-1")
+    planned = training_backend.plan(
+        effective, job_name=name, region=region, run_identity=identity
+    )
+    lines = [planned["summary"]]
+    warnings = list(planned["warnings"])
+    result["request"] = planned["request"]
+    result["cost_bound_usd"] = planned["cost_bound_usd"]
     result["warnings"] = warnings
     result["summary"] = "\n".join(
         lines + [f"WARNING          {w}" for w in warnings if w not in "\n".join(lines)]

@@ -62,6 +62,7 @@ def stage_train_evaluate(
     """
     from airflow.sdk import TaskGroup, XComArg, task
 
+    from airflow_dist_training.hooks.backends import get_backend
     from airflow_dist_training.operators.checkpoints import (
         CheckpointRetentionOperator,
         PromoteCheckpointOperator,
@@ -76,6 +77,8 @@ def stage_train_evaluate(
     from airflow_dist_training.spec.pipeline import CheckpointStep
 
     spec_obj = load_spec(spec)
+    # the backend's capabilities decide the shape of the group (no I/O here)
+    remote = get_backend(backend, aws_conn_id=aws_conn_id, region_name=region_name).remote
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     checkpoints = checkpoints or CheckpointStep()
     group_id = group_id or "stage_train_evaluate"
@@ -124,10 +127,10 @@ def stage_train_evaluate(
         upstream: Any = gatekeeper
         staged_channels: dict[str, Any] | None = None
         if staging is not None:
-            stage = _staging_task(staging, backend, spec_obj, base, aws_conn_id, region_name)
+            stage = _staging_task(staging, remote, spec_obj, base, aws_conn_id, region_name)
             gatekeeper >> stage
             upstream = stage
-            if backend == "sagemaker":  # the FSx channel the staging step returns
+            if remote:  # the FSx channel the staging step returns
                 staged_channels = {staging.channel: stage.output}
         train = DistributedTrainingOperator(
             task_id="train",
@@ -146,7 +149,7 @@ def stage_train_evaluate(
         def stop_orphaned_job(name: str | None, dry: Any = False) -> list[str]:
             """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
             running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
-            if backend != "sagemaker" or not name or _truthy(dry):
+            if not remote or not name or _truthy(dry):
                 return []  # nothing was launched on SageMaker
             from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
@@ -193,7 +196,7 @@ def stage_train_evaluate(
             if data_uri and "://" not in data_uri:
                 data_uri = str((base / data_uri).resolve())
             sagemaker_kwargs: dict[str, Any] = {}
-            if backend == "sagemaker":
+            if remote:
                 output = spec_obj.output.s3_path.rstrip("/") if spec_obj.output else ""
                 sagemaker_kwargs = {
                     "image_uri": planned_image,
@@ -207,13 +210,13 @@ def stage_train_evaluate(
                 model_uri=_xcom_field(f"{prefix}train", "model_artifact_uri"),
                 data_uri=data_uri,
                 arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
-                backend="sagemaker" if backend == "sagemaker" else "local",
+                backend="sagemaker" if remote else "local",
                 aws_conn_id=aws_conn_id,
                 region_name=region_name,
             )
             train >> evaluate
             if gate is not None:
-                registry_kind = _registry_kind(registry, backend)
+                registry_kind = _registry_kind(registry, remote)
                 gate_task = QualityGateOperator(
                     task_id="gate",
                     evaluation=evaluate.output,
@@ -311,10 +314,10 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-def _registry_kind(registry: RegistryStep | None, backend: str) -> Literal["local", "sagemaker"] | None:
+def _registry_kind(registry: RegistryStep | None, remote: bool) -> Literal["local", "sagemaker"] | None:
     if registry is None:
         return None
-    if registry.model_package_group and backend == "sagemaker":
+    if registry.model_package_group and remote:
         return "sagemaker"
     return "local"
 
@@ -334,7 +337,7 @@ def _local_registry_dir(registry: RegistryStep | None, base: Path) -> str | None
 
 def _staging_task(
     staging: StagingStep,
-    backend: str,
+    remote: bool,
     spec: TrainingJobSpec,
     base: Path,
     aws_conn_id: str | None,
@@ -343,7 +346,7 @@ def _staging_task(
     from airflow_dist_training.operators.fsx import FSxStagePrefixOperator, LocalStageOperator
 
     channel = spec.channels.get(staging.channel)
-    if backend == "local":
+    if not remote:
         target = getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}"
         source = staging.source if "://" in staging.source else str((base / staging.source).resolve())
         return LocalStageOperator(

@@ -187,8 +187,11 @@ class LocalTrainingHook(BaseHook):
         check_paths: bool = True,
         region: str | None = None,
         run_identity: str | None = None,
+        stage: bool = True,
     ) -> Any:
-        """The exact ``CreateTrainingJob`` request (SageMaker planner) and its staged store."""
+        """The exact ``CreateTrainingJob`` request (SageMaker planner) and its staged store.
+
+        ``stage=False`` (a dry run) writes nothing into the store."""
         from airflow_dist_training.local.submit import local_request
 
         spec_obj = load_spec(spec)
@@ -204,6 +207,7 @@ class LocalTrainingHook(BaseHook):
             cpu_count=available_cpus(),
             allow_oversubscribe=allow_oversubscribe,
             check_paths=check_paths,
+            stage=stage,
         )
         sub.options.python = self.python
         sub.options.checkpoint_sync_seconds = self.checkpoint_sync_seconds

@@ -541,6 +541,8 @@ class _RequestRun(LocalJobRun):
         self.setup_seconds: dict[str, float] = {}
         self.last_output: dict[str, float] = {h: time.time() for h in rp.plan.hosts}
         self.python_path: str | None = None
+        # when the master host started torchrun: a rendezvous hang is measured from there
+        self.torchrun_started: float | None = None
 
     # -- preparation: code, channels, config files, checkpoints, the job's Python
     def prepare(self) -> None:
@@ -571,17 +573,23 @@ class _RequestRun(LocalJobRun):
             for stale in (lay.failure_file, lay.success_file):
                 stale.unlink(missing_ok=True)
             if not lay.is_shared_owner:
-                for link, target in (
-                    (lay.code_dir, first.code_dir),
-                    (lay.input_data_dir, first.input_data_dir),
-                ):
-                    target.mkdir(parents=True, exist_ok=True)
-                    if link.is_symlink() or link.is_file():
-                        link.unlink()
-                    elif link.exists():
-                        import shutil
+                import shutil
 
-                        shutil.rmtree(link)
+                # each host has its own /opt/ml/code (a launcher unpacks the code on every host)
+                if lay.code_dir.is_symlink() or lay.code_dir.is_file():
+                    lay.code_dir.unlink()
+                elif lay.code_dir.exists():
+                    shutil.rmtree(lay.code_dir)
+                shutil.copytree(first.code_dir, lay.code_dir, symlinks=True)
+                link, target = lay.input_data_dir, first.input_data_dir
+                target.mkdir(parents=True, exist_ok=True)
+                if link.is_symlink() or link.is_file():
+                    link.unlink()
+                elif link.exists():
+                    shutil.rmtree(link)
+                if self.rp.isolation.namespaces:
+                    link.mkdir(parents=True)  # a mount point: the host bind-mounts the shared data
+                else:
                     link.symlink_to(target, target_is_directory=True)
             files: dict[str, Any] = {
                 "hyperparameters.json": plan.hyperparameters_file,
@@ -683,6 +691,7 @@ class _RequestRun(LocalJobRun):
             cmd, env, cwd = self._host_command(hp, port)
             if self.network is not None:
                 env["ADT_WORKDIR"] = cwd
+                env["ADT_SHARED_DATA"] = str(plan.host_plans[0].layout.input_data_dir)
                 cmd = self.network.host_command(hp.index, hp.host, hp.layout.base, cmd)
                 cwd = "/"
             self.commands[hp.host] = cmd
@@ -715,6 +724,9 @@ class _RequestRun(LocalJobRun):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             tail.append(line)
             self.last_output[host] = time.time()
+            if self.torchrun_started is None and host == self.plan.hosts[0]:
+                if "torchrun" in line or "torch.distributed.run" in line:
+                    self.torchrun_started = time.time()
             self.metrics.feed(line, host=host)
             self.log(f"[{host}] {line}")
         stream.close()
@@ -742,6 +754,9 @@ class _RequestRun(LocalJobRun):
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         if self.python_path:
             env["PYTHONPATH"] = self.python_path
+            # the toolkit's own `pip install -r` inside the host goes to the same cached folder,
+            # never into the worker's environment
+            env["PIP_TARGET"] = self.python_path
         env.update(self.options.extra_env)
         return env
 
@@ -797,6 +812,8 @@ class _RequestRun(LocalJobRun):
             now = time.time()
             if failed_at is None and any(c not in (None, 0) for c in codes.values()):
                 failed_at = now
+                # the host that failed first is the one SageMaker reports
+                self.first_failed = next(h for h, c in codes.items() if c not in (None, 0))
             if failed_at is not None and now - failed_at > self.failure_grace_seconds:
                 self.log("[local] a host failed: stopping the other hosts")
                 self._signal_all(signal.SIGTERM)
@@ -831,29 +848,49 @@ class _RequestRun(LocalJobRun):
         limit = self.options.hang_seconds
         if self.training_started is None or now - self.training_started < limit:
             return None
+        waited = now - self.training_started
         for host, tail in self.tails.items():
             recent = list(tail)[-20:]
             mark = next(
                 (line for line in reversed(recent) if any(m in line for m in _RESOLUTION_MARKS)), None
             )
-            if mark is not None and now - self.last_output[host] >= limit / 2:
+            if mark is not None:
                 return (
-                    f"Name resolution hang on {host}: {mark.strip()[:300]} (no progress for "
-                    f"{now - self.last_output[host]:.0f} s). Hosts that resolve here: {', '.join(self.plan.hosts)}"
+                    f"Name resolution hang on {host} after {waited:.0f} s: {mark.strip()[:300]}. "
+                    f"Host names that resolve in this job: {', '.join(self.plan.hosts)}"
                 )
+        if self.network is None or len(self.plan.hosts) < 2 or self.network.listening(nshosts.MASTER_PORT):
+            return None
+        master = self.plan.hosts[0]
+        started = self.torchrun_started if self.rp.mode != "builtin" else self.training_started
         if (
-            self.network is not None
-            and self.rp.torch_distributed
-            and len(self.plan.hosts) > 1
-            and not self.network.listening(nshosts.MASTER_PORT)
+            self.rp.torch_distributed
+            and started is not None
+            and now - started >= limit
             and all(p.poll() is None for p in self.processes.values())
         ):
-            master = self.plan.hosts[0]
             return (
-                f"Rendezvous hang: nothing listens on {master}:{nshosts.MASTER_PORT} {now - self.training_started:.0f} s "
-                f"after launch, so the other hosts cannot join (the master host did not start its "
-                "rendezvous store: check that the script or launcher uses the master address and port 7777)"
+                f"Rendezvous hang: nothing listens on {master}:{nshosts.MASTER_PORT} {now - started:.0f} s "
+                "after torchrun started there, so the other hosts cannot join (the master host did not "
+                "start its rendezvous store: check that the script or launcher uses the master address "
+                "and port 7777)"
             )
+        for host, tail in self.tails.items():
+            line = next(
+                (
+                    text
+                    for text in reversed(list(tail)[-20:])
+                    if str(nshosts.MASTER_PORT) in text
+                    and any(m in text for m in ("failed to connect", "Connection refused", "timed out"))
+                ),
+                None,
+            )
+            if line is not None:
+                return (
+                    f"Rendezvous hang on {host} after {waited:.0f} s: it cannot reach "
+                    f"{master}:{nshosts.MASTER_PORT}, where nothing listens ({line.strip()[:300]}). "
+                    "The master host never opened its rendezvous store."
+                )
         return None
 
     # -- failures like SageMaker's

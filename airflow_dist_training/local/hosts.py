@@ -104,6 +104,11 @@ mkdir -p "$ovl/upper" "$ovl/work"
 mount -t overlay overlay -o "lowerdir=/opt,upperdir=$ovl/upper,workdir=$ovl/work" /opt
 mkdir -p /opt/ml
 mount --bind "$optml" /opt/ml
+# File-mode channels are the same on every host: one copy, mounted read-write as on SageMaker
+if [ -n "${ADT_SHARED_DATA:-}" ] && [ "$ADT_SHARED_DATA" != "$optml/input/data" ]; then
+  mkdir -p /opt/ml/input/data
+  mount --bind "$ADT_SHARED_DATA" /opt/ml/input/data
+fi
 cd "${ADT_WORKDIR:-/}"
 set +e
 "$@" &

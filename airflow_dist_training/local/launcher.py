@@ -539,6 +539,8 @@ class LocalJobRun:
                 failure_reason="Stopped by request",
             )
         failed = [hp for hp in plan.host_plans if codes.get(hp.host, 0) != 0]
+        first = getattr(self, "first_failed", None)  # the host seen failing first, if known
+        failed.sort(key=lambda h: h.host != first)
         hp = failed[0] if failed else plan.host_plans[0]
         code = codes.get(hp.host, 1)
         tail = list(self.tails[hp.host])

@@ -88,6 +88,7 @@ def local_request(
     allow_oversubscribe: bool = False,
     check_paths: bool = True,
     s3_available: bool = False,
+    stage: bool = True,
 ) -> LocalSubmission:
     """Validate for this machine, plan with the SageMaker planner, stage into the store."""
     from airflow_dist_training.sagemaker.request import plan_training_job
@@ -150,7 +151,7 @@ def local_request(
         if lp is not None:
             mounts[filled.output.s3_path.rstrip("/")] = lp
     staged = store.with_mounts({k: str(v) for k, v in mounts.items()})
-    for upload in plan.uploads:
+    for upload in plan.uploads if stage else []:
         if upload.content is not None:
             staged.put_bytes(upload.content, upload.s3_uri)
         elif upload.local_path:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_dist_training.checkpoints.resume import AttemptOutcome
+    from airflow_dist_training.hooks.backends import TrainingBackend
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.sagemaker.request import TrainingPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
@@ -132,8 +133,10 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if backend not in ("sagemaker", "local"):
-            raise ValueError("backend must be 'sagemaker' or 'local'")
+        from airflow_dist_training.hooks.backends import BACKENDS
+
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}")
         self.spec = str(spec) if isinstance(spec, Path) else spec
         self.backend = backend
         self.aws_conn_id = aws_conn_id
@@ -166,6 +169,21 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         from airflow_dist_training.hooks.local_training import LocalTrainingHook
 
         return LocalTrainingHook(**self.local_hook_kwargs)
+
+    @cached_property
+    def training_backend(self) -> TrainingBackend:
+        """Where the job runs (``hooks/backends.py``); no I/O until a method is called."""
+        from airflow_dist_training.hooks.backends import LocalBackend, get_backend
+
+        backend = get_backend(
+            self.backend,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            local_hook_kwargs=self.local_hook_kwargs,
+        )
+        if isinstance(backend, LocalBackend):
+            backend.hook = self.local_hook  # one hook: on_kill stops what execute started
+        return backend
 
     # --- templating & secrets --------------------------------------------------------------------
 
@@ -218,7 +236,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             self.checkpoint_resume,
             run_key=job_name(self._spec_obj.name, self._identity(context), 1),
             job_name=name,
-            local=self.backend == "local",
+            local=not self.training_backend.remote,
             base_dir=base_dir,
         )
 
@@ -282,7 +300,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
 
     def execute(self, context: Context) -> Any:
         self._spec_obj = self._load_spec(context)
-        if self.backend == "local":
+        if not self.training_backend.remote:  # the job lives in this process: run it attached
             return self._execute_local(context)
         # Plan the first generation now: a spec the planner rejects fails before any AWS call.
         self._plan = self._plan_for(self._name(context, 1), context)
@@ -327,7 +345,10 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         run = self._run_checkpoints(context, self._job_name)
         self._seed_checkpoint(run)
         spec = run.spec if run is not None else self._spec_obj
-        result = self.local_hook.run_job(spec, self._job_name, log=self.log.info)
+        backend: Any = self.training_backend
+        result = backend.run(
+            spec, self._job_name, log=self.log.info, run_identity=run_identity_hash(self._identity(context))
+        )
         return dict(result)
 
     # ResumableJobMixin: submit_job is "ensure the run's job exists" (idempotent).
@@ -582,8 +603,8 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         name = self._job_name
         if not name:
             return
-        if self.backend == "local":
-            self.local_hook.stop(name)
+        if not self.training_backend.remote:
+            self.training_backend.stop(name, reason="task killed")
             return
         try:
             self.hook.stop_training_job(name, reason="task killed")

@@ -77,7 +77,10 @@ def test_dry_run_shows_the_plan_and_launches_nothing(retraining_dag, demo_dir, c
     for task in ("local.stage", "local.train", "local.evaluate", "local.gate", "local.register"):
         assert states[task] == "skipped", (task, states)
     out = capfd.readouterr().out
-    assert "Hosts            1 x 2 process(es) (torch_distributed, torchrun on 127.0.0.1, gloo on CPU)" in out
+    # the local plan shows the exact request SageMaker would receive (launcher mode on a CPU instance)
+    assert "Hosts            1 simulated host(s): algo-1" in out
+    assert "Cost bound       $0 (local)" in out
+    assert '"ContainerEntrypoint": [' in out and '"InstanceType": "ml.m5.xlarge"' in out
 
 
 def test_sagemaker_dry_run_shows_request_cost_and_warnings_without_aws(retraining_dag, capfd, monkeypatch):

@@ -1,0 +1,243 @@
+"""Training backends: where a training job runs, behind one interface.
+
+``TrainingBackend`` is the seam between the operators/task groups and the place a job runs, in
+the shape of the ``ModelRegistry``/``get_registry`` pair of ``hooks/registry.py``: operators and
+task groups ask :func:`get_backend` for the configured backend and use its methods and
+capabilities; they never compare backend names.
+
+* ``SageMakerBackend``: the job runs on SageMaker (``SageMakerTrainingHook``).
+* ``LocalBackend``: the same ``CreateTrainingJob`` request runs on this machine
+  (``LocalTrainingHook`` -> ``local/executor.py``).
+
+Both plan with the one SageMaker planner (``sagemaker/request.py``), so the request is identical.
+Constructing a backend does no I/O (safe at DAG-parse time); hooks are created on first use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import Any, Protocol
+
+from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.results import TrainingResult
+from airflow_dist_training.spec.training import TrainingJobSpec
+
+BACKENDS = ("sagemaker", "local")
+
+
+class TrainingBackend(Protocol):
+    """What operators and task groups need from a place that runs training jobs."""
+
+    name: str
+    #: the job runs on AWS, outside the worker's process: the operator persists its name,
+    #: reattaches after a crash, may defer, stages to FSx, evaluates and registers on AWS, and a
+    #: teardown stops orphaned jobs. A non-remote job lives and dies with the task's process.
+    remote: bool
+
+    def plan(
+        self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
+    ) -> dict[str, Any]:
+        """``{"request", "warnings", "summary", "cost_bound_usd"}``; launches nothing."""
+        ...
+
+    def submit(
+        self,
+        spec: TrainingJobSpec,
+        job_name: str,
+        *,
+        log: Callable[[str], None] | None = None,
+        run_identity: str | None = None,
+    ) -> str: ...
+
+    def describe(self, job_name: str) -> dict[str, Any]: ...
+
+    def stop(self, job_name: str, *, reason: str = "airflow") -> bool: ...
+
+    def logs(self, job_name: str) -> list[str]: ...
+
+    def result(self, job_name: str) -> TrainingResult:
+        """The result of a Completed job (waits for a local job); ``TrainingJobError`` otherwise."""
+        ...
+
+
+class SageMakerBackend:
+    """Jobs on SageMaker, through ``SageMakerTrainingHook``."""
+
+    name = "sagemaker"
+    remote = True
+
+    def __init__(self, *, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    @cached_property
+    def hook(self) -> Any:
+        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    def plan(
+        self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
+    ) -> dict[str, Any]:
+        from airflow_dist_training.sagemaker.request import plan_training_job
+        from airflow_dist_training.sagemaker.summary import render_plan
+
+        plan = plan_training_job(spec, job_name=job_name, region=region, run_identity=run_identity)
+        lines = [render_plan(plan), "Request:", json.dumps(plan.request, indent=1, sort_keys=True)]
+        return {
+            "request": plan.request,
+            "warnings": [str(w) for w in plan.warnings],
+            "summary": "\n".join(lines),
+            "cost_bound_usd": plan.cost_bound_usd,
+            "uploads": plan.uploads,
+        }
+
+    def submit(
+        self,
+        spec: TrainingJobSpec,
+        job_name: str,
+        *,
+        log: Callable[[str], None] | None = None,
+        run_identity: str | None = None,
+    ) -> str:
+        from airflow_dist_training.hooks.training import split_s3_uri
+
+        region = self.region_name or self.hook.conn_region_name or "us-east-1"
+        planned = self.plan(spec, job_name=job_name, region=region, run_identity=run_identity)
+        for upload in planned["uploads"]:
+            if upload.content is not None:
+                bucket, key = split_s3_uri(upload.s3_uri)
+                self.hook.s3_conn.put_object(Bucket=bucket, Key=key, Body=upload.content)
+            elif upload.local_path:
+                self.hook.upload_code(upload.local_path, upload.s3_uri, kms_key=upload.kms_key)
+        self.hook.create_training_job(planned["request"])
+        return job_name
+
+    def describe(self, job_name: str) -> dict[str, Any]:
+        return dict(self.hook.describe_training_job(job_name))
+
+    def stop(self, job_name: str, *, reason: str = "airflow") -> bool:
+        return bool(self.hook.stop_training_job(job_name, reason=reason))
+
+    def logs(self, job_name: str) -> list[str]:
+        return [event.format() for event in self.hook.fetch_log_events(job_name)]
+
+    def result(self, job_name: str) -> TrainingResult:
+        from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
+
+        desc = self.hook.describe_training_job(job_name)
+        if desc.get("TrainingJobStatus") != "Completed":
+            raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
+        return result_from_description(desc)
+
+
+class LocalBackend:
+    """The same request on this machine: simulated hosts (``local/executor.py``)."""
+
+    name = "local"
+    remote = False
+
+    def __init__(self, hook_kwargs: Mapping[str, Any] | None = None) -> None:
+        self.hook_kwargs = dict(hook_kwargs or {})
+
+    @cached_property
+    def hook(self) -> Any:
+        from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+        return LocalTrainingHook(**self.hook_kwargs)
+
+    def plan(
+        self,
+        spec: TrainingJobSpec,
+        *,
+        job_name: str,
+        region: str,
+        run_identity: str | None = None,
+        check_paths: bool = False,
+    ) -> dict[str, Any]:
+        sub = self.hook.submission(
+            spec, job_name, check_paths=check_paths, region=region, run_identity=run_identity, stage=False
+        )
+        executor = self.hook.executor()
+        rp = executor.plan(sub.request, store=sub.store, options=sub.options)
+        hosts = rp.plan.hosts
+        lines = [
+            f"Local job        {job_name}",
+            f"Hosts            {len(hosts)} simulated host(s): {', '.join(hosts)} "
+            f"({'Linux namespaces: /opt/ml, algo-N names, port 7777' if rp.isolation.namespaces else 'relocated layout: ' + rp.isolation.why})",
+            f"Runner           {rp.mode} ({_RUNNER_TEXT[rp.mode]})",
+            f"Python           {rp.python}",
+            "Cost bound       $0 (local)",
+            "Request (the exact CreateTrainingJob request SageMaker would receive):",
+            json.dumps(sub.request, indent=1, sort_keys=True),
+        ]
+        return {
+            "request": sub.request,
+            "warnings": list(sub.warnings) + list(rp.warnings),
+            "summary": "\n".join(lines),
+            "cost_bound_usd": 0.0,
+        }
+
+    def submit(
+        self,
+        spec: TrainingJobSpec,
+        job_name: str,
+        *,
+        log: Callable[[str], None] | None = None,
+        run_identity: str | None = None,
+    ) -> str:
+        self.hook.start_job(spec, job_name, log=log, run_identity=run_identity)
+        return job_name
+
+    def _job(self, job_name: str) -> Any:
+        job = self.hook.executor().get(job_name)
+        if job is None:
+            raise KeyError(f"no local training job {job_name!r} in this process")
+        return job
+
+    def describe(self, job_name: str) -> dict[str, Any]:
+        return dict(self._job(job_name).describe())
+
+    def stop(self, job_name: str, *, reason: str = "airflow") -> bool:
+        return bool(self.hook.stop(job_name))
+
+    def logs(self, job_name: str) -> list[str]:
+        return list(self._job(job_name).logs())
+
+    def result(self, job_name: str) -> TrainingResult:
+        return self._job(job_name).result()  # type: ignore[no-any-return]
+
+    def run(
+        self,
+        spec: TrainingJobSpec,
+        job_name: str,
+        *,
+        log: Callable[[str], None] | None = None,
+        run_identity: str | None = None,
+    ) -> TrainingResult:
+        """submit + result, stopping the job if this process gets SIGTERM (the task is killed)."""
+        return self.hook.run_job(spec, job_name, log=log, run_identity=run_identity)  # type: ignore[no-any-return]
+
+
+_RUNNER_TEXT = {
+    "container": "the request's ContainerEntrypoint: launcher mode",
+    "toolkit": "AWS's sagemaker-training toolkit, the image's 'train' entry point",
+    "builtin": "the project's implementation of the toolkit contract",
+}
+
+
+def get_backend(
+    backend: str,
+    *,
+    aws_conn_id: str | None = "aws_default",
+    region_name: str | None = None,
+    local_hook_kwargs: Mapping[str, Any] | None = None,
+) -> TrainingBackend:
+    """The backend an operator or task group was configured with (``sagemaker`` or ``local``)."""
+    if backend == "sagemaker":
+        return SageMakerBackend(aws_conn_id=aws_conn_id, region_name=region_name)
+    if backend == "local":
+        return LocalBackend(local_hook_kwargs)
+    raise SpecValidationError([Problem("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")])

@@ -65,13 +65,14 @@ def through_endpoint(emu: Any, name: str, epochs: int, data: Path) -> float:
     start = time.perf_counter()
     sm.create_training_job(**request)
     while True:
-        status = sm.describe_training_job(TrainingJobName=name)["TrainingJobStatus"]
+        desc = sm.describe_training_job(TrainingJobName=name)
+        status = desc["TrainingJobStatus"]
         if status in ("Completed", "Failed", "Stopped"):
             break
         time.sleep(0.2)
     elapsed = time.perf_counter() - start
     if status != "Completed":
-        raise SystemExit(f"endpoint job {name} ended {status}")
+        raise SystemExit(f"endpoint job {name} ended {status}: {desc.get('FailureReason')}")
     return elapsed
 
 

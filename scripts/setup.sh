@@ -14,7 +14,7 @@ want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch first, pinned: 2.13.0 resolves to a CPU build on these machines.
   .venv/bin/pip install --quiet -c constraints.txt "torch==2.13.0"
-  .venv/bin/pip install --quiet -c constraints.txt -e ".[local,test,docs]"
+  .venv/bin/pip install --quiet -c constraints.txt -e ".[local,test,docs,emulator]"
   echo "$want" > "$stamp"
 fi
 # Headless Chromium (Debian package) for the trigger-form screenshot and its e2e test. Idempotent.

@@ -91,3 +91,54 @@ def test_retraining_dag_on_sagemaker_trains_evaluates_gates_and_registers(
     assert container["Image"] == SERVING_IMAGE  # the form's inference image, not the training image
     assert container["ModelDataUrl"] == model
     assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == evaluation_uri
+
+
+def test_yaml_pipeline_on_sagemaker_runs_end_to_end(
+    aws_default_on_endpoint: Any, demo_data: Path, airflow_db: Path
+) -> None:
+    """``demo_mlp_local.yaml`` with ``backend: sagemaker`` (and a model package group): the same
+    pipeline file, on the endpoint. Its staging step is dropped: FSx is not emulated, and the
+    training data is already in the endpoint's S3."""
+    from airflow_dist_training.dag_factory import build_dag, load_pipeline
+    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
+
+    endpoint = aws_default_on_endpoint
+    s3 = endpoint.client("s3")
+    s3.create_bucket(Bucket=DEMO_BUCKET)
+    s3.upload_file(str(demo_data / "train" / "data.csv"), DEMO_BUCKET, "data/train/data.csv")
+    path = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
+    pipeline = load_pipeline(path).model_copy(
+        update={
+            "dag_id": "demo_mlp_yaml_on_sagemaker",
+            "backend": "sagemaker",
+            "staging": None,
+            "evaluation": EvaluationStep(
+                script="../../examples/evaluate.py", channel_source=str(demo_data / "test")
+            ),
+            "registry": RegistryStep(model_package_group="demo-mlp-yaml", auto_approve=True),
+        }
+    )
+    dag = build_dag(pipeline, base_dir=path.parent)
+    run = dag.test(run_conf={"epochs": 4})
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "success", states
+    sm = endpoint.client("sagemaker")
+    [job] = sm.list_training_jobs()["TrainingJobSummaries"]
+    assert (
+        sm.describe_training_job(TrainingJobName=job["TrainingJobName"])["TrainingJobStatus"] == "Completed"
+    )
+    [processing] = sm.list_processing_jobs()["ProcessingJobSummaries"]
+    assert (
+        sm.describe_processing_job(ProcessingJobName=processing["ProcessingJobName"])["ProcessingJobStatus"]
+        == "Completed"
+    )
+    [package] = sm.list_model_packages(ModelPackageGroupName="demo-mlp-yaml")["ModelPackageSummaryList"]
+    detail = sm.describe_model_package(ModelPackageName=package["ModelPackageArn"])
+    # no inference image set anywhere: the training image, as planned for the region
+    assert (
+        detail["InferenceSpecification"]["Containers"][0]["Image"]
+        == sm.describe_training_job(TrainingJobName=job["TrainingJobName"])["AlgorithmSpecification"][
+            "TrainingImage"
+        ]
+    )
+    assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"].endswith("/evaluation.json")

@@ -77,7 +77,8 @@ def through_endpoint(emu: Any, name: str, epochs: int, data: Path) -> float:
 
 
 def local_directly(root: Path, name: str, epochs: int, data: Path) -> float:
-    from airflow_dist_training.local.executor import LocalExecutor
+    from airflow_dist_training.emulator.training import EXECUTOR_OPTIONS
+    from airflow_dist_training.local.executor import JobOptions, LocalExecutor
     from airflow_dist_training.local.store import ObjectStore
 
     buckets = root / "buckets"
@@ -89,7 +90,7 @@ def local_directly(root: Path, name: str, epochs: int, data: Path) -> float:
     target = buckets / BUCKET / "data" / "train" / "data.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes((data / "train" / "data.csv").read_bytes())
-    executor = LocalExecutor(root / "jobs", store=ObjectStore(buckets))
+    executor = LocalExecutor(root / "jobs", store=ObjectStore(buckets), options=JobOptions(**EXECUTOR_OPTIONS))
     start = time.perf_counter()
     desc = executor.start(request).wait()
     elapsed = time.perf_counter() - start

@@ -9,7 +9,12 @@ endpoint's state.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,39 +99,67 @@ def test_retraining_dag_on_sagemaker_trains_evaluates_gates_and_registers(
 
 
 def test_yaml_pipeline_on_sagemaker_runs_end_to_end(
-    aws_default_on_endpoint: Any, demo_data: Path, airflow_db: Path
+    aws_default_on_endpoint: Any,
+    demo_data: Path,
+    airflow_db: Path,
+    tmp_path: Path,
 ) -> None:
     """``demo_mlp_local.yaml`` with ``backend: sagemaker`` (and a model package group): the same
     pipeline file, on the endpoint. Its staging step is dropped: FSx is not emulated, and the
     training data is already in the endpoint's S3."""
-    from airflow_dist_training.dag_factory import build_dag, load_pipeline
-    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
+    import yaml
 
     endpoint = aws_default_on_endpoint
     s3 = endpoint.client("s3")
     s3.create_bucket(Bucket=DEMO_BUCKET)
     s3.upload_file(str(demo_data / "train" / "data.csv"), DEMO_BUCKET, "data/train/data.csv")
-    path = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
-    pipeline = load_pipeline(path).model_copy(
-        update={
+    source = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
+    pipeline = yaml.safe_load(source.read_text())
+    pipeline.pop("staging")
+    pipeline.update(
+        {
             "dag_id": "demo_mlp_yaml_on_sagemaker",
             "backend": "sagemaker",
-            "staging": None,
-            "evaluation": EvaluationStep(
-                script="../../examples/evaluate.py", channel_source=str(demo_data / "test")
-            ),
-            "registry": RegistryStep(model_package_group="demo-mlp-yaml", auto_approve=True),
+            "training": str(REPO / "examples" / "specs" / "local_demo.yaml"),
+            "evaluation": {
+                "script": str(REPO / "examples" / "evaluate.py"),
+                "channel_source": str(demo_data / "test"),
+            },
+            "registry": {"model_package_group": "demo-mlp-yaml", "auto_approve": True},
         }
     )
-    dag = build_dag(pipeline, base_dir=path.parent)
-    run = dag.test(run_conf={"epochs": 4})
-    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
-    assert str(run.state) == "success", states
+    (tmp_path / "demo_mlp_sagemaker.yaml").write_text(yaml.safe_dump(pipeline))
+    # `airflow dags test`, as a user runs it: a DAGs folder with this pipeline and its stub, and a
+    # copy of the migrated metadata DB
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (tmp_path / "demo_mlp_sagemaker.yaml").rename(dags / "demo_mlp_sagemaker.yaml")
+    stub = f"from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__, base_dir={str(REPO)!r})\n"
+    (dags / "demo_mlp_sagemaker.py").write_text(stub)
+    with (
+        contextlib.closing(sqlite3.connect(airflow_db / "airflow.db")) as src,
+        contextlib.closing(sqlite3.connect(tmp_path / "airflow.db")) as dst,
+    ):
+        src.backup(dst)
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path}/airflow.db",
+    }
+    airflow = Path(sys.executable).parent / "airflow"
+    proc = subprocess.run(
+        [str(airflow), "dags", "test", "demo_mlp_yaml_on_sagemaker", "-c", '{"epochs": 4}'],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     sm = endpoint.client("sagemaker")
     [job] = sm.list_training_jobs()["TrainingJobSummaries"]
-    assert (
-        sm.describe_training_job(TrainingJobName=job["TrainingJobName"])["TrainingJobStatus"] == "Completed"
-    )
+    training = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
+    assert training["TrainingJobStatus"] == "Completed"
     [processing] = sm.list_processing_jobs()["ProcessingJobSummaries"]
     assert (
         sm.describe_processing_job(ProcessingJobName=processing["ProcessingJobName"])["ProcessingJobStatus"]
@@ -135,10 +168,6 @@ def test_yaml_pipeline_on_sagemaker_runs_end_to_end(
     [package] = sm.list_model_packages(ModelPackageGroupName="demo-mlp-yaml")["ModelPackageSummaryList"]
     detail = sm.describe_model_package(ModelPackageName=package["ModelPackageArn"])
     # no inference image set anywhere: the training image, as planned for the region
-    assert (
-        detail["InferenceSpecification"]["Containers"][0]["Image"]
-        == sm.describe_training_job(TrainingJobName=job["TrainingJobName"])["AlgorithmSpecification"][
-            "TrainingImage"
-        ]
-    )
+    image = training["AlgorithmSpecification"]["TrainingImage"]
+    assert detail["InferenceSpecification"]["Containers"][0]["Image"] == image
     assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"].endswith("/evaluation.json")

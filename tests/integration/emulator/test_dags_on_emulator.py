@@ -22,7 +22,7 @@ import pytest
 
 from .conftest import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("retraining-dag")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DAG_FILE = REPO / "dags" / "distributed_retraining.py"
 DEMO_BUCKET = "adt-demo-bucket"
 SERVING_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/adt-serve:1"

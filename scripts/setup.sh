@@ -15,7 +15,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch first, pinned: 2.13.0 resolves to a CPU build on these machines.
   .venv/bin/pip install --quiet -c constraints.txt "torch==2.13.0"
   # toolkit: AWS's sagemaker-training(+pytorch) sdists build a small C extension with gcc
-  .venv/bin/pip install --quiet -c constraints.txt -e ".[local,test,docs,toolkit]"
+  .venv/bin/pip install --quiet -c constraints.txt -e ".[local,test,docs,toolkit,emulator]"
   echo "$want" > "$stamp"
 fi
 # Headless Chromium (Debian package) for the trigger-form screenshot and its e2e test. Idempotent.

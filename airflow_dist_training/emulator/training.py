@@ -24,6 +24,8 @@ from airflow_dist_training.emulator.logs import TRAINING_LOG_GROUP, JobLogs
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
+# A CI box under load can take a minute to start torch: a rendezvous "hang" only after 5 minutes.
+EXECUTOR_OPTIONS: dict[str, Any] = {"stop_grace_seconds": 5.0, "hang_seconds": 300.0}
 
 
 def naive_utc(value: Any) -> Any:
@@ -123,7 +125,7 @@ class TrainingJobs:
             from airflow_dist_training.local.store import ObjectStore
 
             store = ObjectStore(self.root / "store", s3_client=self.clients("s3"))
-            options = JobOptions(relay_ports=list(self.relay_ports), stop_grace_seconds=5.0)
+            options = JobOptions(**EXECUTOR_OPTIONS, relay_ports=list(self.relay_ports))
             self._executor = LocalExecutor(self.root / "jobs", store=store, options=options)
         return self._executor
 

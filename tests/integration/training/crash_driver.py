@@ -57,7 +57,12 @@ CRASH_DAG = textwrap.dedent(
     with DAG("{DAG_ID}", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False):
         DistributedTrainingOperator(
             task_id="train",
-            spec=spec_dict(name="{{{{ run_id }}}}"),  # the job names start with the run id
+            # the job names start with the run id; S3 channels only: an FSx channel would be
+            # (rightly) refused by the FSx pre-flight, moto having no such file system
+            spec=spec_dict(
+                name="{{{{ run_id }}}}",
+                channels={{"train": {{"type": "s3", "uri": "s3://my-ml-bucket/datasets/train/"}}}},
+            ),
             aws_conn_id=None,
             region_name="us-east-1",
             deferrable=False,

@@ -1,0 +1,116 @@
+"""The endpoint itself: CLI lifecycle (clean stop, no process left), duplicate names, faults, limits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_dist_training.emulator.pytest_plugin import EmulatorProcess
+from airflow_dist_training.errors import CapacityError, TrainingJobError
+
+from .conftest import BUCKET
+from .test_training_on_emulator import _wait_for, make_context, operator, run_task, spec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _processes_under(root: Path) -> list[int]:
+    """PIDs whose command line or working directory is inside ``root`` (the jobs' hosts)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if str(root) in cmdline or cwd.startswith(str(root)):
+            found.append(int(pid))
+    return found
+
+
+def _create_job(endpoint: Any, data_dir: Path, name: str, **spec_overrides: Any) -> dict[str, Any]:
+    from airflow_dist_training.local.executor import pack_source
+    from airflow_dist_training.sagemaker.request import plan_training_job
+    from airflow_dist_training.spec.loading import load_spec
+
+    s3, sm = endpoint.client("s3"), endpoint.client("sagemaker")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.upload_file(str(data_dir / "train" / "data.csv"), BUCKET, "data/train/data.csv")
+    plan = plan_training_job(load_spec(spec(name, **spec_overrides)), job_name=name, region="us-east-1")
+    for upload in plan.uploads:
+        bucket, key = upload.s3_uri[len("s3://") :].split("/", 1)
+        body = upload.content if upload.content is not None else pack_source(upload.local_path)
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    sm.create_training_job(**plan.request)
+    return plan.request
+
+
+def test_cli_stops_cleanly_on_sigint_leaving_no_process(tmp_path: Path, demo_data: Path) -> None:
+    emulator = EmulatorProcess(tmp_path)
+    try:
+        assert emulator.endpoint.startswith("http://127.0.0.1:")
+        request = _create_job(
+            emulator, demo_data, "emu-cli", hyperparameters={"epochs": 100, "epoch-sleep": 2}
+        )
+        sm = emulator.client("sagemaker")
+        with pytest.raises(sm.exceptions.ClientError, match="ResourceInUse"):
+            sm.create_training_job(**request)  # a duplicate name, as on AWS
+        _wait_for(
+            lambda: sm.describe_training_job(TrainingJobName="emu-cli")["SecondaryStatus"] == "Training"
+        )
+        _wait_for(lambda: bool(_processes_under(tmp_path / "jobs")), 60)
+        hosts = _processes_under(tmp_path / "jobs")
+        emulator.proc.send_signal(signal.SIGINT)
+        assert emulator.proc.wait(60) == 0
+    finally:
+        emulator.stop()
+    time.sleep(0.5)
+    assert [p for p in hosts if Path(f"/proc/{p}").exists()] == []
+    assert _processes_under(tmp_path / "jobs") == []
+
+
+def test_capacity_fault_fails_the_job_as_a_capacity_error(sagemaker_endpoint: Any, demo_data: Path) -> None:
+    s3 = sagemaker_endpoint.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.upload_file(str(demo_data / "train" / "data.csv"), BUCKET, "data/train/data.csv")
+    sagemaker_endpoint.inject("insufficient_capacity", count=1)
+    with pytest.raises(CapacityError) as raised:
+        run_task(operator(spec("emu-capacity")), make_context("run-capacity"))
+    desc = sagemaker_endpoint.client("sagemaker").describe_training_job(TrainingJobName=raised.value.job_name)
+    assert desc["TrainingJobStatus"] == "Failed"
+    assert "InsufficientCapacityError" in desc["FailureReason"]
+
+
+def test_throttled_sagemaker_calls_are_retried(sagemaker_endpoint: Any) -> None:
+    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+    sagemaker_endpoint.inject("throttle", share=0.4)
+    hook = SageMakerTrainingHook(aws_conn_id=None, region_name="us-east-1", max_attempts=1)
+    hook.throttle_base_delay = 0.01
+    for _ in range(4):
+        assert hook.describe_training_job_or_none("no-such-job") is None
+    assert sagemaker_endpoint.state()["throttled_calls"] > 0
+
+
+def test_max_runtime_is_enforced(sagemaker_endpoint: Any, demo_data: Path) -> None:
+    s3 = sagemaker_endpoint.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.upload_file(str(demo_data / "train" / "data.csv"), BUCKET, "data/train/data.csv")
+    data = spec(
+        "emu-runtime", hyperparameters={"epochs": 100, "epoch-sleep": 2}, stopping={"max_runtime_seconds": 10}
+    )
+    with pytest.raises(TrainingJobError):
+        run_task(operator(data), make_context("run-runtime"))
+    [summary] = sagemaker_endpoint.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    desc = sagemaker_endpoint.client("sagemaker").describe_training_job(
+        TrainingJobName=summary["TrainingJobName"]
+    )
+    assert desc["SecondaryStatus"] == "MaxRuntimeExceeded"
+    assert desc["TrainingJobStatus"] in ("Failed", "Stopped")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 PIPELINE = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
@@ -27,7 +28,16 @@ def yaml_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) 
         check=True,
         capture_output=True,
     )
-    text = PIPELINE.read_text().replace("../../.adt-demo", str(demo)).replace("../../", f"{REPO}/")
+    # The referenced spec's paths are relative to the working directory (the repository root):
+    # make them absolute, as dags/distributed_retraining.py does.
+    spec = yaml.safe_load((REPO / "examples" / "specs" / "local_demo.yaml").read_text())
+    spec["source"]["source_dir"] = str(REPO / "examples")
+    spec["channels"]["train"]["local_source"] = str(demo / "data" / "train")
+    spec["checkpoint"]["local_uri"] = str(demo / "checkpoints" / "local-demo")
+    spec["output"]["local_uri"] = str(demo / "models")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    text = PIPELINE.read_text().replace("../../examples/specs/local_demo.yaml", str(tmp_path / "spec.yaml"))
+    text = text.replace("../../.adt-demo", str(demo)).replace("../../", f"{REPO}/")
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / "demo_mlp_local.yaml").write_text(text)

@@ -77,3 +77,16 @@ def test_model_archives_with_the_same_files_are_the_same_model_whatever_their_ti
     assert (tmp_path / "a.tar.gz").read_bytes() != (tmp_path / "b.tar.gz").read_bytes()
     assert hook.same_model(a, b) is True
     assert hook.same_model(a, c) is False
+
+
+def test_model_on_s3_compared_with_a_local_one_by_content(s3: Any, tmp_path: Path) -> None:
+    local = _model_tar(tmp_path / "a.tar.gz", b"weights-1", 1_000)
+    _model_tar(tmp_path / "b.tar.gz", b"weights-1", 5_000)
+    s3.put_object(
+        Bucket=BUCKET, Key="models/job-2/output/model.tar.gz", Body=(tmp_path / "b.tar.gz").read_bytes()
+    )
+    s3.put_object(Bucket=BUCKET, Key="models/job-3/output/model.pt", Body=b"not an archive")
+    hook = FingerprintHook(aws_conn_id=None, region_name="us-east-1")
+    assert hook.same_model(f"s3://{BUCKET}/models/job-2/output/model.tar.gz", local) is True
+    assert hook.model_digest(f"s3://{BUCKET}/models/job-3/output/model.pt").startswith("sha256:")
+    assert hook.same_model(f"s3://{BUCKET}/models/job-3/output/model.pt", local) is False

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[3]
 PIPELINE = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
 STUB = "from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retraining-dag")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("yaml-retraining")]
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ The hashes themselves are pure (``airflow_dist_training.retraining.fingerprint``
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tarfile
 from collections.abc import Iterator, Mapping
@@ -157,32 +156,40 @@ class FingerprintHook:
         )
 
     # -- models --------------------------------------------------------------------------------
-    def _read(self, uri: str) -> bytes:
+    def _open(self, uri: str) -> Any:
+        """A readable binary file of the artifact (S3: spooled to disk past 64 MiB, never all in memory)."""
         if uri.startswith("s3://"):
-            bucket, _, key = uri[len("s3://") :].partition("/")
-            return bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        return _local(uri, Path("/")).read_bytes()
+            import tempfile
 
-    def _size(self, uri: str) -> int:
-        if uri.startswith("s3://"):
             bucket, _, key = uri[len("s3://") :].partition("/")
-            return int(self.s3.head_object(Bucket=bucket, Key=key)["ContentLength"])
-        return _local(uri, Path("/")).stat().st_size
+            spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)
+            self.s3.download_fileobj(bucket, key, spool)
+            spool.seek(0)
+            return spool
+        return _local(uri, Path("/")).open("rb")
 
     def model_digest(self, uri: str) -> str:
         """sha256 of a model's bytes; for a ``.tar.gz``/``.tar`` of the members' names and bytes
         (an archive's timestamps differ between two packings of the same files)."""
-        raw = self._read(uri)
-        try:
-            with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
-                digest = hashlib.sha256()
-                for member in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
-                    fh = tar.extractfile(member)
-                    assert fh is not None
-                    digest.update(member.name.encode() + b"\0" + hashlib.sha256(fh.read()).digest())
-                return "tar-sha256:" + digest.hexdigest()
-        except tarfile.TarError:
-            return "sha256:" + hashlib.sha256(raw).hexdigest()
+        with self._open(uri) as fh:
+            try:
+                with tarfile.open(fileobj=fh, mode="r:*") as tar:
+                    digest = hashlib.sha256()
+                    members = sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name)
+                    for member in members:
+                        data = tar.extractfile(member)
+                        assert data is not None
+                        inner = hashlib.sha256()
+                        while block := data.read(_CHUNK):
+                            inner.update(block)
+                        digest.update(member.name.encode() + b"\0" + inner.digest())
+                    return "tar-sha256:" + digest.hexdigest()
+            except tarfile.TarError:
+                fh.seek(0)
+                whole = hashlib.sha256()
+                while block := fh.read(_CHUNK):
+                    whole.update(block)
+                return "sha256:" + whole.hexdigest()
 
     def same_model(self, challenger_uri: str, champion_uri: str) -> bool:
         """Whether two model artifacts hold byte-identical model files."""

@@ -261,7 +261,11 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         """
         if run is None or self.checkpoint_resume == "none":
             return
-        own = self.checkpoint_hook.latest_complete(run.run_uri)
+        try:
+            own = self.checkpoint_hook.latest_complete(run.run_uri)
+        except Exception as exc:  # only informational: the job itself finds the run's checkpoints
+            self.log.info("Could not look at this run's checkpoints under %s: %s", run.run_uri, exc)
+            return
         if own is not None:
             self.log.info("Resuming from this run's own checkpoint %s", own.uri)
         else:

@@ -10,7 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retraining-dag")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-script")]
 
 
 def _demo(tmp_path: Path) -> str:

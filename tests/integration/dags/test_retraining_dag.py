@@ -194,6 +194,22 @@ def test_warm_start_from_the_champion_trains_all_configured_epochs(retraining_da
     assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
     assert "run_summary epochs_trained=2 " in out and "warm_started=1" in out
 
+    # warm_start: promoted reads the stable promotion location; the script takes the model out of
+    # the promoted checkpoint the same way it takes it out of the champion's model.tar.gz
+    from airflow_dist_training.operators.retraining import _promoted_checkpoint
+
+    promoted = demo_dir / "checkpoints" / "promoted"
+    assert _promoted_checkpoint(str(promoted), None, None) == str(promoted)
+    assert _promoted_checkpoint(str(demo_dir / "checkpoints" / "nothing-here"), None, None) is None
+    sys.path.insert(0, str(REPO / "examples"))
+    try:
+        import torch
+        import train
+    finally:
+        sys.path.remove(str(REPO / "examples"))
+    weights = train.warm_start_weights(str(promoted), torch.device("cpu"))
+    assert weights is not None and set(weights) == set(train.build_model(8, 32, 4).state_dict())
+
 
 def test_dry_run_shows_the_plan_and_launches_nothing(retraining_dag, demo_dir, capfd):
     run = retraining_dag.test(run_conf={"backend": "local", "dry_run": True})

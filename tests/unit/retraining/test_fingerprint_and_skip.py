@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from airflow_dist_training.errors import SpecValidationError
@@ -15,6 +17,7 @@ from airflow_dist_training.retraining.fingerprint import (
 )
 from airflow_dist_training.retraining.warm_start import parse_warm_start, warm_start_source
 
+REPO = Path(__file__).resolve().parents[3]
 LISTING = [
     {"Key": "data/train/part-0.csv", "ETag": '"aaa"', "Size": 10},
     {"Key": "data/train/part-1.csv", "ETag": '"bbb"', "Size": 20},
@@ -139,3 +142,16 @@ def test_warm_start_is_one_of_three_choices_and_says_what_it_chose():
     )
     uri, text = warm_start_source("promoted", champion_model_uri="s3://m", promoted_uri=None)
     assert uri is None and "nothing was promoted yet: from scratch" in text
+
+
+def test_warm_start_is_an_input_channel_s3_on_sagemaker_local_source_locally():
+    from airflow_dist_training.retraining.warm_start import with_warm_start_channel
+    from airflow_dist_training.spec.loading import load_spec
+
+    spec = load_spec(REPO / "examples" / "specs" / "local_demo.yaml")
+    on_s3 = with_warm_start_channel(spec, "s3://bucket/models/job-1/output/model.tar.gz")
+    assert on_s3.channels["warm_start"].uri == "s3://bucket/models/job-1/output/model.tar.gz"
+    assert on_s3.channels["train"] == spec.channels["train"]
+    local = with_warm_start_channel(spec, "file:///tmp/models/job-1/output/model.tar.gz")
+    assert local.channels["warm_start"].local_source == "/tmp/models/job-1/output/model.tar.gz"
+    assert "warm_start" not in spec.channels  # the spec itself is unchanged

@@ -121,7 +121,7 @@ def test_operator_constructor_is_cheap_and_templated() -> None:
     from airflow_dist_training.operators.training import DistributedTrainingOperator
 
     op = DistributedTrainingOperator(task_id="t", spec="specs/job.yaml")
-    assert op.template_fields == ("spec", "channels", "aws_conn_id", "region_name")
+    assert op.template_fields == ("spec", "channels", "aws_conn_id", "region_name", "warm_start_uri")
     assert op.max_wait_seconds is None and op.deferrable is False
     assert {link.name for link in op.operator_extra_links} == {
         "Training view",

@@ -65,7 +65,7 @@ class TrainingViewBrowser:
         self.proc, port = start_chromium(self.chromium, Path(self._profile.name), self.width, self.height)
         targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
         page = next(t for t in targets if t.get("type") == "page")
-        self._ws_cm = websockets.connect(page["webSocketDebuggerUrl"], max_size=None)
+        self._ws_cm = websockets.connect(page["webSocketDebuggerUrl"], max_size=None, ping_interval=None)
         self.cdp = Cdp(await self._ws_cm.__aenter__())
         await self.cdp.send("Page.enable")
         await self.cdp.send(

@@ -26,7 +26,13 @@ import pytest
 
 from tests.e2e.airflow_services import AirflowApi, AirflowServices
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("airflow-e2e")]
+# the module fixture starts the services (if first) and watches one whole run
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("airflow-e2e"),
+    pytest.mark.timeout(1800),
+]
 DAG_ID = "adt_e2e_training_view"  # the demo's local group, 8 epochs of >= 1.5 s (tests/e2e/dags)
 REPO = Path(__file__).resolve().parents[2]
 

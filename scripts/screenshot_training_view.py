@@ -36,7 +36,9 @@ READ_STATE = """
   const job = document.querySelector('.job');
   const verdict = document.getElementById('gate-verdict');
   const version = document.getElementById('model-version');
+  const runBadge = document.querySelector('#subtitle .badge');
   return {
+    run_state: runBadge ? runBadge.textContent.trim() : null,
     updated: document.getElementById('root').dataset.updated || null,
     charts,
     job_status: job ? job.dataset.status : null,

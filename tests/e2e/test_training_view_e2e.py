@@ -47,6 +47,11 @@ def watched_run(
     from scripts.screenshot_training_view import TrainingViewBrowser
 
     airflow_api.wait_for_dag(DAG_ID)
+    # The repo's scheduled DAGs start runs as soon as they are parsed; on a small box they starve
+    # the api-server this run needs. Pause them (the tests that need one unpause it).
+    for dag in airflow_api.get("/dags", params={"limit": 100})["dags"]:
+        if dag["dag_id"] != DAG_ID and not dag["is_paused"]:
+            airflow_api.request("PATCH", f"/dags/{dag['dag_id']}", json={"is_paused": True})
     airflow_api.unpause(DAG_ID)
     run_id = airflow_api.trigger_run(DAG_ID, {})
     shots = tmp_path_factory.mktemp("training-view")
@@ -64,7 +69,7 @@ def watched_run(
                     seen["during"] = state
                     await browser.screenshot(shots / "training-view-running.png")
                     break
-                if state.get("job_status") in ("Completed", "Failed"):
+                if state.get("job_status") in ("Completed", "Failed") or state.get("run_state") == "failed":
                     seen["during"] = state  # missed the window: the assertion says so
                     break
                 await asyncio.sleep(0.5)

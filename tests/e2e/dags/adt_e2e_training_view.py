@@ -42,6 +42,8 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["airflow-dist-training", "e2e"],
+    # a task that cannot reach a loaded api-server at start-up fails before running: try again
+    default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=10)},
 ) as dag:
     stage_train_evaluate(
         spec=_spec(),

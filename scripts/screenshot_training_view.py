@@ -36,7 +36,9 @@ READ_STATE = """
   const job = document.querySelector('.job');
   const verdict = document.getElementById('gate-verdict');
   const version = document.getElementById('model-version');
+  const runBadge = document.querySelector('#subtitle .badge');
   return {
+    run_state: runBadge ? runBadge.textContent.trim() : null,
     updated: document.getElementById('root').dataset.updated || null,
     charts,
     job_status: job ? job.dataset.status : null,
@@ -65,7 +67,7 @@ class TrainingViewBrowser:
         self.proc, port = start_chromium(self.chromium, Path(self._profile.name), self.width, self.height)
         targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
         page = next(t for t in targets if t.get("type") == "page")
-        self._ws_cm = websockets.connect(page["webSocketDebuggerUrl"], max_size=None)
+        self._ws_cm = websockets.connect(page["webSocketDebuggerUrl"], max_size=None, ping_interval=None)
         self.cdp = Cdp(await self._ws_cm.__aenter__())
         await self.cdp.send("Page.enable")
         await self.cdp.send(

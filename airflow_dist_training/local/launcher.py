@@ -616,9 +616,11 @@ class LocalJobRun:
         """``<job dir>/status.json``: the status timeline and hosts, replaced atomically."""
         with contextlib.suppress(OSError):
             self.plan.job_dir.mkdir(parents=True, exist_ok=True)
+            last = self.timeline[-1]["status"] if self.timeline else None
             status = {
                 "job_name": self.plan.job_name,
-                "status": self.timeline[-1]["status"] if self.timeline else "Pending",
+                # TrainingJobStatus; the timeline holds the SecondaryStatus history
+                "status": last if last in ("Completed", "Failed", "Stopped") else "InProgress",
                 "hosts": list(self.plan.hosts),
                 "processes_per_host": self.plan.processes_per_host,
                 "timeline": list(self.timeline),

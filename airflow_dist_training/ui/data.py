@@ -132,8 +132,10 @@ def local_job_view(job_dir: str | Path) -> dict[str, Any]:
         except (OSError, ValueError, AttributeError):
             points = []
     timeline = list(status.get("timeline") or [])
+    last = timeline[-1]["status"] if timeline else None
+    primary = last if last in ("Completed", "Failed", "Stopped") else ("InProgress" if timeline else None)
     return {
-        "status": status.get("status"),
+        "status": primary,
         "secondary_status": timeline[-1]["status"] if timeline else None,
         "timeline": timeline,
         "hosts": list(status.get("hosts") or []),

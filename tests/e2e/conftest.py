@@ -10,6 +10,7 @@ set of services on one worker.
 from __future__ import annotations
 
 import atexit
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,7 +56,8 @@ def airflow_services(
     home: Path = tmp_path_factory.mktemp("airflow-e2e-home")
     services = AirflowServices(home=home, extra_env=dict(airflow_services_extra_env))
     atexit.register(services.stop)  # also on KeyboardInterrupt / an aborted session
-    services.start()
+    # a loaded 2-core box (parallel sessions) can take minutes to bring up four services
+    services.start(timeout=float(os.environ.get("ADT_E2E_STARTUP_TIMEOUT", "600")))
     try:
         yield services
     finally:

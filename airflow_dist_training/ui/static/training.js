@@ -94,14 +94,14 @@
       `<td>${c.promoted ? "<b>promoted</b>" : ""}</td><td>${esc((c.reasons || []).join(", "))}</td></tr>`).join("");
     html += `<h2>Checkpoints <span class="muted">${esc(ck.root || "")}</span></h2>`;
     html += rows ? `<table><tr><th>Step</th><th>State</th><th>Retention</th><th></th><th>Why</th></tr>${rows}</table>` : '<p class="muted">No checkpoint report yet.</p>';
-    if (ck.promoted) html += `<p>Promoted: <code>${esc(ck.promoted.uri || ck.promoted.promoted_uri || JSON.stringify(ck.promoted))}</code></p>`;
+    if (ck.promoted) html += `<p>Promoted: step ${esc(ck.promoted.step)} (${esc(ck.promoted.which)}${ck.promoted.metric ? " " + esc(ck.promoted.metric) : ""}) to <code>${esc(ck.promoted.target_uri || ck.promoted.uri)}</code></p>`;
     const gate = s.gate;
     html += "<h2>Evaluation and quality gate</h2>";
     if (gate) {
       const verdict = gate.passed ? "PASSED" : "REJECTED";
       html += `<p id="gate-verdict" class="verdict">Quality gate: ${badge(gate.passed ? "passed" : "rejected")} <b>${verdict}</b></p>`;
       const checks = (gate.checks || []).map((c) =>
-        `<tr><td>${esc(c.metric)}</td><td>${esc(c.check)}</td><td>${badge(c.passed === null ? "n/a" : c.passed ? "passed" : "failed")}</td><td>${esc(c.line || "")}</td></tr>`).join("");
+        `<tr><td>${esc(c.metric)}</td><td>${esc(c.check)}</td><td>${badge(c.status === "PASS" ? "passed" : c.status === "FAIL" ? "failed" : "skipped")}</td><td>${esc(c.reason || "")}</td></tr>`).join("");
       html += checks ? `<table class="gate-checks"><tr><th>Metric</th><th>Check</th><th>Result</th><th></th></tr>${checks}</table>` :
         `<ul>${(gate.reasons || []).map((r) => `<li>${esc(r)}</li>`).join("")}</ul>`;
       if (s.plot_svg) html += `<div class="plot">${s.plot_svg}</div>`;

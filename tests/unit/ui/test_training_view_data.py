@@ -67,7 +67,9 @@ def test_build_run_view_combines_job_checkpoints_gate_and_registration(tmp_path:
     decision = {
         "passed": True,
         "reasons": ["PASS accuracy: 0.9 >= 0.8"],
-        "checks": [{"metric": "accuracy", "check": "min", "passed": True, "line": "0.9 >= 0.8"}],
+        "checks": [
+            {"metric": "accuracy", "check": "min", "status": "PASS", "reason": "PASS accuracy: 0.9 >= 0.8"}
+        ],
         "challenger": {"metrics": {"accuracy": 0.9}},
         "champion": None,
     }

@@ -140,7 +140,7 @@ def stage_train_evaluate(
         staged_channels: dict[str, Any] | None = None
         if staging is not None:
             asset_kwargs = (
-                _asset_kwargs(data_asset, staging, backend, spec_obj, base, aws_conn_id, region_name)
+                _asset_kwargs(data_asset, staging, remote, spec_obj, base, aws_conn_id, region_name)
                 if data_asset is not None
                 else {}
             )
@@ -152,6 +152,7 @@ def stage_train_evaluate(
         check_task = _check_changes_task(
             prefix=prefix,
             backend=backend,
+            remote=remote,
             base=base,
             registry=registry,
             spec_obj=spec_obj,
@@ -159,7 +160,7 @@ def stage_train_evaluate(
             warm_start=warm_start,
             promote_to=checkpoints.promote_to,
             staged_sources={staging.channel: staging.source}
-            if staging is not None and backend == "sagemaker"
+            if staging is not None and remote
             else None,
             aws_conn_id=aws_conn_id,
             region_name=region_name,
@@ -351,7 +352,7 @@ def _check_run_steps(
 def _asset_kwargs(
     asset: Any,
     staging: StagingStep,
-    backend: str,
+    remote: bool,
     spec: TrainingJobSpec,
     base: Path,
     aws_conn_id: str | None,
@@ -361,7 +362,7 @@ def _asset_kwargs(
     from airflow_dist_training.operators.retraining import data_asset_emitter
 
     channel = spec.channels.get(staging.channel)
-    if backend == "local":
+    if not remote:
         source = str(
             (
                 base / (getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}")
@@ -379,6 +380,7 @@ def _check_changes_task(
     *,
     prefix: str,
     backend: str,
+    remote: bool,
     base: Path,
     registry: RegistryStep | None,
     spec_obj: TrainingJobSpec,
@@ -392,7 +394,7 @@ def _check_changes_task(
     """The short circuit before training: skip train/evaluate/gate/register when nothing changed."""
     from airflow.sdk import task
 
-    registry_kind = _registry_kind(registry, backend)
+    registry_kind = _registry_kind(registry, remote)
     group = _group_name(registry, spec_obj)
     local_dir = _local_registry_dir(registry, base)
     promoted = promote_to if promote_to is None or "://" in promote_to else str((base / promote_to).resolve())

@@ -61,7 +61,10 @@ class Emulator:
     ) -> None:
         self.port = port
         self._own_root = root is None
-        self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="adt-emulator-"))
+        # absolute: jobs run with their own folder as the working directory
+        self.root = (
+            Path(root).absolute() if root is not None else Path(tempfile.mkdtemp(prefix="adt-emulator-"))
+        )
         self.faults = Faults(throttle_share=throttle_share, capacity_failures=capacity_failures)
         self._server: Any = None
         self._thread: threading.Thread | None = None

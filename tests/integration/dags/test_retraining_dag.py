@@ -250,3 +250,22 @@ def test_invalid_conf_fails_plan_without_retry(retraining_dag):
     states = _states(run)
     assert states["local.plan"] == "failed", states
     assert states["local.train"] in ("upstream_failed", "skipped")
+
+
+def test_upstream_dag_writes_new_data_and_updates_the_asset_that_schedules_retraining(
+    retraining_dag, demo_dir, monkeypatch
+):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags" / "demo_new_training_data.py"), safe_mode=False)
+    assert bag.import_errors == {}
+    producer = bag.dags["demo_new_training_data"]
+    before = (demo_dir / "source" / "train" / "data.csv").read_bytes()
+    run = producer.test(run_conf={"seed": 11})
+    assert str(run.state) == "success", _states(run)
+    assert (demo_dir / "source" / "train" / "data.csv").read_bytes() != before
+    [event] = _asset_events(run.run_id)
+    assert event["uri"] == "s3://adt-demo-bucket/data/train"  # Airflow normalises the URI
+    assert event["extra"]["seed"] == 11
+    # the asset the producer updates is one the retraining DAG is scheduled on
+    assert "s3://adt-demo-bucket/data/train" in str(retraining_dag.timetable.asset_condition)

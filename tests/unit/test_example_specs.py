@@ -29,22 +29,7 @@ def _has_local_stand_ins(data: Any) -> bool:
 def _cases() -> list[Any]:
     cases = []
     for path in SPECS:
-        cases.append(
-            pytest.param(
-                path,
-                "sagemaker",
-                id=f"{path.stem}-sagemaker",
-                marks=[
-                    pytest.mark.xfail(
-                        reason="issue 11 makes local_demo.yaml valid for SageMaker (launcher strategy); "
-                        "torch_distributed on ml.m5.xlarge is refused",
-                        strict=False,
-                    )
-                ]
-                if path.name == "local_demo.yaml"
-                else [],
-            )
-        )
+        cases.append(pytest.param(path, "sagemaker", id=f"{path.stem}-sagemaker"))
         if _has_local_stand_ins(read_yaml_file(path)):
             cases.append(pytest.param(path, "local", id=f"{path.stem}-local"))
     return cases

@@ -64,7 +64,7 @@ def test_an_upstream_asset_update_starts_a_retraining_run(airflow_api: AirflowAp
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ({"instance_count": 99}, "99 is greater than the maximum of 16"),
+        ({"instance_count": 0}, "0 is less than the minimum of 1"),
         ({"strategy": "horovod"}, "'horovod' is not one of"),
         ({"backend": "kubernetes"}, "'kubernetes' is not one of"),
         ({"learning_rate": 0}, "0 is less than or equal to the minimum of 0"),

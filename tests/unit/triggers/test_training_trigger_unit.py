@@ -166,3 +166,16 @@ def test_import_and_construct_without_aws_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_poller_polls_faster_near_a_completion_only_while_the_listing_is_one_page() -> None:
+    from airflow_dist_training.triggers.polling import JobWatch, TrainingJobPoller, _JobState
+
+    poller = TrainingJobPoller(None, "us-east-1")
+    state = _JobState(description={"TrainingJobStatus": "InProgress", "SecondaryStatus": "Uploading"})
+    state.watches.add(JobWatch(poller, "job", interval=30.0))
+    poller._jobs["job"] = state
+    poller._last_list_pages = 1  # AWS: LastModifiedTimeAfter filters first, one page
+    assert poller.next_interval() == 15.0
+    poller._last_list_pages = 10  # a listing that pages through 1,000 jobs: halving doubles the calls
+    assert poller.next_interval() == 30.0

@@ -720,24 +720,21 @@ class _RequestRun(LocalJobRun):
                 t.start()
                 self._readers.append(t)
 
-    def _pump(self, host: str, stream: Any) -> None:
-        tail = self.tails[host]
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            tail.append(line)
-            self.last_output[host] = time.time()
-            if self.torchrun_started is None and host == self.plan.hosts[0]:
-                if "torchrun" in line or "torch.distributed.run" in line:
-                    self.torchrun_started = time.time()
-            self.metrics.feed(line, host=host)
-            self.log(f"[{host}] {line}")
-        stream.close()
+    def _on_line(self, host: str, line: str) -> None:
+        # what the hang watchdog needs, then the shared handling (tail, live metrics, log)
+        self.last_output[host] = time.time()
+        if self.torchrun_started is None and host == self.plan.hosts[0]:
+            if "torchrun" in line or "torch.distributed.run" in line:
+                self.torchrun_started = time.time()
+        super()._on_line(host, line)
 
     def _base_env(self, hp: HostPlan) -> dict[str, str]:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("PET_", "TORCHELASTIC_", "SM_", "SAGEMAKER_", "ADT_"))
+            # the worker's own ADT_* settings stay out of the job; ADT_DEMO_* are the demo script's test hooks
+            if not k.startswith(("PET_", "TORCHELASTIC_", "SM_", "SAGEMAKER_"))
+            and (not k.startswith("ADT_") or k.startswith("ADT_DEMO_"))
             and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
         }
         python_bin = str(Path(self.rp.python).parent)

@@ -430,15 +430,17 @@ class LocalJobRun:
                 self._readers.append(t)
 
     def _pump(self, host: str, stream: IO[bytes]) -> None:
-        tail = self.tails[host]
         for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            tail.append(line)
-            points = self.metrics.feed(line, host=host)
-            if points:
-                self.append_metric_log(points)
-            self.log(f"[{host}] {line}")
+            self._on_line(host, raw.decode("utf-8", errors="replace").rstrip("\r\n"))
         stream.close()
+
+    def _on_line(self, host: str, line: str) -> None:
+        """One output line of a host: its tail, its metrics (live in metrics.jsonl) and the log."""
+        self.tails[host].append(line)
+        points = self.metrics.feed(line, host=host)
+        if points:
+            self.append_metric_log(points)
+        self.log(f"[{host}] {line}")
 
     # -- waiting
     def wait(self) -> dict[str, int]:

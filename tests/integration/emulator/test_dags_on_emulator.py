@@ -155,7 +155,9 @@ def test_yaml_pipeline_on_sagemaker_runs_end_to_end(
         text=True,
         timeout=900,
     )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert proc.returncode == 0, "\n".join(
+        line for line in (proc.stdout + proc.stderr).splitlines() if "error" in line.lower() or "Error" in line
+    )[-6000:]
     sm = endpoint.client("sagemaker")
     [job] = sm.list_training_jobs()["TrainingJobSummaries"]
     training = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])

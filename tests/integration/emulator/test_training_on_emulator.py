@@ -245,7 +245,7 @@ def test_spot_interruption_resumes_from_the_s3_checkpoint(endpoint: Any) -> None
     # the run's next job resumed from the checkpoint the first one synced to S3, and completed
     assert result["job_name"] != interrupted[0] and result["status"] == "Completed"
     lines = [line for lines in log_lines(endpoint, result["job_name"]).values() for line in lines]
-    assert any("resumed from checkpoint" in line for line in lines), lines[:40]
+    assert any("resumed from this run's checkpoint" in line for line in lines), lines[:40]
 
 
 async def first_event_async(trigger: Any) -> Any:

@@ -116,11 +116,16 @@ def test_yaml_pipeline_on_sagemaker_runs_end_to_end(
     source = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
     pipeline = yaml.safe_load(source.read_text())
     pipeline.pop("staging")
+    # The demo spec's relative paths are meant for the DAG's base_dir (the repo root); a pipeline
+    # resolves a referenced spec's paths against the spec's own folder, so this copy makes them absolute.
+    spec_file = tmp_path / "local_demo.yaml"
+    spec_text = (REPO / "examples" / "specs" / "local_demo.yaml").read_text()
+    spec_file.write_text(spec_text.replace("source_dir: examples", f"source_dir: {REPO / 'examples'}"))
     pipeline.update(
         {
             "dag_id": "demo_mlp_yaml_on_sagemaker",
             "backend": "sagemaker",
-            "training": str(REPO / "examples" / "specs" / "local_demo.yaml"),
+            "training": str(spec_file),
             "evaluation": {
                 "script": str(REPO / "examples" / "evaluate.py"),
                 "channel_source": str(demo_data / "test"),

@@ -56,7 +56,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import sys
 import tarfile
 import tempfile
@@ -797,50 +796,14 @@ class _RequestRun(LocalJobRun):
             argv = [f"--master-addr={master}" if a == "--master-addr=127.0.0.1" else a for a in argv]
         return argv, env, f"{opt_ml}/code"
 
-    # -- waiting: also watch for hangs
-    def wait(self) -> dict[str, int]:
-        return self._wait_with_watchdog()
-
-    def _wait_with_watchdog(self) -> dict[str, int]:
-        last_sync = time.time()
-        failed_at: float | None = None
-        while True:
-            codes = {h: p.poll() for h, p in self.processes.items()}
-            if all(c is not None for c in codes.values()):
-                break
-            now = time.time()
-            if failed_at is None and any(c not in (None, 0) for c in codes.values()):
-                failed_at = now
-                # the host that failed first is the one SageMaker reports
-                self.first_failed = next(h for h, c in codes.items() if c not in (None, 0))
-            if failed_at is not None and now - failed_at > self.failure_grace_seconds:
-                self.log("[local] a host failed: stopping the other hosts")
-                self._signal_all(signal.SIGTERM)
-                self._reap(self.stop_grace_seconds)
-                failed_at = float("inf")
-            if self.hang_reason is None and not self.stop_requested.is_set():
-                reason = self._hang(now)
-                if reason is not None:
-                    self.hang_reason = reason
-                    self.log(f"[local] {reason}")
-                    self.stop(min(self.stop_grace_seconds, 5.0))
-            if (
-                self.max_runtime_seconds is not None
-                and self.training_started is not None
-                and now - self.training_started > self.max_runtime_seconds
-                and not self.stop_requested.is_set()
-            ):
-                self.log(f"[local] MaxRuntimeExceeded: stopping after {self.max_runtime_seconds:.0f} s")
-                self.max_runtime_exceeded = True
-                self.stop()
-            if self.plan.checkpoint_store is not None and now - last_sync >= self.checkpoint_sync_seconds:
-                self.sync_checkpoints()
-                last_sync = now
-            time.sleep(0.05)
-        self.training_ended = time.time()
-        for t in self._readers:
-            t.join(timeout=5)
-        return {h: int(p.returncode) for h, p in self.processes.items()}
+    # -- waiting: the launcher's loop, plus the hang watchdog
+    def _watch(self, now: float) -> None:
+        if self.hang_reason is None and not self.stop_requested.is_set():
+            reason = self._hang(now)
+            if reason is not None:
+                self.hang_reason = reason
+                self.log(f"[local] {reason}")
+                self.stop(min(self.stop_grace_seconds, 5.0))
 
     def _hang(self, now: float) -> str | None:
         """A rendezvous or name-resolution hang, with its cause (None: no hang seen)."""

@@ -454,11 +454,14 @@ class LocalJobRun:
             now = time.time()
             if failed_at is None and any(c not in (None, 0) for c in codes.values()):
                 failed_at = now
+                # the host that failed first is the one SageMaker reports
+                self.first_failed = next(h for h, c in codes.items() if c not in (None, 0))
             if failed_at is not None and now - failed_at > self.failure_grace_seconds:
                 self.log("[local] a host failed: stopping the other hosts")
                 self._signal_all(signal.SIGTERM)
                 self._reap(self.stop_grace_seconds)
                 failed_at = float("inf")
+            self._watch(now)
             if (
                 self.max_runtime_seconds is not None
                 and self.training_started is not None
@@ -478,6 +481,10 @@ class LocalJobRun:
         return {h: int(p.returncode) for h, p in self.processes.items()}
 
     max_runtime_exceeded = False
+    first_failed: str | None = None
+
+    def _watch(self, now: float) -> None:
+        """A subclass's extra check on each pass of the wait loop (the request executor's hang watchdog)."""
 
     def lost_port_race(self, codes: dict[str, int]) -> bool:
         """Another process bound the master port first: the hosts never started training."""

@@ -24,7 +24,11 @@ def test_services_report_healthy(airflow_services: AirflowServices) -> None:
 def test_triggered_run_gets_conf_and_resumes_from_the_triggerer(airflow_api: AirflowApi) -> None:
     airflow_api.wait_for_dag(DAG_ID)
     airflow_api.unpause(DAG_ID)
-    conf = {"instance_count": 4, "strategy": "smddp", "learning_rate": 0.01, "spot": True, "wait_seconds": 2}
+    # Long enough for the worker that deferred to have exited and been reported before the trigger
+    # fires: Airflow 3.3's scheduler fails a resumed task instance (state mismatch, "killed externally")
+    # when the LocalExecutor's success event for the defer exit arrives after the resume was queued.
+    # Seen in CI with 2 s on a loaded 2-core box.
+    conf = {"instance_count": 4, "strategy": "smddp", "learning_rate": 0.01, "spot": True, "wait_seconds": 15}
 
     run_id = airflow_api.trigger_run(DAG_ID, conf)
     run = airflow_api.wait_for_run(DAG_ID, run_id, timeout=240)
@@ -35,7 +39,7 @@ def test_triggered_run_gets_conf_and_resumes_from_the_triggerer(airflow_api: Air
     assert params == {**conf, "instance_type": "ml.p4d.24xlarge", "dry_run": True}
     assert airflow_api.xcom(DAG_ID, run_id, "wait_in_triggerer") == {
         "resumed_from_trigger": True,
-        "waited_seconds": 2,
+        "waited_seconds": 15,
     }
     log = airflow_api.task_log(DAG_ID, run_id, "wait_in_triggerer")
     assert "trigger" in log.lower()

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem
+from airflow_dist_training.sagemaker.strategies import StrategyContext, record_for
 from airflow_dist_training.spec.training import (
     EFSChannel,
     FSxChannel,
@@ -72,32 +73,6 @@ DISTRIBUTION_FLAGS = (
     "sagemaker_multi_worker_mirrored_strategy_enabled",
     "sagemaker_torch_distributed_enabled",
 )
-
-#: Strategies the local backend runs with torchrun (gloo on CPU).
-TORCHRUN_STRATEGIES = frozenset(
-    {Strategy.TORCH_DISTRIBUTED, Strategy.LAUNCHER, Strategy.SMDDP, Strategy.PYTORCHDDP}
-)
-#: Strategies that cannot run locally, with the reason shown to the user.
-UNSUPPORTED_STRATEGIES: dict[Strategy, str] = {
-    Strategy.SMP_V1: (
-        "smp_v1 cannot run on the local backend: SageMaker model parallel needs the smdistributed "
-        "library, MPI and GPUs; use strategy torch_distributed for local runs"
-    ),
-    Strategy.SMP_V2: (
-        "smp_v2 cannot run on the local backend: SageMaker model parallel v2 needs the SMP image "
-        "(torch.sagemaker) and GPUs; use strategy torch_distributed for local runs"
-    ),
-    Strategy.MPI: (
-        "mpi cannot run on the local backend: it needs mpirun and SSH between hosts; "
-        "use strategy torch_distributed (torchrun) for local runs"
-    ),
-    Strategy.PARAMETER_SERVER: (
-        "parameter_server is a TensorFlow strategy; the local backend runs PyTorch (torchrun) only"
-    ),
-    Strategy.MULTI_WORKER_MIRRORED: (
-        "multi_worker_mirrored is a TensorFlow strategy; the local backend runs PyTorch (torchrun) only"
-    ),
-}
 
 Launch = Literal["torchrun", "process"]
 
@@ -359,23 +334,15 @@ def _groups(spec: TrainingJobSpec) -> list[tuple[str, str, list[str]]]:
 
 
 def framework_hyperparameters(spec: TrainingJobSpec) -> dict[str, Any]:
-    """The ``sagemaker_*`` distribution keys the SageMaker SDK v2 adds for the strategy."""
-    strategy = spec.distribution.strategy
-    itype = spec.compute.instance_type
-    out: dict[str, Any] = {}
-    if strategy == Strategy.TORCH_DISTRIBUTED:
-        out["sagemaker_torch_distributed_enabled"] = True
-        if itype is not None:
-            out["sagemaker_instance_type"] = itype
-    elif strategy in (Strategy.SMDDP, Strategy.PYTORCHDDP):
-        out["sagemaker_distributed_dataparallel_enabled"] = True
-        out["sagemaker_instance_type"] = itype
-        out["sagemaker_distributed_dataparallel_custom_mpi_options"] = (
-            spec.distribution.custom_mpi_options or ""
-        )
-        if spec.distribution.torch_distributed:
-            out["sagemaker_torch_distributed_enabled"] = True
-    if spec.compute.instance_groups and spec.distribution.instance_group and strategy != Strategy.LAUNCHER:
+    """The ``sagemaker_*`` distribution keys of the strategy's record, decoded (the local run has no image).
+
+    Unlike the SDK (which encodes no group for torch_distributed), an explicit
+    ``distribution.instance_group`` is always passed on, so torchrun starts on that group only.
+    """
+    record = record_for(spec.distribution.strategy)
+    ctx = StrategyContext(spec=spec, image_uri="")
+    out = {key: decode_hyperparameter(value) for key, value in record.encode(ctx).items()}
+    if spec.compute.instance_groups and spec.distribution.instance_group and record.script_mode:
         out["sagemaker_distribution_instance_groups"] = [spec.distribution.instance_group]
     return out
 
@@ -395,24 +362,12 @@ def validate_local(
     warnings: list[str] = []
     dist = spec.distribution
     strategy = dist.strategy
-    if strategy in UNSUPPORTED_STRATEGIES:
-        problems.append(Problem("distribution.strategy", UNSUPPORTED_STRATEGIES[strategy]))
-    if strategy == Strategy.LAUNCHER and dist.launcher == "mpirun":
-        problems.append(
-            Problem(
-                "distribution.launcher",
-                "mpirun cannot run on the local backend (it needs MPI and SSH between hosts); use launcher: torchrun",
-            )
-        )
-    if strategy in (Strategy.SMDDP, Strategy.PYTORCHDDP):
-        problems.append(
-            Problem(
-                "distribution.strategy",
-                f"{strategy.value} cannot run on the local backend: SMDDP needs NVIDIA GPUs, EFA and the "
-                "smdistributed library; the nearest local equivalent is strategy torch_distributed with "
-                'dist.init_process_group(backend="gloo") on CPU',
-            )
-        )
+    local = record_for(strategy).local
+    if local.refusal is not None:
+        problems.append(Problem("distribution.strategy", local.refusal))
+    if local.check is not None:
+        problems += local.check(spec)
+    torchrun = local.launch == "torchrun"
     group_names = [g[0] for g in _groups(spec)]
     if (
         dist.instance_group is not None
@@ -444,7 +399,7 @@ def validate_local(
             problems.append(
                 Problem("source.entry_point", f"{code_root / spec.source.entry_point} does not exist")
             )
-    if strategy in TORCHRUN_STRATEGIES and not spec.source.entry_point.endswith(".py"):
+    if torchrun and not spec.source.entry_point.endswith(".py"):
         problems.append(
             Problem(
                 "source.entry_point",
@@ -488,7 +443,7 @@ def validate_local(
     # processes
     hosts = spec.compute.count
     ppn = dist.processes_per_host or 1
-    if strategy in TORCHRUN_STRATEGIES:
+    if torchrun:
         total = hosts * ppn
         if total > cpu_count and not allow_oversubscribe:
             problems.append(
@@ -540,14 +495,15 @@ def plan_local_job(
     )
 
     # torchrun hosts: the distribution group (heterogeneous) or every host
-    if strategy in TORCHRUN_STRATEGIES:
+    torchrun = record_for(strategy).local.launch == "torchrun"
+    if torchrun:
         if spec.compute.instance_groups and spec.distribution.instance_group:
             torchrun_hosts = next(h for n, _, h in groups if n == spec.distribution.instance_group)
         else:
             torchrun_hosts = list(hosts)
     else:
         torchrun_hosts = []
-    ppn = (spec.distribution.processes_per_host or 1) if strategy in TORCHRUN_STRATEGIES else 1
+    ppn = (spec.distribution.processes_per_host or 1) if torchrun else 1
 
     # the code
     src = spec.source.source_dir

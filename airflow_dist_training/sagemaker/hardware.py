@@ -1,7 +1,7 @@
 """Hardware rules: what each strategy needs from the instances, with the source of every rule.
 
 Pure. ``check_hardware`` appends problems to a ``StrategyContext`` (called by
-``strategies.check_distribution``); ``scaling_advice`` turns the distributed-training guide's
+``strategies.check_distribution`` with the strategy's record); ``scaling_advice`` turns the distributed-training guide's
 "scale up before scaling out" into plan output.
 """
 
@@ -19,10 +19,10 @@ from airflow_dist_training.sagemaker.catalog import (
     is_trainium,
     lookup_instance,
 )
-from airflow_dist_training.spec.training import Strategy, TrainingJobSpec
+from airflow_dist_training.spec.training import TrainingJobSpec
 
 if TYPE_CHECKING:
-    from airflow_dist_training.sagemaker.strategies import StrategyContext
+    from airflow_dist_training.sagemaker.strategies import StrategyContext, StrategyRecord
 
 # SMDDP's instance types. The SDK still defines fw_utils.SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES
 # ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "local_gpu") and its
@@ -40,12 +40,6 @@ SMDDP_INSTANCE_TYPES = (
     "ml.p5en.48xlarge",
     "local_gpu",
 )
-# Strategies whose launcher honours processes_per_host on SageMaker (the toolkit's MPI runner and our
-# launcher); the others start one process per device whatever it says (sagemaker-training-toolkit
-# torch_distributed / smdataparallel runners).
-PER_HOST_STRATEGIES = {Strategy.MPI, Strategy.SMP_V1, Strategy.LAUNCHER}
-# Strategies that run one process per host and ignore processes_per_host entirely.
-ONE_PER_HOST_STRATEGIES = {Strategy.NONE, Strategy.PARAMETER_SERVER, Strategy.MULTI_WORKER_MIRRORED}
 
 
 def is_neuron_image(uri: str) -> bool:
@@ -68,15 +62,15 @@ def instance_info(instance_type: str) -> InstanceType:
     return lookup_instance(instance_type) or assumed_instance(instance_type)
 
 
-def check_hardware(ctx: StrategyContext) -> None:
-    _check_smddp_instances(ctx)
+def check_hardware(ctx: StrategyContext, record: StrategyRecord, per_host_strategies: list[str]) -> None:
+    """The hardware rules of ``record``'s strategy (``per_host_strategies``: those honouring processes_per_host)."""
+    if record.smddp_instances:
+        check_smddp_instances(ctx)
     _check_image_accelerator(ctx)
-    _check_processes_per_host(ctx)
+    _check_processes_per_host(ctx, record.processes, per_host_strategies)
 
 
-def _check_smddp_instances(ctx: StrategyContext) -> None:
-    if ctx.spec.distribution.strategy not in (Strategy.SMDDP, Strategy.PYTORCHDDP):
-        return
+def check_smddp_instances(ctx: StrategyContext) -> None:
     supported = SMDDP_INSTANCE_TYPES
     for instance_type in ctx.validation_instance_types:
         if instance_type not in supported:
@@ -116,7 +110,7 @@ def _check_image_accelerator(ctx: StrategyContext) -> None:
             )
 
 
-def _check_processes_per_host(ctx: StrategyContext) -> None:
+def _check_processes_per_host(ctx: StrategyContext, processes: str, per_host_strategies: list[str]) -> None:
     """processes_per_host against the devices of the instances that run the strategy.
 
     MPI/Horovod and SMP v1 pin one process per GPU (SageMaker model parallel v1 docs: "processes_per_host
@@ -128,14 +122,14 @@ def _check_processes_per_host(ctx: StrategyContext) -> None:
     if per_host is None:
         return
     strategy = dist.strategy
-    if strategy in ONE_PER_HOST_STRATEGIES:
+    if processes == "one_per_host":
         ctx.warn(
             "distribution.processes_per_host",
             f"is not used by strategy {strategy.value!r} (one process per host); it applies to: "
-            + ", ".join(sorted(s.value for s in PER_HOST_STRATEGIES)),
+            + ", ".join(sorted(per_host_strategies)),
         )
         return
-    if strategy not in PER_HOST_STRATEGIES:
+    if processes != "per_host":
         return  # torchrun/SMDDP: one process per device on SageMaker (request.py warns)
     for instance_type in ctx.validation_instance_types:
         known = lookup_instance(instance_type)
@@ -153,14 +147,14 @@ def _check_processes_per_host(ctx: StrategyContext) -> None:
             ctx.error("distribution.processes_per_host", message)
 
 
-def scaling_advice(spec: TrainingJobSpec, region: str) -> list[str]:
+def scaling_advice(spec: TrainingJobSpec, region: str, *, distributed: bool = True) -> list[str]:
     """The guide's "scale up before you scale out": the same device count on fewer, larger instances
     of the same family (faster NVLink/NeuronLink inside one instance, less traffic between instances),
     with both on-demand cost bounds."""
     compute = spec.compute
     if compute.instance_groups or compute.instance_type is None or compute.count < 2:
         return []
-    if spec.distribution.strategy == Strategy.NONE:
+    if not distributed:  # the strategy's record says it runs one process
         return []
     current = instance_info(compute.instance_type)
     if current.accelerator == "cpu":

@@ -15,7 +15,8 @@ from airflow_dist_training.sagemaker.catalog import (
     malformed_instance_message,
     unknown_instance_message,
 )
-from airflow_dist_training.spec.training import EFSChannel, FSxChannel, InputMode, Strategy, TrainingJobSpec
+from airflow_dist_training.sagemaker.strategies import record_for
+from airflow_dist_training.spec.training import EFSChannel, FSxChannel, InputMode, TrainingJobSpec
 
 MAX_HYPERPARAMETERS = 100
 MAX_HYPERPARAMETER_KEY = 256
@@ -129,7 +130,7 @@ def _check_channels(spec: TrainingJobSpec) -> list[Problem]:
                         )
                     )
     reserved = {"adt_launcher"}
-    if spec.network.network_isolation or spec.distribution.strategy == Strategy.LAUNCHER:
+    if spec.network.network_isolation or not record_for(spec.distribution.strategy).script_mode:
         reserved.add("code")  # the code tarball travels as a channel of this name
     for name in spec.channels:
         if name in reserved:

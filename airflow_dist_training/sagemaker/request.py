@@ -22,6 +22,7 @@ from airflow_dist_training.sagemaker.catalog import (
     lookup_instance,
     prices_for,
 )
+from airflow_dist_training.sagemaker.hardware import scaling_advice
 from airflow_dist_training.sagemaker.images import ImageResolutionError, resolve_image_uri
 from airflow_dist_training.sagemaker.naming import job_name_problems
 from airflow_dist_training.sagemaker.preflight import (
@@ -35,13 +36,12 @@ from airflow_dist_training.sagemaker.strategies import (
     check_distribution,
     distribution_hyperparameters,
     model_parallel_degree,
-    uses_mpi,
+    record_for,
 )
 from airflow_dist_training.spec.training import (
     EFSChannel,
     FSxChannel,
     S3Channel,
-    Strategy,
     TrainingJobSpec,
 )
 
@@ -164,6 +164,7 @@ def plan_training_job(
         )
 
     strategy = spec.distribution.strategy
+    record = record_for(strategy)
     # Heterogeneous clusters: like the SDK's ``EstimatorBase._get_instance_type``, the image follows the
     # first GPU (ml.p*/ml.g*) group, else the first group.
     group_types = [g.instance_type for g in spec.compute.groups]
@@ -171,7 +172,7 @@ def plan_training_job(
     image_uri = ""
     try:
         image_uri = resolve_image_uri(
-            spec.image, region=region, instance_type=first_type, smp_v2=strategy == Strategy.SMP_V2
+            spec.image, region=region, instance_type=first_type, smp_v2=record.smp_v2_image
         )
     except ImageResolutionError as exc:
         problems.append(Problem("image.framework_version", str(exc)))
@@ -187,7 +188,7 @@ def plan_training_job(
     algorithm: dict[str, Any] = {"TrainingInputMode": spec.input_mode.value, "TrainingImage": image_uri}
     if spec.metric_definitions:
         algorithm["MetricDefinitions"] = [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions]
-    if spec.image.framework_version is not None and strategy != Strategy.LAUNCHER:
+    if spec.image.framework_version is not None and record.script_mode:
         algorithm["EnableSageMakerMetricsTimeSeries"] = True
     if spec.image.repository_access_mode is not None:
         image_config: dict[str, Any] = {"TrainingRepositoryAccessMode": spec.image.repository_access_mode}
@@ -214,7 +215,7 @@ def plan_training_job(
 
     channels = [_channel(name, ch) for name, ch in spec.channels.items()]
     source_uri = _source_uri(spec, job_name, uploads)
-    if strategy == Strategy.LAUNCHER:
+    if not record.script_mode:
         hyperparameters = {k: launcher.encode_hyperparameter(v) for k, v in spec.hyperparameters.items()}
         launch = launcher.plan_launch(spec, job_name=job_name, source_uri=source_uri)
         algorithm.update(launch.algorithm)
@@ -267,12 +268,7 @@ def plan_training_job(
     cluster = cluster_facts(spec, ctx.training_group)
     problems += scaling_warnings(spec, cluster)
     problems += _efa_warnings(spec)
-    if spec.distribution.processes_per_host and strategy in (
-        Strategy.TORCH_DISTRIBUTED,
-        Strategy.SMP_V2,
-        Strategy.SMDDP,
-        Strategy.PYTORCHDDP,
-    ):
+    if spec.distribution.processes_per_host and record.processes == "per_device":
         problems.append(
             Problem(
                 "distribution.processes_per_host",
@@ -281,7 +277,6 @@ def plan_training_job(
             )
         )
     cost, note = cost_bound(spec, region)
-    from airflow_dist_training.sagemaker.hardware import scaling_advice
 
     return TrainingPlan(
         job_name=job_name,
@@ -292,7 +287,7 @@ def plan_training_job(
         warnings=warnings_only(problems),
         cost_bound_usd=cost,
         cost_note=note,
-        advice=scaling_advice(spec, region),
+        advice=scaling_advice(spec, region, distributed=record.distributed),
     )
 
 
@@ -422,7 +417,7 @@ def _script_mode_hyperparameters(
         assert spec.output is not None
         model_dir = (
             "/opt/ml/model"
-            if uses_mpi(spec.distribution.strategy)
+            if record_for(spec.distribution.strategy).uses_mpi
             else _s3_join(spec.output.s3_path, job_name, "model")
         )
         encoded["model_dir"] = encode_hyperparameter(model_dir)
@@ -434,13 +429,14 @@ def _is_distributed(spec: TrainingJobSpec) -> bool:
     return (
         spec.compute.count > 1
         or spec.image.framework == "pytorch"
-        or spec.distribution.strategy != Strategy.NONE
+        or record_for(spec.distribution.strategy).distributed
     )
 
 
 def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
     """DebugHookConfig and ProfilerConfig, with the SDK's defaults and exclusions."""
-    if spec.distribution.strategy == Strategy.LAUNCHER:
+    record = record_for(spec.distribution.strategy)
+    if not record.script_mode:
         return {}  # like ModelTrainer: no Debugger or Profiler configs
     assert spec.output is not None
     configs: dict[str, Any] = {}
@@ -448,11 +444,7 @@ def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
     hook = spec.debugger.hook and supported_region
     if hook and spec.checkpoint is not None and spec.checkpoint.local_path and _is_distributed(spec):
         hook = False  # SMDebug does not support distributed jobs with checkpointing (SDK rule)
-    if (
-        hook
-        and spec.image.framework == "tensorflow"
-        and spec.distribution.strategy == Strategy.PARAMETER_SERVER
-    ):
+    if hook and spec.image.framework == "tensorflow" and not record.tensorflow_debug_hook:
         hook = False
     if hook:
         configs["DebugHookConfig"] = {"S3OutputPath": spec.output.s3_path, "CollectionConfigurations": []}
@@ -469,12 +461,9 @@ def cluster_facts(spec: TrainingJobSpec, training_group: str | None = None) -> C
     devices: dict[str, int] = {}
     cluster_size = 0
     processes = 0
-    from airflow_dist_training.sagemaker.hardware import PER_HOST_STRATEGIES
-
+    record = record_for(spec.distribution.strategy)
     # torchrun and SMDDP start one process per device on SageMaker whatever processes_per_host says
-    per_host = (
-        spec.distribution.processes_per_host if spec.distribution.strategy in PER_HOST_STRATEGIES else None
-    )
+    per_host = spec.distribution.processes_per_host if record.processes == "per_host" else None
     for group in spec.compute.groups:
         info = lookup_instance(group.instance_type) or assumed_instance(group.instance_type)
         count = info.devices
@@ -482,10 +471,8 @@ def cluster_facts(spec: TrainingJobSpec, training_group: str | None = None) -> C
         cluster_size += group.instance_count * count
         if training_group is None or group.name == training_group:
             processes += group.instance_count * (per_host or count)
-    if spec.distribution.strategy == Strategy.NONE:
-        processes = spec.compute.count
-    if spec.distribution.strategy == Strategy.PARAMETER_SERVER:
-        processes = spec.compute.count  # one worker per host
+    if record.processes_from_hosts:
+        processes = spec.compute.count  # one process (worker) per host
     mp = model_parallel_degree(spec)
     replicas = max(processes // mp, 1)
     per_device = global_batch = None
@@ -539,7 +526,7 @@ def scaling_warnings(spec: TrainingJobSpec, cluster: ClusterFacts) -> list[Probl
 
 
 def _efa_warnings(spec: TrainingJobSpec) -> list[Problem]:
-    if spec.compute.count < 2 or spec.distribution.strategy == Strategy.NONE:
+    if spec.compute.count < 2 or not record_for(spec.distribution.strategy).distributed:
         return []
     problems = []
     for group in spec.compute.groups:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.sagemaker.catalog import instance_family, is_gpu_family, is_trainium
-from airflow_dist_training.spec.training import Strategy, TrainingJobSpec
+from airflow_dist_training.sagemaker.hardware import check_hardware
+from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, extend_strategy, forget_strategy
 
 # fw_utils.SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS (SDK 2.257.x)
 SMDDP_FRAMEWORK_VERSIONS = {
@@ -46,32 +47,6 @@ _SMP_ENUMS = {
 }
 _SMP_POSITIVE_INTS = ("microbatches", "partitions", "active_microbatches")
 _SMP_BOOLS = ("auto_partition", "contiguous", "load_partition", "horovod", "ddp", "deterministic_server")
-
-# Fields of DistributionSpec that only some strategies read (for "invalid combination" errors).
-_FIELD_STRATEGIES: dict[str, set[Strategy]] = {
-    "custom_mpi_options": {Strategy.SMDDP, Strategy.PYTORCHDDP, Strategy.MPI, Strategy.SMP_V1},
-    "torch_distributed": {Strategy.SMDDP, Strategy.PYTORCHDDP},
-    "smp": {Strategy.SMP_V1, Strategy.SMP_V2},
-    "launcher": {Strategy.LAUNCHER},
-}
-# Strategies that run on one instance group of a heterogeneous cluster (SDK ``validate_distribution``).
-# torch_distributed accepts the group but the SDK encodes nothing for it (a known SDK gap).
-_GROUP_STRATEGIES = {
-    Strategy.SMDDP,
-    Strategy.PYTORCHDDP,
-    Strategy.MPI,
-    Strategy.SMP_V1,
-    Strategy.TORCH_DISTRIBUTED,
-}
-# The SDK rejects an instance group for these ("no distribution strategies enabled").
-_NO_GROUP_STRATEGIES = {Strategy.SMP_V2, Strategy.PARAMETER_SERVER, Strategy.MULTI_WORKER_MIRRORED}
-_FRAMEWORKS: dict[Strategy, set[str]] = {
-    Strategy.PYTORCHDDP: {"pytorch"},
-    Strategy.TORCH_DISTRIBUTED: {"pytorch"},
-    Strategy.SMP_V2: {"pytorch"},
-    Strategy.PARAMETER_SERVER: {"tensorflow"},
-    Strategy.MULTI_WORKER_MIRRORED: {"tensorflow"},
-}
 
 
 @dataclass
@@ -107,7 +82,7 @@ class StrategyContext:
             return None
         if dist.instance_group is not None:
             return dist.instance_group
-        if len(groups) == 1 and dist.strategy not in (Strategy.NONE, Strategy.LAUNCHER):
+        if len(groups) == 1 and record_for(dist.strategy).instance_groups != "unused":
             return groups[0].name
         return None
 
@@ -142,100 +117,100 @@ def _dumps(value: Any) -> str:
 
 def check_distribution(ctx: StrategyContext) -> None:
     """All strategy rules; problems are appended to ``ctx.problems``."""
+    record = record_for(ctx.spec.distribution.strategy)
+    _check_fields(ctx)
+    _check_framework(ctx, record)
+    _check_trainium(ctx, record)
+    _check_instance_group(ctx, record)
+    for rule in record.rules:
+        rule(ctx)
+    check_hardware(ctx, record, [r.strategy.value for r in records() if r.processes == "per_host"])
+
+
+def _check_fields(ctx: StrategyContext) -> None:
+    """A DistributionSpec field set for a strategy that does not read it is an invalid combination."""
     dist = ctx.spec.distribution
-    strategy = dist.strategy
-    for name, allowed in _FIELD_STRATEGIES.items():
-        if (
-            name in dist.model_fields_set
-            and getattr(dist, name) not in (None, False)
-            and strategy not in allowed
-        ):
+    for name in STRATEGY_FIELDS:
+        if name not in dist.model_fields_set or getattr(dist, name) in (None, False):
+            continue
+        allowed = [r.strategy.value for r in records() if name in r.fields]
+        if name not in record_for(dist.strategy).fields:
             ctx.error(
                 f"distribution.{name}",
-                f"is not used by strategy {strategy.value!r}; it applies to: "
-                + ", ".join(sorted(s.value for s in allowed)),
+                f"is not used by strategy {dist.strategy.value!r}; it applies to: "
+                + ", ".join(sorted(allowed)),
             )
-    frameworks = _FRAMEWORKS.get(strategy)
-    if (
-        strategy == Strategy.MULTI_WORKER_MIRRORED
-        and frameworks
-        and ctx.framework
-        and ctx.framework not in frameworks
-    ):
-        ctx.error(  # the SDK's Framework._validate_mwms_config message
-            "distribution.strategy",
-            "Multi Worker Mirrored Strategy is currently only supported with dict_keys(['tensorflow']) "
-            f"frameworks but received {ctx.framework}",
-        )
-    elif frameworks and ctx.framework and ctx.framework not in frameworks:
-        ctx.error(
-            "distribution.strategy",
-            f"{strategy.value} is only supported with the {'/'.join(sorted(frameworks))} framework, "
-            f"not {ctx.framework}",
-        )
-    _check_trainium(ctx)
-    _check_instance_group(ctx)
-    RULES.get(strategy, lambda _ctx: None)(ctx)
-    from airflow_dist_training.sagemaker.hardware import check_hardware
-
-    check_hardware(ctx)
 
 
-def _check_trainium(ctx: StrategyContext) -> None:
-    """SDK ``validate_distribution_for_instance_type``: Trainium only runs torch_distributed."""
-    strategy = ctx.spec.distribution.strategy
-    if not any(is_trainium(t) for t in ctx.validation_instance_types):
+def _check_framework(ctx: StrategyContext, record: StrategyRecord) -> None:
+    frameworks = record.frameworks
+    if not frameworks or not ctx.framework or ctx.framework in frameworks:
         return
-    if strategy in (Strategy.NONE, Strategy.TORCH_DISTRIBUTED, Strategy.LAUNCHER):
+    if record.framework_message is not None:
+        ctx.error("distribution.strategy", record.framework_message.format(framework=ctx.framework))
         return
-    sdk_key = {
-        Strategy.SMDDP: "smdistributed",
-        Strategy.PYTORCHDDP: "pytorchddp",
-        Strategy.SMP_V1: "smdistributed",
-        Strategy.SMP_V2: "smdistributed",
-        Strategy.MPI: "mpi",
-        Strategy.PARAMETER_SERVER: "parameter_server",
-        Strategy.MULTI_WORKER_MIRRORED: "multi_worker_mirrored_strategy",
-    }[strategy]
     ctx.error(
         "distribution.strategy",
-        f"Provided distribution strategy {sdk_key} is not supported for Trainium instances. "
+        f"{record.strategy.value} is only supported with the {'/'.join(sorted(frameworks))} framework, "
+        f"not {ctx.framework}",
+    )
+
+
+def _check_trainium(ctx: StrategyContext, record: StrategyRecord) -> None:
+    """SDK ``validate_distribution_for_instance_type``: Trainium only runs torch_distributed."""
+    if record.trainium_name is None:
+        return
+    if not any(is_trainium(t) for t in ctx.validation_instance_types):
+        return
+    ctx.error(
+        "distribution.strategy",
+        f"Provided distribution strategy {record.trainium_name} is not supported for Trainium instances. "
         "Please specify one of the following supported distribution strategies: ['torch_distributed'] "
         "(or our 'launcher')",
     )
 
 
-def _check_instance_group(ctx: StrategyContext) -> None:
+def _group_strategies() -> list[str]:
+    return sorted(r.strategy.value for r in records() if r.instance_groups == "one_group")
+
+
+def _check_instance_group(ctx: StrategyContext, record: StrategyRecord) -> None:
     """SDK ``validate_distribution`` and ``_distribution_configuration`` rules for heterogeneous clusters."""
     dist = ctx.spec.distribution
     groups = ctx.spec.compute.instance_groups
     strategy = dist.strategy
     if dist.instance_group is None:
-        if groups and len(groups) > 1 and strategy in _GROUP_STRATEGIES | _NO_GROUP_STRATEGIES:
+        if groups and len(groups) > 1 and record.instance_groups != "unused":
             ctx.error(
                 "distribution.instance_group",
                 "Distribution should only contain one instance group name ! "
                 f"Name the instance group that runs {strategy.value}: one of "
                 + ", ".join(g.name for g in groups),
             )
-        elif ctx.training_group and strategy in _NO_GROUP_STRATEGIES:
+        elif ctx.training_group and record.instance_groups == "rejected":
             ctx.error(
                 "compute.instance_groups",
                 "Don't set training instance groups while no distribution strategies enabled! "
                 f"({strategy.value} does not run on an instance group; use instance_type and instance_count)",
             )
         return
-    if strategy not in _GROUP_STRATEGIES:
+    if record.instance_groups != "one_group":
         message = f"is not used by strategy {strategy.value!r}"
-        if strategy in _NO_GROUP_STRATEGIES:
+        if record.instance_groups == "rejected":
             message = (
                 f"Don't set training instance groups while no distribution strategies enabled! ({message})"
             )
         ctx.error(
             "distribution.instance_group",
-            f"{message}; it applies to: " + ", ".join(sorted(s.value for s in _GROUP_STRATEGIES)),
+            f"{message}; it applies to: " + ", ".join(_group_strategies()),
         )
         return
+    _check_named_group(ctx)
+
+
+def _check_named_group(ctx: StrategyContext) -> None:
+    dist = ctx.spec.distribution
+    groups = ctx.spec.compute.instance_groups
     if not groups:
         ctx.error(
             "distribution.instance_group",
@@ -439,8 +414,6 @@ def _check_mwms(ctx: StrategyContext) -> None:
 def _check_launcher(ctx: StrategyContext) -> None:
     if ctx.spec.distribution.launcher == "torchrun" and not ctx.spec.source.entry_point.endswith(".py"):
         ctx.error("source.entry_point", "the torchrun launcher runs python programs (*.py) only")
-    if ctx.spec.network.network_isolation is False:
-        return
     # Our launcher reads its config and code from channels, so network isolation is fine.
 
 
@@ -450,18 +423,6 @@ def _version_tuple(version: str) -> tuple[int, ...]:
         digits = "".join(ch for ch in part if ch.isdigit())
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
-
-
-RULES: dict[Strategy, Callable[[StrategyContext], None]] = {
-    Strategy.SMDDP: _check_smddp,
-    Strategy.PYTORCHDDP: _check_smddp,
-    Strategy.TORCH_DISTRIBUTED: _check_torch_distributed,
-    Strategy.SMP_V1: _check_smp_v1,
-    Strategy.SMP_V2: _check_smp_v2,
-    Strategy.PARAMETER_SERVER: _check_parameter_server,
-    Strategy.MULTI_WORKER_MIRRORED: _check_mwms,
-    Strategy.LAUNCHER: _check_launcher,
-}
 
 
 # ------------------------------------------------------------------------------------------- encoding
@@ -536,44 +497,266 @@ def _instance_group_keys(ctx: StrategyContext) -> dict[str, str]:
     return {"sagemaker_distribution_instance_groups": _dumps([group])} if group else {}
 
 
-ENCODERS: dict[Strategy, Callable[[StrategyContext], dict[str, str]]] = {
-    Strategy.NONE: lambda ctx: {},
-    Strategy.SMDDP: _smddp_keys,
-    Strategy.PYTORCHDDP: _smddp_keys,
-    Strategy.TORCH_DISTRIBUTED: _torch_distributed_keys,
-    Strategy.SMP_V1: _smp_v1_keys,
-    Strategy.SMP_V2: _smp_v2_keys,
-    Strategy.MPI: _mpi_keys,
-    Strategy.PARAMETER_SERVER: lambda ctx: {"sagemaker_parameter_server_enabled": _dumps(True)},
-    Strategy.MULTI_WORKER_MIRRORED: lambda ctx: {
-        "sagemaker_multi_worker_mirrored_strategy_enabled": _dumps(True)
-    },
-    Strategy.LAUNCHER: lambda ctx: {},  # the launcher reads its own config channel
+def _no_keys(ctx: StrategyContext) -> dict[str, str]:
+    return {}
+
+
+def _parameter_server_keys(ctx: StrategyContext) -> dict[str, str]:
+    return {"sagemaker_parameter_server_enabled": _dumps(True)}
+
+
+def _mwms_keys(ctx: StrategyContext) -> dict[str, str]:
+    return {"sagemaker_multi_worker_mirrored_strategy_enabled": _dumps(True)}
+
+
+# -------------------------------------------------------------------------------------------- records
+
+Rule = Callable[[StrategyContext], None]
+Encoder = Callable[[StrategyContext], dict[str, str]]
+#: How a strategy uses an instance group of a heterogeneous cluster (SDK ``validate_distribution``):
+#: "one_group" runs on the named group; "rejected" refuses groups ("no distribution strategies
+#: enabled"); "unused" ignores them (no strategy, our launcher).
+GroupSupport = Literal["one_group", "rejected", "unused"]
+#: Processes per host on SageMaker: one per device whatever processes_per_host says (toolkit torchrun /
+#: smdataparallel runners), processes_per_host as given (MPI runner, our launcher), or one per host.
+Processes = Literal["per_device", "per_host", "one_per_host"]
+#: DistributionSpec fields that only some strategies read (the others reject them).
+STRATEGY_FIELDS = ("custom_mpi_options", "torch_distributed", "smp", "launcher")
+_MODEL_PARALLEL_KEYS = (
+    "partitions",
+    "pipeline_parallel_degree",
+    "tensor_parallel_degree",
+    "context_parallel_degree",
+)
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """How the local backend runs a strategy: with torchrun or as one process per host, or not at all."""
+
+    launch: Literal["torchrun", "process"]
+    refusal: str | None = None  # why the local backend cannot run it (shown at distribution.strategy)
+    check: Callable[[TrainingJobSpec], list[Problem]] | None = None  # extra local-only rules
+
+
+@dataclass(frozen=True)
+class StrategyRecord:
+    """Everything the project knows about one distribution strategy: the one place to add a strategy."""
+
+    strategy: Strategy
+    encode: Encoder  # the ``sagemaker_*`` HyperParameters (script mode)
+    local: LocalRun
+    rules: tuple[Rule, ...] = ()  # SageMaker validation beyond the shared field/framework/group rules
+    frameworks: frozenset[str] = frozenset()  # empty: any framework
+    framework_message: str | None = None  # the SDK's own message when the framework is wrong
+    fields: frozenset[str] = frozenset()  # which of STRATEGY_FIELDS it reads
+    trainium_name: str | None = None  # the SDK's name in its Trainium refusal; None: runs on Trainium
+    instance_groups: GroupSupport = "unused"
+    processes: Processes = "per_device"
+    script_mode: bool = True  # False: the container entrypoint is overridden (our launcher)
+    uses_mpi: bool = False  # the toolkit's MPI runner (TensorFlow model_dir stays local)
+    model_parallel: bool = False  # SMP parameters split the model (model-parallel degree)
+    smp_v2_image: bool = False  # needs the SMP v2 image (image resolution)
+    smddp_instances: bool = False  # only on SMDDP's instance types (hardware rules)
+    distributed: bool = True  # False: a single-process job (EFA warnings, scaling advice, Debugger)
+    processes_from_hosts: bool = False  # cluster facts count one process per host
+    tensorflow_debug_hook: bool = True  # False: the SDK drops DebugHookConfig for TensorFlow
+
+
+def _refuse(message: str) -> LocalRun:
+    return LocalRun(launch="process", refusal=message)
+
+
+def _launcher_local_check(spec: TrainingJobSpec) -> list[Problem]:
+    if spec.distribution.launcher != "mpirun":
+        return []
+    return [
+        Problem(
+            "distribution.launcher",
+            "mpirun cannot run on the local backend (it needs MPI and SSH between hosts); use launcher: torchrun",
+        )
+    ]
+
+
+def _smddp_refusal(name: str) -> str:
+    return (
+        f"{name} cannot run on the local backend: SMDDP needs NVIDIA GPUs, EFA and the "
+        "smdistributed library; the nearest local equivalent is strategy torch_distributed with "
+        'dist.init_process_group(backend="gloo") on CPU'
+    )
+
+
+_SMDDP = {
+    "encode": _smddp_keys,
+    "rules": (_check_smddp,),
+    "fields": frozenset({"custom_mpi_options", "torch_distributed"}),
+    "instance_groups": "one_group",
+    "smddp_instances": True,
 }
+
+_BUILTIN = (
+    StrategyRecord(
+        Strategy.NONE,
+        encode=_no_keys,
+        local=LocalRun("process"),
+        processes="one_per_host",
+        distributed=False,
+        processes_from_hosts=True,
+    ),
+    StrategyRecord(
+        Strategy.SMDDP,
+        local=LocalRun("torchrun", refusal=_smddp_refusal("smddp")),
+        trainium_name="smdistributed",
+        **_SMDDP,  # type: ignore[arg-type]
+    ),
+    StrategyRecord(
+        Strategy.PYTORCHDDP,  # validated and encoded as SMDDP, as SDK >= 2.221.1 does
+        local=LocalRun("torchrun", refusal=_smddp_refusal("pytorchddp")),
+        frameworks=frozenset({"pytorch"}),
+        trainium_name="pytorchddp",
+        **_SMDDP,  # type: ignore[arg-type]
+    ),
+    StrategyRecord(
+        Strategy.TORCH_DISTRIBUTED,
+        encode=_torch_distributed_keys,
+        local=LocalRun("torchrun"),
+        rules=(_check_torch_distributed,),
+        frameworks=frozenset({"pytorch"}),
+        instance_groups="one_group",  # accepted, but the SDK encodes no group for it (a known SDK gap)
+    ),
+    StrategyRecord(
+        Strategy.SMP_V1,
+        encode=_smp_v1_keys,
+        local=_refuse(
+            "smp_v1 cannot run on the local backend: SageMaker model parallel needs the smdistributed "
+            "library, MPI and GPUs; use strategy torch_distributed for local runs"
+        ),
+        rules=(_check_smp_v1,),
+        fields=frozenset({"custom_mpi_options", "smp"}),
+        trainium_name="smdistributed",
+        instance_groups="one_group",
+        processes="per_host",
+        uses_mpi=True,
+        model_parallel=True,
+    ),
+    StrategyRecord(
+        Strategy.SMP_V2,
+        encode=_smp_v2_keys,
+        local=_refuse(
+            "smp_v2 cannot run on the local backend: SageMaker model parallel v2 needs the SMP image "
+            "(torch.sagemaker) and GPUs; use strategy torch_distributed for local runs"
+        ),
+        rules=(_check_smp_v2,),
+        frameworks=frozenset({"pytorch"}),
+        fields=frozenset({"smp"}),
+        trainium_name="smdistributed",
+        instance_groups="rejected",
+        model_parallel=True,
+        smp_v2_image=True,
+    ),
+    StrategyRecord(
+        Strategy.MPI,
+        encode=_mpi_keys,
+        local=_refuse(
+            "mpi cannot run on the local backend: it needs mpirun and SSH between hosts; "
+            "use strategy torch_distributed (torchrun) for local runs"
+        ),
+        fields=frozenset({"custom_mpi_options"}),
+        trainium_name="mpi",
+        instance_groups="one_group",
+        processes="per_host",
+        uses_mpi=True,
+    ),
+    StrategyRecord(
+        Strategy.PARAMETER_SERVER,
+        encode=_parameter_server_keys,
+        local=_refuse(
+            "parameter_server is a TensorFlow strategy; the local backend runs PyTorch (torchrun) only"
+        ),
+        rules=(_check_parameter_server,),
+        frameworks=frozenset({"tensorflow"}),
+        trainium_name="parameter_server",
+        instance_groups="rejected",
+        processes="one_per_host",
+        processes_from_hosts=True,  # one worker per host
+        tensorflow_debug_hook=False,
+    ),
+    StrategyRecord(
+        Strategy.MULTI_WORKER_MIRRORED,
+        encode=_mwms_keys,
+        local=_refuse(
+            "multi_worker_mirrored is a TensorFlow strategy; the local backend runs PyTorch (torchrun) only"
+        ),
+        rules=(_check_mwms,),
+        frameworks=frozenset({"tensorflow"}),
+        framework_message=(  # the SDK's Framework._validate_mwms_config message
+            "Multi Worker Mirrored Strategy is currently only supported with dict_keys(['tensorflow']) "
+            "frameworks but received {framework}"
+        ),
+        trainium_name="multi_worker_mirrored_strategy",
+        instance_groups="rejected",
+        processes="one_per_host",
+    ),
+    StrategyRecord(
+        Strategy.LAUNCHER,  # our launcher: reads its own config channel, no sagemaker_* keys
+        encode=_no_keys,
+        local=LocalRun("torchrun", check=_launcher_local_check),
+        rules=(_check_launcher,),
+        fields=frozenset({"launcher"}),
+        processes="per_host",
+        script_mode=False,
+    ),
+)
+REGISTRY: dict[Strategy, StrategyRecord] = {record.strategy: record for record in _BUILTIN}
+
+
+def record_for(strategy: Strategy | str) -> StrategyRecord:
+    """The record of ``strategy``; a clear error for a strategy nobody registered."""
+    try:
+        return REGISTRY[Strategy(strategy)]
+    except (KeyError, ValueError):
+        raise KeyError(
+            f"distribution strategy {strategy!r} has no record in airflow_dist_training.sagemaker.strategies"
+        ) from None
+
+
+def records() -> list[StrategyRecord]:
+    return list(REGISTRY.values())
+
+
+def register(record: StrategyRecord) -> StrategyRecord:
+    """Add a strategy defined outside this module (tests, extensions); built-ins are records above."""
+    REGISTRY[record.strategy] = record
+    return record
+
+
+def define_strategy(value: str) -> Strategy:
+    """A ``Strategy`` member for a strategy defined outside the enum (then ``register`` its record)."""
+    return extend_strategy(value)
+
+
+def unregister(strategy: Strategy) -> None:
+    if strategy in _BUILTIN_STRATEGIES:
+        raise ValueError(f"{strategy.value!r} is a built-in strategy")
+    REGISTRY.pop(strategy, None)
+    forget_strategy(strategy.value)
+
+
+_BUILTIN_STRATEGIES = frozenset(REGISTRY)
 
 
 def distribution_hyperparameters(ctx: StrategyContext) -> dict[str, str]:
-    return ENCODERS[ctx.spec.distribution.strategy](ctx)
-
-
-def uses_mpi(strategy: Strategy) -> bool:
-    return strategy in (Strategy.MPI, Strategy.SMP_V1)
+    return record_for(ctx.spec.distribution.strategy).encode(ctx)
 
 
 def model_parallel_degree(spec: TrainingJobSpec) -> int:
     """How many devices hold one model replica (1 for pure data parallelism)."""
     smp = spec.distribution.smp
-    if smp is None or spec.distribution.strategy not in (Strategy.SMP_V1, Strategy.SMP_V2):
+    if smp is None or not record_for(spec.distribution.strategy).model_parallel:
         return 1
-    p = smp.parameters
     degree = 1
-    for key in (
-        "partitions",
-        "pipeline_parallel_degree",
-        "tensor_parallel_degree",
-        "context_parallel_degree",
-    ):
-        value = p.get(key)
+    for key in _MODEL_PARALLEL_KEYS:
+        value = smp.parameters.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             degree *= value
     return degree

@@ -3,7 +3,8 @@
 Pure: imports only the standard library and pydantic. Every model is frozen and forbids unknown
 fields, so a typo in YAML is an error naming the field rather than a silently ignored key.
 Cross-field rules that need catalogs (instance types, framework versions) live in
-``airflow_dist_training.spec.validation`` and ``airflow_dist_training.sagemaker.strategies``.
+``airflow_dist_training.sagemaker.preflight`` (spec checks) and
+``airflow_dist_training.sagemaker.strategies`` (one record per distribution strategy).
 """
 
 from __future__ import annotations
@@ -77,6 +78,34 @@ class Strategy(StrEnum):
     PARAMETER_SERVER = "parameter_server"  # TensorFlow
     MULTI_WORKER_MIRRORED = "multi_worker_mirrored"  # TensorFlow MultiWorkerMirroredStrategy
     LAUNCHER = "launcher"  # our launcher: torchrun/mpirun on any image, no training toolkit
+
+    @classmethod
+    def _missing_(cls, value: object) -> Strategy | None:
+        # strategies defined outside the enum (``extend_strategy``) are pseudo-members, as Flag's are
+        return _EXTRA_STRATEGIES.get(value) if isinstance(value, str) else None
+
+
+_EXTRA_STRATEGIES: dict[str, Strategy] = {}
+
+
+def extend_strategy(value: str) -> Strategy:
+    """A ``Strategy`` value beyond the built-in members, accepted by the spec from now on.
+
+    Used by ``sagemaker.strategies.define_strategy``: a strategy is added by one registry record,
+    the enum needs no edit. ``list(Strategy)`` (and the JSON schema) keep the built-in members only.
+    """
+    if value in Strategy._value2member_map_:
+        return Strategy(value)
+    member = str.__new__(Strategy, value)
+    member._name_ = value.upper()
+    member._value_ = value
+    _EXTRA_STRATEGIES[value] = member
+    return member
+
+
+def forget_strategy(value: str) -> None:
+    """Undo ``extend_strategy`` (tests)."""
+    _EXTRA_STRATEGIES.pop(value, None)
 
 
 class ImageSpec(_Model):

@@ -19,45 +19,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# load_pipeline lives with the pipeline checks (pure core); importable from here as before
+from airflow_dist_training.pipeline_checks import load_pipeline
+
 if TYPE_CHECKING:
     from airflow_dist_training.spec.pipeline import PipelineSpec
 
-
-def load_pipeline(path: str | Path) -> PipelineSpec:
-    """Read and validate a pipeline YAML file (errors name the file and the field path)."""
-    path = Path(path)
-    # the spec models are imported on use: importing this module stays cheap at DAG parse time
-    from airflow_dist_training.spec.loading import read_yaml_file, validate_model
-    from airflow_dist_training.spec.pipeline import PipelineSpec, resolve_training_reference
-
-    data = read_yaml_file(path, kind="pipeline")
-    if isinstance(data, dict):
-        data = resolve_training_reference(data, path.parent)
-        data = _default_local_workspace(data)
-    return validate_model(PipelineSpec, data, source=str(path), pipeline=True)
-
-
-def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
-    """Local pipelines: the staged channel and the registry default to the pipeline's workspace
-    (outside the DAGs folder), not to a folder next to the pipeline file."""
-    from airflow_dist_training.pipeline_checks import local_workspace
-
-    dag_id, training = data.get("dag_id"), data.get("training")
-    if data.get("backend", "local") != "local" or not isinstance(dag_id, str) or not isinstance(training, dict):
-        return data
-    workspace = local_workspace(dag_id)
-    staging = data.get("staging")
-    channels = training.get("channels")
-    if isinstance(staging, dict) and isinstance(channels, dict):
-        name = staging.get("channel", "train")
-        channel = channels.get(name)
-        if isinstance(channel, dict) and not channel.get("local_source"):
-            channel = {**channel, "local_source": str(workspace / "channels" / str(name))}
-            data = {**data, "training": {**training, "channels": {**channels, name: channel}}}
-    registry = data.get("registry")
-    if isinstance(registry, dict) and not registry.get("local_dir"):
-        data = {**data, "registry": {**registry, "local_dir": str(workspace / "registry")}}
-    return data
+__all__ = ["build_dag", "dag_from_yaml", "load_pipeline"]
 
 
 def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | None = None) -> Any:

@@ -119,7 +119,7 @@ def _check_evaluation(
 
 
 def _check_gate(gate: Mapping[str, Any], evaluation: EvaluationStep | None) -> list[Problem]:
-    from airflow_dist_training.evaluation.gate import parse_gate_spec
+    from airflow_dist_training.spec.gate import parse_gate_spec
 
     problems: list[Problem] = []
     if evaluation is None:

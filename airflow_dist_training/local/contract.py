@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem
+from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter, encode_hyperparameters
 from airflow_dist_training.sagemaker.strategies import StrategyContext, record_for
 from airflow_dist_training.spec.training import (
     EFSChannel,
@@ -78,19 +79,6 @@ Launch = Literal["torchrun", "process"]
 
 
 # --------------------------------------------------------------------------- hyperparameters
-
-
-def encode_hyperparameters(hyperparameters: Mapping[str, Any]) -> dict[str, str]:
-    """Values as SageMaker SDK v2 writes them into ``hyperparameters.json``: ``json.dumps`` of each."""
-    return {str(k): json.dumps(v) for k, v in hyperparameters.items()}
-
-
-def decode_hyperparameter(value: str) -> Any:
-    """TT:environment.py#read_hyperparameters: ``json.loads``, else the raw string."""
-    try:
-        return json.loads(value)
-    except (ValueError, TypeError):
-        return value
 
 
 def split_hyperparameters(

@@ -15,9 +15,9 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.sagemaker.catalog import assumed_instance, lookup_instance
+from airflow_dist_training.sagemaker.uploads import Upload, s3_bucket
 
 if TYPE_CHECKING:
-    from airflow_dist_training.sagemaker.request import Upload
     from airflow_dist_training.spec.training import TrainingJobSpec
 
 LAUNCHER_CHANNEL = "adt_launcher"
@@ -32,11 +32,6 @@ class LaunchPlan:
     channels: list[dict[str, Any]]
     uploads: list[Upload]
     config: dict[str, Any]
-
-
-def encode_hyperparameter(value: Any) -> str:
-    """Like the SDK's ``safe_serialize`` (ModelTrainer): strings unquoted, the rest JSON."""
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def launcher_script() -> bytes:
@@ -65,10 +60,8 @@ def launch_config(spec: TrainingJobSpec) -> dict[str, Any]:
 
 
 def plan_launch(spec: TrainingJobSpec, *, job_name: str, source_uri: str) -> LaunchPlan:
-    from airflow_dist_training.sagemaker.request import Upload
-
     assert spec.output is not None
-    bucket = spec.output.s3_path[len("s3://") :].split("/", 1)[0]
+    bucket = s3_bucket(spec.output.s3_path)
     prefix = f"s3://{bucket}/{job_name}/{LAUNCHER_CHANNEL}"
     config = launch_config(spec)
     uploads = [

@@ -7,7 +7,6 @@ and reports the cluster size, global batch, warnings and an on-demand cost upper
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,7 @@ from airflow_dist_training.sagemaker.catalog import (
     prices_for,
 )
 from airflow_dist_training.sagemaker.hardware import scaling_advice
+from airflow_dist_training.sagemaker.hyperparameters import encode_hyperparameters, encode_script_mode
 from airflow_dist_training.sagemaker.images import ImageResolutionError, resolve_image_uri
 from airflow_dist_training.sagemaker.naming import job_name_problems
 from airflow_dist_training.sagemaker.preflight import (
@@ -38,6 +38,7 @@ from airflow_dist_training.sagemaker.strategies import (
     model_parallel_degree,
     record_for,
 )
+from airflow_dist_training.sagemaker.uploads import Upload, s3_bucket
 from airflow_dist_training.spec.training import (
     EFSChannel,
     FSxChannel,
@@ -60,17 +61,6 @@ DEBUGGER_UNSUPPORTED_REGIONS = (
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SDK sends it
 RUN_IDENTITY_TAG = "airflow-dist-training:run-identity"
 SOURCE_TARBALL = "sourcedir.tar.gz"
-
-
-@dataclass(frozen=True)
-class Upload:
-    """Something the operator must put in S3 before ``CreateTrainingJob``."""
-
-    s3_uri: str
-    kind: str  # "source" (pack local_path as sourcedir.tar.gz) or "file"
-    local_path: str | None = None
-    content: bytes | None = None
-    kms_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,15 +115,6 @@ def _s3_join(*parts: str) -> str:
         if joined.startswith("s3:/") and not joined.startswith("s3://")
         else joined
     )
-
-
-def _bucket(uri: str) -> str:
-    return uri[len("s3://") :].split("/", 1)[0]
-
-
-def encode_hyperparameter(value: Any) -> str:
-    """SDK v2 script mode: every value is ``json.dumps``-ed (strings get quotes, bools become true)."""
-    return json.dumps(value)
 
 
 def plan_training_job(
@@ -216,7 +197,7 @@ def plan_training_job(
     channels = [_channel(name, ch) for name, ch in spec.channels.items()]
     source_uri = _source_uri(spec, job_name, uploads)
     if not record.script_mode:
-        hyperparameters = {k: launcher.encode_hyperparameter(v) for k, v in spec.hyperparameters.items()}
+        hyperparameters = encode_hyperparameters(spec.hyperparameters, script_mode=False)
         launch = launcher.plan_launch(spec, job_name=job_name, source_uri=source_uri)
         algorithm.update(launch.algorithm)
         channels += launch.channels
@@ -379,7 +360,7 @@ def _source_uri(spec: TrainingJobSpec, job_name: str, uploads: list[Upload]) -> 
     assert source_dir is not None and spec.output is not None
     if source_dir.startswith("s3://"):
         return source_dir
-    uri = f"s3://{_bucket(spec.output.s3_path)}/{job_name}/source/{SOURCE_TARBALL}"
+    uri = f"s3://{s3_bucket(spec.output.s3_path)}/{job_name}/source/{SOURCE_TARBALL}"
     local = source_dir[len("file://") :] if source_dir.startswith("file://") else source_dir
     uploads.append(Upload(s3_uri=uri, kind="source", local_path=local, kms_key=spec.output.kms_key))
     return uri
@@ -402,15 +383,17 @@ def _script_mode_hyperparameters(
     spec: TrainingJobSpec, ctx: StrategyContext, job_name: str, region: str, source_uri: str
 ) -> dict[str, str]:
     submit = "/opt/ml/input/data/code/sourcedir.tar.gz" if spec.network.network_isolation else source_uri
-    encoded = {key: encode_hyperparameter(value) for key, value in spec.hyperparameters.items()}
+    encoded = encode_hyperparameters(spec.hyperparameters)
     encoded.update(
-        {
-            "sagemaker_submit_directory": encode_hyperparameter(submit),
-            "sagemaker_program": encode_hyperparameter(spec.source.entry_point),
-            "sagemaker_container_log_level": encode_hyperparameter(spec.container_log_level),
-            "sagemaker_job_name": encode_hyperparameter(job_name),
-            "sagemaker_region": encode_hyperparameter(region),
-        }
+        encode_hyperparameters(
+            {
+                "sagemaker_submit_directory": submit,
+                "sagemaker_program": spec.source.entry_point,
+                "sagemaker_container_log_level": spec.container_log_level,
+                "sagemaker_job_name": job_name,
+                "sagemaker_region": region,
+            }
+        )
     )
     encoded.update(distribution_hyperparameters(ctx))
     if spec.image.framework == "tensorflow" and "model_dir" not in spec.hyperparameters:
@@ -420,7 +403,7 @@ def _script_mode_hyperparameters(
             if record_for(spec.distribution.strategy).uses_mpi
             else _s3_join(spec.output.s3_path, job_name, "model")
         )
-        encoded["model_dir"] = encode_hyperparameter(model_dir)
+        encoded["model_dir"] = encode_script_mode(model_dir)
     return encoded
 
 

@@ -9,7 +9,6 @@ entrypoint (see ``airflow_dist_training.sagemaker.launcher``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from typing import Any, Literal
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.sagemaker.catalog import instance_family, is_gpu_family, is_trainium
 from airflow_dist_training.sagemaker.hardware import check_hardware
+from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, extend_strategy, forget_strategy
 
 # fw_utils.SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS (SDK 2.257.x)
@@ -108,8 +108,7 @@ class StrategyContext:
         self.problems.append(Problem(path, message, severity="warning"))
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value)
+_dumps = encode_script_mode  # the sagemaker_* keys are script-mode HyperParameters
 
 
 # ---------------------------------------------------------------------------------------------- rules

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from airflow_dist_training.evaluation.gate import GateSpec
+from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.training import TrainingJobSpec, make_scalars_strict
 
 Backend = Literal["local", "sagemaker"]

@@ -1,0 +1,129 @@
+"""The package's import graph has no cycle: every arrow points one way (docs/architecture: layers).
+
+Every import counts, at module level or inside a function (a function-level import only hides a
+cycle from Python, not from the reader); imports under ``if TYPE_CHECKING:`` do not run and are left
+out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "airflow_dist_training"
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+class _Imports(ast.NodeVisitor):
+    def __init__(self, module: str, is_package: bool, known: set[str]) -> None:
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.known = known
+        self.found: set[str] = set()
+
+    def visit_If(self, node: ast.If) -> None:
+        if "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.found.update(alias.name for alias in node.names)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        if node.level:
+            parts = self.package.split(".")
+            parts = parts[: len(parts) - (node.level - 1)]
+            base = ".".join([*parts, base] if base else parts)
+        for alias in node.names:
+            candidate = f"{base}.{alias.name}"
+            self.found.add(candidate if candidate in self.known else base)
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    graph = {}
+    for name, path in modules.items():
+        visitor = _Imports(name, path.name == "__init__.py", known)
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        graph[name] = {m for m in visitor.found if m in known and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert "airflow_dist_training.sagemaker.request" in graph  # the walk found the package
+    assert cycles(graph) == []
+
+
+def test_the_pure_core_imports_no_adapter() -> None:
+    """spec, planning and the local contract do not import hooks, operators, triggers or Airflow."""
+    graph = import_graph()
+    core = ("airflow_dist_training.spec", "airflow_dist_training.sagemaker", "airflow_dist_training.local.contract")
+    adapters = ("airflow_dist_training.hooks", "airflow_dist_training.operators", "airflow_dist_training.triggers")
+    leaks = {
+        (module, dep)
+        for module, deps in graph.items()
+        if module.startswith(core)
+        for dep in deps
+        if dep.startswith(adapters)
+    }
+    assert leaks == set()

@@ -38,6 +38,7 @@ __all__ = [  # the gate's spec lives in spec/gate.py; its names stay importable 
     "summary",
 ]
 
+
 class ChampionUnreadableError(SpecValidationError):
     """The champion's metrics cannot be read or lack a metric the gate compares."""
 
@@ -151,107 +152,13 @@ def evaluate_gate(
     check_thresholds_apply(challenger, spec, challenger_uri)
     if champion is not None:
         check_champion_comparable(champion, spec)
-
     checks: list[dict[str, Any]] = []
-    for name, t in spec.thresholds.items():
+    for name, threshold in spec.thresholds.items():
         value = challenger.metric(name)
         assert value is not None  # check_thresholds_apply
-        higher = t.direction == "higher_is_better"
-        if t.min is not None:
-            checks.append(
-                _check(
-                    name,
-                    "min",
-                    value >= t.min,
-                    f"{_fmt(value)} >= {_fmt(t.min)} (min)",
-                    value=value,
-                    bound=t.min,
-                )
-            )
-        if t.max is not None:
-            checks.append(
-                _check(
-                    name,
-                    "max",
-                    value <= t.max,
-                    f"{_fmt(value)} <= {_fmt(t.max)} (max)",
-                    value=value,
-                    bound=t.max,
-                )
-            )
-        if not t.needs_champion:
-            continue
-        if champion is None:
-            for check in _champion_checks(t).split(", "):
-                checks.append(_check(name, check, None, f"{check}: no champion yet (first approved model)"))
-            continue
-        base = champion.evaluation.metric(name)
-        assert base is not None  # check_champion_comparable
-        gain = value - base if higher else base - value  # > 0 means the challenger is better
-        vs = f"vs champion {champion.id}"
-        op = ">=" if higher else "<="
-        if t.no_regression:
-            checks.append(
-                _check(
-                    name,
-                    "no_regression",
-                    gain >= 0,
-                    f"no regression {vs}: {_fmt(value)} {op} {_fmt(base)}",
-                    value=value,
-                    champion=base,
-                )
-            )
-        if t.min_improvement is not None:
-            checks.append(
-                _check(
-                    name,
-                    "min_improvement",
-                    gain >= t.min_improvement,
-                    f"improvement {vs}: {_signed(gain)} (required {_signed(t.min_improvement)}; "
-                    f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
-                    value=value,
-                    champion=base,
-                    bound=t.min_improvement,
-                )
-            )
-        if t.min_relative_improvement is not None:
-            if base == 0:
-                rel = math.inf if gain > 0 else (0.0 if gain == 0 else -math.inf)
-            else:
-                rel = gain / abs(base)
-            rel_text = f"{rel * 100:+.4g}%" if math.isfinite(rel) else ("+inf%" if rel > 0 else "-inf%")
-            checks.append(
-                _check(
-                    name,
-                    "min_relative_improvement",
-                    rel >= t.min_relative_improvement,
-                    f"relative improvement {vs}: {rel_text} (required {t.min_relative_improvement * 100:+.4g}%; "
-                    f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
-                    value=value,
-                    champion=base,
-                    bound=t.min_relative_improvement,
-                )
-            )
-
-    if champion is not None:
-        mine, theirs = challenger.evaluation_set_hash, champion.evaluation.evaluation_set_hash
-        if mine != theirs:
-            line = (
-                f"evaluation sets differ: challenger {mine or 'unknown'} vs champion {theirs or 'unknown'}"
-                + ("" if spec.require_same_evaluation_set else " (comparison may be unfair)")
-            )
-            if spec.require_same_evaluation_set:
-                checks.append(_check("evaluation_set_hash", "same_evaluation_set", False, line))
-            else:
-                checks.append(
-                    {
-                        "metric": "evaluation_set_hash",
-                        "check": "same_evaluation_set",
-                        "status": "WARN",
-                        "reason": f"WARN evaluation_set_hash: {line}",
-                    }
-                )
-
+        checks += _absolute_checks(name, threshold, value)
+        checks += _champion_relative_checks(name, threshold, value, champion)
+    checks += _evaluation_set_checks(challenger, spec, champion)
     checks.extend(learning_checks(training, same_model_as_champion, champion))
     passed = all(c["status"] != "FAIL" for c in checks)
     # Checks carry floats that may be +-inf (relative change against 0): keep XCom strict JSON.
@@ -274,6 +181,116 @@ def evaluate_gate(
         "thresholds": {k: v.model_dump(exclude_defaults=True) for k, v in spec.thresholds.items()},
         "require_same_evaluation_set": spec.require_same_evaluation_set,
     }
+
+
+def _absolute_checks(name: str, t: MetricThreshold, value: float) -> list[dict[str, Any]]:
+    """``min`` / ``max``: bounds on the challenger alone."""
+    checks = []
+    if t.min is not None:
+        checks.append(
+            _check(
+                name, "min", value >= t.min, f"{_fmt(value)} >= {_fmt(t.min)} (min)", value=value, bound=t.min
+            )
+        )
+    if t.max is not None:
+        checks.append(
+            _check(
+                name, "max", value <= t.max, f"{_fmt(value)} <= {_fmt(t.max)} (max)", value=value, bound=t.max
+            )
+        )
+    return checks
+
+
+def _champion_relative_checks(
+    name: str, t: MetricThreshold, value: float, champion: Champion | None
+) -> list[dict[str, Any]]:
+    """``no_regression`` / ``min_improvement`` / ``min_relative_improvement`` (SKIP without a champion)."""
+    if not t.needs_champion:
+        return []
+    if champion is None:
+        return [
+            _check(name, check, None, f"{check}: no champion yet (first approved model)")
+            for check in _champion_checks(t).split(", ")
+        ]
+    base = champion.evaluation.metric(name)
+    assert base is not None  # check_champion_comparable
+    higher = t.direction == "higher_is_better"
+    gain = value - base if higher else base - value  # > 0 means the challenger is better
+    vs = f"vs champion {champion.id}"
+    checks = []
+    if t.no_regression:
+        op = ">=" if higher else "<="
+        checks.append(
+            _check(
+                name,
+                "no_regression",
+                gain >= 0,
+                f"no regression {vs}: {_fmt(value)} {op} {_fmt(base)}",
+                value=value,
+                champion=base,
+            )
+        )
+    if t.min_improvement is not None:
+        checks.append(
+            _check(
+                name,
+                "min_improvement",
+                gain >= t.min_improvement,
+                f"improvement {vs}: {_signed(gain)} (required {_signed(t.min_improvement)}; "
+                f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
+                value=value,
+                champion=base,
+                bound=t.min_improvement,
+            )
+        )
+    if t.min_relative_improvement is not None:
+        checks.append(_relative_check(name, t, value, base, gain, vs))
+    return checks
+
+
+def _relative_check(
+    name: str, t: MetricThreshold, value: float, base: float, gain: float, vs: str
+) -> dict[str, Any]:
+    assert t.min_relative_improvement is not None
+    if base == 0:
+        rel = math.inf if gain > 0 else (0.0 if gain == 0 else -math.inf)
+    else:
+        rel = gain / abs(base)
+    rel_text = f"{rel * 100:+.4g}%" if math.isfinite(rel) else ("+inf%" if rel > 0 else "-inf%")
+    return _check(
+        name,
+        "min_relative_improvement",
+        rel >= t.min_relative_improvement,
+        f"relative improvement {vs}: {rel_text} (required {t.min_relative_improvement * 100:+.4g}%; "
+        f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
+        value=value,
+        champion=base,
+        bound=t.min_relative_improvement,
+    )
+
+
+def _evaluation_set_checks(
+    challenger: EvaluationResult, spec: GateSpec, champion: Champion | None
+) -> list[dict[str, Any]]:
+    """Challenger and champion evaluated on different sets: FAIL when required, else WARN."""
+    if champion is None:
+        return []
+    mine, theirs = challenger.evaluation_set_hash, champion.evaluation.evaluation_set_hash
+    if mine == theirs:
+        return []
+    line = f"evaluation sets differ: challenger {mine or 'unknown'} vs champion {theirs or 'unknown'}" + (
+        "" if spec.require_same_evaluation_set else " (comparison may be unfair)"
+    )
+    if spec.require_same_evaluation_set:
+        return [_check("evaluation_set_hash", "same_evaluation_set", False, line)]
+    return [
+        {
+            "metric": "evaluation_set_hash",
+            "check": "same_evaluation_set",
+            "status": "WARN",
+            "reason": f"WARN evaluation_set_hash: {line}",
+        }
+    ]
 
 
 # Training metrics that count what the job learned from (``train:epochs_trained``, ...).

@@ -85,66 +85,16 @@ def build_processing_job_request(
     helper modules next to it are importable. ``model_uri`` is a ``model.tar.gz`` or an S3 prefix
     (a checkpoint folder). ``output_uri`` is the S3 prefix that receives ``evaluation.json``.
     """
-    problems: list[Problem] = []
-    if not _JOB_NAME.match(job_name):
-        problems.append(Problem("job_name", f"{job_name!r}: 1-63 letters, digits and hyphens"))
-    if not _ROLE_ARN.match(role_arn or ""):
-        problems.append(
-            Problem("role_arn", f"{role_arn!r} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
-        )
-    if not image_uri:
-        problems.append(Problem("image_uri", "is required for the SageMaker backend"))
-    for field, uri in (
-        ("script", script_uri),
-        ("model_uri", model_uri),
-        ("output_uri", output_uri),
-        ("data_uri", data_uri),
-    ):
-        if uri is not None and not uri.startswith("s3://"):
-            problems.append(Problem(field, f"must be an s3:// URI for the SageMaker backend, got {uri!r}"))
-    if not script_uri.endswith(".py"):
-        problems.append(Problem("script", f"must be a .py file, got {script_uri!r}"))
-    if instance_count < 1:
-        problems.append(Problem("instance_count", "must be at least 1"))
-    if problems:
-        raise SpecValidationError(problems)
-
+    _check_processing_inputs(
+        job_name, role_arn, image_uri, script_uri, model_uri, output_uri, data_uri, instance_count
+    )
     script_name = script_uri.rsplit("/", 1)[1]
-    inputs: list[dict[str, Any]] = [
-        {
-            "InputName": "model",
-            "S3Input": {
-                "S3Uri": model_uri,
-                "LocalPath": MODEL_DIR,
-                "S3DataType": "S3Prefix",
-                "S3InputMode": "File",
-                "S3DataDistributionType": "FullyReplicated",
-            },
-        },
-        {
-            "InputName": "code",
-            "S3Input": {
-                "S3Uri": _s3_prefix_of(script_uri),
-                "LocalPath": CODE_DIR,
-                "S3DataType": "S3Prefix",
-                "S3InputMode": "File",
-                "S3DataDistributionType": "FullyReplicated",
-            },
-        },
+    inputs = [
+        _processing_input("model", model_uri, MODEL_DIR),
+        _processing_input("code", _s3_prefix_of(script_uri), CODE_DIR),
     ]
     if data_uri:
-        inputs.append(
-            {
-                "InputName": "data",
-                "S3Input": {
-                    "S3Uri": data_uri,
-                    "LocalPath": DATA_DIR,
-                    "S3DataType": "S3Prefix",
-                    "S3InputMode": "File",
-                    "S3DataDistributionType": "FullyReplicated",
-                },
-            }
-        )
+        inputs.append(_processing_input("data", data_uri, DATA_DIR))
     env = {**script_environment(MODEL_DIR, OUTPUT_DIR, DATA_DIR if data_uri else None), **(environment or {})}
     output: dict[str, Any] = {
         "Outputs": [
@@ -186,3 +136,52 @@ def build_processing_job_request(
     if tags:
         request["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
     return request
+
+
+def _processing_input(name: str, s3_uri: str, local_path: str) -> dict[str, Any]:
+    return {
+        "InputName": name,
+        "S3Input": {
+            "S3Uri": s3_uri,
+            "LocalPath": local_path,
+            "S3DataType": "S3Prefix",
+            "S3InputMode": "File",
+            "S3DataDistributionType": "FullyReplicated",
+        },
+    }
+
+
+def _check_processing_inputs(
+    job_name: str,
+    role_arn: str,
+    image_uri: str,
+    script_uri: str,
+    model_uri: str,
+    output_uri: str,
+    data_uri: str | None,
+    instance_count: int,
+) -> None:
+    """Every problem of the arguments at once, before any request is built."""
+    problems: list[Problem] = []
+    if not _JOB_NAME.match(job_name):
+        problems.append(Problem("job_name", f"{job_name!r}: 1-63 letters, digits and hyphens"))
+    if not _ROLE_ARN.match(role_arn or ""):
+        problems.append(
+            Problem("role_arn", f"{role_arn!r} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+        )
+    if not image_uri:
+        problems.append(Problem("image_uri", "is required for the SageMaker backend"))
+    for field, uri in (
+        ("script", script_uri),
+        ("model_uri", model_uri),
+        ("output_uri", output_uri),
+        ("data_uri", data_uri),
+    ):
+        if uri is not None and not uri.startswith("s3://"):
+            problems.append(Problem(field, f"must be an s3:// URI for the SageMaker backend, got {uri!r}"))
+    if not script_uri.endswith(".py"):
+        problems.append(Problem("script", f"must be a .py file, got {script_uri!r}"))
+    if instance_count < 1:
+        problems.append(Problem("instance_count", "must be at least 1"))
+    if problems:
+        raise SpecValidationError(problems)

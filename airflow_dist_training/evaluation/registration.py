@@ -224,24 +224,7 @@ def build_create_model_package_request(
     outcome and the audit record URI, and tags repeat the job name for search in the console.
     """
     validate_group_name(group)
-    problems: list[Problem] = []
-    if not model_data_uri.startswith("s3://"):
-        problems.append(
-            Problem("model_data_uri", f"must be an s3:// URI for SageMaker, got {model_data_uri!r}")
-        )
-    if not evaluation_uri.startswith("s3://"):
-        problems.append(
-            Problem(
-                "evaluation_uri",
-                f"must be an s3:// URI (ModelMetrics points SageMaker at it), got {evaluation_uri!r}",
-            )
-        )
-    if not image_uri:
-        problems.append(Problem("image_uri", "is required for a SageMaker model package"))
-    if description is not None and len(description) > _MAX_DESCRIPTION:
-        problems.append(Problem("description", f"is {len(description)} characters; SageMaker allows 1024"))
-    if problems:
-        raise SpecValidationError(problems)
+    _check_package_inputs(model_data_uri, evaluation_uri, image_uri, description)
     metadata = _metadata(
         {
             **lineage_metadata(training, decision, audit_uri),
@@ -252,9 +235,7 @@ def build_create_model_package_request(
     )
     request: dict[str, Any] = {
         "ModelPackageGroupName": group,
-        "ModelPackageDescription": description
-        or f"Trained by {(training or {}).get('job_name') or 'unknown job'}; quality gate "
-        + ("not run" if decision is None else ("passed" if decision.get("passed") else "rejected")),
+        "ModelPackageDescription": description or _default_description(training, decision),
         "InferenceSpecification": {
             "Containers": [{"Image": image_uri, "ModelDataUrl": model_data_uri}],
             "SupportedContentTypes": list(content_types or ["application/json"]),
@@ -274,11 +255,41 @@ def build_create_model_package_request(
     if isinstance(job_arn, str) and job_arn.startswith("arn:"):
         request["MetadataProperties"] = {"GeneratedBy": job_arn}
     all_tags = dict(tags or {})
-    if (training or {}).get("job_name"):
-        all_tags.setdefault("airflow-dist-training:training-job", str(training["job_name"]))  # type: ignore[index]
+    job_name = (training or {}).get("job_name")
+    if job_name:
+        all_tags.setdefault("airflow-dist-training:training-job", str(job_name))
     if all_tags:
         request["Tags"] = [{"Key": k, "Value": v} for k, v in all_tags.items()]
     if client_token:
         request["ClientToken"] = client_token[:36]
         request["CustomerMetadataProperties"][REGISTER_TOKEN_KEY] = client_token[:36]
     return request
+
+
+def _check_package_inputs(
+    model_data_uri: str, evaluation_uri: str, image_uri: str, description: str | None
+) -> None:
+    """Every problem of the arguments at once, before the request is built."""
+    problems: list[Problem] = []
+    if not model_data_uri.startswith("s3://"):
+        problems.append(
+            Problem("model_data_uri", f"must be an s3:// URI for SageMaker, got {model_data_uri!r}")
+        )
+    if not evaluation_uri.startswith("s3://"):
+        problems.append(
+            Problem(
+                "evaluation_uri",
+                f"must be an s3:// URI (ModelMetrics points SageMaker at it), got {evaluation_uri!r}",
+            )
+        )
+    if not image_uri:
+        problems.append(Problem("image_uri", "is required for a SageMaker model package"))
+    if description is not None and len(description) > _MAX_DESCRIPTION:
+        problems.append(Problem("description", f"is {len(description)} characters; SageMaker allows 1024"))
+    if problems:
+        raise SpecValidationError(problems)
+
+
+def _default_description(training: Mapping[str, Any] | None, decision: Mapping[str, Any] | None) -> str:
+    outcome = "not run" if decision is None else ("passed" if decision.get("passed") else "rejected")
+    return f"Trained by {(training or {}).get('job_name') or 'unknown job'}; quality gate {outcome}"

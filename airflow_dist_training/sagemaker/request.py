@@ -33,6 +33,7 @@ from airflow_dist_training.sagemaker.preflight import (
 )
 from airflow_dist_training.sagemaker.strategies import (
     StrategyContext,
+    StrategyRecord,
     check_distribution,
     distribution_hyperparameters,
     model_parallel_degree,
@@ -128,6 +129,50 @@ def plan_training_job(
 
     Raises ``SpecValidationError`` listing every error (warnings go to ``plan.warnings``).
     """
+    record = record_for(spec.distribution.strategy)
+    problems, ctx = _validate(spec, record, job_name=job_name, region=region)
+    _raise_errors(spec, problems)
+    uploads: list[Upload] = []
+    request: dict[str, Any] = {"TrainingJobName": job_name}
+    algorithm = _algorithm_specification(spec, record, ctx.image_uri)
+    request["AlgorithmSpecification"] = algorithm
+    request["RoleArn"] = spec.role_arn
+    request["OutputDataConfig"] = _output_config(spec)
+    request["ResourceConfig"] = _resource_config(spec)
+    request["StoppingCondition"] = _stopping_condition(spec)
+    hyperparameters, channels = _code_and_channels(spec, record, ctx, job_name, region, algorithm, uploads)
+    problems += check_hyperparameters(spec, hyperparameters)
+    _raise_errors(spec, problems)
+    if hyperparameters:
+        request["HyperParameters"] = hyperparameters
+    if channels:
+        request["InputDataConfig"] = channels
+    request.update(_job_settings(spec, region, run_identity))
+    cluster = cluster_facts(spec, ctx.training_group)
+    problems += _plan_warnings(spec, record, cluster)
+    cost, note = cost_bound(spec, region)
+    return TrainingPlan(
+        job_name=job_name,
+        region=region,
+        request=request,
+        cluster=cluster,
+        uploads=uploads,
+        warnings=warnings_only(problems),
+        cost_bound_usd=cost,
+        cost_note=note,
+        advice=scaling_advice(spec, region, distributed=record.distributed),
+    )
+
+
+def _raise_errors(spec: TrainingJobSpec, problems: list[Problem]) -> None:
+    if errors_only(problems):
+        raise SpecValidationError(errors_only(problems), source=spec.source_file)
+
+
+def _validate(
+    spec: TrainingJobSpec, record: StrategyRecord, *, job_name: str, region: str
+) -> tuple[list[Problem], StrategyContext]:
+    """Every problem of the spec for SageMaker (errors and warnings), and the strategy context."""
     problems: list[Problem] = []
     problems += [Problem("name", f"job name {job_name!r} {m}") for m in job_name_problems(job_name)]
     problems += check_spec(spec)
@@ -143,9 +188,6 @@ def plan_training_job(
                 "source.source_dir", "is required for SageMaker jobs: a local directory or an s3:// tarball"
             )
         )
-
-    strategy = spec.distribution.strategy
-    record = record_for(strategy)
     # Heterogeneous clusters: like the SDK's ``EstimatorBase._get_instance_type``, the image follows the
     # first GPU (ml.p*/ml.g*) group, else the first group.
     group_types = [g.instance_type for g in spec.compute.groups]
@@ -160,12 +202,10 @@ def plan_training_job(
     ctx = StrategyContext(spec=spec, image_uri=image_uri)
     check_distribution(ctx)
     problems += ctx.problems
-    if errors_only(problems):
-        raise SpecValidationError(errors_only(problems), source=spec.source_file)
+    return problems, ctx
 
-    assert spec.output is not None and spec.role_arn is not None and spec.source.source_dir is not None
-    uploads: list[Upload] = []
-    request: dict[str, Any] = {"TrainingJobName": job_name}
+
+def _algorithm_specification(spec: TrainingJobSpec, record: StrategyRecord, image_uri: str) -> dict[str, Any]:
     algorithm: dict[str, Any] = {"TrainingInputMode": spec.input_mode.value, "TrainingImage": image_uri}
     if spec.metric_definitions:
         algorithm["MetricDefinitions"] = [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions]
@@ -178,98 +218,106 @@ def plan_training_job(
                 "TrainingRepositoryCredentialsProviderArn": spec.image.repository_credentials_provider_arn
             }
         algorithm["TrainingImageConfig"] = image_config
-    request["AlgorithmSpecification"] = algorithm
-    request["RoleArn"] = spec.role_arn
+    return algorithm
+
+
+def _output_config(spec: TrainingJobSpec) -> dict[str, Any]:
+    assert spec.output is not None  # checked by _validate
     output: dict[str, Any] = {"S3OutputPath": spec.output.s3_path}
     if spec.output.kms_key:
         output["KmsKeyId"] = spec.output.kms_key
     if spec.output.compression == "NONE":
         output["CompressionType"] = "NONE"
-    request["OutputDataConfig"] = output
-    request["ResourceConfig"] = _resource_config(spec)
+    return output
+
+
+def _stopping_condition(spec: TrainingJobSpec) -> dict[str, Any]:
     stopping: dict[str, Any] = {"MaxRuntimeInSeconds": spec.stopping.max_runtime_seconds}
     if spec.spot.enabled and spec.spot.max_wait_seconds is not None:
         stopping["MaxWaitTimeInSeconds"] = spec.spot.max_wait_seconds
     if spec.stopping.max_pending_seconds is not None:
         stopping["MaxPendingTimeInSeconds"] = spec.stopping.max_pending_seconds
-    request["StoppingCondition"] = stopping
+    return stopping
 
+
+def _code_and_channels(
+    spec: TrainingJobSpec,
+    record: StrategyRecord,
+    ctx: StrategyContext,
+    job_name: str,
+    region: str,
+    algorithm: dict[str, Any],
+    uploads: list[Upload],
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """HyperParameters and channels: script mode (the toolkit) or our launcher's entrypoint override."""
     channels = [_channel(name, ch) for name, ch in spec.channels.items()]
     source_uri = _source_uri(spec, job_name, uploads)
     if not record.script_mode:
-        hyperparameters = encode_hyperparameters(spec.hyperparameters, script_mode=False)
         launch = launcher.plan_launch(spec, job_name=job_name, source_uri=source_uri)
         algorithm.update(launch.algorithm)
-        channels += launch.channels
         uploads += launch.uploads
-    else:
-        hyperparameters = _script_mode_hyperparameters(spec, ctx, job_name, region, source_uri)
-        if spec.network.network_isolation:
-            channels.append(_code_channel(source_uri))
-    problems += check_hyperparameters(spec, hyperparameters)
-    if errors_only(problems):
-        raise SpecValidationError(errors_only(problems), source=spec.source_file)
-    if hyperparameters:
-        request["HyperParameters"] = hyperparameters
-    if channels:
-        request["InputDataConfig"] = channels
-    if spec.environment:
-        request["Environment"] = dict(spec.environment)
-    if spec.network.subnets and spec.network.security_group_ids:
-        request["VpcConfig"] = {
-            "Subnets": list(spec.network.subnets),
-            "SecurityGroupIds": list(spec.network.security_group_ids),
-        }
+        return encode_hyperparameters(spec.hyperparameters, script_mode=False), channels + launch.channels
     if spec.network.network_isolation:
-        request["EnableNetworkIsolation"] = True
-    if spec.network.inter_container_encryption:
-        request["EnableInterContainerTrafficEncryption"] = True
+        channels.append(_code_channel(source_uri))
+    return _script_mode_hyperparameters(spec, ctx, job_name, region, source_uri), channels
+
+
+def _job_settings(spec: TrainingJobSpec, region: str, run_identity: str | None) -> dict[str, Any]:
+    """The request's fields after the inputs: environment, network, spot, checkpoints, debugger, tags."""
+    settings: dict[str, Any] = {}
+    if spec.environment:
+        settings["Environment"] = dict(spec.environment)
+    settings.update(_network_settings(spec))
     if spec.spot.enabled:
-        request["EnableManagedSpotTraining"] = True
+        settings["EnableManagedSpotTraining"] = True
     if spec.checkpoint is not None:
         checkpoint: dict[str, Any] = {"S3Uri": spec.checkpoint.s3_uri}
         if spec.checkpoint.local_path:
             checkpoint["LocalPath"] = spec.checkpoint.local_path
-        request["CheckpointConfig"] = checkpoint
-    request.update(_debugger_configs(spec, region))
+        settings["CheckpointConfig"] = checkpoint
+    settings.update(_debugger_configs(spec, region))
     if spec.tensorboard is not None:
         tensorboard: dict[str, Any] = {"S3OutputPath": spec.tensorboard.s3_path}
         if spec.tensorboard.local_path:
             tensorboard["LocalPath"] = spec.tensorboard.local_path
-        request["TensorBoardOutputConfig"] = tensorboard
+        settings["TensorBoardOutputConfig"] = tensorboard
     if spec.max_retry_attempts is not None:
-        request["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
-    request.update(_optional_configs(spec))
+        settings["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
+    settings.update(_optional_configs(spec))
     tags = dict(spec.tags)
     if run_identity is not None:
         tags[RUN_IDENTITY_TAG] = run_identity
     if tags:
-        request["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+        settings["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    return settings
 
-    cluster = cluster_facts(spec, ctx.training_group)
-    problems += scaling_warnings(spec, cluster)
-    problems += _efa_warnings(spec)
+
+def _network_settings(spec: TrainingJobSpec) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    if spec.network.subnets and spec.network.security_group_ids:
+        settings["VpcConfig"] = {
+            "Subnets": list(spec.network.subnets),
+            "SecurityGroupIds": list(spec.network.security_group_ids),
+        }
+    if spec.network.network_isolation:
+        settings["EnableNetworkIsolation"] = True
+    if spec.network.inter_container_encryption:
+        settings["EnableInterContainerTrafficEncryption"] = True
+    return settings
+
+
+def _plan_warnings(spec: TrainingJobSpec, record: StrategyRecord, cluster: ClusterFacts) -> list[Problem]:
+    problems = scaling_warnings(spec, cluster) + _efa_warnings(spec)
     if spec.distribution.processes_per_host and record.processes == "per_device":
         problems.append(
             Problem(
                 "distribution.processes_per_host",
-                f"is used by the local backend only: on SageMaker, {strategy.value} starts one process per device",
+                f"is used by the local backend only: on SageMaker, {record.strategy.value} starts one process "
+                "per device",
                 severity="warning",
             )
         )
-    cost, note = cost_bound(spec, region)
-
-    return TrainingPlan(
-        job_name=job_name,
-        region=region,
-        request=request,
-        cluster=cluster,
-        uploads=uploads,
-        warnings=warnings_only(problems),
-        cost_bound_usd=cost,
-        cost_note=note,
-        advice=scaling_advice(spec, region, distributed=record.distributed),
-    )
+    return problems
 
 
 def _optional_configs(spec: TrainingJobSpec) -> dict[str, Any]:

@@ -117,8 +117,16 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_pure_core_imports_no_adapter() -> None:
     """spec, planning and the local contract do not import hooks, operators, triggers or Airflow."""
     graph = import_graph()
-    core = ("airflow_dist_training.spec", "airflow_dist_training.sagemaker", "airflow_dist_training.local.contract")
-    adapters = ("airflow_dist_training.hooks", "airflow_dist_training.operators", "airflow_dist_training.triggers")
+    core = (
+        "airflow_dist_training.spec",
+        "airflow_dist_training.sagemaker",
+        "airflow_dist_training.local.contract",
+    )
+    adapters = (
+        "airflow_dist_training.hooks",
+        "airflow_dist_training.operators",
+        "airflow_dist_training.triggers",
+    )
     leaks = {
         (module, dep)
         for module, deps in graph.items()

@@ -623,32 +623,34 @@ def plan_local_job(
         distribution_hosts = [h for n, _, gh in groups if n in host_dist_groups for h in gh]
         master = distribution_hosts[0] if distribution_hosts else hosts[0]
         launch: Launch = "torchrun" if host in torchrun_hosts else "process"
-        env = _host_env(
-            entry=spec.source.entry_point,
-            environment=spec.environment,
-            job_name=job_name,
-            job_arn=f"local://{job_dir}",
-            layout=layout,
-            host=host,
-            hosts=hosts,
-            group=group,
-            itype=itype,
-            group_hosts=group_hosts,
-            instance_groups=instance_groups,
-            dist_groups=host_dist_groups,
-            distribution_hosts=distribution_hosts,
-            master=master,
-            resource_config=resource_config,
-            input_data_config=input_data_config,
-            user_hps=user_hps,
-            framework_params=framework_params,
-            reserved=reserved,
-            user_args=user_args,
-            cpu_count=cpu_count,
-            num_gpus=num_gpus,
-            nic=nic,
-            master_port=master_port,
-            region=region,
+        env = host_env(
+            HostFacts(
+                entry=spec.source.entry_point,
+                environment=spec.environment,
+                job_name=job_name,
+                job_arn=f"local://{job_dir}",
+                layout=layout,
+                host=host,
+                hosts=hosts,
+                group=group,
+                itype=itype,
+                group_hosts=group_hosts,
+                instance_groups=instance_groups,
+                dist_groups=host_dist_groups,
+                distribution_hosts=distribution_hosts,
+                master=master,
+                resource_config=resource_config,
+                input_data_config=input_data_config,
+                user_hps=user_hps,
+                framework_params=framework_params,
+                reserved=reserved,
+                user_args=user_args,
+                cpu_count=cpu_count,
+                num_gpus=num_gpus,
+                nic=nic,
+                master_port=master_port,
+                region=region,
+            )
         )
         host_plans.append(
             HostPlan(
@@ -687,140 +689,166 @@ def plan_local_job(
     )
 
 
-def _host_env(
-    *,
-    entry: str,
-    environment: Mapping[str, str],
-    job_name: str,
-    job_arn: str,
-    layout: HostLayout,
-    host: str,
-    hosts: list[str],
-    group: str,
-    itype: str,
-    group_hosts: list[str],
-    instance_groups: list[dict[str, Any]],
-    dist_groups: list[str],
-    distribution_hosts: list[str],
-    master: str,
-    resource_config: dict[str, Any],
-    input_data_config: dict[str, dict[str, str]],
-    user_hps: dict[str, Any],
-    framework_params: dict[str, Any],
-    reserved: dict[str, Any],
-    user_args: list[str],
-    cpu_count: int,
-    num_gpus: int,
-    nic: str,
-    master_port: int,
-    region: str | None,
-) -> dict[str, str]:
+@dataclass(frozen=True)
+class HostFacts:
+    """What one host's environment is computed from (shared by the spec plan and the request plan)."""
+
+    entry: str
+    environment: Mapping[str, str]
+    job_name: str
+    job_arn: str
+    layout: HostLayout
+    host: str
+    hosts: list[str]
+    group: str
+    itype: str
+    group_hosts: list[str]
+    instance_groups: list[dict[str, Any]]
+    dist_groups: list[str]
+    distribution_hosts: list[str]
+    master: str
+    resource_config: dict[str, Any]
+    input_data_config: dict[str, dict[str, str]]
+    user_hps: dict[str, Any]
+    framework_params: dict[str, Any]
+    reserved: dict[str, Any]
+    user_args: list[str]
+    cpu_count: int
+    num_gpus: int
+    nic: str
+    master_port: int
+    region: str | None
+
+    @property
+    def module_name(self) -> str:
+        return self.entry[: -len(".py")] if self.entry.endswith(".py") else self.entry
+
+    @property
+    def channel_dirs(self) -> dict[str, str]:
+        return {c: str(self.layout.channel_dir(c)) for c in self.input_data_config}
+
+    @property
+    def groups_dict(self) -> dict[str, dict[str, Any]]:
+        return {g["instance_group_name"]: g for g in self.instance_groups}
+
+    @property
+    def group_names(self) -> list[str]:
+        return [g["instance_group_name"] for g in self.instance_groups]
+
+
+def host_env(h: HostFacts) -> dict[str, str]:
     """The environment of one host's script: platform, image, toolkit and PyTorch-DLC variables."""
-    module_name = entry[: -len(".py")] if entry.endswith(".py") else entry
-    channels = sorted(input_data_config)
-    channel_dirs = {c: str(layout.channel_dir(c)) for c in input_data_config}
-    groups_dict = {g["instance_group_name"]: g for g in instance_groups}
-    training_env: dict[str, Any] = {
-        "additional_framework_parameters": framework_params,
-        "channel_input_dirs": channel_dirs,
-        "current_host": host,
-        "current_instance_group": group,
-        "current_instance_group_hosts": list(group_hosts),
-        "current_instance_type": itype,
-        "distribution_hosts": distribution_hosts,
-        "distribution_instance_groups": dist_groups,
-        "framework_module": None,
-        "hosts": hosts,
-        "hyperparameters": user_hps,
-        "input_config_dir": str(layout.input_config_dir),
-        "input_data_config": input_data_config,
-        "input_dir": str(layout.input_dir),
-        "instance_groups": [g["instance_group_name"] for g in instance_groups],
-        "instance_groups_dict": groups_dict,
-        "is_hetero": len(instance_groups) > 1,
-        "is_master": host == master,
-        "is_modelparallel_enabled": None,
-        "is_smddpmprun_installed": False,
-        "is_smddprun_installed": False,
-        "job_name": job_name,
-        "log_level": DEFAULT_LOG_LEVEL,
-        "master_hostname": master,
-        "model_dir": str(layout.model_dir),
-        "module_dir": str(layout.code_dir),
-        "module_name": module_name,
-        "network_interface_name": nic,
-        "num_cpus": cpu_count,
-        "num_gpus": num_gpus,
-        "num_neurons": 0,
-        "output_data_dir": str(layout.output_data_dir),
-        "output_dir": str(layout.output_dir),
-        "output_intermediate_dir": str(layout.output_intermediate_dir),
-        "resource_config": resource_config,
-        "topology": [],
-        "user_entry_point": entry,
-    }
     env: dict[str, str] = {}
     # platform: the request's Environment map and the job identity
-    env.update(environment)
-    env["TRAINING_JOB_NAME"] = job_name
-    env["TRAINING_JOB_ARN"] = job_arn
+    env.update(h.environment)
+    env["TRAINING_JOB_NAME"] = h.job_name
+    env["TRAINING_JOB_ARN"] = h.job_arn
     # image ENV (PyTorch DLC)
     env["PYTHONUNBUFFERED"] = "1"
     # toolkit (TT:environment.py#Environment.__init__)
-    env["CURRENT_HOST"] = host
-    env["SAGEMAKER_JOB_NAME"] = str(reserved.get("sagemaker_job_name", ""))
-    if region:
-        env["SAGEMAKER_REGION"] = region
-    sm: dict[str, Any] = {
-        "hosts": hosts,
-        "network_interface_name": nic,
-        "hps": user_hps,
-        "user_entry_point": entry,
-        "framework_params": framework_params,
-        "resource_config": resource_config,
-        "input_data_config": input_data_config,
+    env["CURRENT_HOST"] = h.host
+    env["SAGEMAKER_JOB_NAME"] = str(h.reserved.get("sagemaker_job_name", ""))
+    if h.region:
+        env["SAGEMAKER_REGION"] = h.region
+    for key, value in _sm_variables(h).items():
+        env[env_name(key)] = to_env_value(value) if key != "training_env" else _json(value)
+    for channel, directory in h.channel_dirs.items():
+        env[env_name(f"channel_{channel}")] = directory
+    for key, value in h.user_hps.items():
+        env[env_name(f"hp_{key}")] = to_env_value(value)
+    # ours: the checkpoint directory (the classic toolkit exports none) and a local-mode marker
+    env["SM_CHECKPOINT_DIR"] = str(h.layout.checkpoint_dir)
+    env["ADT_LOCAL_BACKEND"] = "1"
+    # PyTorch DLC (PT:training.py#train): NCCL and master variables; torchrun overrides MASTER_* for workers
+    env["NCCL_SOCKET_IFNAME"] = h.nic
+    env["NCCL_IB_DISABLE"] = "1"
+    env["NCCL_DEBUG"] = "WARN"
+    env["MASTER_ADDR"] = "127.0.0.1"  # stands in for the master host name, which does not resolve locally
+    env["MASTER_PORT"] = str(h.master_port)
+    env["PYTHONPATH"] = str(h.layout.code_dir)
+    return env
+
+
+def _sm_variables(h: HostFacts) -> dict[str, Any]:
+    """TT:environment.py#Environment.to_env_vars: the 31 fixed ``SM_*`` variables (before naming)."""
+    layout = h.layout
+    return {
+        "hosts": h.hosts,
+        "network_interface_name": h.nic,
+        "hps": h.user_hps,
+        "user_entry_point": h.entry,
+        "framework_params": h.framework_params,
+        "resource_config": h.resource_config,
+        "input_data_config": h.input_data_config,
         "output_data_dir": str(layout.output_data_dir),
-        "channels": channels,
-        "current_host": host,
-        "current_instance_type": itype,
-        "current_instance_group": group,
-        "current_instance_group_hosts": list(group_hosts),
-        "instance_groups": [g["instance_group_name"] for g in instance_groups],
-        "instance_groups_dict": groups_dict,
-        "distribution_instance_groups": dist_groups,
-        "is_hetero": len(instance_groups) > 1,
-        "module_name": module_name,
+        "channels": sorted(h.input_data_config),
+        "current_host": h.host,
+        "current_instance_type": h.itype,
+        "current_instance_group": h.group,
+        "current_instance_group_hosts": list(h.group_hosts),
+        "instance_groups": h.group_names,
+        "instance_groups_dict": h.groups_dict,
+        "distribution_instance_groups": h.dist_groups,
+        "is_hetero": len(h.instance_groups) > 1,
+        "module_name": h.module_name,
         "log_level": DEFAULT_LOG_LEVEL,
         "framework_module": "",
         "input_dir": str(layout.input_dir),
         "input_config_dir": str(layout.input_config_dir),
         "output_dir": str(layout.output_dir),
-        "num_cpus": cpu_count,
-        "num_gpus": num_gpus,
+        "num_cpus": h.cpu_count,
+        "num_gpus": h.num_gpus,
         "num_neurons": 0,
         "model_dir": str(layout.model_dir),
         "module_dir": str(layout.code_dir),
-        "training_env": training_env,
-        "user_args": user_args,
+        "training_env": _training_env(h),
+        "user_args": h.user_args,
         "output_intermediate_dir": str(layout.output_intermediate_dir),
     }
-    for key, value in sm.items():
-        env[env_name(key)] = to_env_value(value) if key != "training_env" else _json(value)
-    for channel, directory in channel_dirs.items():
-        env[env_name(f"channel_{channel}")] = directory
-    for key, value in user_hps.items():
-        env[env_name(f"hp_{key}")] = to_env_value(value)
-    # ours: the checkpoint directory (the classic toolkit exports none) and a local-mode marker
-    env["SM_CHECKPOINT_DIR"] = str(layout.checkpoint_dir)
-    env["ADT_LOCAL_BACKEND"] = "1"
-    # PyTorch DLC (PT:training.py#train): NCCL and master variables; torchrun overrides MASTER_* for workers
-    env["NCCL_SOCKET_IFNAME"] = nic
-    env["NCCL_IB_DISABLE"] = "1"
-    env["NCCL_DEBUG"] = "WARN"
-    env["MASTER_ADDR"] = "127.0.0.1"  # stands in for the master host name, which does not resolve locally
-    env["MASTER_PORT"] = str(master_port)
-    env["PYTHONPATH"] = str(layout.code_dir)
-    return env
+
+
+def _training_env(h: HostFacts) -> dict[str, Any]:
+    """``SM_TRAINING_ENV``: the toolkit's whole environment as one JSON object."""
+    layout = h.layout
+    return {
+        "additional_framework_parameters": h.framework_params,
+        "channel_input_dirs": h.channel_dirs,
+        "current_host": h.host,
+        "current_instance_group": h.group,
+        "current_instance_group_hosts": list(h.group_hosts),
+        "current_instance_type": h.itype,
+        "distribution_hosts": h.distribution_hosts,
+        "distribution_instance_groups": h.dist_groups,
+        "framework_module": None,
+        "hosts": h.hosts,
+        "hyperparameters": h.user_hps,
+        "input_config_dir": str(layout.input_config_dir),
+        "input_data_config": h.input_data_config,
+        "input_dir": str(layout.input_dir),
+        "instance_groups": h.group_names,
+        "instance_groups_dict": h.groups_dict,
+        "is_hetero": len(h.instance_groups) > 1,
+        "is_master": h.host == h.master,
+        "is_modelparallel_enabled": None,
+        "is_smddpmprun_installed": False,
+        "is_smddprun_installed": False,
+        "job_name": h.job_name,
+        "log_level": DEFAULT_LOG_LEVEL,
+        "master_hostname": h.master,
+        "model_dir": str(layout.model_dir),
+        "module_dir": str(layout.code_dir),
+        "module_name": h.module_name,
+        "network_interface_name": h.nic,
+        "num_cpus": h.cpu_count,
+        "num_gpus": h.num_gpus,
+        "num_neurons": 0,
+        "output_data_dir": str(layout.output_data_dir),
+        "output_dir": str(layout.output_dir),
+        "output_intermediate_dir": str(layout.output_intermediate_dir),
+        "resource_config": h.resource_config,
+        "topology": [],
+        "user_entry_point": h.entry,
+    }
 
 
 def config_files(plan: LocalJobPlan, host: HostPlan) -> dict[str, Any]:

@@ -31,13 +31,13 @@ import builtins
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter, encode_hyperparameters
-from airflow_dist_training.sagemaker.strategies import StrategyContext, record_for
+from airflow_dist_training.sagemaker.strategies import LocalRun, StrategyContext, record_for
 from airflow_dist_training.spec.training import (
     EFSChannel,
     FSxChannel,
@@ -346,16 +346,30 @@ def validate_local(
 ) -> tuple[list[Problem], list[str]]:
     """Local-mode problems (``(field path, message)``) and warnings; nothing is launched."""
     base = base_dir or Path.cwd()
+    local = record_for(spec.distribution.strategy).local
+    torchrun = local.launch == "torchrun"
+    problems = _strategy_problems(spec, local)
+    problems += _code_problems(
+        spec, base, s3_available=s3_available, check_paths=check_paths, torchrun=torchrun
+    )
+    channel_problems, warnings = _channel_problems(
+        spec, base, s3_available=s3_available, check_paths=check_paths
+    )
+    problems += channel_problems
+    process_problems, process_warnings = _process_problems(
+        spec, cpu_count=cpu_count, allow_oversubscribe=allow_oversubscribe, torchrun=torchrun
+    )
+    return problems + process_problems, warnings + process_warnings
+
+
+def _strategy_problems(spec: TrainingJobSpec, local: LocalRun) -> list[Problem]:
+    """The strategy's record: refused locally, its local-only checks; the distribution group exists."""
     problems: list[Problem] = []
-    warnings: list[str] = []
-    dist = spec.distribution
-    strategy = dist.strategy
-    local = record_for(strategy).local
     if local.refusal is not None:
         problems.append(Problem("distribution.strategy", local.refusal))
     if local.check is not None:
         problems += local.check(spec)
-    torchrun = local.launch == "torchrun"
+    dist = spec.distribution
     group_names = [g[0] for g in _groups(spec)]
     if (
         dist.instance_group is not None
@@ -368,7 +382,14 @@ def validate_local(
                 f"{dist.instance_group!r} is not one of the instance groups {group_names}",
             )
         )
-    # code
+    return problems
+
+
+def _code_problems(
+    spec: TrainingJobSpec, base: Path, *, s3_available: bool, check_paths: bool, torchrun: bool
+) -> list[Problem]:
+    """The code: reachable (local directory, or S3 with credentials), and a .py file for torchrun."""
+    problems: list[Problem] = []
     src = spec.source.source_dir
     if src is not None and src.startswith("s3://"):
         if not s3_available:
@@ -394,7 +415,15 @@ def validate_local(
                 "torchrun runs Python entry points only (a .py file) on the local backend",
             )
         )
-    # channels
+    return problems
+
+
+def _channel_problems(
+    spec: TrainingJobSpec, base: Path, *, s3_available: bool, check_paths: bool
+) -> tuple[list[Problem], list[str]]:
+    """Every channel has a local stand-in (or S3 credentials); Pipe mode is emulated."""
+    problems: list[Problem] = []
+    warnings: list[str] = []
     for name, channel in spec.channels.items():
         where = f"channels.{name}.local_source"
         if isinstance(channel, FSxChannel | EFSChannel) and channel.local_source is None:
@@ -418,35 +447,47 @@ def validate_local(
                 )
             continue
         assert channel.local_source is not None
-        path = local_path(channel.local_source, base)
-        if path is None:
-            if not s3_available:
-                problems.append(
-                    Problem(where, f"{channel.local_source} is on S3 and no AWS credentials were found")
-                )
-        elif check_paths and not path.exists():
-            problems.append(Problem(where, f"{path} does not exist"))
+        problems += _local_source_problems(where, channel.local_source, base, s3_available, check_paths)
         if isinstance(channel, S3Channel) and (channel.input_mode or spec.input_mode) == InputMode.PIPE:
             warnings.append(f"channels.{name}: Pipe mode is emulated as File mode on the local backend")
-    # processes
+    return problems, warnings
+
+
+def _local_source_problems(
+    where: str, source: str, base: Path, s3_available: bool, check_paths: bool
+) -> list[Problem]:
+    path = local_path(source, base)
+    if path is None:
+        if not s3_available:
+            return [Problem(where, f"{source} is on S3 and no AWS credentials were found")]
+    elif check_paths and not path.exists():
+        return [Problem(where, f"{path} does not exist")]
+    return []
+
+
+def _process_problems(
+    spec: TrainingJobSpec, *, cpu_count: int, allow_oversubscribe: bool, torchrun: bool
+) -> tuple[list[Problem], list[str]]:
+    """torchrun processes against the machine's cores; processes_per_host ignored otherwise."""
+    dist = spec.distribution
     hosts = spec.compute.count
     ppn = dist.processes_per_host or 1
     if torchrun:
         total = hosts * ppn
         if total > cpu_count and not allow_oversubscribe:
-            problems.append(
+            return [
                 Problem(
                     "distribution.processes_per_host",
                     f"{hosts} simulated host(s) x {ppn} process(es) per host = {total} processes, but this machine "
                     f"has {cpu_count} CPU core(s); lower processes_per_host or compute.instance_count, or pass "
                     "allow_oversubscribe=True to run more processes than cores",
                 )
-            )
+            ], []
     elif dist.processes_per_host not in (None, 1):
-        warnings.append(
-            f"distribution.processes_per_host: ignored for strategy {strategy.value} (one process per host)"
-        )
-    return problems, warnings
+        return [], [
+            f"distribution.processes_per_host: ignored for strategy {dist.strategy.value} (one process per host)"
+        ]
+    return [], []
 
 
 def plan_local_job(
@@ -470,7 +511,6 @@ def plan_local_job(
     environ = dict(environ or {})
     root = root.absolute()
     job_dir = root / job_name
-    strategy = spec.distribution.strategy
     groups = _groups(spec)
     hosts = [h for _, _, group_hosts in groups for h in group_hosts]
     _problems, warnings = validate_local(
@@ -481,30 +521,94 @@ def plan_local_job(
         base_dir=base,
         check_paths=False,
     )
+    torchrun = record_for(spec.distribution.strategy).local.launch == "torchrun"
+    torchrun_hosts = _torchrun_hosts(spec, groups, hosts) if torchrun else []
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    hyperparameters_file = _hyperparameters_file(spec, job_name, host_layout(job_dir, 0), region)
+    input_data_config, channel_sources = _local_channels(spec, base)
+    checkpoint_store, output_store = _local_stores(spec, root, base, s3_available, warnings)
+    if spec.image.uri or spec.image.framework:
+        warnings.append(
+            "image: the local backend runs the entry point with this Python interpreter, not the training image"
+        )
+    user_hps, framework_params, reserved = split_hyperparameters(hyperparameters_file)
+    facts = HostFacts(
+        entry=spec.source.entry_point,
+        environment=spec.environment,
+        job_name=job_name,
+        job_arn=f"local://{job_dir}",
+        layout=host_layout(job_dir, 0),
+        host=hosts[0],
+        hosts=hosts,
+        group=groups[0][0],
+        itype=groups[0][1],
+        group_hosts=groups[0][2],
+        instance_groups=[
+            {"instance_group_name": name, "instance_type": itype, "hosts": list(group_hosts)}
+            for name, itype, group_hosts in groups
+        ],
+        dist_groups=[],
+        distribution_hosts=[],
+        master=hosts[0],
+        resource_config={},
+        input_data_config=input_data_config,
+        user_hps=user_hps,
+        framework_params=framework_params,
+        reserved=reserved,
+        user_args=to_cmd_args(user_hps),
+        cpu_count=cpu_count,
+        num_gpus=num_gpus,
+        nic="lo0" if sys.platform == "darwin" else "lo",
+        master_port=master_port,
+        region=region,
+    )
+    return LocalJobPlan(
+        job_name=job_name,
+        job_dir=job_dir,
+        root=root,
+        strategy=spec.distribution.strategy,
+        hosts=hosts,
+        torchrun_hosts=torchrun_hosts,
+        processes_per_host=(spec.distribution.processes_per_host or 1) if torchrun else 1,
+        entry_point=spec.source.entry_point,
+        source_dir=_code_source(spec, base),
+        hyperparameters_file=hyperparameters_file,
+        input_data_config=input_data_config,
+        user_args=facts.user_args,
+        channel_sources=channel_sources,
+        checkpoint_store=checkpoint_store,
+        output_store=output_store,
+        output_compression=spec.output.compression if spec.output else "GZIP",
+        metric_definitions=[(m.name, m.regex) for m in spec.metric_definitions],
+        host_plans=_host_plans(facts, groups, job_dir, torchrun_hosts),
+        warnings=warnings,
+    )
 
-    # torchrun hosts: the distribution group (heterogeneous) or every host
-    torchrun = record_for(strategy).local.launch == "torchrun"
-    if torchrun:
-        if spec.compute.instance_groups and spec.distribution.instance_group:
-            torchrun_hosts = next(h for n, _, h in groups if n == spec.distribution.instance_group)
-        else:
-            torchrun_hosts = list(hosts)
-    else:
-        torchrun_hosts = []
-    ppn = (spec.distribution.processes_per_host or 1) if torchrun else 1
 
-    # the code
+def _torchrun_hosts(
+    spec: TrainingJobSpec, groups: list[tuple[str, str, list[str]]], hosts: list[str]
+) -> list[str]:
+    """The hosts torchrun starts on: the distribution group (heterogeneous) or every host."""
+    if spec.compute.instance_groups and spec.distribution.instance_group:
+        return next(h for n, _, h in groups if n == spec.distribution.instance_group)
+    return list(hosts)
+
+
+def _code_source(spec: TrainingJobSpec, base: Path) -> str | None:
+    """Where the code is: a local directory, an s3:// tarball, or only the entry point file."""
     src = spec.source.source_dir
     if src is None:  # no source_dir: only the entry point file is staged
-        source_dir: str | None = str(base / spec.source.entry_point)
-    elif src.startswith("s3://"):
-        source_dir = src
-    else:
-        lp = local_path(src, base)
-        source_dir = str(lp) if lp is not None else None
+        return str(base / spec.source.entry_point)
+    if src.startswith("s3://"):
+        return src
+    lp = local_path(src, base)
+    return str(lp) if lp is not None else None
 
-    first = host_layout(job_dir, 0)
-    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+
+def _hyperparameters_file(
+    spec: TrainingJobSpec, job_name: str, first: HostLayout, region: str | None
+) -> dict[str, str]:
+    """``hyperparameters.json``: the user's values, the strategy's keys and the toolkit's reserved keys."""
     hp_values: dict[str, Any] = dict(spec.hyperparameters)
     hp_values.update(framework_hyperparameters(spec))
     hp_values.update(
@@ -517,11 +621,11 @@ def plan_local_job(
     )
     if region:
         hp_values["sagemaker_region"] = region
-    hyperparameters_file = encode_hyperparameters(hp_values)
-    user_hps, framework_params, reserved = split_hyperparameters(hyperparameters_file)
-    user_args = to_cmd_args(user_hps)
+    return encode_hyperparameters(hp_values)
 
-    # channels
+
+def _local_channels(spec: TrainingJobSpec, base: Path) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """``inputdataconfig.json`` and where each channel's data comes from (local path or s3:// URI)."""
     input_data_config: dict[str, dict[str, str]] = {}
     channel_sources: dict[str, str] = {}
     for name, channel in spec.channels.items():
@@ -553,16 +657,18 @@ def plan_local_job(
         input_data_config[name] = entry
         lp = local_path(source, base)
         channel_sources[name] = str(lp) if lp is not None else source
+    return input_data_config, channel_sources
 
-    # stores
+
+def _local_stores(
+    spec: TrainingJobSpec, root: Path, base: Path, s3_available: bool, warnings: list[str]
+) -> tuple[Store | None, Store]:
+    """The checkpoint and output stores: a local directory, real S3, or the local S3 mirror."""
     checkpoint_store: Store | None = None
     if spec.checkpoint is not None:
         ck = spec.checkpoint
         if ck.local_uri:
-            lp = local_path(ck.local_uri, base)
-            checkpoint_store = (
-                Store("local", str(lp)) if lp is not None else Store("s3", ck.local_uri.rstrip("/"))
-            )
+            checkpoint_store = _store_for(ck.local_uri, base)
         elif s3_available:
             checkpoint_store = Store("s3", ck.s3_uri.rstrip("/"))
         else:
@@ -575,10 +681,7 @@ def plan_local_job(
     if spec.output is None:
         output_store = Store("local", str(root / "_artifacts"))
     elif spec.output.local_uri:
-        lp = local_path(spec.output.local_uri, base)
-        output_store = (
-            Store("local", str(lp)) if lp is not None else Store("s3", spec.output.local_uri.rstrip("/"))
-        )
+        output_store = _store_for(spec.output.local_uri, base)
     elif s3_available:
         output_store = Store("s3", spec.output.s3_path.rstrip("/"))
     else:
@@ -588,26 +691,30 @@ def plan_local_job(
             f"output: no AWS credentials; model.tar.gz goes to the local mirror {mirror} "
             "(set output.local_uri to choose the directory)"
         )
+    return checkpoint_store, output_store
 
-    if spec.image.uri or spec.image.framework:
-        warnings.append(
-            "image: the local backend runs the entry point with this Python interpreter, not the training image"
-        )
 
-    instance_groups = [
-        {"instance_group_name": name, "instance_type": itype, "hosts": list(group_hosts)}
-        for name, itype, group_hosts in groups
-    ]
-    # distribution hosts (TT:environment.py#get_distribution_hosts)
+def _store_for(uri: str, base: Path) -> Store:
+    lp = local_path(uri, base)
+    return Store("local", str(lp)) if lp is not None else Store("s3", uri.rstrip("/"))
+
+
+def _distribution_groups(framework_params: Mapping[str, Any]) -> list[str] | None:
+    """TT:environment.py#get_distribution_hosts: the groups that run the strategy (None: each host's own)."""
     if "sagemaker_distribution_instance_groups" in framework_params:
-        dist_groups = list(framework_params["sagemaker_distribution_instance_groups"])
-    elif any(framework_params.get(flag) for flag in DISTRIBUTION_FLAGS):
-        dist_groups = None  # per host: [current group]
-    else:
-        dist_groups = []
+        return list(framework_params["sagemaker_distribution_instance_groups"])
+    if any(framework_params.get(flag) for flag in DISTRIBUTION_FLAGS):
+        return None
+    return []
 
-    nic = "lo0" if sys.platform == "darwin" else "lo"
-    host_plans: list[HostPlan] = []
+
+def _host_plans(
+    facts: HostFacts, groups: list[tuple[str, str, list[str]]], job_dir: Path, torchrun_hosts: list[str]
+) -> list[HostPlan]:
+    """Per simulated host: its ``/opt/ml`` tree, ``resourceconfig.json``, environment and launch kind."""
+    dist_groups = _distribution_groups(facts.framework_params)
+    hosts = facts.hosts
+    plans: list[HostPlan] = []
     for index, host in enumerate(hosts):
         group, itype, group_hosts = next(g for g in groups if host in g[2])
         layout = host_layout(job_dir, index)
@@ -616,43 +723,27 @@ def plan_local_job(
             "current_instance_type": itype,
             "current_group_name": group,
             "hosts": list(hosts),
-            "instance_groups": instance_groups,
-            "network_interface_name": nic,
+            "instance_groups": facts.instance_groups,
+            "network_interface_name": facts.nic,
         }
         host_dist_groups = [group] if dist_groups is None else dist_groups
         distribution_hosts = [h for n, _, gh in groups if n in host_dist_groups for h in gh]
-        master = distribution_hosts[0] if distribution_hosts else hosts[0]
         launch: Launch = "torchrun" if host in torchrun_hosts else "process"
         env = host_env(
-            HostFacts(
-                entry=spec.source.entry_point,
-                environment=spec.environment,
-                job_name=job_name,
-                job_arn=f"local://{job_dir}",
+            replace(
+                facts,
                 layout=layout,
                 host=host,
-                hosts=hosts,
                 group=group,
                 itype=itype,
                 group_hosts=group_hosts,
-                instance_groups=instance_groups,
                 dist_groups=host_dist_groups,
                 distribution_hosts=distribution_hosts,
-                master=master,
+                master=distribution_hosts[0] if distribution_hosts else hosts[0],
                 resource_config=resource_config,
-                input_data_config=input_data_config,
-                user_hps=user_hps,
-                framework_params=framework_params,
-                reserved=reserved,
-                user_args=user_args,
-                cpu_count=cpu_count,
-                num_gpus=num_gpus,
-                nic=nic,
-                master_port=master_port,
-                region=region,
             )
         )
-        host_plans.append(
+        plans.append(
             HostPlan(
                 host=host,
                 index=index,
@@ -665,28 +756,7 @@ def plan_local_job(
                 env=env,
             )
         )
-
-    return LocalJobPlan(
-        job_name=job_name,
-        job_dir=job_dir,
-        root=root,
-        strategy=strategy,
-        hosts=hosts,
-        torchrun_hosts=torchrun_hosts,
-        processes_per_host=ppn,
-        entry_point=spec.source.entry_point,
-        source_dir=source_dir,
-        hyperparameters_file=hyperparameters_file,
-        input_data_config=input_data_config,
-        user_args=user_args,
-        channel_sources=channel_sources,
-        checkpoint_store=checkpoint_store,
-        output_store=output_store,
-        output_compression=spec.output.compression if spec.output else "GZIP",
-        metric_definitions=[(m.name, m.regex) for m in spec.metric_definitions],
-        host_plans=host_plans,
-        warnings=warnings,
-    )
+    return plans
 
 
 @dataclass(frozen=True)

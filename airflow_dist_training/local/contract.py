@@ -531,37 +531,8 @@ def plan_local_job(
         warnings.append(
             "image: the local backend runs the entry point with this Python interpreter, not the training image"
         )
-    user_hps, framework_params, reserved = split_hyperparameters(hyperparameters_file)
-    facts = HostFacts(
-        entry=spec.source.entry_point,
-        environment=spec.environment,
-        job_name=job_name,
-        job_arn=f"local://{job_dir}",
-        layout=host_layout(job_dir, 0),
-        host=hosts[0],
-        hosts=hosts,
-        group=groups[0][0],
-        itype=groups[0][1],
-        group_hosts=groups[0][2],
-        instance_groups=[
-            {"instance_group_name": name, "instance_type": itype, "hosts": list(group_hosts)}
-            for name, itype, group_hosts in groups
-        ],
-        dist_groups=[],
-        distribution_hosts=[],
-        master=hosts[0],
-        resource_config={},
-        input_data_config=input_data_config,
-        user_hps=user_hps,
-        framework_params=framework_params,
-        reserved=reserved,
-        user_args=to_cmd_args(user_hps),
-        cpu_count=cpu_count,
-        num_gpus=num_gpus,
-        nic="lo0" if sys.platform == "darwin" else "lo",
-        master_port=master_port,
-        region=region,
-    )
+    facts = _spec_facts(spec, job_dir, groups, hyperparameters_file, input_data_config, region)
+    facts = replace(facts, cpu_count=cpu_count, num_gpus=num_gpus, master_port=master_port)
     return LocalJobPlan(
         job_name=job_name,
         job_dir=job_dir,
@@ -582,6 +553,49 @@ def plan_local_job(
         metric_definitions=[(m.name, m.regex) for m in spec.metric_definitions],
         host_plans=_host_plans(facts, groups, job_dir, torchrun_hosts),
         warnings=warnings,
+    )
+
+
+def _spec_facts(
+    spec: TrainingJobSpec,
+    job_dir: Path,
+    groups: list[tuple[str, str, list[str]]],
+    hyperparameters_file: dict[str, str],
+    input_data_config: dict[str, dict[str, str]],
+    region: str | None,
+) -> HostFacts:
+    """The facts every host's environment shares (per-host fields are set by ``_host_plans``)."""
+    hosts = [h for _, _, group_hosts in groups for h in group_hosts]
+    user_hps, framework_params, reserved = split_hyperparameters(hyperparameters_file)
+    return HostFacts(
+        entry=spec.source.entry_point,
+        environment=spec.environment,
+        job_name=job_dir.name,
+        job_arn=f"local://{job_dir}",
+        layout=host_layout(job_dir, 0),
+        host=hosts[0],
+        hosts=hosts,
+        group=groups[0][0],
+        itype=groups[0][1],
+        group_hosts=groups[0][2],
+        instance_groups=[
+            {"instance_group_name": name, "instance_type": itype, "hosts": list(group_hosts)}
+            for name, itype, group_hosts in groups
+        ],
+        dist_groups=[],
+        distribution_hosts=[],
+        master=hosts[0],
+        resource_config={},
+        input_data_config=input_data_config,
+        user_hps=user_hps,
+        framework_params=framework_params,
+        reserved=reserved,
+        user_args=to_cmd_args(user_hps),
+        cpu_count=1,
+        num_gpus=0,
+        nic="lo0" if sys.platform == "darwin" else "lo",
+        master_port=7777,
+        region=region,
     )
 
 

@@ -62,7 +62,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -264,14 +264,112 @@ def plan_request(
     """Check the request for this machine and compute the hosts' plan; raises :class:`LocalRequestError`."""
     environ = os.environ if environ is None else environ
     req: dict[str, Any] = json.loads(json.dumps(request, default=str))
-    problems: list[Problem] = []
     name = str(request.get("TrainingJobName") or "")
-    if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", name):
-        problems.append(Problem("TrainingJobName", f"{name!r} is not a valid training job name"))
     algorithm = request.get("AlgorithmSpecification") or {}
     hyperparameters = {str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()}
     user_hps, framework, reserved = split_hyperparameters(hyperparameters)
-    entrypoint = list(algorithm.get("ContainerEntrypoint") or [])
+    problems = _request_problems(request, name, algorithm, hyperparameters)
+    mode = "container" if algorithm.get("ContainerEntrypoint") else "script"
+    if mode == "script" and "sagemaker_program" not in reserved:
+        problems.append(
+            Problem(
+                "AlgorithmSpecification",
+                "has no ContainerEntrypoint and HyperParameters has no sagemaker_program: the local "
+                "backend cannot tell what the image would run",
+            )
+        )
+    groups = _groups(request.get("ResourceConfig") or {})
+    isolation = nshosts.probe(options.isolation)
+    python = options.python or sys.executable
+    torch_distributed = _truthy(hyperparameters.get("sagemaker_torch_distributed_enabled"))
+    channel_uris, input_data_config = _request_channels(request, algorithm)
+    launch_config: dict[str, Any] = {}
+    if mode == "container":
+        runner = "container"
+        launcher_config = _launcher_config(algorithm, channel_uris, store, problems)
+        if launcher_config is not None:
+            launch_config = launcher_config
+            torch_distributed = launch_config.get("launcher", "torchrun") == "torchrun"
+    else:
+        runner = _script_runner(options, python, isolation, problems)
+    if problems:
+        raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
+    hosts = [h for _, _, hs in groups for h in hs]
+    dist_hosts = list(hosts)
+    if "sagemaker_distribution_instance_groups" in framework:
+        wanted = set(framework["sagemaker_distribution_instance_groups"])
+        dist_hosts = [h for n, _, hs in groups for h in hs if n in wanted]
+    torchrun_hosts = dist_hosts if (torch_distributed and runner == "builtin") else []
+    # the project's own runner needs the per-host environment and launch plan (local/contract.py)
+    facts = _request_facts(
+        jobs_root / name, groups, dist_hosts, reserved, framework, user_hps, input_data_config, environ,
+        entry_point=str(reserved.get("sagemaker_program") or launch_config.get("entry_point") or ""),
+        torch_distributed=torch_distributed,
+    )  # fmt: skip
+    host_plans = _request_host_plans(facts, groups, jobs_root / name, torchrun_hosts, isolation, runner)
+    return _request_plan(
+        request, req, jobs_root, store, options, facts, host_plans, runner, mode, torchrun_hosts, isolation,
+        channel_uris, torch_distributed, python,
+    )  # fmt: skip
+
+
+def _request_facts(
+    job_dir: Path,
+    groups: list[tuple[str, str, list[str]]],
+    dist_hosts: list[str],
+    reserved: dict[str, Any],
+    framework: dict[str, Any],
+    user_hps: dict[str, Any],
+    input_data_config: dict[str, dict[str, str]],
+    environ: Mapping[str, str],
+    *,
+    entry_point: str,
+    torch_distributed: bool,
+) -> HostFacts:
+    """The facts every host's environment shares (per-host fields are set by ``_request_host_plans``)."""
+    name = job_dir.name
+    hosts = [h for _, _, hs in groups for h in hs]
+    region = (
+        reserved.get("sagemaker_region") or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    )
+    return HostFacts(
+        entry=entry_point,
+        environment={},
+        job_name=name,
+        job_arn=job_arn(name),
+        layout=host_layout(job_dir, 0),
+        host=hosts[0] if hosts else "",
+        hosts=hosts,
+        group=groups[0][0],
+        itype=groups[0][1],
+        group_hosts=groups[0][2],
+        instance_groups=[
+            {"instance_group_name": n, "instance_type": t, "hosts": list(hs)} for n, t, hs in groups
+        ],
+        dist_groups=[],
+        distribution_hosts=dist_hosts if torch_distributed else [],
+        master=dist_hosts[0] if dist_hosts else (hosts[0] if hosts else ""),
+        resource_config={},
+        input_data_config=input_data_config,
+        user_hps=user_hps,
+        framework_params=framework,
+        reserved=reserved,
+        user_args=to_cmd_args(user_hps),
+        cpu_count=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+        num_gpus=0,
+        nic="lo",
+        master_port=nshosts.MASTER_PORT,
+        region=str(region or "") or None,
+    )
+
+
+def _request_problems(
+    request: Mapping[str, Any], name: str, algorithm: Mapping[str, Any], hyperparameters: Mapping[str, str]
+) -> list[Problem]:
+    """What the local backend refuses in the request itself (name, strategies it cannot run, Pipe mode)."""
+    problems: list[Problem] = []
+    if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", name):
+        problems.append(Problem("TrainingJobName", f"{name!r} is not a valid training job name"))
     for flag, reason in REFUSED_FLAGS.items():
         if _truthy(hyperparameters.get(flag)):
             problems.append(Problem(f"HyperParameters.{flag}", reason))
@@ -285,27 +383,13 @@ def plan_request(
                 "AlgorithmSpecification.TrainingInputMode", "Pipe mode is not simulated locally; use File"
             )
         )
-    launch_config: dict[str, Any] = {}
-    if entrypoint:
-        mode = "container"
-    elif "sagemaker_program" in reserved:
-        mode = "script"
-    else:
-        mode = "script"
-        problems.append(
-            Problem(
-                "AlgorithmSpecification",
-                "has no ContainerEntrypoint and HyperParameters has no sagemaker_program: the local "
-                "backend cannot tell what the image would run",
-            )
-        )
-    groups = _groups(request.get("ResourceConfig") or {})
-    hosts = [h for _, _, hs in groups for h in hs]
-    job_dir = jobs_root / name
-    isolation = nshosts.probe(options.isolation)
-    python = options.python or sys.executable
-    torch_distributed = _truthy(hyperparameters.get("sagemaker_torch_distributed_enabled"))
+    return problems
 
+
+def _request_channels(
+    request: Mapping[str, Any], algorithm: Mapping[str, Any]
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """Each channel's URI (s3://, or fsx:// / efs:// mount keys) and ``inputdataconfig.json``."""
     channel_uris: dict[str, str] = {}
     input_data_config: dict[str, dict[str, str]] = {}
     for channel in request.get("InputDataConfig") or []:
@@ -336,30 +420,37 @@ def plan_request(
         if channel.get("CompressionType") and channel["CompressionType"] != "None":
             entry["CompressionType"] = str(channel["CompressionType"])
         input_data_config[cname] = entry
+    return channel_uris, input_data_config
 
-    warnings: list[str] = []
-    if mode == "container":
-        runner = "container"
-        if "adt_launcher" in channel_uris and _LAUNCH_CONFIG_ARG in (
-            algorithm.get("ContainerArguments") or []
-        ):
-            with contextlib.suppress(Exception), tempfile.TemporaryDirectory() as tmp:
-                store.get_file(
-                    channel_uris["adt_launcher"].rstrip("/") + "/launch.json", Path(tmp) / "l.json"
-                )
-                launch_config = json.loads((Path(tmp) / "l.json").read_text())
-            if launch_config.get("launcher") == "mpirun":
-                problems.append(
-                    Problem(
-                        "distribution.launcher",
-                        "launcher mpirun cannot run on the local backend (it needs mpirun and sshd on every "
-                        "simulated host); use launcher: torchrun, the nearest local equivalent",
-                    )
-                )
-            torch_distributed = launch_config.get("launcher", "torchrun") == "torchrun"
-    elif options.runner == "builtin":
-        runner = "builtin"
-    elif options.runner == "toolkit":
+
+def _launcher_config(
+    algorithm: Mapping[str, Any], channel_uris: Mapping[str, str], store: ObjectStore, problems: list[Problem]
+) -> dict[str, Any] | None:
+    """Our launcher's ``launch.json`` (None when the entrypoint is not our launcher); refuses mpirun."""
+    if "adt_launcher" not in channel_uris or _LAUNCH_CONFIG_ARG not in (
+        algorithm.get("ContainerArguments") or []
+    ):
+        return None
+    launch_config: dict[str, Any] = {}
+    with contextlib.suppress(Exception), tempfile.TemporaryDirectory() as tmp:
+        store.get_file(channel_uris["adt_launcher"].rstrip("/") + "/launch.json", Path(tmp) / "l.json")
+        launch_config = json.loads((Path(tmp) / "l.json").read_text())
+    if launch_config.get("launcher") == "mpirun":
+        problems.append(
+            Problem(
+                "distribution.launcher",
+                "launcher mpirun cannot run on the local backend (it needs mpirun and sshd on every "
+                "simulated host); use launcher: torchrun, the nearest local equivalent",
+            )
+        )
+    return launch_config
+
+
+def _script_runner(options: JobOptions, python: str, isolation: Any, problems: list[Problem]) -> str:
+    """Script mode: AWS's toolkit, or the project's own runner (``builtin``)."""
+    if options.runner == "builtin":
+        return "builtin"
+    if options.runner == "toolkit":
         if not toolkit_available(python):
             problems.append(
                 Problem(
@@ -373,36 +464,22 @@ def plan_request(
                     "local.runner", f"toolkit needs namespaces (host names must resolve): {isolation.why}"
                 )
             )
-        runner = "toolkit"
-    else:
-        # the toolkit starts one process per device (CPU: one per host); more per host -> builtin
-        single = (options.processes_per_host or 1) <= 1
-        runner = "toolkit" if single and isolation.namespaces and toolkit_available(python) else "builtin"
-    if problems:
-        raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
+        return "toolkit"
+    # the toolkit starts one process per device (CPU: one per host); more per host -> builtin
+    single = (options.processes_per_host or 1) <= 1
+    return "toolkit" if single and isolation.namespaces and toolkit_available(python) else "builtin"
 
-    # the project's own runner needs the per-host environment and launch plan (local/contract.py)
-    entry_point = str(reserved.get("sagemaker_program") or launch_config.get("entry_point") or "")
-    ppn = max(1, int(options.processes_per_host or 1))
-    dist_hosts = list(hosts)
-    if "sagemaker_distribution_instance_groups" in framework:
-        wanted = set(framework["sagemaker_distribution_instance_groups"])
-        dist_hosts = [h for n, _, hs in groups for h in hs if n in wanted]
-    torchrun_hosts = dist_hosts if (torch_distributed and runner == "builtin") else []
-    user_args = to_cmd_args(user_hps)
-    nic = "lo"
-    instance_groups = [
-        {"instance_group_name": n, "instance_type": t, "hosts": list(hs)} for n, t, hs in groups
-    ]
-    cpu_count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    region = str(
-        reserved.get("sagemaker_region")
-        or environ.get("AWS_REGION")
-        or environ.get("AWS_DEFAULT_REGION")
-        or ""
-    )
+
+def _request_host_plans(
+    facts: HostFacts,
+    groups: list[tuple[str, str, list[str]]],
+    job_dir: Path,
+    torchrun_hosts: list[str],
+    isolation: Any,
+    runner: str,
+) -> list[HostPlan]:
     host_plans: list[HostPlan] = []
-    for index, host in enumerate(hosts):
+    for index, host in enumerate(facts.hosts):
         group, itype, group_hosts = next(g for g in groups if host in g[2])
         layout = host_layout(job_dir, index)
         # the paths a host's processes see: /opt/ml itself with namespaces, its folder otherwise
@@ -411,44 +488,26 @@ def plan_request(
             "current_host": host,
             "current_instance_type": itype,
             "current_group_name": group,
-            "hosts": list(hosts),
-            "instance_groups": instance_groups,
-            "network_interface_name": "eth0" if isolation.namespaces else nic,
+            "hosts": list(facts.hosts),
+            "instance_groups": facts.instance_groups,
+            "network_interface_name": "eth0" if isolation.namespaces else facts.nic,
         }
-        master = dist_hosts[0] if dist_hosts else hosts[0]
         env: dict[str, str] = {}
         if runner == "builtin":
             env = host_env(
-                HostFacts(
-                    entry=entry_point,
-                    environment={},
-                    job_name=name,
-                    job_arn=job_arn(name),
+                replace(
+                    facts,
                     layout=seen,
                     host=host,
-                    hosts=hosts,
                     group=group,
                     itype=itype,
                     group_hosts=group_hosts,
-                    instance_groups=instance_groups,
                     dist_groups=[group],
-                    distribution_hosts=dist_hosts if torch_distributed else [],
-                    master=master,
                     resource_config=resource_config,
-                    input_data_config=input_data_config,
-                    user_hps=user_hps,
-                    framework_params=framework,
-                    reserved=reserved,
-                    user_args=user_args,
-                    cpu_count=cpu_count,
-                    num_gpus=0,
-                    nic="lo",
-                    master_port=nshosts.MASTER_PORT,
-                    region=region or None,
                 )
             )
             if isolation.namespaces:
-                env["MASTER_ADDR"] = master
+                env["MASTER_ADDR"] = facts.master
         launch = "torchrun" if host in torchrun_hosts else "process"
         host_plans.append(
             HostPlan(
@@ -463,38 +522,57 @@ def plan_request(
                 env=env,
             )
         )
+    return host_plans
+
+
+def _request_plan(
+    request: Mapping[str, Any],
+    req: dict[str, Any],
+    jobs_root: Path,
+    store: ObjectStore,
+    options: JobOptions,
+    facts: HostFacts,
+    host_plans: list[HostPlan],
+    runner: str,
+    mode: str,
+    torchrun_hosts: list[str],
+    isolation: Any,
+    channel_uris: dict[str, str],
+    torch_distributed: bool,
+    python: str,
+) -> RequestPlan:
+    """The stores (checkpoints, output) and the whole plan of a checked request."""
+    name = facts.job_name
+    algorithm = request.get("AlgorithmSpecification") or {}
+    warnings: list[str] = []
     checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
     local_path = (request.get("CheckpointConfig") or {}).get("LocalPath")
     if local_path and local_path.rstrip("/") != "/opt/ml/checkpoints":
         warnings.append(
             f"CheckpointConfig.LocalPath {local_path}: the local backend syncs /opt/ml/checkpoints only"
         )
-    output_path = str(
-        (request.get("OutputDataConfig") or {}).get("S3OutputPath") or f"s3://local-output/{name}"
-    )
-    output_store = store.resolve(output_path).as_store()
+    output_config = request.get("OutputDataConfig") or {}
+    output_path = str(output_config.get("S3OutputPath") or f"s3://local-output/{name}")
     base = output_path.rstrip("/")
     plan = LocalJobPlan(
         job_name=name,
-        job_dir=job_dir,
+        job_dir=jobs_root / name,
         root=jobs_root,
         strategy=Strategy.LAUNCHER
         if mode == "container"
         else (Strategy.TORCH_DISTRIBUTED if torch_distributed else Strategy.NONE),
-        hosts=hosts,
+        hosts=facts.hosts,
         torchrun_hosts=torchrun_hosts,
-        processes_per_host=ppn if runner == "builtin" else 1,
-        entry_point=entry_point,
+        processes_per_host=max(1, int(options.processes_per_host or 1)) if runner == "builtin" else 1,
+        entry_point=facts.entry,
         source_dir=None,
-        hyperparameters_file=hyperparameters,
-        input_data_config=input_data_config,
-        user_args=user_args,
+        hyperparameters_file={str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()},
+        input_data_config=facts.input_data_config,
+        user_args=facts.user_args,
         channel_sources={},
         checkpoint_store=store.resolve(checkpoint_uri).as_store() if checkpoint_uri else None,
-        output_store=output_store,
-        output_compression="NONE"
-        if (request.get("OutputDataConfig") or {}).get("CompressionType") == "NONE"
-        else "GZIP",
+        output_store=store.resolve(output_path).as_store(),
+        output_compression="NONE" if output_config.get("CompressionType") == "NONE" else "GZIP",
         metric_definitions=[(m["Name"], m["Regex"]) for m in algorithm.get("MetricDefinitions") or []],
         host_plans=host_plans,
         warnings=warnings,
@@ -504,8 +582,8 @@ def plan_request(
         mode=runner,
         plan=plan,
         isolation=isolation,
-        code_uri=str(reserved["sagemaker_submit_directory"])
-        if "sagemaker_submit_directory" in reserved
+        code_uri=str(facts.reserved["sagemaker_submit_directory"])
+        if "sagemaker_submit_directory" in facts.reserved
         else None,
         channel_uris=channel_uris,
         checkpoint_uri=checkpoint_uri,

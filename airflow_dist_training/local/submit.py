@@ -22,13 +22,17 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.local.contract import local_path, validate_local
 from airflow_dist_training.local.executor import JobOptions, pack_source
 from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.spec.training import EFSChannel, FSxChannel, S3Channel, TrainingJobSpec
+
+if TYPE_CHECKING:
+    from airflow_dist_training.sagemaker.request import TrainingPlan
 
 LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/adt-local-backend"
 LOCAL_OUTPUT = "s3://adt-local"
@@ -91,8 +95,6 @@ def local_request(
     stage: bool = True,
 ) -> LocalSubmission:
     """Validate for this machine, plan with the SageMaker planner, stage into the store."""
-    from airflow_dist_training.sagemaker.request import plan_training_job
-
     problems, warnings = validate_local(
         spec,
         cpu_count=cpu_count,
@@ -104,27 +106,53 @@ def local_request(
     if problems:
         raise SpecValidationError(problems, source="local backend")
     filled, mounts = _fill_local_defaults(spec, job_name, jobs_root, base_dir)
-    sagemaker_only: list[Problem] = []
-    try:
-        plan = plan_training_job(filled, job_name=job_name, region=region, run_identity=run_identity)
-    except SpecValidationError as exc:
-        if not exc.problems or not all(p.path.startswith("compute.instance") for p in exc.problems):
-            raise
-        sagemaker_only = list(exc.problems)
-        stand_in = filled.model_copy(
-            update={"compute": filled.compute.model_copy(update={"instance_type": _GPU_STAND_IN})}
-        )
-        plan = plan_training_job(stand_in, job_name=job_name, region=region, run_identity=run_identity)
-        plan.request["ResourceConfig"]["InstanceType"] = filled.compute.instance_type
-        hps = plan.request.get("HyperParameters") or {}
-        if "sagemaker_instance_type" in hps:
-            hps["sagemaker_instance_type"] = f'"{filled.compute.instance_type}"'
+    plan, sagemaker_only = _plan_sagemaker_request(filled, job_name, region, run_identity)
     warnings = list(warnings) + [
         str(w) for w in plan.warnings if "is used by the local backend only" not in str(w)
     ]
     warnings += [f"SageMaker would refuse this spec: {p}; it runs locally as planned" for p in sagemaker_only]
     request = plan.request
-    # local conveniences: mounts under the URIs the request names
+    mounts.update(_local_mounts(filled, request, base_dir, store))
+    staged = store.with_mounts({k: str(v) for k, v in mounts.items()})
+    for upload in plan.uploads if stage else []:
+        if upload.content is not None:
+            staged.put_bytes(upload.content, upload.s3_uri)
+        elif upload.local_path:
+            source = local_path(upload.local_path, base_dir)
+            assert source is not None
+            staged.put_bytes(pack_source(source), upload.s3_uri)
+    options = JobOptions(processes_per_host=filled.distribution.processes_per_host)
+    return LocalSubmission(request=request, store=staged, options=options, warnings=warnings)
+
+
+def _plan_sagemaker_request(
+    filled: TrainingJobSpec, job_name: str, region: str, run_identity: str | None
+) -> tuple[TrainingPlan, list[Problem]]:
+    """The SageMaker planner's request; rules about SageMaker's fleet only are planned on a GPU stand-in."""
+    from airflow_dist_training.sagemaker.request import plan_training_job
+
+    try:
+        return plan_training_job(filled, job_name=job_name, region=region, run_identity=run_identity), []
+    except SpecValidationError as exc:
+        if not exc.problems or not all(p.path.startswith("compute.instance") for p in exc.problems):
+            raise
+        sagemaker_only = list(exc.problems)
+    stand_in = filled.model_copy(
+        update={"compute": filled.compute.model_copy(update={"instance_type": _GPU_STAND_IN})}
+    )
+    plan = plan_training_job(stand_in, job_name=job_name, region=region, run_identity=run_identity)
+    plan.request["ResourceConfig"]["InstanceType"] = filled.compute.instance_type
+    hps = plan.request.get("HyperParameters") or {}
+    if "sagemaker_instance_type" in hps:
+        hps["sagemaker_instance_type"] = encode_script_mode(filled.compute.instance_type)
+    return plan, sagemaker_only
+
+
+def _local_mounts(
+    filled: TrainingJobSpec, request: dict[str, Any], base_dir: Path, store: ObjectStore
+) -> dict[str, Path]:
+    """The spec's local conveniences as store mounts under the URIs the request names."""
+    mounts: dict[str, Path] = {}
     for name, channel in filled.channels.items():
         src = getattr(channel, "local_source", None)
         if not src:
@@ -150,13 +178,4 @@ def local_request(
         lp = local_path(filled.output.local_uri, base_dir)
         if lp is not None:
             mounts[filled.output.s3_path.rstrip("/")] = lp
-    staged = store.with_mounts({k: str(v) for k, v in mounts.items()})
-    for upload in plan.uploads if stage else []:
-        if upload.content is not None:
-            staged.put_bytes(upload.content, upload.s3_uri)
-        elif upload.local_path:
-            source = local_path(upload.local_path, base_dir)
-            assert source is not None
-            staged.put_bytes(pack_source(source), upload.s3_uri)
-    options = JobOptions(processes_per_host=filled.distribution.processes_per_host)
-    return LocalSubmission(request=request, store=staged, options=options, warnings=warnings)
+    return mounts

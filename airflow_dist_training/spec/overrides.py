@@ -39,9 +39,38 @@ make_scalars_strict(RunOverrides)  # no `instance_count: true` from a run's conf
 
 
 def apply_overrides(spec: TrainingJobSpec, overrides: RunOverrides | dict[str, Any]) -> TrainingJobSpec:
+    """``spec`` with the run's overrides, re-validated; ``spec`` itself when nothing is overridden
+    (it is validated already: the plan path validates a spec once)."""
     if isinstance(overrides, dict):
         overrides = validate_model(RunOverrides, overrides, source="run overrides")
+    if all(getattr(overrides, name) is None for name in _KNOBS):
+        return spec
     data = spec.model_dump(mode="json", exclude_unset=True)
+    _override_cluster(data, overrides)
+    hyperparameters = data.setdefault("hyperparameters", {})
+    names = overrides.hyperparameter_names
+    if overrides.epochs is not None:
+        hyperparameters[names.get("epochs", "epochs")] = overrides.epochs
+    if overrides.learning_rate is not None:
+        hyperparameters[names.get("learning_rate", "lr")] = overrides.learning_rate
+    if overrides.spot is not None:
+        _override_spot(data, overrides.spot)
+    return validate_model(TrainingJobSpec, data, source="spec with run overrides")
+
+
+# the overrides that change a spec (hyperparameter_names only says where epochs/learning_rate go)
+_KNOBS = (
+    "instance_type",
+    "instance_count",
+    "strategy",
+    "processes_per_host",
+    "epochs",
+    "learning_rate",
+    "spot",
+)
+
+
+def _override_cluster(data: dict[str, Any], overrides: RunOverrides) -> None:
     compute = data.setdefault("compute", {})
     if overrides.instance_type is not None and not compute.get("instance_groups"):
         compute["instance_type"] = overrides.instance_type
@@ -52,19 +81,14 @@ def apply_overrides(spec: TrainingJobSpec, overrides: RunOverrides | dict[str, A
         distribution["strategy"] = overrides.strategy.value
     if overrides.processes_per_host is not None:
         distribution["processes_per_host"] = overrides.processes_per_host
-    hyperparameters = data.setdefault("hyperparameters", {})
-    names = overrides.hyperparameter_names
-    if overrides.epochs is not None:
-        hyperparameters[names.get("epochs", "epochs")] = overrides.epochs
-    if overrides.learning_rate is not None:
-        hyperparameters[names.get("learning_rate", "lr")] = overrides.learning_rate
-    if overrides.spot is not None:
-        spot = data.setdefault("spot", {})
-        spot["enabled"] = overrides.spot
-        if overrides.spot and not spot.get("max_wait_seconds"):
-            runtime = data.get("stopping", {}).get("max_runtime_seconds", 86400)
-            spot["max_wait_seconds"] = runtime * SPOT_WAIT_FACTOR
-        if not overrides.spot:  # on-demand: the spot-only settings would be refused
-            for field in ("max_wait_seconds", "max_interruptions", "on_demand_after_interruptions"):
-                spot.pop(field, None)
-    return validate_model(TrainingJobSpec, data, source="spec with run overrides")
+
+
+def _override_spot(data: dict[str, Any], enabled: bool) -> None:
+    spot = data.setdefault("spot", {})
+    spot["enabled"] = enabled
+    if enabled and not spot.get("max_wait_seconds"):
+        runtime = data.get("stopping", {}).get("max_runtime_seconds", 86400)
+        spot["max_wait_seconds"] = runtime * SPOT_WAIT_FACTOR
+    if not enabled:  # on-demand: the spot-only settings would be refused
+        for field in ("max_wait_seconds", "max_interruptions", "on_demand_after_interruptions"):
+            spot.pop(field, None)

@@ -1,0 +1,62 @@
+"""The plan task validates and plans a spec once (issue 15: it used to re-validate and re-plan)."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+
+import airflow_dist_training.sagemaker.request as request_module
+import airflow_dist_training.spec.loading as loading
+import airflow_dist_training.spec.overrides as overrides_module
+from airflow_dist_training.planning import plan_run
+from airflow_dist_training.spec.overrides import apply_overrides
+from airflow_dist_training.spec.training import TrainingJobSpec
+from tests.unit.sagemaker.specs import example
+
+
+def test_no_override_keeps_the_validated_spec_itself() -> None:
+    spec = example("torch_distributed_p4d")
+    assert apply_overrides(spec, {}) is spec
+    assert apply_overrides(spec, {"hyperparameter_names": {"epochs": "n_epochs"}}) is spec
+    changed = apply_overrides(spec, {"epochs": 3})
+    assert changed is not spec and changed.hyperparameters["epochs"] == 3
+
+
+@pytest.mark.parametrize(("overrides", "spec_validations"), [({}, 0), ({"instance_count": 4}, 1)])
+def test_the_sagemaker_plan_task_validates_and_plans_the_spec_once(
+    overrides: dict[str, Any], spec_validations: int
+) -> None:
+    spec = example("torch_distributed_p4d")
+    calls: dict[str, int] = {"spec": 0, "plan": 0, "check_spec": 0}
+    validate, plan, check = loading.validate_model, request_module.plan_training_job, request_module.check_spec
+
+    def counting_validate(model: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["spec"] += model is TrainingJobSpec
+        return validate(model, *args, **kwargs)
+
+    def counting_plan(*args: Any, **kwargs: Any) -> Any:
+        calls["plan"] += 1
+        return plan(*args, **kwargs)
+
+    def counting_check(*args: Any, **kwargs: Any) -> Any:
+        calls["check_spec"] += 1
+        return check(*args, **kwargs)
+
+    with (
+        mock.patch.object(overrides_module, "validate_model", counting_validate),
+        mock.patch.object(loading, "validate_model", counting_validate),
+        mock.patch.object(request_module, "plan_training_job", counting_plan),
+        mock.patch.object(request_module, "check_spec", counting_check),
+    ):
+        result = plan_run(
+            spec,
+            backend="sagemaker",
+            overrides=overrides,
+            train_task_id="group.train",
+            context={"run_id": "manual__2026-01-01", "params": {}},
+            region_name="us-east-1",
+        )
+    assert calls == {"spec": spec_validations, "plan": 1, "check_spec": 1}
+    assert result["request"]["TrainingJobName"] == result["job_name"]

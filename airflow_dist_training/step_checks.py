@@ -75,23 +75,7 @@ def check_steps(
 def _check_evaluation(
     spec: TrainingJobSpec, step: EvaluationStep, backend: str, base_dir: str | Path | None
 ) -> list[Problem]:
-    problems: list[Problem] = []
-    script = step.script
-    if not script.endswith(".py"):
-        problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
-    if is_remote(script):
-        if backend == "local":
-            problems.append(
-                Problem("evaluation.script", f"{script}: the local backend runs a local script, not a URI")
-            )
-        elif not script.startswith("s3://"):
-            problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
-    elif not resolve_local(script, base_dir).is_file():
-        problems.append(
-            Problem(
-                "evaluation.script", f"{resolve_local(script, base_dir)} does not exist (or is not a file)"
-            )
-        )
+    problems = _evaluation_script_problems(step.script, backend, base_dir)
     data = step.channel_source
     if data:
         if is_remote(data):
@@ -115,6 +99,26 @@ def _check_evaluation(
             problems.append(
                 Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)")
             )
+    return problems
+
+
+def _evaluation_script_problems(script: str, backend: str, base_dir: str | Path | None) -> list[Problem]:
+    problems: list[Problem] = []
+    if not script.endswith(".py"):
+        problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
+    if is_remote(script):
+        if backend == "local":
+            problems.append(
+                Problem("evaluation.script", f"{script}: the local backend runs a local script, not a URI")
+            )
+        elif not script.startswith("s3://"):
+            problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
+    elif not resolve_local(script, base_dir).is_file():
+        problems.append(
+            Problem(
+                "evaluation.script", f"{resolve_local(script, base_dir)} does not exist (or is not a file)"
+            )
+        )
     return problems
 
 

@@ -52,6 +52,36 @@ def _resolve_version(framework: str, version: str) -> tuple[dict[str, Any], str]
     return config, full
 
 
+def _image_framework(framework: str, instance: str, *, smp_v2: bool) -> str:
+    """The image_uri_config entry: the SMP v2 image, the Neuron image on Trainium, else the framework's."""
+    if smp_v2:
+        return "pytorch-smp"
+    if is_trainium(instance):
+        if framework != "pytorch":
+            raise ImageResolutionError(
+                f"there is no {framework} training image for Trainium ({instance}); only pytorch"
+            )
+        return "pytorch-neuron"
+    return framework
+
+
+def _py_version(image: ImageSpec, py_versions: list[str]) -> str:
+    py_version = image.py_version
+    if py_version is None:
+        if len(py_versions) != 1:
+            raise ImageResolutionError(
+                f"py_version is required for {image.framework} {image.framework_version}: one of "
+                f"{', '.join(py_versions)}"
+            )
+        py_version = py_versions[0]
+    if py_version not in py_versions:
+        raise ImageResolutionError(
+            f"py_version {py_version!r} is not available for {image.framework} {image.framework_version}; "
+            f"available: {', '.join(py_versions)}"
+        )
+    return py_version
+
+
 def resolve_image_uri(
     image: ImageSpec, *, region: str, instance_type: str | None, smp_v2: bool = False
 ) -> str:
@@ -66,31 +96,11 @@ def resolve_image_uri(
         return image.uri
     assert image.framework and image.framework_version
     version = image.framework_version
-    framework: str = image.framework
     instance = instance_type or ""
-    if smp_v2:
-        framework = "pytorch-smp"
-    elif is_trainium(instance):
-        if framework != "pytorch":
-            raise ImageResolutionError(
-                f"there is no {framework} training image for Trainium ({instance}); only pytorch"
-            )
-        framework = "pytorch-neuron"
+    framework = _image_framework(image.framework, instance, smp_v2=smp_v2)
     config, full = _resolve_version(framework, version)
     version_config = config["versions"][full]
-    py_versions: list[str] = version_config["py_versions"]
-    py_version = image.py_version
-    if py_version is None:
-        if len(py_versions) != 1:
-            raise ImageResolutionError(
-                f"py_version is required for {image.framework} {version}: one of {', '.join(py_versions)}"
-            )
-        py_version = py_versions[0]
-    if py_version not in py_versions:
-        raise ImageResolutionError(
-            f"py_version {py_version!r} is not available for {image.framework} {version}; "
-            f"available: {', '.join(py_versions)}"
-        )
+    py_version = _py_version(image, version_config["py_versions"])
     registries: dict[str, str] = image_config()["registry_sets"][version_config["registries"]]
     if region not in registries:
         raise ImageResolutionError(

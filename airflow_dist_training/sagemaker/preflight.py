@@ -101,34 +101,16 @@ def _check_network(spec: TrainingJobSpec) -> list[Problem]:
 
 def _check_channels(spec: TrainingJobSpec) -> list[Problem]:
     problems = []
-    net = spec.network
     for name, channel in spec.channels.items():
         if isinstance(channel, FSxChannel | EFSChannel):
-            kind = "FSx for Lustre" if isinstance(channel, FSxChannel) else "EFS"
-            if not (net.subnets and net.security_group_ids):
-                problems.append(
-                    Problem(
-                        f"channels.{name}",
-                        f"an {kind} channel needs VPC access: set network.subnets and network.security_group_ids "
-                        "(in the file system's VPC and Availability Zone)",
-                    )
-                )
-            if isinstance(channel, EFSChannel) and spec.input_mode == InputMode.PIPE:
-                problems.append(Problem("input_mode", f"EFS does not support Pipe mode (channel {name!r})"))
-            if isinstance(channel, FSxChannel) and spec.input_mode == InputMode.PIPE:
-                problems.append(
-                    Problem("input_mode", f"FSx for Lustre does not support Pipe mode (channel {name!r})")
-                )
+            problems += _file_system_channel_problems(spec, name, channel)
         elif channel.instance_groups:
             known = {g.name for g in spec.compute.instance_groups or []}
-            for group in channel.instance_groups:
-                if group not in known:
-                    problems.append(
-                        Problem(
-                            f"channels.{name}.instance_groups",
-                            f"unknown instance group {group!r}; known: {sorted(known)}",
-                        )
-                    )
+            problems += [
+                Problem(f"channels.{name}.instance_groups", f"unknown instance group {group!r}; known: {sorted(known)}")
+                for group in channel.instance_groups
+                if group not in known
+            ]
     reserved = {"adt_launcher"}
     if spec.network.network_isolation or not record_for(spec.distribution.strategy).script_mode:
         reserved.add("code")  # the code tarball travels as a channel of this name
@@ -140,6 +122,28 @@ def _check_channels(spec: TrainingJobSpec) -> list[Problem]:
                     f"the channel name {name!r} is reserved for the job's code/launcher; rename it",
                 )
             )
+    return problems
+
+
+def _file_system_channel_problems(
+    spec: TrainingJobSpec, name: str, channel: FSxChannel | EFSChannel
+) -> list[Problem]:
+    """FSx/EFS channels need VPC access and File (or FastFile) mode."""
+    problems = []
+    net = spec.network
+    kind = "FSx for Lustre" if isinstance(channel, FSxChannel) else "EFS"
+    if not (net.subnets and net.security_group_ids):
+        problems.append(
+            Problem(
+                f"channels.{name}",
+                f"an {kind} channel needs VPC access: set network.subnets and network.security_group_ids "
+                "(in the file system's VPC and Availability Zone)",
+            )
+        )
+    if isinstance(channel, EFSChannel) and spec.input_mode == InputMode.PIPE:
+        problems.append(Problem("input_mode", f"EFS does not support Pipe mode (channel {name!r})"))
+    if isinstance(channel, FSxChannel) and spec.input_mode == InputMode.PIPE:
+        problems.append(Problem("input_mode", f"FSx for Lustre does not support Pipe mode (channel {name!r})"))
     return problems
 
 

@@ -312,6 +312,11 @@ def _check_torch_distributed(ctx: StrategyContext) -> None:
 
 def smp_parameter_problems(parameters: dict[str, Any]) -> list[tuple[str, str]]:
     """SDK ``fw_utils.validate_mp_config``: (parameter key, message) for each invalid SMP v1 parameter."""
+    return _smp_value_problems(parameters) + _smp_relation_problems(parameters)
+
+
+def _smp_value_problems(parameters: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each SMP v1 parameter on its own: enums, positive integers, booleans."""
     problems: list[tuple[str, str]] = []
     for key, allowed in _SMP_ENUMS.items():
         if key in parameters and parameters[key] not in allowed:
@@ -325,6 +330,12 @@ def smp_parameter_problems(parameters: dict[str, Any]) -> list[tuple[str, str]]:
     for key in _SMP_BOOLS:
         if key in parameters and not isinstance(parameters[key], bool):
             problems.append((key, f"must be a boolean, got {parameters[key]!r}"))
+    return problems
+
+
+def _smp_relation_problems(parameters: dict[str, Any]) -> list[tuple[str, str]]:
+    """SMP v1 parameters against each other (partitions, memory weight, ddp/horovod)."""
+    problems: list[tuple[str, str]] = []
     if parameters.get("auto_partition") is False and "default_partition" not in parameters:
         problems.append(
             ("default_partition", "default_partition must be supplied if auto_partition is set to False!")

@@ -87,6 +87,31 @@ class _YamlLimit(Exception):
         self.line = line
 
 
+def _check_alias_count(aliases: int, node: Any) -> None:
+    if aliases > MAX_ALIASES:
+        raise _YamlLimit(
+            f"more than {MAX_ALIASES} alias references (*name): refusing to expand them",
+            node.start_mark.line + 1,
+        )
+
+
+def _check_duplicate_keys(node: Any) -> None:
+    """A mapping node's keys are unique (YAML would silently keep only the last one)."""
+    import yaml
+
+    seen: dict[Any, int] = {}
+    for k, _v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+            ident = (k.tag, k.value)
+            if ident in seen:
+                raise _YamlLimit(
+                    f"duplicate key {k.value!r} (first on line {seen[ident]}); "
+                    "YAML would silently keep only the last one",
+                    k.start_mark.line + 1,
+                )
+            seen[ident] = k.start_mark.line + 1
+
+
 def _check_node_graph(root: Any) -> None:
     """Duplicate keys, alias count, expanded size and depth, on the composed node graph.
 
@@ -104,11 +129,7 @@ def _check_node_graph(root: Any) -> None:
         key = id(node)
         if key in sizes:
             aliases += 1
-            if aliases > MAX_ALIASES:
-                raise _YamlLimit(
-                    f"more than {MAX_ALIASES} alias references (*name): refusing to expand them",
-                    node.start_mark.line + 1,
-                )
+            _check_alias_count(aliases, node)
             return sizes[key]
         if key in on_path:
             raise _YamlLimit("an alias refers to a value that contains it (recursive YAML)", node.start_mark.line + 1)
@@ -117,17 +138,8 @@ def _check_node_graph(root: Any) -> None:
         on_path.add(key)
         total = 1
         if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
+            _check_duplicate_keys(node)
             for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
-                    ident = (k.tag, k.value)
-                    if ident in seen:
-                        raise _YamlLimit(
-                            f"duplicate key {k.value!r} (first on line {seen[ident]}); "
-                            "YAML would silently keep only the last one",
-                            k.start_mark.line + 1,
-                        )
-                    seen[ident] = k.start_mark.line + 1
                 total += walk(k, depth + 1) + walk(v, depth + 1)
         elif isinstance(node, yaml.SequenceNode):
             for item in node.value:

@@ -114,6 +114,14 @@ def parse_evaluation(data: Any, source: str) -> EvaluationResult:
             [Problem("", f"must be a JSON object with a 'metrics' field, got {_describe(data)}")],
             source=source,
         )
+    problems = _header_problems(data) + _metric_problems(data) + _annotation_problems(data)
+    if problems:
+        raise SpecValidationError(problems, source=source)
+    return EvaluationResult.model_validate({k: v for k, v in data.items() if v is not None})
+
+
+def _header_problems(data: Mapping[str, Any]) -> list[Problem]:
+    """Unknown fields and the schema version."""
     problems: list[Problem] = []
     allowed = set(EvaluationResult.model_fields)
     for key in data:
@@ -126,6 +134,12 @@ def parse_evaluation(data: Any, source: str) -> EvaluationResult:
                 "schema_version", f"unsupported version {_describe(version)} (supported: {SCHEMA_VERSION!r})"
             )
         )
+    return problems
+
+
+def _metric_problems(data: Mapping[str, Any]) -> list[Problem]:
+    """``metrics`` (required) and ``slices``: every value a finite number."""
+    problems: list[Problem] = []
     if "metrics" not in data:
         problems.append(Problem("metrics", "is required (an object of metric name -> number)"))
     else:
@@ -138,6 +152,12 @@ def parse_evaluation(data: Any, source: str) -> EvaluationResult:
     else:
         for slice_name, metrics in slices.items():
             _check_metrics(metrics, f"slices.{slice_name}", problems, required=False)
+    return problems
+
+
+def _annotation_problems(data: Mapping[str, Any]) -> list[Problem]:
+    """``evaluation_set_hash``, ``model`` and ``details``."""
+    problems: list[Problem] = []
     h = data.get("evaluation_set_hash")
     if h is not None and not (isinstance(h, str) and _matches_hash(h)):
         problems.append(
@@ -148,9 +168,7 @@ def parse_evaluation(data: Any, source: str) -> EvaluationResult:
             problems.append(Problem(key, f"must be a string, got {_describe(data[key])}"))
     if data.get("details") is not None and not isinstance(data["details"], Mapping):
         problems.append(Problem("details", f"must be an object, got {_describe(data['details'])}"))
-    if problems:
-        raise SpecValidationError(problems, source=source)
-    return EvaluationResult.model_validate({k: v for k, v in data.items() if v is not None})
+    return problems
 
 
 def _matches_hash(value: str) -> bool:

@@ -22,6 +22,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
+from airflow_dist_training.checkpoints.uris import file_uri_path
+from airflow_dist_training.checkpoints.uris import join_uri as join_uri
+from airflow_dist_training.checkpoints.uris import parent_uri as parent_uri
+from airflow_dist_training.checkpoints.uris import split_s3_uri as split_s3_uri
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.evaluation.processing import (
     build_processing_job_request,
@@ -42,23 +46,8 @@ class EvaluationScriptError(RuntimeError):
     """The evaluation script (local process or processing job) did not succeed."""
 
 
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    if not uri.startswith("s3://"):
-        raise ValueError(f"not an s3:// URI: {uri!r}")
-    bucket, _, key = uri[len("s3://") :].partition("/")
-    return bucket, key
-
-
-def local_path(uri: str) -> Path:
-    return Path(uri[len("file://") :] if uri.startswith("file://") else uri)
-
-
-def join_uri(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
-
-
-def parent_uri(uri: str) -> str:
-    return uri.rstrip("/").rsplit("/", 1)[0]
+# URI helpers: one home in checkpoints/uris.py ("an S3 or local location"); importable from here as before
+local_path = file_uri_path
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

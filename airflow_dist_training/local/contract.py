@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from airflow_dist_training.checkpoints.uris import Store, local_path
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter, encode_hyperparameters
 from airflow_dist_training.sagemaker.strategies import LocalRun, StrategyContext, record_for
@@ -212,34 +213,7 @@ def host_layout(job_dir: Path, index: int) -> HostLayout:
     return HostLayout(host=host, base=base, shared=job_dir)
 
 
-# --------------------------------------------------------------------------- stores
-
-
-@dataclass(frozen=True)
-class Store:
-    """Where checkpoints or model artifacts live: a local directory or an S3 prefix."""
-
-    kind: Literal["local", "s3"]
-    location: str  # absolute local path, or s3://bucket/prefix (no trailing slash)
-
-    @property
-    def uri(self) -> str:
-        return Path(self.location).as_uri() if self.kind == "local" else self.location
-
-    def child(self, *parts: str) -> Store:
-        if self.kind == "local":
-            return Store("local", str(Path(self.location, *parts)))
-        return Store("s3", "/".join([self.location.rstrip("/"), *parts]))
-
-
-def local_path(uri_or_path: str, base_dir: Path) -> Path | None:
-    """A local path for a plain path or ``file://`` URI (relative to ``base_dir``); None for s3://."""
-    if uri_or_path.startswith("s3://"):
-        return None
-    if uri_or_path.startswith("file://"):
-        return Path(uri_or_path[len("file://") :])
-    path = Path(uri_or_path).expanduser()
-    return path if path.is_absolute() else (base_dir / path)
+# --------------------------------------------------------------------------- stores (Store: checkpoints/uris.py)
 
 
 def s3_mirror(root: Path, s3_uri: str) -> Path:

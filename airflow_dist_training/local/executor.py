@@ -56,6 +56,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -596,6 +597,14 @@ def _request_plan(
     )
 
 
+def _remove(path: Path) -> None:
+    """Remove a file, symlink or directory tree (nothing when absent)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
 def job_arn(name: str) -> str:
     return f"arn:aws:sagemaker:local:000000000000:training-job/{name.lower()}"
 
@@ -635,65 +644,14 @@ class _RequestRun(LocalJobRun):
         first = plan.host_plans[0].layout
         code = first.code_dir
         if code.exists():
-            import shutil
-
             shutil.rmtree(code)
         code.mkdir(parents=True)
         self.transition("Downloading", "Downloading input data")
         if self.rp.code_uri:
             self._fetch_code(self.rp.code_uri, code)
         for hp in plan.host_plans:
-            lay = hp.layout
-            for d in (
-                lay.input_config_dir,
-                lay.model_dir,
-                lay.output_data_dir,
-                lay.checkpoint_dir,
-                lay.output_intermediate_dir,
-            ):
-                d.mkdir(parents=True, exist_ok=True)
-            for stale in (lay.failure_file, lay.success_file):
-                stale.unlink(missing_ok=True)
-            if not lay.is_shared_owner:
-                import shutil
-
-                # each host has its own /opt/ml/code (a launcher unpacks the code on every host)
-                if lay.code_dir.is_symlink() or lay.code_dir.is_file():
-                    lay.code_dir.unlink()
-                elif lay.code_dir.exists():
-                    shutil.rmtree(lay.code_dir)
-                shutil.copytree(first.code_dir, lay.code_dir, symlinks=True)
-                link, target = lay.input_data_dir, first.input_data_dir
-                target.mkdir(parents=True, exist_ok=True)
-                if link.is_symlink() or link.is_file():
-                    link.unlink()
-                elif link.exists():
-                    shutil.rmtree(link)
-                if self.rp.isolation.namespaces:
-                    link.mkdir(parents=True)  # a mount point: the host bind-mounts the shared data
-                else:
-                    link.symlink_to(target, target_is_directory=True)
-            files: dict[str, Any] = {
-                "hyperparameters.json": plan.hyperparameters_file,
-                "inputdataconfig.json": plan.input_data_config,
-                "resourceconfig.json": hp.resource_config,
-            }
-            if plan.checkpoint_store is not None:
-                files["checkpointconfig.json"] = {
-                    "LocalPath": "/opt/ml/checkpoints/"
-                    if self.rp.isolation.namespaces
-                    else str(lay.checkpoint_dir)
-                }
-            for fname, content in files.items():
-                (lay.input_config_dir / fname).write_text(json.dumps(content))
-        for cname, uri in self.rp.channel_uris.items():
-            target = first.channel_dir(cname)
-            if target.exists():
-                import shutil
-
-                shutil.rmtree(target)
-            n = self.store.get_prefix(uri, target)
-            self.log(f"[local] channel {cname}: {n} file(s) from {uri}")
+            self._prepare_host(hp, first)
+        self._download_channels(first)
         if plan.checkpoint_store is not None:
             for hp in plan.host_plans:
                 n = sync_dir(
@@ -705,6 +663,57 @@ class _RequestRun(LocalJobRun):
                 if n and hp.index == 0:
                     self.log(f"[local] restored {n} checkpoint file(s) from {self.rp.checkpoint_uri}")
         self._install_requirements()
+
+    def _prepare_host(self, hp: HostPlan, first: HostLayout) -> None:
+        """One host's /opt/ml tree: directories, its own code copy, shared input data, config files."""
+        lay = hp.layout
+        for d in (
+            lay.input_config_dir,
+            lay.model_dir,
+            lay.output_data_dir,
+            lay.checkpoint_dir,
+            lay.output_intermediate_dir,
+        ):
+            d.mkdir(parents=True, exist_ok=True)
+        for stale in (lay.failure_file, lay.success_file):
+            stale.unlink(missing_ok=True)
+        if not lay.is_shared_owner:
+            self._share_with_first_host(lay, first)
+        plan = self.plan
+        files: dict[str, Any] = {
+            "hyperparameters.json": plan.hyperparameters_file,
+            "inputdataconfig.json": plan.input_data_config,
+            "resourceconfig.json": hp.resource_config,
+        }
+        if plan.checkpoint_store is not None:
+            files["checkpointconfig.json"] = {
+                "LocalPath": "/opt/ml/checkpoints/"
+                if self.rp.isolation.namespaces
+                else str(lay.checkpoint_dir)
+            }
+        for fname, content in files.items():
+            (lay.input_config_dir / fname).write_text(json.dumps(content))
+
+    def _share_with_first_host(self, lay: HostLayout, first: HostLayout) -> None:
+        """Each host has its own /opt/ml/code (a launcher unpacks the code on every host); the input
+        data is the first host's (a bind mount with namespaces, a symlink otherwise)."""
+        _remove(lay.code_dir)
+        shutil.copytree(first.code_dir, lay.code_dir, symlinks=True)
+        link, target = lay.input_data_dir, first.input_data_dir
+        target.mkdir(parents=True, exist_ok=True)
+        _remove(link)
+        if self.rp.isolation.namespaces:
+            link.mkdir(parents=True)  # a mount point: the host bind-mounts the shared data
+        else:
+            link.symlink_to(target, target_is_directory=True)
+
+    def _download_channels(self, first: HostLayout) -> None:
+        for cname, uri in self.rp.channel_uris.items():
+            target = first.channel_dir(cname)
+            if target.exists():
+                shutil.rmtree(target)
+            n = self.store.get_prefix(uri, target)
+            self.log(f"[local] channel {cname}: {n} file(s) from {uri}")
 
     def _fetch_code(self, uri: str, code: Path) -> None:
         if uri.startswith("s3://"):

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from airflow_dist_training.checkpoints.uris import split_s3_uri
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.local.contract import (
     HostPlan,
@@ -135,7 +136,7 @@ def _s3_client() -> Any:
 
 
 def _split_s3(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri[len("s3://") :].partition("/")
+    bucket, key = split_s3_uri(uri)
     return bucket, key.strip("/")
 
 

@@ -23,12 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_dist_training.local.contract import Store
-
-
-def split_s3(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri[len("s3://") :].partition("/")
-    return bucket, key
+from airflow_dist_training.checkpoints.uris import Store, split_s3_uri
 
 
 @dataclass(frozen=True)
@@ -82,7 +77,7 @@ class ObjectStore:
             return Resolved(local=Path(uri[len("file://") :]))
         if not uri.startswith("s3://"):
             raise ValueError(f"{uri!r} is not an s3:// URI and matches no local mount")
-        bucket, key = split_s3(uri)
+        bucket, key = split_s3_uri(uri)
         if self.s3_client is not None:
             return Resolved(bucket=bucket, key=key)
         return Resolved(local=self.root / bucket / key if key else self.root / bucket)

@@ -158,13 +158,7 @@ def _local_mounts(
         if not src:
             continue
         lp = local_path(src, base_dir)
-        if isinstance(channel, S3Channel):
-            key = channel.uri
-        elif isinstance(channel, (FSxChannel, EFSChannel)):
-            scheme = "fsx" if isinstance(channel, FSxChannel) else "efs"
-            key = f"{scheme}://{channel.file_system_id}/{channel.directory_path.strip('/')}"
-        else:  # pragma: no cover - no other channel types
-            continue
+        key = _channel_uri(channel)
         if lp is not None:
             mounts[key.rstrip("/")] = lp
         elif src.startswith("s3://") and store.s3_client is not None:
@@ -179,3 +173,11 @@ def _local_mounts(
         if lp is not None:
             mounts[filled.output.s3_path.rstrip("/")] = lp
     return mounts
+
+
+def _channel_uri(channel: S3Channel | FSxChannel | EFSChannel) -> str:
+    """The URI the request names for a channel (fsx:// and efs:// are the store's mount keys)."""
+    if isinstance(channel, S3Channel):
+        return channel.uri
+    scheme = "fsx" if isinstance(channel, FSxChannel) else "efs"
+    return f"{scheme}://{channel.file_system_id}/{channel.directory_path.strip('/')}"

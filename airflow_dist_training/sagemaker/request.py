@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_dist_training.checkpoints.uris import s3_bucket
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.sagemaker import launcher
 from airflow_dist_training.sagemaker.catalog import (
@@ -39,7 +40,7 @@ from airflow_dist_training.sagemaker.strategies import (
     model_parallel_degree,
     record_for,
 )
-from airflow_dist_training.sagemaker.uploads import Upload, s3_bucket
+from airflow_dist_training.sagemaker.uploads import Upload
 from airflow_dist_training.spec.training import (
     EFSChannel,
     FSxChannel,

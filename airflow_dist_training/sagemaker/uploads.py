@@ -14,8 +14,3 @@ class Upload:
     local_path: str | None = None
     content: bytes | None = None
     kms_key: str | None = None
-
-
-def s3_bucket(uri: str) -> str:
-    """The bucket of an ``s3://bucket/key`` URI."""
-    return uri[len("s3://") :].split("/", 1)[0]

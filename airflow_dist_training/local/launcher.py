@@ -45,7 +45,6 @@ from airflow_dist_training.local.contract import (
     HostPlan,
     LocalJobPlan,
     Store,
-    config_files,
     error_excerpt,
     failure_text,
 )
@@ -169,46 +168,58 @@ def sync_dir(src: Store, dst: Store, state: SyncState | None = None, client: Any
     Returns the number of files copied.
     """
     state = {} if state is None else state
-    copied = 0
     if src.kind == "local" and dst.kind == "local":
-        dst_root = Path(dst.location)
-        for rel, path in sorted(
-            _local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])
-        ):
-            target = dst_root / rel
-            stat = path.stat()
-            if target.is_file():
-                tstat = target.stat()
-                if tstat.st_size == stat.st_size and tstat.st_mtime_ns >= stat.st_mtime_ns:
-                    continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.sync-tmp")
-            shutil.copy2(path, tmp)
-            os.replace(tmp, target)
-            copied += 1
-        return copied
+        return _copy_local(src, dst)
     client = client or _s3_client()
-    if src.kind == "local":  # upload
-        bucket, prefix = _split_s3(dst.location)
-        remote = _s3_objects(client, bucket, prefix)
-        for rel, path in sorted(
-            _local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])
-        ):
-            key = f"{prefix}/{rel}" if prefix else rel
-            stat = path.stat()
-            signature = (stat.st_size, stat.st_mtime_ns)
-            remembered = state.get(str(path))
-            if remembered == signature:
+    if src.kind == "local":
+        return _upload(src, dst, state, client)
+    return _download(src, dst, state, client)
+
+
+def _copy_local(src: Store, dst: Store) -> int:
+    """local -> local: copy what is missing or older."""
+    copied = 0
+    dst_root = Path(dst.location)
+    for rel, path in sorted(_local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])):
+        target = dst_root / rel
+        stat = path.stat()
+        if target.is_file():
+            tstat = target.stat()
+            if tstat.st_size == stat.st_size and tstat.st_mtime_ns >= stat.st_mtime_ns:
                 continue
-            size, modified = remote.get(key, (-1, 0.0))
-            if remembered is None and size == stat.st_size and modified >= stat.st_mtime:
-                state[str(path)] = signature
-                continue
-            client.upload_file(str(path), bucket, key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.sync-tmp")
+        shutil.copy2(path, tmp)
+        os.replace(tmp, target)
+        copied += 1
+    return copied
+
+
+def _upload(src: Store, dst: Store, state: SyncState, client: Any) -> int:
+    """local -> S3: upload what changed since the last sync (``state``) or is missing."""
+    copied = 0
+    bucket, prefix = _split_s3(dst.location)
+    remote = _s3_objects(client, bucket, prefix)
+    for rel, path in sorted(_local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])):
+        key = f"{prefix}/{rel}" if prefix else rel
+        stat = path.stat()
+        signature = (stat.st_size, stat.st_mtime_ns)
+        remembered = state.get(str(path))
+        if remembered == signature:
+            continue
+        size, modified = remote.get(key, (-1, 0.0))
+        if remembered is None and size == stat.st_size and modified >= stat.st_mtime:
             state[str(path)] = signature
-            copied += 1
-        return copied
-    # download
+            continue
+        client.upload_file(str(path), bucket, key)
+        state[str(path)] = signature
+        copied += 1
+    return copied
+
+
+def _download(src: Store, dst: Store, state: SyncState, client: Any) -> int:
+    """S3 -> local: download what is missing or older; remember it so it is not pushed back."""
+    copied = 0
     bucket, prefix = _split_s3(src.location)
     dst_root = Path(dst.location)
     objects = _s3_objects(client, bucket, prefix)
@@ -320,81 +331,12 @@ class LocalJobRun:
 
     # -- preparation
     def prepare(self) -> None:
-        plan = self.plan
-        self.transition("Starting", f"Preparing {len(plan.hosts)} simulated host(s) under {plan.job_dir}")
-        for warning in plan.warnings:
-            self.log(f"[local] WARNING {warning}")
-        first = plan.host_plans[0].layout
-        self._stage_code(first.code_dir)
-        for hp in plan.host_plans:
-            lay = hp.layout
-            for d in (lay.input_config_dir, lay.model_dir, lay.output_data_dir, lay.checkpoint_dir):
-                d.mkdir(parents=True, exist_ok=True)
-            for stale in (lay.failure_file, lay.success_file):
-                stale.unlink(missing_ok=True)
-            if not lay.is_shared_owner:
-                for link, target in (
-                    (lay.code_dir, first.code_dir),
-                    (lay.input_data_dir, first.input_data_dir),
-                ):
-                    target.mkdir(parents=True, exist_ok=True)
-                    if link.is_symlink() or link.exists():
-                        if link.is_symlink() or link.is_file():
-                            link.unlink()
-                        else:
-                            shutil.rmtree(link)
-                    link.symlink_to(target, target_is_directory=True)
-            for name, content in config_files(plan, hp).items():
-                (lay.input_config_dir / name).write_text(json.dumps(content))
-        self.transition("Downloading", "Staging input channels and restoring checkpoints")
-        from airflow_dist_training.local.staging import stage_local
+        """Lay out every host's ``/opt/ml`` and stage code, channels and checkpoints.
 
-        for name, source in plan.channel_sources.items():
-            result = stage_local(source, first.channel_dir(name))
-            self.log(
-                f"[local] channel {name}: {len(result.manifest)} file(s), {result.total_bytes} bytes "
-                f"({len(result.copied)} copied, {len(result.skipped)} unchanged) from {source}"
-            )
-        if plan.checkpoint_store is not None:
-            for hp in plan.host_plans:
-                n = sync_dir(
-                    plan.checkpoint_store, Store("local", str(hp.layout.checkpoint_dir)), self._synced
-                )
-                if n and hp.index == 0:
-                    self.log(f"[local] restored {n} checkpoint file(s) from {plan.checkpoint_store.uri}")
+        The request executor's run (``local/executor.py``) does it from the CreateTrainingJob request.
+        """
+        raise NotImplementedError
 
-    def _stage_code(self, code_dir: Path) -> None:
-        src = self.plan.source_dir
-        if code_dir.exists():
-            shutil.rmtree(code_dir)
-        if src is None:
-            code_dir.mkdir(parents=True)
-            return
-        if src.startswith("s3://"):
-            code_dir.mkdir(parents=True)
-            bucket, key = _split_s3(src)
-            with tempfile.TemporaryDirectory() as tmp:
-                archive = Path(tmp) / "sourcedir.tar.gz"
-                _s3_client().download_file(bucket, key, str(archive))
-                with tarfile.open(archive, "r:gz") as tar:
-                    tar.extractall(code_dir, filter="data")
-            return
-        if Path(src).is_file():
-            target = code_dir / self.plan.entry_point
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, target)
-            return
-        root = self.plan.root.resolve()
-        shutil.copytree(
-            src,
-            code_dir,
-            symlinks=True,
-            ignore=lambda d, names: [
-                n for n in names if n in ("__pycache__", ".git", ".venv") or Path(d, n).resolve() == root
-            ],
-        )
-
-    # -- launch and stream
     def launch(self) -> None:
         plan = self.plan
         port = free_port()

@@ -114,6 +114,30 @@ def read_manifest(channel_dir: str | Path) -> dict[str, dict[str, Any]]:
     return dict(data.get("files") or {})
 
 
+def _source_files(source: str, dest: Path, s3_client: Any) -> list[_SourceFile]:
+    """The files of an ``s3://`` prefix or a local directory/file (never one containing ``dest``)."""
+    if source.startswith("s3://"):
+        return list(_iter_s3(source, s3_client))
+    root = _local_root(source)
+    if not root.exists():
+        raise FileNotFoundError(f"staging source {source} does not exist")
+    if root.resolve() == dest.resolve() or dest.resolve().is_relative_to(root.resolve()):
+        raise ValueError(f"channel_dir {dest} must not be inside the source {source}")
+    return list(_iter_local(root))
+
+
+def _unchanged_entry(old: dict[str, Any] | None, src: _SourceFile, target: Path) -> dict[str, Any] | None:
+    """The manifest entry to keep when the staged copy is still current, else None (copy again)."""
+    if old is None or old.get("size") != src.size or not target.is_file():
+        return None
+    if old.get("fingerprint") == src.fingerprint and target.stat().st_size == src.size:
+        return old
+    if isinstance(src.handle, Path) and sha256_file(src.handle) == old.get("sha256") == sha256_file(target):
+        # touched but unchanged: keep the copy, remember the new mtime
+        return {**old, "fingerprint": src.fingerprint}
+    return None
+
+
 def stage_local(source: str, channel_dir: str | Path, *, s3_client: Any = None) -> StageResult:
     """Mirror ``source`` into ``channel_dir``; returns what was copied, skipped and deleted.
 
@@ -124,44 +148,19 @@ def stage_local(source: str, channel_dir: str | Path, *, s3_client: Any = None) 
     dest = Path(channel_dir)
     dest.mkdir(parents=True, exist_ok=True)
     previous = read_manifest(dest)
-    if source.startswith("s3://"):
-        if s3_client is None:
-            import boto3
+    if source.startswith("s3://") and s3_client is None:
+        import boto3
 
-            s3_client = boto3.client("s3")
-        files = list(_iter_s3(source, s3_client))
-    else:
-        root = _local_root(source)
-        if not root.exists():
-            raise FileNotFoundError(f"staging source {source} does not exist")
-        if root.resolve() == dest.resolve() or dest.resolve().is_relative_to(root.resolve()):
-            raise ValueError(f"channel_dir {dest} must not be inside the source {source}")
-        files = list(_iter_local(root))
+        s3_client = boto3.client("s3")
+    files = _source_files(source, dest, s3_client)
 
     result = StageResult(channel_dir=str(dest), manifest={})
     for src in files:
         rel = _safe_rel(src.rel)
         target = dest / rel
-        old = previous.get(rel)
-        if (
-            old is not None
-            and old.get("size") == src.size
-            and old.get("fingerprint") == src.fingerprint
-            and target.is_file()
-            and target.stat().st_size == src.size
-        ):
-            result.manifest[rel] = old
-            result.skipped.append(rel)
-            continue
-        if (
-            old is not None
-            and isinstance(src.handle, Path)
-            and old.get("size") == src.size
-            and target.is_file()
-            and sha256_file(src.handle) == old.get("sha256") == sha256_file(target)
-        ):
-            # touched but unchanged: keep the copy, remember the new mtime
-            result.manifest[rel] = {**old, "fingerprint": src.fingerprint}
+        kept = _unchanged_entry(previous.get(rel), src, target)
+        if kept is not None:
+            result.manifest[rel] = kept
             result.skipped.append(rel)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -895,12 +895,8 @@ class _RequestRun(LocalJobRun):
                 self.log(f"[local] {reason}")
                 self.stop(min(self.stop_grace_seconds, 5.0))
 
-    def _hang(self, now: float) -> str | None:
-        """A rendezvous or name-resolution hang, with its cause (None: no hang seen)."""
-        limit = self.options.hang_seconds
-        if self.training_started is None or now - self.training_started < limit:
-            return None
-        waited = now - self.training_started
+    def _resolution_hang(self, waited: float) -> str | None:
+        """A host's recent output names a name-resolution failure."""
         for host, tail in self.tails.items():
             recent = list(tail)[-20:]
             mark = next(
@@ -911,6 +907,17 @@ class _RequestRun(LocalJobRun):
                     f"Name resolution hang on {host} after {waited:.0f} s: {mark.strip()[:300]}. "
                     f"Host names that resolve in this job: {', '.join(self.plan.hosts)}"
                 )
+        return None
+
+    def _hang(self, now: float) -> str | None:
+        """A rendezvous or name-resolution hang, with its cause (None: no hang seen)."""
+        limit = self.options.hang_seconds
+        if self.training_started is None or now - self.training_started < limit:
+            return None
+        waited = now - self.training_started
+        resolution = self._resolution_hang(waited)
+        if resolution is not None:
+            return resolution
         if self.network is None or len(self.plan.hosts) < 2 or self.network.listening(nshosts.MASTER_PORT):
             return None
         master = self.plan.hosts[0]
@@ -1154,28 +1161,27 @@ class LocalTrainingJob:
         assert self._result is not None
         return self._result
 
+    def _statuses(self, secondary: str) -> tuple[str, str, str | None]:
+        """(TrainingJobStatus, SecondaryStatus, FailureReason) as SageMaker reports them."""
+        run = self._run
+        if not self._done.is_set():
+            if run.stop_requested.is_set():
+                return "Stopping", "Stopping", None
+            return "InProgress", secondary, None
+        if self._error is None:
+            return "Completed", secondary, None
+        status = self._error.status if self._error.status in ("Failed", "Stopped") else "Failed"
+        if run.max_runtime_exceeded:
+            return status, "MaxRuntimeExceeded", self._error.failure_reason
+        if status == "Stopped":
+            return status, "Stopped", None
+        return status, "Failed", self._error.failure_reason
+
     def describe(self) -> dict[str, Any]:
         """A ``DescribeTrainingJob``-shaped dict (datetimes as ``datetime``, like boto3)."""
         run = self._run
         timeline = list(run.timeline)
-        secondary = timeline[-1]["status"] if timeline else "Starting"
-        failure: str | None = None
-        if not self._done.is_set():
-            status = "Stopping" if run.stop_requested.is_set() else "InProgress"
-            if status == "Stopping":
-                secondary = "Stopping"
-        elif self._error is None:
-            status = "Completed"
-        else:
-            status = self._error.status if self._error.status in ("Failed", "Stopped") else "Failed"
-            failure = self._error.failure_reason
-            if run.max_runtime_exceeded:
-                secondary = "MaxRuntimeExceeded"
-            elif status == "Stopped":
-                secondary = "Stopped"
-                failure = None
-            else:
-                secondary = "Failed"
+        status, secondary, failure = self._statuses(timeline[-1]["status"] if timeline else "Starting")
         transitions = [
             {
                 "Status": t["status"],

@@ -24,7 +24,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_dist_training.errors import SpecValidationError
-from airflow_dist_training.local.contract import LocalJobPlan, plan_local_job, validate_local
+from airflow_dist_training.local.contract import LocalJobPlan
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.training import S3Channel, TrainingJobSpec
@@ -135,26 +135,15 @@ class LocalTrainingHook(BaseHook):
     ) -> LocalJobPlan:
         """Validate ``spec`` for local mode and compute the plan; raises ``SpecValidationError``.
 
+        The plan is the one a run executes: the SageMaker planner's request, planned for this
+        machine by the request executor (nothing is staged or launched).
         ``check_paths=False`` skips the existence checks of local sources (a dry run before the
         staging step has produced them)."""
-        spec = load_spec(spec)
-        _validate_job_name(job_name)
-        s3 = self._s3_available(spec)
-        base = (self.base_dir or Path.cwd()).absolute()
-        cpus = available_cpus()
-        problems, _warnings = validate_local(
-            spec,
-            cpu_count=cpus,
-            allow_oversubscribe=allow_oversubscribe,
-            s3_available=s3,
-            base_dir=base,
-            check_paths=check_paths,
+        sub = self.submission(
+            spec, job_name, allow_oversubscribe=allow_oversubscribe, check_paths=check_paths, stage=False
         )
-        if problems:
-            raise SpecValidationError(problems, source="local backend")
-        return plan_local_job(
-            spec, job_name, self.root, cpu_count=cpus, s3_available=s3, base_dir=base, environ=os.environ
-        )
+        plan: LocalJobPlan = self.executor().plan(sub.request, store=sub.store, options=sub.options).plan
+        return plan
 
     def executor(self) -> Any:
         """The request executor of this hook's jobs root (one per root and process)."""

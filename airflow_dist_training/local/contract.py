@@ -1,7 +1,12 @@
 """The SageMaker training-container contract, mapped onto one machine (pure: no I/O, no torch, no boto3).
 
-Given a spec, a job name and a root directory, :func:`plan_local_job` computes everything a local
-run needs *before* anything is launched: the ``/opt/ml`` tree of every simulated host under
+Runs execute the CreateTrainingJob request (``local/executor.py`` plans it per host with
+:class:`HostFacts` / :func:`host_env` / :class:`HostLayout` from here; ``local/submit.py`` builds it
+with the SageMaker planner after :func:`validate_local`). :func:`plan_local_job` is the same contract
+computed straight from a spec, with no request: no run uses it any more (``LocalTrainingHook.plan``
+returns the request executor's plan); it stays as the pure statement of the contract that
+``tests/unit/local/test_contract.py`` pins. Given a spec, a job name and a root directory, it computes
+everything a local run needs *before* anything is launched: the ``/opt/ml`` tree of every simulated host under
 ``<root>/<job>/``, the three config files, the full ``SM_*`` environment of every host and the user
 arguments, exactly as the classic ``sagemaker-training`` toolkit produces them (see
 ``docs/local-backend.md`` and the contract reference it cites), plus the launch decision per host.

@@ -29,7 +29,7 @@ from airflow_dist_training.local.contract import local_path, validate_local
 from airflow_dist_training.local.executor import JobOptions, pack_source
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
-from airflow_dist_training.spec.training import EFSChannel, FSxChannel, S3Channel, TrainingJobSpec
+from airflow_dist_training.spec.training import EFSChannel, FSxChannel, OutputSpec, S3Channel, TrainingJobSpec
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
@@ -50,13 +50,15 @@ class LocalSubmission:
 def _fill_local_defaults(
     spec: TrainingJobSpec, job_name: str, jobs_root: Path, base: Path
 ) -> tuple[TrainingJobSpec, dict[str, Path]]:
-    data = spec.model_dump(mode="json", exclude_unset=True)
+    """Local stand-ins for what SageMaker requires; the spec is validated already, so the filled
+    copy is not validated again (the values set here are constants and resolved paths)."""
+    update: dict[str, Any] = {}
     mounts: dict[str, Path] = {}
     if spec.role_arn is None:
-        data["role_arn"] = LOCAL_ROLE_ARN
+        update["role_arn"] = LOCAL_ROLE_ARN
     if spec.output is None:
-        data["output"] = {"s3_path": f"{LOCAL_OUTPUT}/{spec.name.lower()}"}
-        mounts[data["output"]["s3_path"]] = jobs_root / "_artifacts"
+        update["output"] = OutputSpec(s3_path=f"{LOCAL_OUTPUT}/{spec.name.lower()}")
+        mounts[update["output"].s3_path] = jobs_root / "_artifacts"
     if spec.source.source_dir is None:
         # like the SDK without source_dir: only the entry point is shipped
         staged = jobs_root / job_name / ".source"
@@ -66,17 +68,14 @@ def _fill_local_defaults(
         entry = base / spec.source.entry_point
         if entry.is_file():
             shutil.copy2(entry, staged / Path(spec.source.entry_point).name)
-        data["source"] = {
-            **data["source"],
-            "source_dir": str(staged),
-            "entry_point": Path(spec.source.entry_point).name,
-        }
+        update["source"] = spec.source.model_copy(
+            update={"source_dir": str(staged), "entry_point": Path(spec.source.entry_point).name}
+        )
     elif not spec.source.source_dir.startswith("s3://"):
-        lp = local_path(spec.source.source_dir, base)
-        data["source"] = {**data["source"], "source_dir": str(lp)}
-    from airflow_dist_training.spec.loading import load_spec
-
-    return load_spec(data), mounts
+        update["source"] = spec.source.model_copy(
+            update={"source_dir": str(local_path(spec.source.source_dir, base))}
+        )
+    return (spec.model_copy(update=update) if update else spec), mounts
 
 
 def local_request(

@@ -30,7 +30,11 @@ def test_the_sagemaker_plan_task_validates_and_plans_the_spec_once(
 ) -> None:
     spec = example("torch_distributed_p4d")
     calls: dict[str, int] = {"spec": 0, "plan": 0, "check_spec": 0}
-    validate, plan, check = loading.validate_model, request_module.plan_training_job, request_module.check_spec
+    validate, plan, check = (
+        loading.validate_model,
+        request_module.plan_training_job,
+        request_module.check_spec,
+    )
 
     def counting_validate(model: Any, *args: Any, **kwargs: Any) -> Any:
         calls["spec"] += model is TrainingJobSpec
@@ -60,3 +64,37 @@ def test_the_sagemaker_plan_task_validates_and_plans_the_spec_once(
         )
     assert calls == {"spec": spec_validations, "plan": 1, "check_spec": 1}
     assert result["request"]["TrainingJobName"] == result["job_name"]
+
+
+def test_the_local_plan_path_does_not_validate_the_spec_again(tmp_path: Any) -> None:
+    """Local stand-ins (role, output, code folder) are filled into a copy, not a re-validated dump."""
+    from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    spec = loading.load_spec(
+        {
+            "name": "once",
+            "image": {"uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/x:1"},
+            "source": {"entry_point": "train.py", "source_dir": str(tmp_path)},
+            "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
+        }
+    )
+    calls = {"spec": 0, "plan": 0}
+    validate, plan = loading.validate_model, request_module.plan_training_job
+
+    def counting_validate(model: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["spec"] += model is TrainingJobSpec
+        return validate(model, *args, **kwargs)
+
+    def counting_plan(*args: Any, **kwargs: Any) -> Any:
+        calls["plan"] += 1
+        return plan(*args, **kwargs)
+
+    with (
+        mock.patch.object(loading, "validate_model", counting_validate),
+        mock.patch.object(request_module, "plan_training_job", counting_plan),
+    ):
+        local = LocalTrainingHook(root=tmp_path / "root", base_dir=tmp_path, use_s3=False)
+        planned = local.plan(spec, "once-1")
+    assert calls == {"spec": 0, "plan": 1}
+    assert planned.hosts == ["algo-1"] and planned.entry_point == "train.py"

@@ -594,3 +594,25 @@ def cost_bound(spec: TrainingJobSpec, region: str) -> tuple[float | None, str]:
     if spec.compute.keep_alive_seconds:
         note += "; warm-pool keep-alive time is billed on top"
     return round(total, 2), note
+
+
+def request_changes(planned: Any, sent: Any, path: str = "") -> list[str]:
+    """What differs between the plan task's request and the one sent (``path: before -> after``).
+
+    Empty when the request sent is the one planned; a resume or a spot replacement shows up here
+    (e.g. ``TrainingJobName``, ``CheckpointConfig``), so the training task can log why it differs.
+    """
+    if isinstance(planned, dict) and isinstance(sent, dict):
+        changes: list[str] = []
+        for key in list(planned) + [k for k in sent if k not in planned]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in sent:
+                changes.append(f"{where}: removed (was {planned[key]!r})")
+            elif key not in planned:
+                changes.append(f"{where}: added {sent[key]!r}")
+            else:
+                changes += request_changes(planned[key], sent[key], where)
+        return changes
+    if planned != sent:
+        return [f"{path or 'request'}: {planned!r} -> {sent!r}"]
+    return []

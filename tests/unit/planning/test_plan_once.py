@@ -98,3 +98,21 @@ def test_the_local_plan_path_does_not_validate_the_spec_again(tmp_path: Any) -> 
         planned = local.plan(spec, "once-1")
     assert calls == {"spec": 0, "plan": 1}
     assert planned.hosts == ["algo-1"] and planned.entry_point == "train.py"
+
+
+def test_request_changes_names_what_the_run_changed_after_the_plan_task() -> None:
+    from airflow_dist_training.sagemaker.request import plan_training_job, request_changes
+
+    spec = example("torch_distributed_p4d")
+    planned = plan_training_job(spec, job_name="job-1", region="us-east-1").request
+    assert (
+        request_changes(planned, plan_training_job(spec, job_name="job-1", region="us-east-1").request) == []
+    )
+    on_demand = spec.model_copy(update={"spot": type(spec.spot)()})
+    sent = plan_training_job(on_demand, job_name="job-1-2", region="us-east-1").request
+    assert request_changes(planned, sent) == [
+        "TrainingJobName: 'job-1' -> 'job-1-2'",
+        "StoppingCondition.MaxWaitTimeInSeconds: removed (was 172800)",
+        "HyperParameters.sagemaker_job_name: '\"job-1\"' -> '\"job-1-2\"'",
+        "EnableManagedSpotTraining: removed (was True)",
+    ]

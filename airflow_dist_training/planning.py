@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_dist_training.sagemaker.naming import job_name, run_identity
+from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -71,8 +71,9 @@ def plan_run(
     )
     # the local plan needs no AWS region lookup: its request is planned for a stand-in region
     region = region_name or (_connection_region(aws_conn_id) if training_backend.remote else "us-east-1")
+    # the tag carries the identity's hash, as the training task sends it: the plan shows the request sent
     planned = training_backend.plan(
-        effective, job_name=name, region=region, run_identity=identity
+        effective, job_name=name, region=region, run_identity=run_identity_hash(identity)
     )
     lines = [planned["summary"]]
     warnings = list(planned["warnings"])

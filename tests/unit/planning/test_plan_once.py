@@ -64,6 +64,9 @@ def test_the_sagemaker_plan_task_validates_and_plans_the_spec_once(
         )
     assert calls == {"spec": spec_validations, "plan": 1, "check_spec": 1}
     assert result["request"]["TrainingJobName"] == result["job_name"]
+    # the run-identity tag is the hash the training task sends (and its job name ends with)
+    tags = {t["Key"]: t["Value"] for t in result["request"]["Tags"]}
+    assert tags["airflow-dist-training:run-identity"] == result["job_name"].rsplit("-", 1)[-1]
 
 
 def test_the_local_plan_path_does_not_validate_the_spec_again(tmp_path: Any) -> None:

@@ -8,6 +8,7 @@ out.
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_dist_training"
@@ -50,6 +51,7 @@ class _Imports(ast.NodeVisitor):
             self.found.add(candidate if candidate in self.known else base)
 
 
+@cache
 def import_graph() -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)

@@ -193,7 +193,9 @@ class FileSystems:
         if not path.startswith("/"):
             raise FSxError("BadRequest", f"FileSystemPath {path!r} must be an absolute path")
         if not repo.startswith("s3://"):
-            raise FSxError("BadRequest", f"DataRepositoryPath {repo!r} must be an S3 URI (s3://bucket/prefix/)")
+            raise FSxError(
+                "BadRequest", f"DataRepositoryPath {repo!r} must be an S3 URI (s3://bucket/prefix/)"
+            )
         bucket, _ = _s3_split(repo)
         try:
             self.clients("s3").head_bucket(Bucket=bucket)
@@ -212,7 +214,9 @@ class FileSystems:
                         f"FileSystemPath {path} overlaps {other['FileSystemPath']} of association "
                         f"{other['AssociationId']}",
                     )
-                if repo.startswith(other["DataRepositoryPath"]) or other["DataRepositoryPath"].startswith(repo):
+                if repo.startswith(other["DataRepositoryPath"]) or other["DataRepositoryPath"].startswith(
+                    repo
+                ):
                     raise FSxError(
                         "BadRequest",
                         f"DataRepositoryPath {repo} overlaps {other['DataRepositoryPath']} of association "
@@ -290,7 +294,11 @@ class FileSystems:
                 return self._task_answer(self.tasks[self.tokens[("task", token)]])
         extra = self._require(fs_id)
         kind = str(request.get("Type") or "")
-        if kind not in ("IMPORT_METADATA_FROM_REPOSITORY", "EXPORT_TO_REPOSITORY", "RELEASE_DATA_FROM_FILESYSTEM"):
+        if kind not in (
+            "IMPORT_METADATA_FROM_REPOSITORY",
+            "EXPORT_TO_REPOSITORY",
+            "RELEASE_DATA_FROM_FILESYSTEM",
+        ):
             raise FSxError("BadRequest", f"Type {kind!r} is not supported")
         report = dict(request.get("Report") or {})
         if report.get("Enabled") and not str(report.get("Path") or "").startswith("s3://"):
@@ -332,17 +340,25 @@ class FileSystems:
             assocs = [a for a in self.associations.values() if a["FileSystemId"] == fs_id]
         pairs = [(a["DataRepositoryPath"], a["FileSystemPath"]) for a in assocs]
         if extra.get("import_path"):
-            pairs.append((extra["import_path"] if kind != "EXPORT_TO_REPOSITORY" else extra["export_path"], "/"))
+            pairs.append(
+                (extra["import_path"] if kind != "EXPORT_TO_REPOSITORY" else extra["export_path"], "/")
+            )
         if not pairs:
-            raise FSxError("BadRequest", f"File system {fs_id} has no data repository to run a {kind} task on")
+            raise FSxError(
+                "BadRequest", f"File system {fs_id} has no data repository to run a {kind} task on"
+            )
         if not paths:
             return pairs
         work = []
         for raw in paths:
             if kind == "IMPORT_METADATA_FROM_REPOSITORY":
                 if not raw.startswith("s3://"):
-                    raise FSxError("BadRequest", f"import task path {raw!r} must be an S3 URI inside a data repository")
-                hit = max((p for p in pairs if _prefix(raw).startswith(p[0])), key=lambda p: len(p[0]), default=None)
+                    raise FSxError(
+                        "BadRequest", f"import task path {raw!r} must be an S3 URI inside a data repository"
+                    )
+                hit = max(
+                    (p for p in pairs if _prefix(raw).startswith(p[0])), key=lambda p: len(p[0]), default=None
+                )
                 if hit is None:
                     raise FSxError("BadRequest", f"{raw} is not inside a data repository of {fs_id}")
                 rel = _prefix(raw)[len(hit[0]) :].strip("/")
@@ -351,12 +367,16 @@ class FileSystems:
                 fs_path = "/" + raw.strip("/") if raw != "/" else "/"
                 hit = max((p for p in pairs if _under(fs_path, p[1])), key=lambda p: len(p[1]), default=None)
                 if hit is None:
-                    raise FSxError("BadRequest", f"{raw} is not inside a data repository association of {fs_id}")
+                    raise FSxError(
+                        "BadRequest", f"{raw} is not inside a data repository association of {fs_id}"
+                    )
                 rel = fs_path[len(hit[1].rstrip("/")) :].strip("/")
                 work.append((f"{hit[0]}{rel}/" if rel else hit[0], fs_path))
         return work
 
-    def _run_task(self, task: dict[str, Any], kind: str, work: list[tuple[str, str]], lock: threading.Lock) -> None:
+    def _run_task(
+        self, task: dict[str, Any], kind: str, work: list[tuple[str, str]], lock: threading.Lock
+    ) -> None:
         with lock:  # FSx runs one task at a time per file system; the others stay PENDING
             with self._lock:
                 if task["cancel"]:
@@ -373,7 +393,9 @@ class FileSystems:
                 else:
                     with self._lock:
                         counts["ReleasedCapacity"] = 0
-                lifecycle = "CANCELED" if task["cancel"] else ("FAILED" if counts["FailedCount"] else "SUCCEEDED")
+                lifecycle = (
+                    "CANCELED" if task["cancel"] else ("FAILED" if counts["FailedCount"] else "SUCCEEDED")
+                )
                 if lifecycle == "FAILED":
                     task["FailureDetails"] = {"Message": f"{counts['FailedCount']} file(s) failed"}
             except Exception as exc:
@@ -425,7 +447,9 @@ class FileSystems:
                         with self._lock:
                             counts["FailedCount"] = counts.get("FailedCount", 0) + 1
                             if task is not None:
-                                task.setdefault("failed_files", []).append((f"s3://{bucket}/{obj['Key']}", str(exc)))
+                                task.setdefault("failed_files", []).append(
+                                    (f"s3://{bucket}/{obj['Key']}", str(exc))
+                                )
             # an import also brings deletions: a file whose object is gone leaves the file system
             if target.is_dir():
                 for path in sorted(target.rglob("*"), reverse=True):
@@ -476,7 +500,9 @@ class FileSystems:
             if ids:
                 missing = [i for i in ids if i not in self.tasks]
                 if missing:
-                    raise FSxError("DataRepositoryTaskNotFound", f"Data repository task {missing[0]} does not exist.")
+                    raise FSxError(
+                        "DataRepositoryTaskNotFound", f"Data repository task {missing[0]} does not exist."
+                    )
                 found = [self.tasks[i] for i in ids]
             else:
                 found = list(self.tasks.values())
@@ -493,10 +519,13 @@ class FileSystems:
         with self._lock:
             task = self.tasks.get(task_id)
             if task is None:
-                raise FSxError("DataRepositoryTaskNotFound", f"Data repository task {task_id} does not exist.")
+                raise FSxError(
+                    "DataRepositoryTaskNotFound", f"Data repository task {task_id} does not exist."
+                )
             if task["Lifecycle"] not in ("PENDING", "EXECUTING"):
                 raise FSxError(
-                    "DataRepositoryTaskEnded", f"Data repository task {task_id} has already ended ({task['Lifecycle']})."
+                    "DataRepositoryTaskEnded",
+                    f"Data repository task {task_id} has already ended ({task['Lifecycle']}).",
                 )
             task["cancel"] = True
             task["Lifecycle"] = "CANCELING"

@@ -20,30 +20,12 @@ from typing import Any
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, fast_polling, fsx_network
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
 BUCKET = "my-ml-bucket"
 PIPELINE = REPO / "dags" / "pipelines" / "llm_finetune_sagemaker.yaml"
 SPEC = REPO / "examples" / "specs" / "torch_distributed_p4d.yaml"
-
-
-def _network(endpoint: Any) -> dict[str, str]:
-    """A VPC with the training subnet and security group, and the file system's security group
-    allowing Lustre (TCP 988, 1018-1023) from the training group."""
-    ec2 = endpoint.client("ec2")
-    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.1.0/24", AvailabilityZone="us-east-1a")
-    training_sg = ec2.create_security_group(GroupName="training", Description="jobs", VpcId=vpc)["GroupId"]
-    fsx_sg = ec2.create_security_group(GroupName="fsx", Description="lustre", VpcId=vpc)["GroupId"]
-    ec2.authorize_security_group_ingress(
-        GroupId=fsx_sg,
-        IpPermissions=[
-            {"IpProtocol": "tcp", "FromPort": lo, "ToPort": hi, "UserIdGroupPairs": [{"GroupId": training_sg}]}
-            for lo, hi in ((988, 988), (1018, 1023))
-        ],
-    )
-    return {"subnet": subnet["Subnet"]["SubnetId"], "training_sg": training_sg, "fsx_sg": fsx_sg}
 
 
 def _seed_bucket(endpoint: Any, demo_data: Path) -> None:
@@ -74,13 +56,17 @@ def _pipeline_dag(tmp_path: Path, ids: dict[str, str]) -> Any:
     dags.mkdir()
     spec = tmp_path / "torch_distributed_p4d.yaml"
     spec.write_text(swap(SPEC.read_text()))
-    pipeline = swap(PIPELINE.read_text()).replace("../../examples/specs/torch_distributed_p4d.yaml", str(spec))
+    pipeline = swap(PIPELINE.read_text()).replace(
+        "../../examples/specs/torch_distributed_p4d.yaml", str(spec)
+    )
     assert ids["fs"] in pipeline and str(spec) in pipeline
     (dags / "llm_finetune_sagemaker.yaml").write_text(pipeline)
-    (dags / "llm_finetune_sagemaker.py").write_text((REPO / "dags" / "pipelines" / "llm_finetune_sagemaker.py").read_text())
+    (dags / "llm_finetune_sagemaker.py").write_text(
+        (REPO / "dags" / "pipelines" / "llm_finetune_sagemaker.py").read_text()
+    )
     bag = DagBag(dag_folder=str(dags), safe_mode=False)
     assert bag.import_errors == {}
-    return bag.dags["llm_finetune_sagemaker"]
+    return fast_polling(bag.dags["llm_finetune_sagemaker"])
 
 
 def test_fsx_pipeline_stages_through_fsx_and_trains_on_the_channel_twice(
@@ -88,15 +74,8 @@ def test_fsx_pipeline_stages_through_fsx_and_trains_on_the_channel_twice(
 ) -> None:
     endpoint = sagemaker_endpoint
     _seed_bucket(endpoint, demo_data)
-    net = _network(endpoint)
+    net, fs = fsx_network(endpoint)
     fsx = endpoint.client("fsx")
-    fs = fsx.create_file_system(
-        FileSystemType="LUSTRE",
-        StorageCapacity=1200,
-        SubnetIds=[net["subnet"]],
-        SecurityGroupIds=[net["fsx_sg"]],
-        LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125},
-    )["FileSystem"]
     mount = fs["LustreConfiguration"]["MountName"]
     dag = _pipeline_dag(tmp_path, {**net, "fs": fs["FileSystemId"]})
     sm = endpoint.client("sagemaker")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import REPO, fast_polling, fsx_network
+from .conftest import REPO, fast_polling, fsx_network, serve_dags_folder
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
 DAG_FILE = REPO / "dags" / "distributed_retraining.py"
@@ -98,6 +98,7 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_runs_end_to_end(
     demo_data: Path,
     airflow_db: Path,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``demo_mlp_local.yaml`` with ``backend: sagemaker``, WITH its staging step: on SageMaker the
     staging step puts the dataset on FSx for Lustre (the endpoint's), and the job reads its FSx
@@ -136,10 +137,11 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_runs_end_to_end(
     )
     dags = tmp_path / "dags"
     dags.mkdir()
-    (dags / "demo_mlp_sagemaker.yaml").write_text(yaml.safe_dump(pipeline))
-    (dags / "demo_mlp_sagemaker.py").write_text(
+    (dags / "demo_mlp_yaml_on_sagemaker.yaml").write_text(yaml.safe_dump(pipeline))
+    (dags / "demo_mlp_yaml_on_sagemaker.py").write_text(
         "from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n"
     )
+    serve_dags_folder(dags, monkeypatch)
     bag = DagBag(dag_folder=str(dags), safe_mode=False)
     assert bag.import_errors == {}
     dag = fast_polling(bag.dags["demo_mlp_yaml_on_sagemaker"])
@@ -160,7 +162,7 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_runs_end_to_end(
     [job] = sm.list_training_jobs()["TrainingJobSummaries"]
     training_job = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
     assert training_job["TrainingJobStatus"] == "Completed"
-    [channel] = training_job["InputDataConfig"]
+    [channel] = [c for c in training_job["InputDataConfig"] if c["ChannelName"] == "train"]
     mount = fs["LustreConfiguration"]["MountName"]
     assert channel["DataSource"]["FileSystemDataSource"]["DirectoryPath"] == f"/{mount}/demo/train"
     [processing] = sm.list_processing_jobs()["ProcessingJobSummaries"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import REPO, fast_polling, fsx_network
+from .conftest import REPO, fast_polling, fsx_network, serve_dags_folder
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
 BUCKET = "my-ml-bucket"
@@ -41,7 +41,7 @@ def _seed_bucket(endpoint: Any, demo_data: Path) -> None:
     s3.upload_file(str(demo_data / "test" / "data.csv"), BUCKET, "datasets/test/data.csv")
 
 
-def _pipeline_dag(tmp_path: Path, ids: dict[str, str]) -> Any:
+def _pipeline_dag(tmp_path: Path, ids: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
     """The shipped pipeline and its spec, with the endpoint's ids in place of the placeholders."""
     from airflow.dag_processing.dagbag import DagBag
 
@@ -64,20 +64,25 @@ def _pipeline_dag(tmp_path: Path, ids: dict[str, str]) -> Any:
     (dags / "llm_finetune_sagemaker.py").write_text(
         (REPO / "dags" / "pipelines" / "llm_finetune_sagemaker.py").read_text()
     )
+    serve_dags_folder(dags, monkeypatch)
     bag = DagBag(dag_folder=str(dags), safe_mode=False)
     assert bag.import_errors == {}
     return fast_polling(bag.dags["llm_finetune_sagemaker"])
 
 
 def test_fsx_pipeline_stages_through_fsx_and_trains_on_the_channel_twice(
-    sagemaker_endpoint: Any, demo_data: Path, airflow_db: Path, tmp_path: Path
+    sagemaker_endpoint: Any,
+    demo_data: Path,
+    airflow_db: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     endpoint = sagemaker_endpoint
     _seed_bucket(endpoint, demo_data)
     net, fs = fsx_network(endpoint)
     fsx = endpoint.client("fsx")
     mount = fs["LustreConfiguration"]["MountName"]
-    dag = _pipeline_dag(tmp_path, {**net, "fs": fs["FileSystemId"]})
+    dag = _pipeline_dag(tmp_path, {**net, "fs": fs["FileSystemId"]}, monkeypatch)
     sm = endpoint.client("sagemaker")
     source_rows = len((demo_data / "train" / "data.csv").read_text().splitlines()) - 1
 

@@ -167,3 +167,55 @@ def test_fsx_channel_on_a_missing_file_system_is_refused(sagemaker_endpoint: Any
     assert err.value.response["Error"]["Code"] == "ValidationException"
     assert "file system fs-0123456789abcdef0 does not exist" in str(err.value)
     assert sm.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_fsx_associations_and_tasks_move_data_between_s3_and_the_file_system(sagemaker_endpoint: Any) -> None:
+    """The data repository calls moto lacks: an import brings new and deleted objects, an export
+    writes files back, overlapping associations are refused, unknown ids answer AWS's errors."""
+    import botocore.exceptions
+
+    endpoint = sagemaker_endpoint
+    s3, fsx = endpoint.client("s3"), endpoint.client("fsx")
+    _, fs = fsx_network(endpoint)
+    fs_id = fs["FileSystemId"]
+    assert fs["Lifecycle"] == "CREATING"  # as AWS answers a create; AVAILABLE afterwards
+    assert fsx.describe_file_systems(FileSystemIds=[fs_id])["FileSystems"][0]["Lifecycle"] == "AVAILABLE"
+    s3.create_bucket(Bucket="fsx-data")
+    s3.put_object(Bucket="fsx-data", Key="train/a.csv", Body=b"a\n")
+    s3.put_object(Bucket="fsx-data", Key="train/sub/b.csv", Body=b"b\n")
+    assoc = fsx.create_data_repository_association(
+        FileSystemId=fs_id, FileSystemPath="/data", DataRepositoryPath="s3://fsx-data/train/"
+    )["Association"]
+    with pytest.raises(botocore.exceptions.ClientError, match="overlaps /data"):
+        fsx.create_data_repository_association(
+            FileSystemId=fs_id, FileSystemPath="/data/inner", DataRepositoryPath="s3://fsx-data/other/"
+        )
+
+    def run(kind: str, paths: list[str]) -> dict[str, Any]:
+        task = fsx.create_data_repository_task(
+            Type=kind, FileSystemId=fs_id, Paths=paths, Report={"Enabled": False}
+        )["DataRepositoryTask"]
+        return fsx.describe_data_repository_tasks(TaskIds=[task["TaskId"]])["DataRepositoryTasks"][0]
+
+    folder = endpoint.root / "fsx" / fs_id / "data"
+    done = run("IMPORT_METADATA_FROM_REPOSITORY", ["s3://fsx-data/train/"])
+    assert (done["Lifecycle"], done["Status"]["SucceededCount"]) == ("SUCCEEDED", 2)
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.csv")) == ["a.csv", "sub/b.csv"]
+    s3.delete_object(Bucket="fsx-data", Key="train/a.csv")
+    assert run("IMPORT_METADATA_FROM_REPOSITORY", [])["Status"]["SucceededCount"] == 1
+    assert not (folder / "a.csv").exists()  # an import brings deletions too
+
+    (folder / "out.txt").write_text("written by a job")
+    exported = run("EXPORT_TO_REPOSITORY", ["data"])
+    assert (exported["Lifecycle"], exported["Status"]["SucceededCount"]) == ("SUCCEEDED", 2)
+    assert s3.get_object(Bucket="fsx-data", Key="train/out.txt")["Body"].read() == b"written by a job"
+    with pytest.raises(botocore.exceptions.ClientError, match="DataRepositoryTaskEnded"):
+        fsx.cancel_data_repository_task(TaskId=exported["TaskId"])
+    with pytest.raises(botocore.exceptions.ClientError, match="FileSystemNotFound"):
+        fsx.describe_file_systems(FileSystemIds=["fs-0123456789abcdef0"])
+    assert (
+        fsx.describe_data_repository_associations(AssociationIds=[assoc["AssociationId"]])["Associations"][0][
+            "Lifecycle"
+        ]
+        == "AVAILABLE"
+    )

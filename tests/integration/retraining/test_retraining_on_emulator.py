@@ -153,13 +153,21 @@ def test_retraining_scenario_on_the_sagemaker_backend(
     assert "warm start: initialised from " in log3 and f"training all {EPOCHS} epochs" in log3
     assert f"run_summary epochs_trained={EPOCHS} " in log3 and "warm_started=1" in log3
     summary = (tmp_path / "last-run-summary.txt").read_text()
-    assert "vs champion adt-demo/1" in summary
+    assert "data and spec changed since champion adt-demo/1: training" in summary
     assert f"PASS training: the training job trained {EPOCHS} epochs" in summary
+    assert (
+        "model artifact differs from champion arn:aws:sagemaker:us-east-1:123456789012:model-package/adt-demo/1"
+        in summary
+    )
     packages = _packages(sm)
     if "Quality gate        PASSED" in summary:
+        assert (
+            "no regression vs champion arn:aws:sagemaker:us-east-1:123456789012:model-package/adt-demo/1"
+            in summary
+        )
         assert [p["ModelPackageVersion"] for p in packages] == [1, 2]
         meta2 = packages[1]["CustomerMetadataProperties"]
-        assert meta2["ChampionComparedWith"] == "adt-demo/1"
+        assert meta2["ChampionComparedWith"] == v1["ModelPackageArn"]
         assert meta2["DataFingerprint"] != meta1["DataFingerprint"]
         assert meta2["TrainingJobName"] == job3["TrainingJobName"]
     else:

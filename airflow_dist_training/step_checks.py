@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_dist_training.errors import Problem, SpecValidationError
 
 if TYPE_CHECKING:
-    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
+    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep, StagingStep
     from airflow_dist_training.spec.training import TrainingJobSpec
 
 _GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -163,12 +163,20 @@ def _check_registry(registry: RegistryStep, backend: str, inference_image: str |
     return problems
 
 
-def s3_locations(spec: TrainingJobSpec, *, evaluation: EvaluationStep | None = None) -> list[S3Location]:
-    """The S3 locations a SageMaker run reads (inputs) and writes, with the field naming each."""
+def s3_locations(
+    spec: TrainingJobSpec, *, evaluation: EvaluationStep | None = None, staging: StagingStep | None = None
+) -> list[S3Location]:
+    """The S3 locations a SageMaker run reads (inputs) and writes, with the field naming each.
+
+    A channel the staging step replaces (FSx) is read from the staging source, not its own URI."""
     from airflow_dist_training.spec.training import S3Channel
 
     found: list[S3Location] = []
+    if staging is not None and staging.source.startswith("s3://"):
+        found.append(S3Location("staging.source", staging.source, True))
     for name, channel in spec.channels.items():
+        if staging is not None and name == staging.channel:
+            continue
         if isinstance(channel, S3Channel):
             found.append(S3Location(f"channels.{name}.uri", channel.uri, True))
     source_dir = spec.source.source_dir

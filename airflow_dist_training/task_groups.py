@@ -125,7 +125,7 @@ def stage_train_evaluate(
             # every later step's inputs too: nothing is launched when one of them cannot work
             _check_run_steps(
                 spec_obj, backend, evaluation, gate, registry, params, base, result["dry_run"],
-                aws_conn_id, region_name,
+                aws_conn_id, region_name, staging=staging,
             )
             for key in PLAN_XCOM_KEYS:
                 context["ti"].xcom_push(key=key, value=result[key])
@@ -322,9 +322,11 @@ def _check_run_steps(
     dry_run: bool,
     aws_conn_id: str | None,
     region_name: str | None,
+    staging: StagingStep | None = None,
 ) -> None:
     """Raise ``SpecValidationError`` with every problem of the evaluation, gate and registry steps,
-    and (SageMaker, not a dry run) every missing bucket or empty input prefix."""
+    and (SageMaker, not a dry run) every missing bucket or empty input prefix (a staged channel's
+    prefix is its staging source)."""
     from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.step_checks import check_steps, s3_locations
 
@@ -343,7 +345,8 @@ def _check_run_steps(
         from airflow_dist_training.hooks.s3_checks import check_s3_locations
 
         s3 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="s3", region_name=region_name).get_conn()
-        problems += check_s3_locations(s3, s3_locations(spec, evaluation=evaluation), conn_id=aws_conn_id)
+        locations = s3_locations(spec, evaluation=evaluation, staging=staging)
+        problems += check_s3_locations(s3, locations, conn_id=aws_conn_id)
     for warning in (p for p in problems if p.severity != "error"):
         print(f"WARNING          {warning}")
     errors = [p for p in problems if p.severity == "error"]

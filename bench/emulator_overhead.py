@@ -11,7 +11,11 @@ backend's executor directly, measured side by side, alternating, several rounds.
 Same request both ways (2 hosts x 1 process, torch_distributed on CPU, the demo's train.py).
 Ratio = median(endpoint) / median(local); goal <= 1.3.
 
-    .venv/bin/python bench/emulator_overhead.py [--rounds 3] [--epochs 2]
+``--fsx``: the endpoint's job reads its training data through an FSx for Lustre channel instead
+(a file system on the endpoint, the dataset staged once beforehand by a data repository
+association and an import task, outside the timing); the local anchor is unchanged.
+
+    .venv/bin/python bench/emulator_overhead.py [--rounds 3] [--epochs 2] [--fsx]
 """
 
 from __future__ import annotations
@@ -56,9 +60,54 @@ def _body(upload: Any) -> bytes:
     return upload.content if upload.content is not None else pack_source(upload.local_path)
 
 
-def through_endpoint(emu: Any, name: str, epochs: int, data: Path) -> float:
+def stage_on_fsx(emu: Any) -> dict[str, Any]:
+    """A file system on the endpoint with the dataset imported at /bench/train; the FSx channel."""
+    ec2, fsx = emu.client("ec2"), emu.client("fsx")
+    vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.30.1.0/24", AvailabilityZone="us-east-1a")["Subnet"]
+    sg = ec2.create_security_group(GroupName="bench", Description="bench", VpcId=vpc)["GroupId"]
+    fs = fsx.create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet["SubnetId"]], SecurityGroupIds=[sg]
+    )["FileSystem"]
+    fsx.create_data_repository_association(
+        FileSystemId=fs["FileSystemId"],
+        FileSystemPath="/bench/train",
+        DataRepositoryPath=f"s3://{BUCKET}/data/train/",
+    )
+    task = fsx.create_data_repository_task(
+        Type="IMPORT_METADATA_FROM_REPOSITORY", FileSystemId=fs["FileSystemId"], Report={"Enabled": False}
+    )["DataRepositoryTask"]
+    while fsx.describe_data_repository_tasks(TaskIds=[task["TaskId"]])["DataRepositoryTasks"][0][
+        "Lifecycle"
+    ] in (
+        "PENDING",
+        "EXECUTING",
+    ):
+        time.sleep(0.2)
+    mount = fs["LustreConfiguration"]["MountName"]
+    return {
+        "channel": {
+            "FileSystemDataSource": {
+                "FileSystemId": fs["FileSystemId"],
+                "FileSystemAccessMode": "ro",
+                "FileSystemType": "FSxLustre",
+                "DirectoryPath": f"/{mount}/bench/train",
+            }
+        },
+        "vpc": {"SecurityGroupIds": [sg], "Subnets": [subnet["SubnetId"]]},
+    }
+
+
+def through_endpoint(
+    emu: Any, name: str, epochs: int, data: Path, fsx: dict[str, Any] | None = None
+) -> float:
     s3, sm = emu.client("s3"), emu.client("sagemaker")
     request, uploads = request_for(name, epochs)
+    if fsx is not None:
+        for channel in request["InputDataConfig"]:
+            if channel["ChannelName"] == "train":
+                channel["DataSource"] = fsx["channel"]
+        request["VpcConfig"] = fsx["vpc"]
     for upload in uploads:
         bucket, key = upload.s3_uri[len("s3://") :].split("/", 1)
         s3.put_object(Bucket=bucket, Key=key, Body=_body(upload))
@@ -90,7 +139,9 @@ def local_directly(root: Path, name: str, epochs: int, data: Path) -> float:
     target = buckets / BUCKET / "data" / "train" / "data.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes((data / "train" / "data.csv").read_bytes())
-    executor = LocalExecutor(root / "jobs", store=ObjectStore(buckets), options=JobOptions(**EXECUTOR_OPTIONS))
+    executor = LocalExecutor(
+        root / "jobs", store=ObjectStore(buckets), options=JobOptions(**EXECUTOR_OPTIONS)
+    )
     start = time.perf_counter()
     desc = executor.start(request).wait()
     elapsed = time.perf_counter() - start
@@ -103,6 +154,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--fsx", action="store_true", help="the endpoint's job reads an FSx channel")
     args = parser.parse_args()
     from airflow_dist_training.emulator.server import Emulator
 
@@ -128,13 +180,14 @@ def main() -> None:
             s3 = emu.client("s3")
             s3.create_bucket(Bucket=BUCKET)
             s3.upload_file(str(root / "data" / "train" / "data.csv"), BUCKET, "data/train/data.csv")
+            fsx = stage_on_fsx(emu) if args.fsx else None
             for i in range(args.rounds):
                 # alternate which goes first, so neither always gets the warmer machine
                 order = [("endpoint", endpoint_times), ("local", local_times)]
                 for kind, times in order if i % 2 == 0 else reversed(order):
                     name = f"bench-{kind}-{i}"
                     if kind == "endpoint":
-                        times.append(through_endpoint(emu, name, args.epochs, root / "data"))
+                        times.append(through_endpoint(emu, name, args.epochs, root / "data", fsx))
                     else:
                         times.append(local_directly(root / f"local-{i}", name, args.epochs, root / "data"))
                     print(f"  round {i + 1} {kind:8s} {times[-1]:6.2f} s", flush=True)
@@ -145,8 +198,10 @@ def main() -> None:
         print(
             f"  local executor directly  median {ml:6.2f} s  runs {', '.join(f'{x:.2f}' for x in local_times)}"
         )
+        channel = "FSx channel" if args.fsx else "S3 channel"
         print(
             f"  through the endpoint     median {me:6.2f} s  runs {', '.join(f'{x:.2f}' for x in endpoint_times)}"
+            f"  ({channel})"
         )
         print(f"  ratio endpoint/local = {me / ml:.3f}x  (goal <= 1.30x)")
 

@@ -86,7 +86,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint-dir", default=os.environ.get("SM_CHECKPOINT_DIR", "/opt/ml/checkpoints")
     )
     parser.add_argument("--warm-start", default=os.environ.get("SM_CHANNEL_WARM_START", ""))
-    return parser.parse_args(argv)
+    # SageMaker passes every hyperparameter as --name value: a spec's other ones (e.g. model_name)
+    # are not this demo's, so they are reported and ignored rather than failing the job
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        print(f"ignoring hyperparameters this script does not use: {' '.join(unknown)}", flush=True)
+    return args
 
 
 def warm_start_weights(channel: str, device: torch.device) -> dict[str, torch.Tensor] | None:
@@ -118,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(args.seed)
 
     x, y = load_csv(args.train)
+    if rank == 0:  # what the job read from its channel (the tests compare it with the source data)
+        print(f"train data: {len(y)} rows from {args.train}", flush=True)
     classes = int(y.max().item()) + 1
     dataset = TensorDataset(x, y)
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)

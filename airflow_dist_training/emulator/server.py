@@ -10,6 +10,9 @@ What the emulator adds, by wrapping moto's SageMaker response handlers:
 - ``StopTrainingJob`` (moto has none): SIGTERM to the hosts, SIGKILL after a grace period, ``Stopped``;
 - ``CreateProcessingJob`` / ``StopProcessingJob``: run under the processing contract
   (:mod:`airflow_dist_training.emulator.processing`);
+- FSx for Lustre: moto's file systems completed (lifecycle, ``MountName``, network interface),
+  data repository associations and tasks that move real data, and FSx training channels that read
+  the file system's folder (:mod:`airflow_dist_training.emulator.fsx`);
 - a WSGI layer in front of moto for the admin calls (``/_emulator/...``) and throttling faults.
 
 One emulator per process (moto's backends are process-wide). ``Emulator`` is a context manager::
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.emulator.faults import Faults
+from airflow_dist_training.emulator.fsx import FileSystems, FSxError
 from airflow_dist_training.emulator.processing import ProcessingJobs
 from airflow_dist_training.emulator.training import TrainingJobs
 
@@ -72,6 +76,7 @@ class Emulator:
         self._clients_lock = threading.Lock()
         self.training: TrainingJobs | None = None
         self.processing: ProcessingJobs | None = None
+        self.fsx: FileSystems | None = None
 
     # -- lifecycle
     @property
@@ -100,6 +105,7 @@ class Emulator:
         self.port = int(self._server.server_port)
         self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
         self.processing = ProcessingJobs(self.root, self.client)
+        self.fsx = FileSystems(self.root, self.client, REGION)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="emulator-server", daemon=True
         )
@@ -121,6 +127,8 @@ class Emulator:
             self.training.shutdown()
         if self.processing is not None:
             self.processing.shutdown()
+        if self.fsx is not None:
+            self.fsx.shutdown()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -149,6 +157,10 @@ class Emulator:
         if self.processing is not None:
             self.processing.shutdown()
             self.processing = ProcessingJobs(self.root, self.client)
+        if self.fsx is not None:
+            self.fsx.shutdown()
+            shutil.rmtree(self.fsx.root, ignore_errors=True)
+            self.fsx = FileSystems(self.root, self.client, REGION)
         self.faults.throttle_share = 0.0
         self.faults.capacity_failures = 0
         moto_api_backend.reset()
@@ -194,6 +206,7 @@ class Emulator:
             "endpoint": self.endpoint,
             "training_jobs": {n: r.record.training_job_status for n, r in training.items()},
             "processing_jobs": {n: r.record.processing_job_status for n, r in processing.items()},
+            "fsx_tasks": {t: v["Lifecycle"] for t, v in (self.fsx.tasks.items() if self.fsx else ())},
             "throttled_calls": self.faults.throttled_calls,
         }
 
@@ -274,10 +287,13 @@ def _install_patches() -> None:
             )
         try:
             emu.training.check(request)
+            mounts = emu.fsx.channel_mounts(request) if emu.fsx is not None else {}
+        except FSxError as exc:
+            raise ValidationError(exc.message) from None
         except Exception as exc:  # LocalRequestError: the request cannot run on this machine
             raise ValidationError(f"the emulator cannot run this request: {exc}") from None
         result = orig_create_training(self)
-        emu.training.start(backend.training_jobs[name], request)
+        emu.training.start(backend.training_jobs[name], request, mounts=mounts)
         return result
 
     def stop_training_job(self: Any) -> Any:
@@ -319,11 +335,89 @@ def _install_patches() -> None:
             )
         return EmptyResult()
 
+    _install_fsx_patches()
     SageMakerResponse.create_training_job = create_training_job  # type: ignore[method-assign]
     SageMakerResponse.stop_training_job = stop_training_job  # type: ignore[attr-defined]
     SageMakerResponse.create_processing_job = create_processing_job  # type: ignore[method-assign]
     SageMakerResponse.stop_processing_job = stop_processing_job  # type: ignore[method-assign]
     _PATCHED = True
+
+
+def _install_fsx_patches() -> None:
+    """moto's FSx file system handlers completed, and the data repository calls moto lacks."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.fsx.responses import FSxResponse
+
+    orig_create = FSxResponse.create_file_system
+    orig_describe = FSxResponse.describe_file_systems
+    orig_delete = FSxResponse.delete_file_system
+
+    def fsx_state() -> FileSystems | None:
+        return _ACTIVE.fsx if _ACTIVE is not None else None
+
+    def call(fn: Callable[[FileSystems, dict[str, Any]], dict[str, Any]]) -> Callable[[Any], str]:
+        def handler(self: Any) -> str:
+            fsx = fsx_state()
+            if fsx is None:
+                raise NotImplementedError("the FSx data repository calls need a running emulator")
+            try:
+                return json.dumps(fn(fsx, json.loads(self.body or "{}")))
+            except FSxError as exc:
+                raise JsonRESTError(exc.code, exc.message) from None
+
+        return handler
+
+    def create_file_system(self: Any) -> str:
+        fsx = fsx_state()
+        answer = json.loads(orig_create(self))
+        if fsx is not None:
+            try:
+                fsx.created(answer["FileSystem"], json.loads(self.body))
+            except FSxError as exc:
+                raise JsonRESTError(exc.code, exc.message) from None
+            answer["FileSystem"] = fsx.complete(answer["FileSystem"])
+        return json.dumps(answer)
+
+    def describe_file_systems(self: Any) -> str:
+        fsx = fsx_state()
+        answer = json.loads(orig_describe(self))
+        if fsx is not None:
+            wanted = json.loads(self.body or "{}").get("FileSystemIds") or []
+            found = {f["FileSystemId"] for f in answer["FileSystems"]}
+            missing = [f for f in wanted if f not in found]
+            if missing:  # AWS answers an unknown id with FileSystemNotFound (moto: an empty list)
+                raise JsonRESTError("FileSystemNotFound", f"File system '{missing[0]}' does not exist.")
+            answer["FileSystems"] = [fsx.complete(f) for f in answer["FileSystems"]]
+        return json.dumps(answer)
+
+    def delete_file_system(self: Any) -> Any:
+        fsx = fsx_state()
+        result = orig_delete(self)
+        if fsx is not None:
+            fsx.deleted(str(json.loads(self.body).get("FileSystemId")))
+        return result
+
+    FSxResponse.create_file_system = create_file_system  # type: ignore[method-assign]
+    FSxResponse.describe_file_systems = describe_file_systems  # type: ignore[method-assign]
+    FSxResponse.delete_file_system = delete_file_system  # type: ignore[method-assign]
+    FSxResponse.create_data_repository_association = call(  # type: ignore[attr-defined]
+        lambda fsx, req: {"Association": fsx.create_association(req)}
+    )
+    FSxResponse.describe_data_repository_associations = call(  # type: ignore[attr-defined]
+        lambda fsx, req: {"Associations": fsx.describe_associations(req)}
+    )
+    FSxResponse.delete_data_repository_association = call(  # type: ignore[attr-defined]
+        lambda fsx, req: fsx.delete_association(req)
+    )
+    FSxResponse.create_data_repository_task = call(  # type: ignore[attr-defined]
+        lambda fsx, req: {"DataRepositoryTask": fsx.create_task(req)}
+    )
+    FSxResponse.describe_data_repository_tasks = call(  # type: ignore[attr-defined]
+        lambda fsx, req: {"DataRepositoryTasks": fsx.describe_tasks(req)}
+    )
+    FSxResponse.cancel_data_repository_task = call(  # type: ignore[attr-defined]
+        lambda fsx, req: fsx.cancel_task(req)
+    )
 
 
 def serve_forever(port: int = 0, root: str | Path | None = None, **faults: Any) -> int:

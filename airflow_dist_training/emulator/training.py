@@ -48,6 +48,7 @@ class TrainingRun:
         self.logs = logs
         self.name = str(request["TrainingJobName"])
         self.job: Any = None
+        self.mounts: dict[str, Path] = {}
         self.interrupted = False
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
@@ -133,13 +134,15 @@ class TrainingJobs:
         """Raise ``LocalRequestError`` when the request cannot run here (before moto records it)."""
         self.executor.plan(request)
 
-    def start(self, record: Any, request: dict[str, Any]) -> None:
+    def start(self, record: Any, request: dict[str, Any], mounts: dict[str, Path] | None = None) -> None:
+        """Run the job; ``mounts`` maps URI prefixes (``fsx://<id>/<MountName>``) to local folders."""
         name = str(request["TrainingJobName"])
         # moto drops these (and replaces MetricDefinitions with a fake): keep them as sent
         record.environment = request.get("Environment")
         record.retry_strategy = request.get("RetryStrategy")
         record.algorithm_specification = dict(request.get("AlgorithmSpecification") or {})
         run = TrainingRun(record, request, JobLogs(self.clients("logs"), TRAINING_LOG_GROUP, name))
+        run.mounts = dict(mounts or {})
         now = _now()
         run.set(
             training_job_status="InProgress",
@@ -180,7 +183,8 @@ class TrainingJobs:
                     ],
                 )
                 return
-            run.job = self.executor.start(run.request, log=run.logs.add)
+            store = self.executor.store.with_mounts(run.mounts) if run.mounts else None
+            run.job = self.executor.start(run.request, log=run.logs.add, store=store)
             while not run.job.done:
                 run.apply(run.job.describe())
                 run.logs.flush()

@@ -16,6 +16,58 @@ REPO = Path(__file__).resolve().parents[3]
 BUCKET = "adt-emulator-tests"
 
 
+def serve_dags_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``folder`` the DAG bundle: ``dag.test()`` serializes the DAGs of the configured bundle, and
+    the test's DAG (a pipeline copy with the endpoint's ids) must be the one it finds there."""
+    bundle = {
+        "name": "dags-folder",
+        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+        "kwargs": {"path": str(folder), "refresh_interval": 0},
+    }
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
+
+
+def fast_polling(dag: Any, seconds: float = 1.0) -> Any:
+    """Poll the endpoint every ``seconds`` instead of the operators' 30 s (the jobs are tiny)."""
+    for task in dag.tasks:
+        if hasattr(task, "poll_interval"):
+            task.poll_interval = seconds
+    return dag
+
+
+def fsx_network(endpoint: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """A VPC with the training subnet and security group, and an FSx for Lustre file system in that
+    subnet whose security group allows Lustre (TCP 988, 1018-1023) from the training group.
+
+    Returns ``({"subnet", "training_sg", "fsx_sg"}, the file system as CreateFileSystem answered)``."""
+    ec2 = endpoint.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.1.0/24", AvailabilityZone="us-east-1a")
+    training_sg = ec2.create_security_group(GroupName="training", Description="jobs", VpcId=vpc)["GroupId"]
+    fsx_sg = ec2.create_security_group(GroupName="fsx", Description="lustre", VpcId=vpc)["GroupId"]
+    ec2.authorize_security_group_ingress(
+        GroupId=fsx_sg,
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": lo,
+                "ToPort": hi,
+                "UserIdGroupPairs": [{"GroupId": training_sg}],
+            }
+            for lo, hi in ((988, 988), (1018, 1023))
+        ],
+    )
+    net = {"subnet": subnet["Subnet"]["SubnetId"], "training_sg": training_sg, "fsx_sg": fsx_sg}
+    fs = endpoint.client("fsx").create_file_system(
+        FileSystemType="LUSTRE",
+        StorageCapacity=1200,
+        SubnetIds=[net["subnet"]],
+        SecurityGroupIds=[fsx_sg],
+        LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125},
+    )["FileSystem"]
+    return net, fs
+
+
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("demo-data")

@@ -9,20 +9,15 @@ endpoint's state.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, fast_polling, fsx_network, serve_dags_folder
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
 DAG_FILE = REPO / "dags" / "distributed_retraining.py"
 DEMO_BUCKET = "adt-demo-bucket"
 SERVING_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/adt-serve:1"
@@ -50,7 +45,7 @@ def retraining_dag(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("ADT_DEMO_DIR", str(tmp_path))
     bag = DagBag(dag_folder=str(DAG_FILE), safe_mode=False)
     assert bag.import_errors == {}
-    return bag.dags["distributed_retraining"]
+    return fast_polling(bag.dags["distributed_retraining"])
 
 
 def test_retraining_dag_on_sagemaker_trains_evaluates_gates_and_registers(
@@ -98,34 +93,41 @@ def test_retraining_dag_on_sagemaker_trains_evaluates_gates_and_registers(
     assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == evaluation_uri
 
 
-def test_yaml_pipeline_on_sagemaker_runs_end_to_end(
+def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_runs_end_to_end(
     aws_default_on_endpoint: Any,
     demo_data: Path,
     airflow_db: Path,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``demo_mlp_local.yaml`` with ``backend: sagemaker`` (and a model package group): the same
-    pipeline file, on the endpoint. Its staging step is dropped: FSx is not emulated, and the
-    training data is already in the endpoint's S3."""
+    """``demo_mlp_local.yaml`` with ``backend: sagemaker``, WITH its staging step: on SageMaker the
+    staging step puts the dataset on FSx for Lustre (the endpoint's), and the job reads its FSx
+    channel. The changes a SageMaker user makes to the local demo: the staged source is an S3 prefix,
+    staging names the file system and path, the job gets the VPC that reaches it, and the model
+    package group replaces the local registry folder."""
     import yaml
+    from airflow.dag_processing.dagbag import DagBag
 
     endpoint = aws_default_on_endpoint
     s3 = endpoint.client("s3")
     s3.create_bucket(Bucket=DEMO_BUCKET)
-    s3.upload_file(str(demo_data / "train" / "data.csv"), DEMO_BUCKET, "data/train/data.csv")
-    source = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
-    pipeline = yaml.safe_load(source.read_text())
-    pipeline.pop("staging")
-    # The demo spec's relative paths are meant for the DAG's base_dir (the repo root); a pipeline
-    # resolves a referenced spec's paths against the spec's own folder, so this copy makes them absolute.
-    spec_file = tmp_path / "local_demo.yaml"
-    spec_text = (REPO / "examples" / "specs" / "local_demo.yaml").read_text()
-    spec_file.write_text(spec_text.replace("source_dir: examples", f"source_dir: {REPO / 'examples'}"))
+    s3.upload_file(str(demo_data / "train" / "data.csv"), DEMO_BUCKET, "source/train/data.csv")
+    net, fs = fsx_network(endpoint)
+    pipeline = yaml.safe_load((REPO / "dags" / "pipelines" / "demo_mlp_local.yaml").read_text())
+    training = pipeline["training"]
+    training["source"]["source_dir"] = str(REPO / "examples")
+    training["network"] = {"subnets": [net["subnet"]], "security_group_ids": [net["training_sg"]]}
     pipeline.update(
         {
             "dag_id": "demo_mlp_yaml_on_sagemaker",
             "backend": "sagemaker",
-            "training": str(spec_file),
+            "staging": {
+                **pipeline["staging"],
+                "source": f"s3://{DEMO_BUCKET}/source/train/",
+                "file_system_id": fs["FileSystemId"],
+                "file_system_path": "/demo/train",
+            },
+            "checkpoints": {**pipeline["checkpoints"], "promote_to": f"s3://{DEMO_BUCKET}/promoted/"},
             "evaluation": {
                 "script": str(REPO / "examples" / "evaluate.py"),
                 "channel_source": str(demo_data / "test"),
@@ -133,40 +135,36 @@ def test_yaml_pipeline_on_sagemaker_runs_end_to_end(
             "registry": {"model_package_group": "demo-mlp-yaml", "auto_approve": True},
         }
     )
-    (tmp_path / "demo_mlp_sagemaker.yaml").write_text(yaml.safe_dump(pipeline))
-    # `airflow dags test`, as a user runs it: a DAGs folder with this pipeline and its stub, and a
-    # copy of the migrated metadata DB
     dags = tmp_path / "dags"
     dags.mkdir()
-    (tmp_path / "demo_mlp_sagemaker.yaml").rename(dags / "demo_mlp_sagemaker.yaml")
-    stub = f"from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__, base_dir={str(REPO)!r})\n"
-    (dags / "demo_mlp_sagemaker.py").write_text(stub)
-    with (
-        contextlib.closing(sqlite3.connect(airflow_db / "airflow.db")) as src,
-        contextlib.closing(sqlite3.connect(tmp_path / "airflow.db")) as dst,
-    ):
-        src.backup(dst)
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(tmp_path),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path}/airflow.db",
-    }
-    airflow = Path(sys.executable).parent / "airflow"
-    proc = subprocess.run(
-        [str(airflow), "dags", "test", "demo_mlp_yaml_on_sagemaker", "-c", '{"epochs": 4}'],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    (dags / "demo_mlp_yaml_on_sagemaker.yaml").write_text(yaml.safe_dump(pipeline))
+    (dags / "demo_mlp_yaml_on_sagemaker.py").write_text(
+        "from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n"
     )
-    assert proc.returncode == 0, "\n".join(
-        line for line in (proc.stdout + proc.stderr).splitlines() if "error" in line.lower() or "Error" in line
-    )[-6000:]
+    serve_dags_folder(dags, monkeypatch)
+    bag = DagBag(dag_folder=str(dags), safe_mode=False)
+    assert bag.import_errors == {}
+    dag = fast_polling(bag.dags["demo_mlp_yaml_on_sagemaker"])
+
+    run = dag.test(run_conf={"epochs": 4})
+    states = {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "success", states
+    for task in ("plan", "stage", "check_changes", "train", "evaluate", "gate", "register"):
+        assert states[task] == "success", (task, states)
+
+    [task] = endpoint.client("fsx").describe_data_repository_tasks()["DataRepositoryTasks"]
+    assert (task["Type"], task["Lifecycle"], task["Paths"]) == (
+        "IMPORT_METADATA_FROM_REPOSITORY",
+        "SUCCEEDED",
+        [f"s3://{DEMO_BUCKET}/source/train/"],
+    )
     sm = endpoint.client("sagemaker")
     [job] = sm.list_training_jobs()["TrainingJobSummaries"]
-    training = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
-    assert training["TrainingJobStatus"] == "Completed"
+    training_job = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
+    assert training_job["TrainingJobStatus"] == "Completed"
+    [channel] = [c for c in training_job["InputDataConfig"] if c["ChannelName"] == "train"]
+    mount = fs["LustreConfiguration"]["MountName"]
+    assert channel["DataSource"]["FileSystemDataSource"]["DirectoryPath"] == f"/{mount}/demo/train"
     [processing] = sm.list_processing_jobs()["ProcessingJobSummaries"]
     assert (
         sm.describe_processing_job(ProcessingJobName=processing["ProcessingJobName"])["ProcessingJobStatus"]
@@ -175,6 +173,6 @@ def test_yaml_pipeline_on_sagemaker_runs_end_to_end(
     [package] = sm.list_model_packages(ModelPackageGroupName="demo-mlp-yaml")["ModelPackageSummaryList"]
     detail = sm.describe_model_package(ModelPackageName=package["ModelPackageArn"])
     # no inference image set anywhere: the training image, as planned for the region
-    image = training["AlgorithmSpecification"]["TrainingImage"]
+    image = training_job["AlgorithmSpecification"]["TrainingImage"]
     assert detail["InferenceSpecification"]["Containers"][0]["Image"] == image
     assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"].endswith("/evaluation.json")

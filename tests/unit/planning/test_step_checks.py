@@ -96,6 +96,17 @@ def test_s3_locations_name_every_bucket_the_run_uses() -> None:
     ]
 
 
+def test_a_staged_channel_is_checked_at_its_staging_source() -> None:
+    """Staging puts the channel on FSx: the run reads the staging source, not the channel's own URI."""
+    from airflow_dist_training.spec.pipeline import StagingStep
+
+    staging = StagingStep(channel="train", source="s3://raw/train/", file_system_id="fs-1", file_system_path="/t")
+    assert s3_locations(_spec(), staging=staging)[:2] == [
+        S3Location("staging.source", "s3://raw/train/", True),
+        S3Location("output.s3_path", "s3://out-bucket/models", False),
+    ]
+
+
 @pytest.mark.integration
 def test_missing_bucket_and_empty_prefix_are_named(moto_reset: str) -> None:
     import os

@@ -63,8 +63,8 @@ def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
 def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | None = None) -> Any:
     """The DAG for ``pipeline``: schedule (cron + time zone, and/or assets) and the task group."""
     import pendulum
-    from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
 
+    from airflow_dist_training.compat import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
     from airflow_dist_training.task_groups import stage_train_evaluate
 
     timezone = pendulum.timezone(pipeline.timezone)

@@ -31,8 +31,8 @@ __all__ = ["build_dag", "dag_from_yaml", "load_pipeline"]
 def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | None = None) -> Any:
     """The DAG for ``pipeline``: schedule (cron + time zone, and/or assets) and the task group."""
     import pendulum
-    from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
 
+    from airflow_dist_training.compat import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
     from airflow_dist_training.task_groups import stage_train_evaluate
 
     timezone = pendulum.timezone(pipeline.timezone)

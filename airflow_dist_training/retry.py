@@ -14,6 +14,16 @@ CAPACITY_RETRY_DELAY = timedelta(minutes=30)
 
 
 def training_retry_policy(capacity_retry_delay: timedelta = CAPACITY_RETRY_DELAY) -> Any:
+    """The policy, or ``None`` on an Airflow without ``retry_policy`` (before 3.3; logged once).
+
+    ``None`` in a task group's ``default_args`` is harmless there: operators ignore default
+    arguments they do not take.
+    """
+    from airflow_dist_training.compat import FALLBACK_RETRY_POLICY, note_fallback, retry_policy_supported
+
+    if not retry_policy_supported():
+        note_fallback(FALLBACK_RETRY_POLICY)
+        return None
     from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
 
     return ExceptionRetryPolicy(

@@ -66,7 +66,7 @@ def write_files(folder: Path, count: int, kind: str) -> None:
 
 
 def parse(folder: Path) -> tuple[float, int, dict]:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     start = time.perf_counter()
     bag = DagBag(dag_folder=str(folder), safe_mode=False)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
 
+from airflow_dist_training.compat import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
 from airflow_dist_training.form_limits import limited_param_schema
 from airflow_dist_training.sagemaker.catalog import instance_catalog
 from airflow_dist_training.spec.loading import load_spec

@@ -472,7 +472,7 @@ class QualityGateOperator(BaseOperator, SkipMixin):
         self.region_name = region_name
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow_dist_training.compat import AirflowFailException
 
         store = _store(self.aws_conn_id, self.region_name)
         spec = parse_gate_spec(self.thresholds, require_same_evaluation_set=self.require_same_evaluation_set)

@@ -24,8 +24,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow.sdk import BaseOperator, conf
-
+from airflow_dist_training.compat import BaseOperator, conf
 from airflow_dist_training.fsx import preflight as pf
 from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, task_progress

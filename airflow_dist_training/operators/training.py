@@ -36,9 +36,13 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, ResumableJobMixin, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
+from airflow_dist_training.compat import (
+    AirflowException,
+    AirflowFailException,
+    BaseOperator,
+    ResumableJobMixin,
+    conf,
+)
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash

@@ -9,9 +9,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_dist_training.checkpoints.freshness import Freshness, assess_freshness
+from airflow_dist_training.compat import AirflowFailException
 from airflow_dist_training.errors import SpecValidationError
 
 if TYPE_CHECKING:

@@ -14,9 +14,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowException
-
+from airflow_dist_training.compat import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 from airflow_dist_training.links import sagemaker as links
 
 if TYPE_CHECKING:

@@ -6,8 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
-
+from airflow_dist_training.compat import BaseTrigger, TriggerEvent
 from airflow_dist_training.fsx.progress import (
     FILE_SYSTEM_FAILED,
     NON_TERMINAL,

@@ -22,8 +22,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
-
+from airflow_dist_training.compat import BaseTrigger, TriggerEvent
 from airflow_dist_training.triggers.polling import (
     call_with_retry,
     default_client_factory,

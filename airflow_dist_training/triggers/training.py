@@ -30,8 +30,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
-
+from airflow_dist_training.compat import BaseTrigger, TriggerEvent
 from airflow_dist_training.hooks.training import LOG_GROUP
 from airflow_dist_training.triggers.polling import (
     TERMINAL_STATUSES,

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.plugins_manager import AirflowPlugin
-
+from airflow_dist_training.compat import AirflowPlugin
 from airflow_dist_training.ui.urls import APP_PREFIX, URL_ROUTE
 
 _VIEW = APP_PREFIX.lstrip("/") + "/view"  # relative hrefs: the UI may be served under a base path

@@ -16,7 +16,7 @@ URL_ROUTE = "training"
 def base_url() -> str:
     """``[api] base_url`` without a trailing slash ('' if unset: links are then site-relative)."""
     try:
-        from airflow.sdk import conf
+        from airflow_dist_training.compat import conf
 
         value = conf.get("api", "base_url", fallback="") or ""
     except Exception:  # pragma: no cover - outside Airflow

@@ -20,7 +20,7 @@ def test_values_above_the_limit_are_problems_naming_the_param():
 
 
 def test_the_retraining_dag_shows_its_limits_without_a_clamping_maximum():
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     dag = DagBag(dag_folder=str(REPO / "dags" / "distributed_retraining.py"), safe_mode=False).dags[
         "distributed_retraining"

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.xdist_group("retraining-dag")]
 
 
 def test_instance_count_above_the_limit_fails_the_plan_and_launches_nothing(airflow_db: Any, tmp_path, monkeypatch):
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     monkeypatch.setenv("ADT_DEMO_DIR", str(tmp_path))
     monkeypatch.setenv("ADT_LOCAL_ROOT", str(tmp_path / "jobs"))

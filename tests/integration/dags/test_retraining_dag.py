@@ -30,7 +30,7 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def retraining_dag(demo_dir: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) -> Any:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     monkeypatch.setenv("ADT_DEMO_DIR", str(demo_dir))
     monkeypatch.setenv("ADT_LOCAL_ROOT", str(demo_dir / "jobs"))
@@ -255,7 +255,7 @@ def test_invalid_conf_fails_plan_without_retry(retraining_dag):
 def test_upstream_dag_writes_new_data_and_updates_the_asset_that_schedules_retraining(
     retraining_dag, demo_dir, monkeypatch
 ):
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     bag = DagBag(dag_folder=str(REPO / "dags" / "demo_new_training_data.py"), safe_mode=False)
     assert bag.import_errors == {}

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("yaml-pipeline-dag")]
 
 
 def test_demo_yaml_pipeline_trains_gates_and_registers(tmp_path, monkeypatch, airflow_db):
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     root = tmp_path / "repo"
     dags = root / "dags" / "pipelines"

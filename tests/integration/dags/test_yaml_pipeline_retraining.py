@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("yaml-retraining")]
 
 @pytest.fixture
 def yaml_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) -> Any:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     demo = tmp_path / "demo"
     subprocess.run(

@@ -39,7 +39,7 @@ def aws_default_on_endpoint(sagemaker_endpoint: Any, monkeypatch: pytest.MonkeyP
 
 @pytest.fixture
 def retraining_dag(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) -> Any:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     (tmp_path / "source").symlink_to(demo_data)
     monkeypatch.setenv("ADT_DEMO_DIR", str(tmp_path))

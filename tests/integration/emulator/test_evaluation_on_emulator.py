@@ -22,7 +22,7 @@ class _TI:
 
 
 def _run_deferred(op: EvaluationOperator, caplog: pytest.LogCaptureFixture) -> dict[str, Any]:
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_dist_training.compat import TaskDeferred
 
     ctx: Any = {"ti": _TI(), "run_id": _TI.run_id}
     with pytest.raises(TaskDeferred) as deferred:

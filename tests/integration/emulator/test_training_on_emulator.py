@@ -88,7 +88,7 @@ def first_event(trigger: Any) -> dict[str, Any]:
 
 def run_task(op: DistributedTrainingOperator, ctx: dict[str, Any]) -> Any:
     """Run an operator as Airflow would: execute, then each deferral's trigger and resume method."""
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_dist_training.compat import TaskDeferred
 
     call: Any = lambda: op.execute(ctx)  # noqa: E731
     while True:
@@ -187,7 +187,7 @@ def test_failing_job_shows_its_failure_reason(endpoint: Any) -> None:
 
 
 def test_killed_task_stops_the_job(endpoint: Any) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_dist_training.compat import TaskDeferred
 
     op = operator(spec("emu-stop", hyperparameters={"epochs": 50, "epoch-sleep": 2}))
     with pytest.raises(TaskDeferred) as deferred:

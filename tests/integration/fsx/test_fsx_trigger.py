@@ -7,9 +7,9 @@ from typing import Any
 
 import boto3
 import pytest
-from airflow.triggers.base import TriggerEvent
 from fake_fsx import FakeFSx
 
+from airflow_dist_training.compat import TriggerEvent
 from airflow_dist_training.triggers.fsx import FSxDataRepositoryTaskTrigger
 
 pytestmark = pytest.mark.integration
@@ -121,8 +121,7 @@ class _TI:
 async def test_deferrable_create_waits_in_the_triggerer_until_available(
     server_fsx: FakeFSx, capsys: Any
 ) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
-
+    from airflow_dist_training.compat import TaskDeferred
     from airflow_dist_training.triggers.fsx import FSxFileSystemAvailableTrigger
 
     server_fsx.creating_describes = 3
@@ -152,7 +151,7 @@ async def test_deferrable_create_waits_in_the_triggerer_until_available(
 
 @pytest.mark.asyncio
 async def test_a_failed_file_system_ends_the_wait_with_its_reason(server_fsx: FakeFSx) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_dist_training.compat import TaskDeferred
 
     server_fsx.creating_describes = 100
     op = _create_operator(deferrable=True)
@@ -172,7 +171,7 @@ async def test_a_failed_file_system_ends_the_wait_with_its_reason(server_fsx: Fa
 
 @pytest.mark.asyncio
 async def test_the_file_system_wait_times_out(server_fsx: FakeFSx) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_dist_training.compat import TaskDeferred
 
     server_fsx.creating_describes = 100
     op = _create_operator(deferrable=True, timeout=0.03)  # 3 polls of 0.01 s

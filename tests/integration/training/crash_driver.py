@@ -281,7 +281,10 @@ def main() -> None:
             exited = wait_until(functools.partial(is_running, run_id), pid)
         crash_rc = exited if exited is not None else wait_child(pid, kill_after)
         retry_rc = wait_child(in_child(functools.partial(run_task, run_id), log=logs["retry"]))
-        stored = sql_value(db, _STORED_JOB, (DAG_ID, task_id, run_id))
+        try:
+            stored = sql_value(db, _STORED_JOB, (DAG_ID, task_id, run_id))
+        except sqlite3.OperationalError:  # no task_state_store table: Airflow before 3.3
+            stored = None
         record = {
             "run": i,
             "prefix": f"{run_id}-",

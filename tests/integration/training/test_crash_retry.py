@@ -78,13 +78,20 @@ def test_crash_at_random_points_then_retry_creates_exactly_one_job(
     assert all(n == 1 for n in per_run.values()), {k: v for k, v in per_run.items() if v != 1}
     assert fake.total_creates == 50
     assert all(n == 1 for n in fake.creates.values())  # never a duplicate create of one name
-    # The job name is in Airflow's task_state_store table, and the retry found the job the way it must.
-    assert all(r["stored_job"] and r["stored_job"].startswith(r["prefix"]) for r in records)
+    from airflow_dist_training.compat import HAS_RESUMABLE_JOBS
+
+    if HAS_RESUMABLE_JOBS:
+        # The job name is in Airflow's task_state_store table, and the retry found the job the way it must.
+        assert all(r["stored_job"] and r["stored_job"].startswith(r["prefix"]) for r in records)
+        stored = {"task_state_store: running job", "task_state_store: completed job"}
+    else:  # Airflow before 3.3: no store; every retry finds its job by the deterministic name
+        assert all(r["stored_job"] is None for r in records)
+        stored = {"job name"}
     expected = {
         "before_create": {"created"},
         "after_create": {"job name"},  # the name never reached task_state_store
-        "after_persist": {"task_state_store: running job", "task_state_store: completed job"},
-        "wait": {"task_state_store: running job", "task_state_store: completed job"},
+        "after_persist": stored,
+        "wait": stored,
     }
     wrong = [
         r for r in records if r["point"] in expected and r["retry_found_job_by"] not in expected[r["point"]]

@@ -44,7 +44,7 @@ def test_poke_raises_on_unsuccessful_end(
 
 
 def test_deferrable_sensor_defers_to_training_trigger(hook: Any, fake: FakeTrainingLifecycle) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_dist_training.compat import TaskDeferred
 
     fake.complete_after = None
     hook.create_training_job(make_request("ext-def"))

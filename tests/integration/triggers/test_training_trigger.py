@@ -7,8 +7,8 @@ import logging
 from typing import Any
 
 import pytest
-from airflow.triggers.base import TriggerEvent
 
+from airflow_dist_training.compat import TriggerEvent
 from airflow_dist_training.triggers.polling import get_poller
 from airflow_dist_training.triggers.training import TrainingJobTrigger
 

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 from airflow.sdk import PokeReturnValue
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_dist_training.checkpointing import CheckpointWriter
 from airflow_dist_training.checkpoints.freshness import assess_freshness
+from airflow_dist_training.compat import AirflowFailException
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.operators.checkpoints import (
     CheckpointRetentionOperator,

@@ -132,7 +132,7 @@ def test_staged_channel_and_registry_default_to_a_workspace_outside_the_dags_fol
 
 
 def test_duplicate_dag_id_across_pipeline_files_is_an_import_error_naming_both(tmp_path):
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     for name in ("a", "b"):
         _write(tmp_path, f"{name}.yaml", SAGEMAKER)

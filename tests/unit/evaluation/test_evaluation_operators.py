@@ -42,7 +42,8 @@ def test_registry_arguments_are_checked_at_parse_time() -> None:
 
 def test_operators_serialise_with_links_and_templates() -> None:
     from airflow.sdk import DAG
-    from airflow.serialization.serialized_objects import DagSerialization
+
+    from airflow_dist_training.compat import DagSerialization
 
     with DAG("adt_eval_serialise", schedule=None) as dag:
         ev = EvaluationOperator(

@@ -6,10 +6,10 @@ from typing import Any
 
 import boto3
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
 from conftest import make_world
 from fake_fsx import FakeFSx
 
+from airflow_dist_training.compat import TaskDeferred
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed
 from airflow_dist_training.operators.fsx import (

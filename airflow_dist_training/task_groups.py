@@ -338,11 +338,10 @@ def _check_run_steps(
         base_dir=base,
     )
     if backend == "sagemaker" and not dry_run:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
+        from airflow_dist_training.hooks.aws import aws_hook
         from airflow_dist_training.hooks.s3_checks import check_s3_locations
 
-        s3 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="s3", region_name=region_name).get_conn()
+        s3 = aws_hook("s3", aws_conn_id=aws_conn_id, region_name=region_name).get_conn()
         problems += check_s3_locations(s3, s3_locations(spec, evaluation=evaluation), conn_id=aws_conn_id)
     for warning in (p for p in problems if p.severity != "error"):
         print(f"WARNING          {warning}")

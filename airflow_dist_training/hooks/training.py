@@ -19,16 +19,14 @@ What it adds over the provider's ``SageMakerHook``:
 * CloudWatch logs merged across *all* hosts' streams (``DescribeLogStreams`` is paginated, so
   clusters of more than 50 hosts work), resumable from a JSON cursor;
 * ``result_from_description``: the small JSON ``TrainingResult`` (no datetimes);
-* async variants (aiobotocore) for the trigger: ``async_describe_training_job``,
-  ``async_fetch_log_events``, ``async_stop_training_job``, ``async_list_training_jobs``.
+* ``async_stop_training_job`` (aiobotocore) for the trigger's cancellation; the trigger's polling
+  and log tailing go through the shared poller (``triggers/polling.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
 import os
-import random
 import re
 import tarfile
 import time
@@ -38,6 +36,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_dist_training.aws_errors import (
+    THROTTLING_CODES as THROTTLING_CODES,
+)
+from airflow_dist_training.aws_errors import (
+    error_code,
+    error_message,
+    is_access_denied,
+    is_not_found,
+    permission_error,
+)
 from airflow_dist_training.errors import (
     AwsPermissionError,
     CapacityError,
@@ -45,7 +53,9 @@ from airflow_dist_training.errors import (
     SpecValidationError,
     TrainingJobError,
 )
+from airflow_dist_training.hooks.aws import aws_hook, environment_region
 from airflow_dist_training.results import StatusTransition, TrainingResult
+from airflow_dist_training.retry import acall_throttled, call_throttled
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -66,21 +76,6 @@ TERMINAL_STATES = SUCCESS_STATES | FAILED_STATES
 # SecondaryStatus values / FailureReason fragments that mean "no capacity", not "your code is broken".
 CAPACITY_MARKERS = ("InsufficientCapacityError", "ResourceLimitExceeded", "CapacityError")
 
-THROTTLING_CODES = frozenset(
-    {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded", "SlowDown"}
-)
-
-#: The IAM permission each API call needs (named in AwsPermissionError messages).
-IAM_ACTIONS = {
-    "CreateTrainingJob": "sagemaker:CreateTrainingJob",
-    "DescribeTrainingJob": "sagemaker:DescribeTrainingJob",
-    "StopTrainingJob": "sagemaker:StopTrainingJob",
-    "ListTrainingJobs": "sagemaker:ListTrainingJobs",
-    "AddTags": "sagemaker:AddTags",
-    "DescribeLogStreams": "logs:DescribeLogStreams",
-    "GetLogEvents": "logs:GetLogEvents",
-    "PutObject": "s3:PutObject",
-}
 
 
 class JobAlreadyExistsError(RuntimeError):
@@ -122,9 +117,6 @@ class LogCursor:
     def to_dict(self) -> dict[str, str]:
         return dict(self.tokens)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, str] | None) -> LogCursor:
-        return cls(dict(data or {}))
 
 
 def merge_log_events(per_stream: Iterable[list[LogEvent]]) -> list[LogEvent]:
@@ -249,54 +241,6 @@ def error_for_terminal_state(
     )
 
 
-def _error_code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping):
-        return str((response.get("Error") or {}).get("Code", ""))
-    return ""
-
-
-def _error_message(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping):
-        return str((response.get("Error") or {}).get("Message", ""))
-    return str(exc)
-
-
-def is_throttling(exc: BaseException) -> bool:
-    return _error_code(exc) in THROTTLING_CODES
-
-
-def is_not_found(exc: BaseException) -> bool:
-    """DescribeTrainingJob on an unknown name answers ValidationException "Could not find/Requested resource not found"."""
-    code, message = _error_code(exc), _error_message(exc).lower()
-    return code in {"ResourceNotFound", "ResourceNotFoundException"} or (
-        code == "ValidationException" and ("not found" in message or "could not find" in message)
-    )
-
-
-def permission_error(
-    exc: BaseException, *, operation: str, resource: str, conn_id: str | None
-) -> AwsPermissionError:
-    """AccessDenied -> a message naming the action, the resource and the IAM permission to grant."""
-    message = _error_message(exc)
-    action = IAM_ACTIONS.get(operation, operation)
-    m_action = re.search(r"perform:\s*([\w\-]+:[\w\-*]+)", message)
-    m_resource = re.search(r"on resource:\s*(\S+)", message)
-    missing = m_action.group(1) if m_action else action
-    where = m_resource.group(1) if m_resource else resource
-    return AwsPermissionError(
-        f"AWS denied {operation} on {where}: the identity of aws_conn_id={conn_id!r} needs the IAM "
-        f"permission {missing} on {where}"
-        + (
-            " (CreateTrainingJob also needs iam:PassRole on the job's RoleArn)"
-            if operation == "CreateTrainingJob"
-            else ""
-        )
-        + f". AWS said: {message}"
-    )
-
-
 def pack_source_dir(source_dir: str | os.PathLike[str]) -> bytes:
     """A reproducible ``sourcedir.tar.gz`` of a local directory (files at the archive root).
 
@@ -366,13 +310,11 @@ class _TrainingHookMethods:
     def _sibling(self, client_type: str) -> AwsBaseHook:
         cache: dict[str, AwsBaseHook] = self.__dict__.setdefault("_siblings", {})
         if client_type not in cache:
-            from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-            cache[client_type] = AwsBaseHook(
+            cache[client_type] = aws_hook(
+                client_type,
                 aws_conn_id=self.aws_conn_id,
                 region_name=self._region_name,  # type: ignore[attr-defined]
                 verify=self._verify,  # type: ignore[attr-defined]
-                client_type=client_type,
                 config=self._config,  # type: ignore[attr-defined]
             )
         return cache[client_type]
@@ -390,34 +332,30 @@ class _TrainingHookMethods:
     def _call(self, client: Any, operation: str, resource: str, **kwargs: Any) -> Any:
         """Call ``client.<snake operation>(**kwargs)`` with throttling backoff and error translation."""
         method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())
-        attempt = 0
-        while True:
-            try:
-                return method(**kwargs)
-            except Exception as exc:
-                if is_throttling(exc) and attempt < self.throttle_retries:
-                    delay = min(self.throttle_max_delay, self.throttle_base_delay * 2**attempt)
-                    delay *= random.uniform(0.5, 1.0)  # full jitter, bounded below
-                    attempt += 1
-                    self.log.info("%s throttled; retrying in %.1fs (attempt %d)", operation, delay, attempt)
-                    self._sleep(delay)
-                    continue
-                code = _error_code(exc)
-                if code in {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}:
-                    raise permission_error(
-                        exc, operation=operation, resource=resource, conn_id=self.aws_conn_id
-                    ) from None
-                if code == "NoSuchBucket":  # bad input, not transient: fail at once, naming it
-                    bucket = kwargs.get("Bucket") or resource
-                    raise SpecValidationError(
-                        [Problem("", f"{operation} {resource}: bucket {bucket} does not exist")]
-                    ) from None
-                raise
+        try:
+            return call_throttled(
+                lambda: method(**kwargs),
+                what=operation,
+                retries=self.throttle_retries,
+                base=self.throttle_base_delay,
+                cap=self.throttle_max_delay,
+                sleep=self._sleep,
+                logger=self.log,
+            )
+        except Exception as exc:
+            if is_access_denied(exc):
+                raise permission_error(exc, operation=operation, resource=resource, conn_id=self.aws_conn_id) from None
+            if error_code(exc) == "NoSuchBucket":  # bad input, not transient: fail at once, naming it
+                bucket = kwargs.get("Bucket") or resource
+                raise SpecValidationError(
+                    [Problem("", f"{operation} {resource}: bucket {bucket} does not exist")]
+                ) from None
+            raise
 
     # --- SageMaker ------------------------------------------------------------------------------
 
     def _job_arn_hint(self, job_name: str) -> str:
-        region = getattr(self, "_region_name", None) or os.environ.get("AWS_DEFAULT_REGION") or "<region>"
+        region = getattr(self, "_region_name", None) or environment_region() or "<region>"
         return f"arn:aws:sagemaker:{region}:<account>:training-job/{job_name}"
 
     def create_training_job(self, request: Mapping[str, Any]) -> str:
@@ -433,7 +371,7 @@ class _TrainingHookMethods:
         except AwsPermissionError:
             raise
         except Exception as exc:
-            code, message = _error_code(exc), _error_message(exc)
+            code, message = error_code(exc), error_message(exc)
             if code in {"ResourceInUse", "ResourceInUseException"} or "already exists" in message.lower():
                 raise JobAlreadyExistsError(name) from None
             if code in {"ResourceLimitExceeded", "InsufficientCapacityError", "CapacityError"}:
@@ -515,8 +453,8 @@ class _TrainingHookMethods:
         except AwsPermissionError:
             raise
         except Exception as exc:
-            if _error_code(exc) == "ValidationException":  # already terminal / stopping
-                self.log.info("StopTrainingJob %s: %s (nothing to stop)", job_name, _error_message(exc))
+            if error_code(exc) == "ValidationException":  # already terminal / stopping
+                self.log.info("StopTrainingJob %s: %s (nothing to stop)", job_name, error_message(exc))
                 return False
             raise
         self.log.info("Requested StopTrainingJob for %s (%s)", job_name, reason)
@@ -606,7 +544,7 @@ class _TrainingHookMethods:
             except AwsPermissionError:
                 raise
             except Exception as exc:
-                if _error_code(exc) == "ResourceNotFoundException":  # no log group yet
+                if error_code(exc) == "ResourceNotFoundException":  # no log group yet
                     return names
                 raise
             names.extend(s["logStreamName"] for s in page.get("logStreams") or [])
@@ -662,53 +600,18 @@ class _TrainingHookMethods:
 
     async def _acall(self, client: Any, operation: str, resource: str, **kwargs: Any) -> Any:
         method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())
-        attempt = 0
-        while True:
-            try:
-                return await method(**kwargs)
-            except Exception as exc:
-                if is_throttling(exc) and attempt < self.throttle_retries:
-                    delay = min(self.throttle_max_delay, self.throttle_base_delay * 2**attempt)
-                    attempt += 1
-                    await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                    continue
-                if _error_code(exc) in {"AccessDenied", "AccessDeniedException"}:
-                    raise permission_error(
-                        exc, operation=operation, resource=resource, conn_id=self.aws_conn_id
-                    ) from None
-                raise
-
-    async def async_describe_training_job(self, job_name: str, client: Any = None) -> dict[str, Any]:
-        """Async DescribeTrainingJob (raw response with datetimes).
-
-        Pass ``client`` (an open aiobotocore sagemaker client, e.g. from
-        ``async with await hook.get_async_conn() as client``) to reuse one connection across many
-        calls; otherwise a client is opened for this call. Throttling is retried with backoff.
-        Raises the botocore ClientError for an unknown job (see ``is_not_found``).
-        """
-        if client is not None:
-            return dict(await self._acall(client, "DescribeTrainingJob", job_name, TrainingJobName=job_name))
-        async with await self.get_async_conn() as own:  # type: ignore[attr-defined]
-            return dict(await self._acall(own, "DescribeTrainingJob", job_name, TrainingJobName=job_name))
-
-    async def async_list_training_jobs(self, client: Any = None, **filters: Any) -> list[dict[str, Any]]:
-        """Async ListTrainingJobs following NextToken; ``filters`` e.g. ``StatusEquals``,
-        ``LastModifiedTimeAfter``, ``NameContains`` (100 per page)."""
-
-        async def run(c: Any) -> list[dict[str, Any]]:
-            out: list[dict[str, Any]] = []
-            kwargs: dict[str, Any] = {"MaxResults": 100, **filters}
-            while True:
-                page = await self._acall(c, "ListTrainingJobs", "*", **kwargs)
-                out.extend(page.get("TrainingJobSummaries") or [])
-                if not page.get("NextToken"):
-                    return out
-                kwargs["NextToken"] = page["NextToken"]
-
-        if client is not None:
-            return await run(client)
-        async with await self.get_async_conn() as own:  # type: ignore[attr-defined]
-            return await run(own)
+        try:
+            return await acall_throttled(
+                lambda: method(**kwargs),
+                what=operation,
+                retries=self.throttle_retries,
+                base=self.throttle_base_delay,
+                cap=self.throttle_max_delay,
+            )
+        except Exception as exc:
+            if is_access_denied(exc):
+                raise permission_error(exc, operation=operation, resource=resource, conn_id=self.aws_conn_id) from None
+            raise
 
     async def async_stop_training_job(self, job_name: str) -> bool:
         """Async, idempotent stop (tags ``stop-requested`` first). True if a stop was sent."""
@@ -740,73 +643,10 @@ class _TrainingHookMethods:
             except AwsPermissionError:
                 raise
             except Exception as exc:
-                if _error_code(exc) == "ValidationException":
+                if error_code(exc) == "ValidationException":
                     return False
                 raise
             return True
-
-    async def async_fetch_log_events(
-        self, job_name: str, cursor: Mapping[str, str] | None = None, client: Any = None
-    ) -> tuple[list[LogEvent], dict[str, str]]:
-        """Async version of ``fetch_log_events``: returns (events merged by timestamp, new cursor).
-
-        ``cursor`` is the JSON dict from the previous call (``{stream: nextForwardToken}``), so a
-        trigger can keep it in its serialised kwargs. ``client`` is an open aiobotocore *logs* client
-        (``async with await hook.async_logs_conn() as logs``) or None to open one here.
-        """
-
-        async def run(logs: Any) -> tuple[list[LogEvent], dict[str, str]]:
-            tokens = dict(cursor or {})
-            streams: list[str] = []
-            kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": f"{job_name}/"}
-            while True:
-                try:
-                    page = await self._acall(logs, "DescribeLogStreams", LOG_GROUP, **kwargs)
-                except AwsPermissionError:
-                    raise
-                except Exception as exc:
-                    if _error_code(exc) == "ResourceNotFoundException":
-                        return [], tokens
-                    raise
-                streams.extend(s["logStreamName"] for s in page.get("logStreams") or [])
-                token = page.get("nextToken")
-                if not token or token == kwargs.get("nextToken"):
-                    break
-                kwargs["nextToken"] = token
-            per_stream: list[list[LogEvent]] = []
-            for stream in streams:
-                events: list[LogEvent] = []
-                tok = tokens.get(stream)
-                while True:
-                    kw: dict[str, Any] = {
-                        "logGroupName": LOG_GROUP,
-                        "logStreamName": stream,
-                        "startFromHead": True,
-                    }
-                    if tok:
-                        kw["nextToken"] = tok
-                    page = await self._acall(logs, "GetLogEvents", stream, **kw)
-                    events.extend(
-                        LogEvent(int(e["timestamp"]), stream, str(e["message"]))
-                        for e in page.get("events") or []
-                    )
-                    new = page.get("nextForwardToken")
-                    if not new or new == tok:
-                        break
-                    tok = new
-                if tok:
-                    tokens[stream] = tok
-                per_stream.append(events)
-            return merge_log_events(per_stream), tokens
-
-        if client is not None:
-            return await run(client)
-        async with await self.async_logs_conn() as logs:
-            return await run(logs)
-
-    async def async_logs_conn(self) -> Any:
-        """An aiobotocore CloudWatch Logs client (use ``async with await hook.async_logs_conn()``)."""
-        return await self._sibling("logs").get_async_conn()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -291,14 +291,9 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         return job_name(self._spec_obj.name, self._identity(context), generation)
 
     def _region(self) -> str:
-        if self.region_name:
-            return self.region_name
-        region = self.hook.conn_region_name
-        if not region:
-            import os
+        from airflow_dist_training.hooks.aws import task_region
 
-            region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        return str(region)
+        return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
 
     def _plan_for(self, name: str, context: Context, *, on_demand: bool = False) -> TrainingPlan:
         from airflow_dist_training.sagemaker.request import plan_training_job

@@ -86,11 +86,9 @@ class CheckpointFreshnessSensor(BaseSensorOperator):
     def _job_finished(self) -> bool:
         if not self.training_job_name:
             return False
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+        from airflow_dist_training.hooks.aws import aws_hook
 
-        client = AwsBaseHook(
-            aws_conn_id=self.aws_conn_id, client_type="sagemaker", region_name=self.region_name
-        ).get_conn()
+        client = aws_hook("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name).get_conn()
         status = client.describe_training_job(TrainingJobName=self.training_job_name)["TrainingJobStatus"]
         return status != "InProgress"
 

@@ -42,122 +42,25 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_dist_training.aws_errors import error_code, is_access_denied, is_throttling, is_transient
+from airflow_dist_training.hooks.training import TERMINAL_STATES as TERMINAL_STATUSES
+from airflow_dist_training.retry import Backoff, call_with_retry
+
 log = logging.getLogger(__name__)
 
-# TrainingJobStatus values that end a job (MaxRuntimeExceeded is a SecondaryStatus of Stopped/Failed).
-TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
+__all__ = [
+    "TERMINAL_STATUSES",
+    "Backoff",
+    "call_with_retry",
+    "error_code",
+    "is_throttling",
+    "is_transient",
+]
+
 #: SecondaryStatus values after which a terminal status is usually near.
 PRE_TERMINAL_SECONDARY = frozenset({"Uploading", "Stopping", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"})
 
-_THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "ProvisionedThroughputExceededException",
-        "SlowDown",
-        "PriorRequestNotComplete",
-    }
-)
-_TRANSIENT_CODES = _THROTTLING_CODES | frozenset(
-    {
-        "InternalFailure",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
-
 ClientFactory = Callable[[str], Awaitable[AbstractAsyncContextManager[Any]]]
-
-
-def error_code(exc: BaseException) -> str | None:
-    """The AWS error code of a botocore ``ClientError`` (None for anything else)."""
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        code = response.get("Error", {}).get("Code")
-        return str(code) if code is not None else None
-    return None
-
-
-def is_throttling(exc: BaseException) -> bool:
-    return error_code(exc) in _THROTTLING_CODES
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: throttling, AWS 5xx, timeouts and connection problems."""
-    code = error_code(exc)
-    if code is not None:
-        if code in _TRANSIENT_CODES:
-            return True
-        status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return isinstance(status, int) and status >= 500
-    if isinstance(exc, (TimeoutError, ConnectionError, OSError)):
-        return True
-    try:
-        from botocore.exceptions import (
-            ConnectionError as BotoConnectionError,
-        )
-        from botocore.exceptions import (
-            HTTPClientError,
-            NoCredentialsError,
-        )
-    except ImportError:  # pragma: no cover - botocore is a dependency
-        return False
-    # NoCredentialsError is transient in a triggerer: instance-profile credentials can lag.
-    if isinstance(exc, (BotoConnectionError, HTTPClientError, NoCredentialsError)):
-        return True
-    try:
-        import aiohttp
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(exc, aiohttp.ClientError)
-
-
-class Backoff:
-    """Exponential backoff with full jitter: ``uniform(base, min(cap, base * 2**n))``."""
-
-    def __init__(self, base: float, cap: float) -> None:
-        self.base = base
-        self.cap = cap
-        self.failures = 0
-
-    def failure(self) -> float:
-        self.failures += 1
-        upper = min(self.cap, self.base * (2**self.failures))
-        return random.uniform(min(self.base, upper), upper)
-
-    def reset(self) -> None:
-        self.failures = 0
-
-
-async def call_with_retry(
-    fn: Callable[[], Awaitable[Any]],
-    *,
-    what: str,
-    base: float = 0.5,
-    cap: float = 20.0,
-    max_attempts: int | None = 8,
-    logger: logging.Logger | None = None,
-) -> Any:
-    """Await ``fn()``; retry transient errors with backoff, re-raise anything else."""
-    backoff = Backoff(base, cap)
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return await fn()
-        except Exception as exc:
-            if not is_transient(exc) or (max_attempts is not None and attempt >= max_attempts):
-                raise
-            delay = backoff.failure()
-            (logger or log).info("%s: transient error (%s), retrying in %.2fs", what, exc, delay)
-            await asyncio.sleep(delay)
 
 
 def _as_utc(value: Any) -> dt.datetime | None:
@@ -181,15 +84,16 @@ async def default_client_factory(
         from asgiref.sync import sync_to_async
 
         def build() -> AbstractAsyncContextManager[Any]:
-            from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
             from botocore.config import Config
 
+            from airflow_dist_training.hooks.aws import aws_hook
+
             ours = Config(retries={"total_max_attempts": 1})
-            probe = AwsBaseHook(aws_conn_id=aws_conn_id, client_type=client_type, region_name=region_name)
+            probe = aws_hook(client_type, aws_conn_id=aws_conn_id, region_name=region_name)
             user_cfg = probe.conn_config.botocore_config if aws_conn_id else None
-            hook = AwsBaseHook(
+            hook = aws_hook(
+                client_type,
                 aws_conn_id=aws_conn_id,
-                client_type=client_type,
                 region_name=region_name,
                 config=user_cfg.merge(ours) if user_cfg is not None else ours,
             )
@@ -518,7 +422,7 @@ class TrainingJobPoller:
                 w._publish(desc)
 
     def _list_denied(self, exc: BaseException) -> bool:
-        if error_code(exc) in {"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"}:
+        if is_access_denied(exc):
             if self._list_allowed:
                 log.warning(
                     "sagemaker:ListTrainingJobs is denied (%s); falling back to one DescribeTrainingJob "

@@ -31,8 +31,9 @@ def aws_template_fields(*fields: str) -> tuple[str, ...]:
 
 
 def environment_region() -> str | None:
-    """The region the AWS SDK would pick from the environment: ``AWS_REGION`` first, then
-    ``AWS_DEFAULT_REGION`` (botocore's order). The one region rule of plan and submit time."""
+    """The region named by the environment when the connection names none: ``AWS_REGION``
+    (set by AWS runtimes and other SDKs), then ``AWS_DEFAULT_REGION``. botocore itself only reads
+    ``AWS_DEFAULT_REGION``, and that already reaches us through the connection's region."""
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
@@ -64,7 +65,12 @@ def task_region(aws_conn_id: str | None, region_name: str | None = None, *, hook
     """
     if region_name:
         return region_name
-    region = (hook if hook is not None else aws_hook("sagemaker", aws_conn_id=aws_conn_id)).conn_region_name
+    from botocore.exceptions import NoRegionError
+
+    try:
+        region = (hook if hook is not None else aws_hook("sagemaker", aws_conn_id=aws_conn_id)).conn_region_name
+    except NoRegionError:  # neither the connection nor AWS_DEFAULT_REGION/config names one
+        region = None
     return str(region or environment_region() or "us-east-1")
 
 

@@ -294,11 +294,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
                 ]
             ) from None
 
-    def list_steps(self, root_uri: str) -> list[tuple[int, str]]:
-        """``(step, uri)`` of every ``step-*`` directory under the root, newest first (no manifests read)."""
-        root = self._loc(root_uri)
-        return self._steps(root, self._list_dirs(root, "step-"))
-
     @staticmethod
     def _steps(root: Location, names: Iterable[str]) -> list[tuple[int, str]]:
         found = [(s, root.child(n).uri) for n in names if (s := parse_step(n)) is not None]

@@ -36,6 +36,7 @@ from airflow_dist_training.evaluation.schema import (
     parse_evaluation_text,
 )
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.job_states import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -321,9 +322,6 @@ def _tail_text(tail: collections.deque[str]) -> str:
     return f"; last {len(tail)} stderr line(s):\n" + "\n".join(f"  {line}" for line in tail)
 
 
-_TERMINAL = {"Completed", "Failed", "Stopped"}
-
-
 class SageMakerEvaluationRunner(AwsConnectionMixin):
     """Run the evaluation script as a SageMaker processing job and read its ``evaluation.json``.
 
@@ -403,7 +401,7 @@ class SageMakerEvaluationRunner(AwsConnectionMixin):
             if status != last:
                 log.info("Processing job %s: %s", name, status)
                 last = status
-            if status in _TERMINAL:
+            if status in TERMINAL_STATES:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 self.stop(name)  # a timed-out task must not leave the job billing

@@ -54,6 +54,10 @@ from airflow_dist_training.errors import (
     TrainingJobError,
 )
 from airflow_dist_training.hooks.aws import aws_hook, environment_region
+from airflow_dist_training.job_states import ACTIVE_STATES as ACTIVE_STATES
+from airflow_dist_training.job_states import FAILED_STATES as FAILED_STATES
+from airflow_dist_training.job_states import SUCCESS_STATES as SUCCESS_STATES
+from airflow_dist_training.job_states import TERMINAL_STATES as TERMINAL_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
 from airflow_dist_training.retry import acall_throttled, call_throttled
 
@@ -69,10 +73,6 @@ TAG_RUN_IDENTITY = "airflow-dist-training:run-identity"
 TAG_GENERATION = "airflow-dist-training:generation"
 TAG_STOP_REQUESTED = "airflow-dist-training:stop-requested"
 
-ACTIVE_STATES = frozenset({"InProgress", "Stopping"})
-SUCCESS_STATES = frozenset({"Completed"})
-FAILED_STATES = frozenset({"Failed", "Stopped", "MaxRuntimeExceeded"})
-TERMINAL_STATES = SUCCESS_STATES | FAILED_STATES
 # SecondaryStatus values / FailureReason fragments that mean "no capacity", not "your code is broken".
 CAPACITY_MARKERS = ("InsufficientCapacityError", "ResourceLimitExceeded", "CapacityError")
 

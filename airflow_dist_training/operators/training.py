@@ -40,6 +40,7 @@ from airflow.sdk import BaseOperator, ResumableJobMixin, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_dist_training.errors import TrainingJobError
+from airflow_dist_training.job_states import TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
 
@@ -526,7 +527,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         _fault_point("after_persist")
         desc = self.hook.describe_training_job(name)
         self._persist_links(context, desc)
-        if desc.get("TrainingJobStatus") not in {"Completed", "Failed", "Stopped", "MaxRuntimeExceeded"}:
+        if desc.get("TrainingJobStatus") not in TERMINAL_STATES:
             if self.deferrable:
                 from airflow_dist_training.triggers.training import TrainingJobTrigger
 
@@ -720,13 +721,20 @@ class StopOrphanedTrainingJobsOperator(BaseOperator):
         dag_id = self.dag_id if self.has_dag() else "no-dag"
         run_id = str(context.get("run_id") or getattr(context.get("ti"), "run_id", "manual"))
         run_hash = run_identity_hash(run_identity(dag_id, self.training_task_id, run_id, self.map_index))
-        stopped = self.hook.stop_run_jobs(
-            run_hash, reason="the training task ended while its job was running"
-        )
+        return self.stop_run(self.hook, run_hash, self.training_task_id, self.log)
+
+    @staticmethod
+    def stop_run(hook: SageMakerTrainingHook, run_hash: str, training_task_id: str, log: Any) -> list[str]:
+        """Stop the run's InProgress jobs (their names carry ``run_hash``); returns their names.
+
+        Shared with ``stage_train_evaluate``'s ``stop_orphaned_job`` teardown, which knows the run
+        hash from the planned job name.
+        """
+        stopped = hook.stop_run_jobs(run_hash, reason="the training task ended while its job was running")
         if stopped:
-            self.log.warning("Stopped training jobs left running by %s: %s", self.training_task_id, stopped)
+            log.warning("Stopped training jobs left running by %s: %s", training_task_id, stopped)
         else:
-            self.log.info("No training job of %s is left running.", self.training_task_id)
+            log.info("No training job of %s is left running.", training_task_id)
         return stopped
 
 

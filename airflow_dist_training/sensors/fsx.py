@@ -9,8 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, format_progress, task_progress
-from airflow_dist_training.operators.fsx import _check_event, default_deferrable
+from airflow_dist_training.fsx.progress import (
+    DataRepositoryTaskFailed,
+    format_progress,
+    progress_from_event,
+    task_progress,
+)
+from airflow_dist_training.operators.fsx import default_deferrable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -77,7 +82,7 @@ class FSxDataRepositoryTaskSensor(BaseSensorOperator):
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> None:
-        _check_event(event)
+        progress_from_event(event)
 
     def poke(self, context: Context) -> bool:
         progress = task_progress(self.hook.describe_task(self.fsx_task_id))

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_dist_training.aws_errors import error_code, is_access_denied, is_throttling, is_transient
-from airflow_dist_training.hooks.training import TERMINAL_STATES as TERMINAL_STATUSES
+from airflow_dist_training.job_states import TERMINAL_STATES as TERMINAL_STATUSES
 from airflow_dist_training.retry import Backoff, call_with_retry
 
 log = logging.getLogger(__name__)
@@ -316,21 +316,7 @@ class TrainingJobPoller:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    self.stats.errors += 1
-                    if is_transient(exc):
-                        if is_throttling(exc):
-                            self.stats.throttled += 1
-                        self._throttle_failures += 1
-                        delay = self.next_interval()
-                        log.info("SageMaker poller: transient error (%s); next poll in %.2fs", exc, delay)
-                    else:
-                        # A permanent, poller-wide error (e.g. credentials): tell everyone.
-                        log.warning("SageMaker poller: %s", exc)
-                        for state in list(self._jobs.values()):
-                            for w in list(state.watches):
-                                w._publish(error=exc)
-                        delay = self.base_interval()
-                    next_cycle = time.monotonic() + delay
+                    next_cycle = time.monotonic() + self._cycle_failed(exc)
                 if not self._jobs:
                     break
                 with contextlib.suppress(TimeoutError):  # asyncio.timeout: see JobWatch.wait
@@ -338,6 +324,39 @@ class TrainingJobPoller:
                         await self._wake.wait()
         finally:
             await self._close_clients()
+
+    def _cycle_failed(self, exc: Exception) -> float:
+        """Count a failed cycle; returns the delay before the next one."""
+        self.stats.errors += 1
+        if is_transient(exc):
+            if is_throttling(exc):
+                self.stats.throttled += 1
+            self._throttle_failures += 1
+            delay = self.next_interval()
+            log.info("SageMaker poller: transient error (%s); next poll in %.2fs", exc, delay)
+            return delay
+        # A permanent, poller-wide error (e.g. credentials): tell everyone.
+        log.warning("SageMaker poller: %s", exc)
+        for state in list(self._jobs.values()):
+            for w in list(state.watches):
+                w._publish(error=exc)
+        return self.base_interval()
+
+    def _describe_failed(self, name: str, exc: Exception) -> None:
+        """A transient error: describe again next cycle. A permanent one: the watchers report it."""
+        state = self._jobs.get(name)
+        if is_transient(exc):
+            if is_throttling(exc):
+                self.stats.throttled += 1
+                self._throttled_this_cycle = True
+            if state is not None:
+                state.failed_describes += 1
+                state.key = None  # describe again next cycle
+            return
+        if state is not None:
+            state.key = ("error", None, None)  # stop describing it; watchers report the error
+            for w in list(state.watches):
+                w._publish(error=exc)
 
     async def _describe(self, name: str) -> None:
         """Describe one job and publish the result to its watchers (if it changed)."""
@@ -347,20 +366,7 @@ class TrainingJobPoller:
             try:
                 desc = await client.describe_training_job(TrainingJobName=name)
             except Exception as exc:
-                if is_transient(exc):
-                    if is_throttling(exc):
-                        self.stats.throttled += 1
-                        self._throttled_this_cycle = True
-                    state = self._jobs.get(name)
-                    if state is not None:
-                        state.failed_describes += 1
-                        state.key = None  # describe again next cycle
-                    return
-                state = self._jobs.get(name)
-                if state is not None:
-                    state.key = ("error", None, None)  # stop describing it; watchers report the error
-                    for w in list(state.watches):
-                        w._publish(error=exc)
+                self._describe_failed(name, exc)
                 return
         desc.pop("ResponseMetadata", None)
         state = self._jobs.get(name)

@@ -4,8 +4,9 @@ Bad input and missing permissions fail at once: retrying cannot fix them, and a 
 multi-node job costs money. Capacity and account-limit errors are retried later, with a long
 delay, instead of being treated like bugs. Everything else follows the task's ``retries``.
 
-It also holds the one throttle-aware call loop (sync for hooks, async for triggers) and the
-backoff they share; which AWS errors count as throttling or transient is ``aws_errors``' call.
+It also holds the one throttle-aware call loop of the hooks (``call_throttled``), the triggers'
+transient-error retry (``call_with_retry``) and the backoff they use; which AWS errors count as
+throttling or transient is ``aws_errors``' call.
 """
 
 from __future__ import annotations
@@ -99,23 +100,6 @@ def call_throttled(
             attempt += 1
             (logger or log).info("%s throttled; retrying in %.1fs (attempt %d)", what, delay, attempt)
             sleep(delay)
-
-
-async def acall_throttled(
-    fn: Callable[[], Awaitable[T]], *, what: str, retries: int, base: float = 0.5, cap: float = 20.0
-) -> T:
-    """The async ``call_throttled`` (same delays), for triggers."""
-    attempt = 0
-    while True:
-        try:
-            return await fn()
-        except Exception as exc:
-            if not is_throttling(exc) or attempt >= retries:
-                raise
-            delay = min(cap, base * 2**attempt) * random.uniform(0.5, 1.0)
-            attempt += 1
-            log.info("%s throttled; retrying in %.1fs (attempt %d)", what, delay, attempt)
-            await asyncio.sleep(delay)
 
 
 async def call_with_retry(

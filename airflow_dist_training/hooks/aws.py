@@ -15,7 +15,6 @@ provider's ``aws_template_fields`` (:func:`aws_template_fields`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,7 +67,9 @@ def task_region(aws_conn_id: str | None, region_name: str | None = None, *, hook
     from botocore.exceptions import NoRegionError
 
     try:
-        region = (hook if hook is not None else aws_hook("sagemaker", aws_conn_id=aws_conn_id)).conn_region_name
+        region = (
+            hook if hook is not None else aws_hook("sagemaker", aws_conn_id=aws_conn_id)
+        ).conn_region_name
     except NoRegionError:  # neither the connection nor AWS_DEFAULT_REGION/config names one
         region = None
     return str(region or environment_region() or "us-east-1")
@@ -78,20 +79,21 @@ class AwsConnectionMixin:
     """``aws_conn_id``, ``region_name``, ``verify``, ``botocore_config`` and one hook per client type.
 
     Mixed into our hooks and operators instead of hand-writing the four settings and building
-    ``AwsBaseHook`` in each. Hooks are built on first use and kept (``aws_hook``/``client``).
+    ``AwsBaseHook`` in each. Hooks and clients are built on first use and kept (``aws_hook``/``aws_client``);
+    ``aws_settings`` hands the four settings on to another hook or a trigger.
     """
 
     aws_conn_id: str | None = "aws_default"
     region_name: str | None = None
     verify: bool | str | None = None
-    botocore_config: Mapping[str, Any] | Any | None = None
+    botocore_config: dict[str, Any] | None = None
 
     def _set_aws_connection(
         self,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
-        botocore_config: Mapping[str, Any] | Any | None = None,
+        botocore_config: dict[str, Any] | None = None,
     ) -> None:
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
@@ -99,9 +101,14 @@ class AwsConnectionMixin:
         self.botocore_config = botocore_config
 
     @property
-    def aws_connection(self) -> dict[str, Any]:
-        """The settings as keyword arguments, e.g. to hand to a hook or a trigger."""
-        return {"aws_conn_id": self.aws_conn_id, "region_name": self.region_name}
+    def aws_settings(self) -> dict[str, Any]:
+        """The four settings as keyword arguments, to build a hook or a trigger of the same connection."""
+        return {
+            "aws_conn_id": self.aws_conn_id,
+            "region_name": self.region_name,
+            "verify": self.verify,
+            "botocore_config": self.botocore_config,
+        }
 
     def aws_hook(self, client_type: str) -> AwsBaseHook:
         """The Amazon provider hook for ``client_type``, built once per instance."""
@@ -112,9 +119,7 @@ class AwsConnectionMixin:
                 aws_conn_id=self.aws_conn_id,
                 region_name=self.region_name,
                 verify=self.verify,
-                config=dict(self.botocore_config)
-                if isinstance(self.botocore_config, Mapping)
-                else self.botocore_config,
+                config=dict(self.botocore_config) if self.botocore_config else None,
             )
         return cache[client_type]
 

@@ -19,8 +19,8 @@ What it adds over the provider's ``SageMakerHook``:
 * CloudWatch logs merged across *all* hosts' streams (``DescribeLogStreams`` is paginated, so
   clusters of more than 50 hosts work), resumable from a JSON cursor;
 * ``result_from_description``: the small JSON ``TrainingResult`` (no datetimes);
-* ``async_stop_training_job`` (aiobotocore) for the trigger's cancellation; the trigger's polling
-  and log tailing go through the shared poller (``triggers/polling.py``).
+* no async API: the trigger polls and tails logs through the shared poller
+  (``triggers/polling.py``) and stops a job with this hook's ``stop_training_job`` in a thread.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from airflow_dist_training.job_states import FAILED_STATES as FAILED_STATES
 from airflow_dist_training.job_states import SUCCESS_STATES as SUCCESS_STATES
 from airflow_dist_training.job_states import TERMINAL_STATES as TERMINAL_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
-from airflow_dist_training.retry import acall_throttled, call_throttled
+from airflow_dist_training.retry import call_throttled
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -292,8 +292,25 @@ def _fault_point(name: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+DEFAULT_MAX_ATTEMPTS = 10
+
+
 class _TrainingHookMethods:
-    """The implementation; ``SageMakerTrainingHook`` = this + ``AwsBaseHook`` (built lazily)."""
+    # SageMakerTrainingHook = this class + the Amazon provider's AwsBaseHook, assembled on first
+    # use (module __getattr__), so importing this module imports neither boto3 nor the provider.
+    """SageMaker training API with throttling-aware retries, error translation and merged logs.
+
+    :param aws_conn_id: Airflow AWS connection id (``aws_default``).
+    :param region_name: AWS region; default from the connection or the environment.
+    :param verify: TLS verification (``AwsBaseHook``).
+    :param retry_mode: botocore retry mode, ``adaptive`` (client-side rate limiting) or ``standard``.
+    :param max_attempts: botocore total attempts per call (throttles included).
+    :param throttle_retries: our own extra retries on ThrottlingException after botocore gives up.
+    :param botocore_config: extra botocore ``Config`` kwargs (merged; ``retries`` overrides ours).
+    """
+
+    conn_name_attr = "aws_conn_id"
+    hook_name = "SageMaker training (airflow-dist-training)"
 
     # Provided by AwsBaseHook at run time.
     aws_conn_id: str | None
@@ -304,6 +321,32 @@ class _TrainingHookMethods:
     throttle_base_delay: float = 0.5
     throttle_max_delay: float = 20.0
     _sleep: Callable[[float], None] = staticmethod(time.sleep)
+
+    def __init__(
+        self,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        *,
+        verify: bool | str | None = None,
+        retry_mode: str = "adaptive",
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        throttle_retries: int = 8,
+        botocore_config: dict[str, Any] | None = None,
+    ) -> None:
+        from botocore.config import Config
+
+        if retry_mode not in {"adaptive", "standard", "legacy"}:
+            raise ValueError("retry_mode must be 'adaptive', 'standard' or 'legacy'")
+        config_kwargs: dict[str, Any] = {"retries": {"mode": retry_mode, "total_max_attempts": max_attempts}}
+        config_kwargs.update(botocore_config or {})
+        self.throttle_retries = throttle_retries
+        super().__init__(  # type: ignore[call-arg]  # AwsBaseHook, next in the assembled class's MRO
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+            verify=verify,
+            client_type="sagemaker",
+            config=Config(**config_kwargs),
+        )
 
     # --- sibling clients (same connection, region and botocore config) ------------------------
 
@@ -596,131 +639,25 @@ class _TrainingHookMethods:
         self._call(self.s3_conn, "PutObject", s3_uri, Bucket=bucket, Key=key, Body=body, **extra)
         self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
 
-    # --- async (aiobotocore) for the trigger ----------------------------------------------------
-
-    async def _acall(self, client: Any, operation: str, resource: str, **kwargs: Any) -> Any:
-        method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())
-        try:
-            return await acall_throttled(
-                lambda: method(**kwargs),
-                what=operation,
-                retries=self.throttle_retries,
-                base=self.throttle_base_delay,
-                cap=self.throttle_max_delay,
-            )
-        except Exception as exc:
-            if is_access_denied(exc):
-                raise permission_error(exc, operation=operation, resource=resource, conn_id=self.aws_conn_id) from None
-            raise
-
-    async def async_stop_training_job(self, job_name: str) -> bool:
-        """Async, idempotent stop (tags ``stop-requested`` first). True if a stop was sent."""
-        async with await self.get_async_conn() as client:  # type: ignore[attr-defined]
-            try:
-                desc = await self._acall(client, "DescribeTrainingJob", job_name, TrainingJobName=job_name)
-            except AwsPermissionError:
-                raise
-            except Exception as exc:
-                if is_not_found(exc):
-                    return False
-                raise
-            if desc.get("TrainingJobStatus") != "InProgress":
-                return False
-            arn = desc.get("TrainingJobArn")
-            if arn:
-                try:
-                    await self._acall(
-                        client,
-                        "AddTags",
-                        arn,
-                        ResourceArn=arn,
-                        Tags=[{"Key": TAG_STOP_REQUESTED, "Value": "true"}],
-                    )
-                except Exception as exc:
-                    self.log.warning("Could not tag %s as stop-requested: %s", job_name, exc)
-            try:
-                await self._acall(client, "StopTrainingJob", job_name, TrainingJobName=job_name)
-            except AwsPermissionError:
-                raise
-            except Exception as exc:
-                if error_code(exc) == "ValidationException":
-                    return False
-                raise
-            return True
-
 
 # ---------------------------------------------------------------------------------------------
 # Lazy class assembly
 # ---------------------------------------------------------------------------------------------
 
-DEFAULT_MAX_ATTEMPTS = 10
-
-
 def _build_hook_class() -> type:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    class SageMakerTrainingHook(_TrainingHookMethods, AwsBaseHook):
-        """SageMaker training API with throttling-aware retries, error translation and merged logs.
-
-        :param aws_conn_id: Airflow AWS connection id (``aws_default``).
-        :param region_name: AWS region; default from the connection or the environment.
-        :param verify: TLS verification (``AwsBaseHook``).
-        :param retry_mode: botocore retry mode, ``adaptive`` (client-side rate limiting) or ``standard``.
-        :param max_attempts: botocore total attempts per call (throttles included).
-        :param throttle_retries: our own extra retries on ThrottlingException after botocore gives up.
-        :param botocore_config: extra botocore ``Config`` kwargs (merged; ``retries`` overrides ours).
-        """
-
-        conn_name_attr = "aws_conn_id"
-        hook_name = "SageMaker training (airflow-dist-training)"
-
-        def __init__(
-            self,
-            aws_conn_id: str | None = "aws_default",
-            region_name: str | None = None,
-            *,
-            verify: bool | str | None = None,
-            retry_mode: str = "adaptive",
-            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-            throttle_retries: int = 8,
-            botocore_config: dict[str, Any] | None = None,
-        ) -> None:
-            from botocore.config import Config
-
-            if retry_mode not in {"adaptive", "standard", "legacy"}:
-                raise ValueError("retry_mode must be 'adaptive', 'standard' or 'legacy'")
-            config_kwargs: dict[str, Any] = {
-                "retries": {"mode": retry_mode, "total_max_attempts": max_attempts}
-            }
-            config_kwargs.update(botocore_config or {})
-            self.throttle_retries = throttle_retries
-            super().__init__(
-                aws_conn_id=aws_conn_id,
-                region_name=region_name,
-                verify=verify,
-                client_type="sagemaker",
-                config=Config(**config_kwargs),
-            )
-
-    SageMakerTrainingHook.__module__ = __name__
-    return SageMakerTrainingHook
+    return type(
+        "SageMakerTrainingHook",
+        (_TrainingHookMethods, AwsBaseHook),
+        {"__module__": __name__, "__doc__": _TrainingHookMethods.__doc__},
+    )
 
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook as _AwsBaseHook
 
-    class SageMakerTrainingHook(_TrainingHookMethods, _AwsBaseHook):
-        def __init__(
-            self,
-            aws_conn_id: str | None = "aws_default",
-            region_name: str | None = None,
-            *,
-            verify: bool | str | None = None,
-            retry_mode: str = "adaptive",
-            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-            throttle_retries: int = 8,
-            botocore_config: dict[str, Any] | None = None,
-        ) -> None: ...
+    class SageMakerTrainingHook(_TrainingHookMethods, _AwsBaseHook): ...
 
 
 _LAZY: dict[str, type] = {}

@@ -30,7 +30,7 @@ from airflow.sdk import BaseOperator, conf
 from airflow_dist_training.fsx import preflight as pf
 from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, progress_from_event, task_progress
-from airflow_dist_training.hooks.aws import AWS_TEMPLATE_FIELDS
+from airflow_dist_training.hooks.aws import AWS_TEMPLATE_FIELDS, AwsConnectionMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -151,7 +151,7 @@ def preflight_training_spec(
     return warnings
 
 
-class _FSxBaseOperator(BaseOperator):
+class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
     """Shared AWS arguments.
 
     :param aws_conn_id: The Airflow AWS connection (``None``: default boto3 credentials).
@@ -172,21 +172,13 @@ class _FSxBaseOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
+        self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
 
     @cached_property
     def hook(self) -> FSxHook:
         from airflow_dist_training.hooks.fsx import FSxHook
 
-        return FSxHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
-        )
+        return FSxHook(**self.aws_settings)
 
     def _trigger(self, fsx_task_id: str, poll_interval: float, max_wait_seconds: float | None) -> Any:
         from airflow_dist_training.triggers.fsx import FSxDataRepositoryTaskTrigger
@@ -195,10 +187,7 @@ class _FSxBaseOperator(BaseOperator):
             fsx_task_id=fsx_task_id,
             poll_interval=poll_interval,
             max_attempts=polls_within(max_wait_seconds, poll_interval),
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
+            **self.aws_settings,
         )
 
 
@@ -511,10 +500,7 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
                         file_system_id=fs["FileSystemId"],
                         poll_interval=self.poll_interval,
                         max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
-                        aws_conn_id=self.aws_conn_id,
-                        region_name=self.region_name,
-                        verify=self.verify,
-                        botocore_config=self.botocore_config,
+                        **self.aws_settings,
                     ),
                     method_name="execute_complete",
                 )

@@ -40,6 +40,7 @@ from airflow.sdk import BaseOperator, ResumableJobMixin, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_dist_training.errors import TrainingJobError
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.job_states import TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
@@ -84,7 +85,7 @@ def _fault_point(name: str) -> None:
     fp(name)
 
 
-class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
+class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOperator):
     """Run a distributed training job on SageMaker (or locally with torchrun) from a spec.
 
     :param spec: a ``TrainingJobSpec``, a dict, or the path of a YAML file (templated; a YAML
@@ -144,8 +145,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}")
         self.spec = str(spec) if isinstance(spec, Path) else spec
         self.backend = backend
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self.deferrable = deferrable
         self.max_wait_seconds = max_wait_seconds
         self.stop_on_timeout = stop_on_timeout
@@ -672,7 +672,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         )
 
 
-class StopOrphanedTrainingJobsOperator(BaseOperator):
+class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
     """Teardown: stop the SageMaker jobs that a training task of this DAG run left running.
 
     ``on_kill`` cannot cover every case. Airflow runs none when the worker running the task dies
@@ -708,8 +708,7 @@ class StopOrphanedTrainingJobsOperator(BaseOperator):
         super().__init__(**kwargs)
         self.training_task_id = training_task_id
         self.map_index = map_index
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
     def hook(self) -> SageMakerTrainingHook:

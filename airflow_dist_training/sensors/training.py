@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.links import sagemaker as links
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
 
-class TrainingJobSensor(BaseSensorOperator):
+class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
     """Wait until a SageMaker training job ends; succeed only if it Completed.
 
     :param job_name: the training job (templated).
@@ -54,8 +55,7 @@ class TrainingJobSensor(BaseSensorOperator):
         kwargs.setdefault("poke_interval", 30)
         super().__init__(**kwargs)
         self.job_name = job_name
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self.deferrable = deferrable
         self.max_wait_seconds = max_wait_seconds
         self.stream_logs = stream_logs

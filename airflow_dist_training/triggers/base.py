@@ -25,16 +25,17 @@ import asyncio
 import time
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger
+from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_dist_training.aws_errors import is_transient
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 
 # Strong references to stops in flight: the event loop keeps only weak ones, and a cancelled
 # trigger object may be dropped before its stop finishes.
 _STOPS_IN_FLIGHT: set[asyncio.Future[None]] = set()
 
 
-class AwsWaitTrigger(BaseTrigger):
+class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
     """Wait for an AWS resource to reach a terminal state (see the module docstring).
 
     :param poll_interval: seconds between describe calls.
@@ -59,8 +60,7 @@ class AwsWaitTrigger(BaseTrigger):
         super().__init__()
         self.poll_interval = poll_interval
         self.deadline = deadline
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self._last_logged: dict[str, Any] = {}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -105,3 +105,28 @@ class AwsWaitTrigger(BaseTrigger):
 
     async def stop_resource(self) -> None:
         """Stop the waited-on resource. Default: leave it running (nothing bills by the second)."""
+
+
+class SageMakerJobTrigger(AwsWaitTrigger):
+    """A wait on one SageMaker job (training, processing): its events carry the same fields.
+
+    Event payload::
+
+        {"status": "success" | "failed" | "stopped" | "timeout" | "error", "job_name": str,
+         "job_status": str | None, "failure_reason": str | None, "message": str}
+    """
+
+    job_name: str
+
+    def _event(
+        self, status: str, message: str, job_status: str | None = None, failure_reason: str | None = None
+    ) -> TriggerEvent:
+        return TriggerEvent(
+            {
+                "status": status,
+                "job_name": self.job_name,
+                "job_status": job_status,
+                "failure_reason": failure_reason,
+                "message": message,
+            }
+        )

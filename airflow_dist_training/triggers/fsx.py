@@ -56,12 +56,7 @@ class _FSxTrigger(AwsWaitTrigger):
     def _hook(self) -> Any:
         from airflow_dist_training.hooks.fsx import FSxHook
 
-        return FSxHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
-        )
+        return FSxHook(**self.aws_settings)
 
 
 class FSxDataRepositoryTaskTrigger(_FSxTrigger):

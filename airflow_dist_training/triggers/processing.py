@@ -24,7 +24,7 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 
 from airflow_dist_training.job_states import TERMINAL_STATES
-from airflow_dist_training.triggers.base import AwsWaitTrigger
+from airflow_dist_training.triggers.base import SageMakerJobTrigger
 from airflow_dist_training.triggers.polling import (
     call_with_retry,
     default_client_factory,
@@ -58,7 +58,7 @@ class _Clients:
             await self._stack.aclose()
 
 
-class ProcessingJobTrigger(AwsWaitTrigger):
+class ProcessingJobTrigger(SageMakerJobTrigger):
     """Wait for a SageMaker processing job; stream its logs while waiting.
 
     :param job_name: the processing job.
@@ -87,19 +87,6 @@ class ProcessingJobTrigger(AwsWaitTrigger):
         )
         self.job_name = job_name
         self.stream_logs = stream_logs
-
-    def _event(
-        self, status: str, message: str, job_status: str | None = None, reason: str | None = None
-    ) -> TriggerEvent:
-        return TriggerEvent(
-            {
-                "status": status,
-                "job_name": self.job_name,
-                "job_status": job_status,
-                "failure_reason": reason,
-                "message": message,
-            }
-        )
 
     def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
         status = desc.get("ProcessingJobStatus")

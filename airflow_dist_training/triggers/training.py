@@ -22,6 +22,7 @@ Event payload (always these keys)::
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import heapq
 import time
@@ -32,7 +33,7 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 
 from airflow_dist_training.hooks.training import LOG_GROUP
-from airflow_dist_training.triggers.base import AwsWaitTrigger
+from airflow_dist_training.triggers.base import SageMakerJobTrigger
 from airflow_dist_training.triggers.polling import (
     TERMINAL_STATUSES,
     JobWatch,
@@ -153,7 +154,7 @@ class _LogStreamer:
         return count
 
 
-class TrainingJobTrigger(AwsWaitTrigger):
+class TrainingJobTrigger(SageMakerJobTrigger):
     """Wait for a SageMaker training job; stream its logs and status timeline while waiting.
 
     :param job_name: the training job to watch.
@@ -198,19 +199,6 @@ class TrainingJobTrigger(AwsWaitTrigger):
         self.deadline_reason = deadline_reason
 
     # -- events -----------------------------------------------------------------------------------
-    def _event(
-        self, status: str, message: str, job_status: str | None = None, failure_reason: str | None = None
-    ) -> TriggerEvent:
-        return TriggerEvent(
-            {
-                "status": status,
-                "job_name": self.job_name,
-                "job_status": job_status,
-                "failure_reason": failure_reason,
-                "message": message,
-            }
-        )
-
     def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
         status = desc.get("TrainingJobStatus")
         secondary = desc.get("SecondaryStatus")
@@ -308,8 +296,11 @@ class TrainingJobTrigger(AwsWaitTrigger):
         first, so the job is reported as stopped on request, not as stopped outside Airflow."""
         from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
-        hook = SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        if not await hook.async_stop_training_job(self.job_name):
+        def stop() -> bool:  # the sync hook in a thread: the event loop keeps serving other triggers
+            hook = SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+            return hook.stop_training_job(self.job_name, reason="task killed while deferred")
+
+        if not await asyncio.to_thread(stop):
             self.log.info("Training job %s was not running: nothing to stop.", self.job_name)
             return
         self.log.info("Requested StopTrainingJob for %s (task killed while deferred).", self.job_name)

@@ -56,6 +56,14 @@ def aws_hook(
     )
 
 
+def cached_aws_hook(owner: Any, client_type: str, **settings: Any) -> AwsBaseHook:
+    """``aws_hook(client_type, **settings)``, built once per ``owner`` (kept in its ``__dict__``)."""
+    cache: dict[str, AwsBaseHook] = owner.__dict__.setdefault("_aws_hooks", {})
+    if client_type not in cache:
+        cache[client_type] = aws_hook(client_type, **settings)
+    return cache[client_type]
+
+
 def task_region(aws_conn_id: str | None, region_name: str | None = None, *, hook: Any = None) -> str:
     """The one region rule, for the plan task and the training task alike: ``region_name``, else
     the connection's region, else ``AWS_REGION``/``AWS_DEFAULT_REGION``, else ``us-east-1``.
@@ -112,16 +120,14 @@ class AwsConnectionMixin:
 
     def aws_hook(self, client_type: str) -> AwsBaseHook:
         """The Amazon provider hook for ``client_type``, built once per instance."""
-        cache: dict[str, AwsBaseHook] = self.__dict__.setdefault("_aws_hooks", {})
-        if client_type not in cache:
-            cache[client_type] = aws_hook(
-                client_type,
-                aws_conn_id=self.aws_conn_id,
-                region_name=self.region_name,
-                verify=self.verify,
-                config=dict(self.botocore_config) if self.botocore_config else None,
-            )
-        return cache[client_type]
+        return cached_aws_hook(
+            self,
+            client_type,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            config=dict(self.botocore_config) if self.botocore_config else None,
+        )
 
     def aws_client(self, client_type: str) -> Any:
         """A boto3 client for ``client_type``, built once per instance."""

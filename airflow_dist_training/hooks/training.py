@@ -53,7 +53,7 @@ from airflow_dist_training.errors import (
     SpecValidationError,
     TrainingJobError,
 )
-from airflow_dist_training.hooks.aws import aws_hook, environment_region
+from airflow_dist_training.hooks.aws import cached_aws_hook, environment_region
 from airflow_dist_training.job_states import ACTIVE_STATES as ACTIVE_STATES
 from airflow_dist_training.job_states import FAILED_STATES as FAILED_STATES
 from airflow_dist_training.job_states import SUCCESS_STATES as SUCCESS_STATES
@@ -351,16 +351,15 @@ class _TrainingHookMethods:
     # --- sibling clients (same connection, region and botocore config) ------------------------
 
     def _sibling(self, client_type: str) -> AwsBaseHook:
-        cache: dict[str, AwsBaseHook] = self.__dict__.setdefault("_siblings", {})
-        if client_type not in cache:
-            cache[client_type] = aws_hook(
-                client_type,
-                aws_conn_id=self.aws_conn_id,
-                region_name=self._region_name,  # type: ignore[attr-defined]
-                verify=self._verify,  # type: ignore[attr-defined]
-                config=self._config,  # type: ignore[attr-defined]
-            )
-        return cache[client_type]
+        """A hook of another AWS service with this hook's connection, region and botocore config."""
+        return cached_aws_hook(
+            self,
+            client_type,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self._region_name,  # type: ignore[attr-defined]
+            verify=self._verify,  # type: ignore[attr-defined]
+            config=self._config,  # type: ignore[attr-defined]
+        )
 
     @property
     def logs_conn(self) -> Any:

@@ -42,20 +42,11 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_dist_training.aws_errors import error_code, is_access_denied, is_throttling, is_transient
-from airflow_dist_training.job_states import TERMINAL_STATES as TERMINAL_STATUSES
-from airflow_dist_training.retry import Backoff, call_with_retry
+from airflow_dist_training.aws_errors import is_access_denied, is_throttling, is_transient
+from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.retry import Backoff as Backoff  # re-exported: the poller's backoff
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "TERMINAL_STATUSES",
-    "Backoff",
-    "call_with_retry",
-    "error_code",
-    "is_throttling",
-    "is_transient",
-]
 
 #: SecondaryStatus values after which a terminal status is usually near.
 PRE_TERMINAL_SECONDARY = frozenset({"Uploading", "Stopping", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"})
@@ -102,6 +93,40 @@ async def default_client_factory(
         return await sync_to_async(build)()
 
     return factory
+
+
+class AsyncClients:
+    """aiobotocore clients of one connection and region, opened on first use and kept until
+    ``aclose`` (which a later ``client`` call may follow: the clients are opened again)."""
+
+    def __init__(
+        self, aws_conn_id: str | None, region_name: str | None, factory: ClientFactory | None = None
+    ) -> None:
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self._factory = factory
+        self._clients: dict[str, Any] = {}
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._lock = asyncio.Lock()
+
+    async def client(self, client_type: str) -> Any:
+        async with self._lock:
+            if client_type not in self._clients:
+                if self._stack is None:
+                    self._stack = contextlib.AsyncExitStack()
+                if self._factory is None:
+                    self._factory = await default_client_factory(self.aws_conn_id, self.region_name)
+                cm = await self._factory(client_type)
+                self._clients[client_type] = await self._stack.enter_async_context(cm)
+            return self._clients[client_type]
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            stack, self._stack = self._stack, None
+            self._clients = {}
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                await stack.aclose()
 
 
 class JobWatch:
@@ -159,7 +184,7 @@ class _JobState:
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
+        return self.status in TERMINAL_STATES
 
     @property
     def wants_details(self) -> bool:
@@ -206,13 +231,10 @@ class TrainingJobPoller:
         self.cheap_list_pages = cheap_list_pages
         self._last_list_pages = 0
         self.stats = PollerStats()
-        self._client_factory = client_factory
+        self._clients = AsyncClients(aws_conn_id, region_name, client_factory)
         self._jobs: dict[str, _JobState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._clients: dict[str, Any] = {}
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._client_lock = asyncio.Lock()
         self._describe_sem = asyncio.Semaphore(describe_concurrency)
         self._watermark: dt.datetime | None = None
         self._list_allowed = True
@@ -255,23 +277,10 @@ class TrainingJobPoller:
     # -- clients -----------------------------------------------------------------------------------
     async def client(self, client_type: str) -> Any:
         """A shared aiobotocore client (``sagemaker`` or ``logs``), open while the poller runs."""
-        async with self._client_lock:
-            if client_type not in self._clients:
-                if self._stack is None:
-                    self._stack = contextlib.AsyncExitStack()
-                if self._client_factory is None:
-                    self._client_factory = await default_client_factory(self.aws_conn_id, self.region_name)
-                cm = await self._client_factory(client_type)
-                self._clients[client_type] = await self._stack.enter_async_context(cm)
-            return self._clients[client_type]
+        return await self._clients.client(client_type)
 
     async def _close_clients(self) -> None:
-        async with self._client_lock:
-            stack, self._stack = self._stack, None
-            self._clients = {}
-        if stack is not None:
-            with contextlib.suppress(Exception):
-                await stack.aclose()
+        await self._clients.aclose()
 
     async def aclose(self) -> None:
         """Stop the poller task and close its clients (tests; the loop also ends by itself)."""

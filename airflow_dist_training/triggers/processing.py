@@ -4,7 +4,7 @@ The evaluation operator starts the processing job and defers to this trigger, so
 worker slot. While it waits, the job's CloudWatch logs (``/aws/sagemaker/ProcessingJobs``, one
 stream per host, merged by timestamp) go to the task log, through the same log streamer as the
 training trigger. Transient errors (throttling, 5xx, network) are retried with backoff
-(``call_with_retry`` of the shared poller module); a Stopped job is not success; ``on_kill``
+(``retry.call_with_retry``); a Stopped job is not success; ``on_kill``
 stops the job.
 
 Event payload::
@@ -16,46 +16,20 @@ Event payload::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
+from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.retry import call_with_retry
 from airflow_dist_training.triggers.base import SageMakerJobTrigger
-from airflow_dist_training.triggers.polling import (
-    call_with_retry,
-    default_client_factory,
-    error_code,
-)
+from airflow_dist_training.triggers.polling import AsyncClients
 from airflow_dist_training.triggers.training import _LogStreamer
 
 PROCESSING_LOG_GROUP = "/aws/sagemaker/ProcessingJobs"
-
-
-class _Clients:
-    """aiobotocore clients of one connection, open for the trigger's lifetime."""
-
-    def __init__(self, aws_conn_id: str | None, region_name: str | None) -> None:
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self._stack = contextlib.AsyncExitStack()
-        self._clients: dict[str, Any] = {}
-        self._factory: Any = None
-
-    async def client(self, client_type: str) -> Any:
-        if client_type not in self._clients:
-            if self._factory is None:
-                self._factory = await default_client_factory(self.aws_conn_id, self.region_name)
-            cm = await self._factory(client_type)
-            self._clients[client_type] = await self._stack.enter_async_context(cm)
-        return self._clients[client_type]
-
-    async def aclose(self) -> None:
-        with contextlib.suppress(Exception):
-            await self._stack.aclose()
 
 
 class ProcessingJobTrigger(SageMakerJobTrigger):
@@ -108,7 +82,7 @@ class ProcessingJobTrigger(SageMakerJobTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        clients = _Clients(self.aws_conn_id, self.region_name)
+        clients = AsyncClients(self.aws_conn_id, self.region_name)
         streamer = (
             _LogStreamer(self.job_name, clients, self.log.info, log_group=PROCESSING_LOG_GROUP)
             if self.stream_logs
@@ -153,7 +127,7 @@ class ProcessingJobTrigger(SageMakerJobTrigger):
 
     async def stop_resource(self) -> None:
         """Stop the processing job (the user killed the deferred task)."""
-        clients = _Clients(self.aws_conn_id, self.region_name)
+        clients = AsyncClients(self.aws_conn_id, self.region_name)
         try:
             sm = await clients.client("sagemaker")
             await sm.stop_processing_job(ProcessingJobName=self.job_name)

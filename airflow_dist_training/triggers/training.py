@@ -32,16 +32,12 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
+from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.hooks.training import LOG_GROUP
+from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.retry import call_with_retry
 from airflow_dist_training.triggers.base import SageMakerJobTrigger
-from airflow_dist_training.triggers.polling import (
-    TERMINAL_STATUSES,
-    JobWatch,
-    TrainingJobPoller,
-    call_with_retry,
-    error_code,
-    get_poller,
-)
+from airflow_dist_training.triggers.polling import JobWatch, TrainingJobPoller, get_poller
 
 #: SecondaryStatus values during which the job's containers may be writing logs.
 STREAMING_SECONDARY = frozenset(
@@ -269,7 +265,7 @@ class TrainingJobTrigger(SageMakerJobTrigger):
                             f" ({secondary})" if secondary else "",
                         )
                         last_status = (status, secondary)
-                    terminal = status in TERMINAL_STATUSES
+                    terminal = status in TERMINAL_STATES
                     if streamer is not None and (terminal or secondary in STREAMING_SECONDARY):
                         await self.stream_best_effort(streamer, desc, self.job_name)
                     if terminal:

@@ -4,6 +4,50 @@ from __future__ import annotations
 
 from typing import Any
 
+SAGEMAKER = "Amazon SageMaker distributed training"
+FSX = "Amazon FSx for Lustre"
+_P = "airflow_dist_training"
+
+#: The integrations and their AWS documentation.
+INTEGRATIONS = {
+    SAGEMAKER: "https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-training.html",
+    FSX: "https://docs.aws.amazon.com/fsx/latest/LustreGuide/what-is.html",
+}
+
+#: kind (``operators``, ``sensors``, ...) -> integration -> the modules that implement it.
+MODULES: dict[str, dict[str, list[str]]] = {
+    "operators": {
+        SAGEMAKER: [f"{_P}.operators.training", f"{_P}.operators.checkpoints", f"{_P}.operators.evaluation"],
+        FSX: [f"{_P}.operators.fsx"],
+    },
+    "sensors": {
+        SAGEMAKER: [f"{_P}.sensors.training", f"{_P}.sensors.checkpoints"],
+        FSX: [f"{_P}.sensors.fsx"],
+    },
+    "hooks": {
+        SAGEMAKER: [
+            f"{_P}.hooks.training",
+            f"{_P}.hooks.checkpoints",
+            f"{_P}.hooks.registry",
+            f"{_P}.hooks.evaluation",
+        ],
+        FSX: [f"{_P}.hooks.fsx"],
+    },
+    "triggers": {
+        SAGEMAKER: [f"{_P}.triggers.training"],
+        FSX: [f"{_P}.triggers.fsx"],
+    },
+}
+
+EXTRA_LINKS = [
+    f"{_P}.links.sagemaker.SageMakerTrainingJobLink",
+    f"{_P}.links.sagemaker.TrainingLogsLink",
+    f"{_P}.links.sagemaker.TrainingOutputLink",
+    f"{_P}.links.sagemaker.TrainingCheckpointLink",
+    f"{_P}.links.evaluation.EvaluationReportLink",
+    f"{_P}.links.evaluation.RegistrationAuditLink",
+]
+
 
 def get_provider_info() -> dict[str, Any]:
     from airflow_dist_training import __version__
@@ -15,75 +59,12 @@ def get_provider_info() -> dict[str, Any]:
         "evaluation gates for Airflow 3, with a local torchrun backend.",
         "versions": [__version__],
         "integrations": [
-            {
-                "integration-name": "Amazon SageMaker distributed training",
-                "external-doc-url": "https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-training.html",
-                "tags": ["aws"],
-            },
-            {
-                "integration-name": "Amazon FSx for Lustre",
-                "external-doc-url": "https://docs.aws.amazon.com/fsx/latest/LustreGuide/what-is.html",
-                "tags": ["aws"],
-            },
+            {"integration-name": name, "external-doc-url": url, "tags": ["aws"]}
+            for name, url in INTEGRATIONS.items()
         ],
-        "operators": [
-            {
-                "integration-name": "Amazon SageMaker distributed training",
-                "python-modules": [
-                    "airflow_dist_training.operators.training",
-                    "airflow_dist_training.operators.checkpoints",
-                    "airflow_dist_training.operators.evaluation",
-                ],
-            },
-            {
-                "integration-name": "Amazon FSx for Lustre",
-                "python-modules": ["airflow_dist_training.operators.fsx"],
-            },
-        ],
-        "sensors": [
-            {
-                "integration-name": "Amazon SageMaker distributed training",
-                "python-modules": [
-                    "airflow_dist_training.sensors.training",
-                    "airflow_dist_training.sensors.checkpoints",
-                ],
-            },
-            {
-                "integration-name": "Amazon FSx for Lustre",
-                "python-modules": ["airflow_dist_training.sensors.fsx"],
-            },
-        ],
-        "hooks": [
-            {
-                "integration-name": "Amazon SageMaker distributed training",
-                "python-modules": [
-                    "airflow_dist_training.hooks.training",
-                    "airflow_dist_training.hooks.checkpoints",
-                    "airflow_dist_training.hooks.registry",
-                    "airflow_dist_training.hooks.evaluation",
-                ],
-            },
-            {
-                "integration-name": "Amazon FSx for Lustre",
-                "python-modules": ["airflow_dist_training.hooks.fsx"],
-            },
-        ],
-        "triggers": [
-            {
-                "integration-name": "Amazon SageMaker distributed training",
-                "python-modules": ["airflow_dist_training.triggers.training"],
-            },
-            {
-                "integration-name": "Amazon FSx for Lustre",
-                "python-modules": ["airflow_dist_training.triggers.fsx"],
-            },
-        ],
-        "extra-links": [
-            "airflow_dist_training.links.sagemaker.SageMakerTrainingJobLink",
-            "airflow_dist_training.links.sagemaker.TrainingLogsLink",
-            "airflow_dist_training.links.sagemaker.TrainingOutputLink",
-            "airflow_dist_training.links.sagemaker.TrainingCheckpointLink",
-            "airflow_dist_training.links.evaluation.EvaluationReportLink",
-            "airflow_dist_training.links.evaluation.RegistrationAuditLink",
-        ],
+        **{
+            kind: [{"integration-name": name, "python-modules": list(mods)} for name, mods in per.items()]
+            for kind, per in MODULES.items()
+        },
+        "extra-links": list(EXTRA_LINKS),
     }

@@ -87,9 +87,6 @@ def plan_run(
 
 
 def _connection_region(aws_conn_id: str | None) -> str:
-    import os
+    from airflow_dist_training.hooks.aws import task_region
 
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-    region = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="sagemaker").conn_region_name
-    return str(region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+    return task_region(aws_conn_id)

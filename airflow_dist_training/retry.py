@@ -3,12 +3,26 @@
 Bad input and missing permissions fail at once: retrying cannot fix them, and a retry of a
 multi-node job costs money. Capacity and account-limit errors are retried later, with a long
 delay, instead of being treated like bugs. Everything else follows the task's ``retries``.
+
+It also holds the one throttle-aware call loop of the hooks (``call_throttled``), the triggers'
+transient-error retry (``call_with_retry``) and the backoff they use; which AWS errors count as
+throttling or transient is ``aws_errors``' call.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
+
+from airflow_dist_training.aws_errors import is_throttling, is_transient
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CAPACITY_RETRY_DELAY = timedelta(minutes=30)
 
@@ -46,3 +60,77 @@ def training_retry_policy(capacity_retry_delay: timedelta = CAPACITY_RETRY_DELAY
             ),
         ]
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Throttle-aware call loops: the one backoff used by hooks (sync) and triggers (async).
+# ---------------------------------------------------------------------------------------------
+
+
+class Backoff:
+    """Exponential backoff with full jitter: ``uniform(base, min(cap, base * 2**n))``."""
+
+    def __init__(self, base: float, cap: float) -> None:
+        self.base = base
+        self.cap = cap
+        self.failures = 0
+
+    def failure(self) -> float:
+        self.failures += 1
+        upper = min(self.cap, self.base * (2**self.failures))
+        return random.uniform(min(self.base, upper), upper)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def call_throttled(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    retries: int,
+    base: float = 0.5,
+    cap: float = 20.0,
+    sleep: Callable[[float], None] = time.sleep,
+    logger: Any = None,
+) -> T:
+    """Call ``fn()``; retry AWS throttling (after botocore gave up) up to ``retries`` times.
+
+    Delay ``min(cap, base * 2**attempt)`` scaled by a jitter in [0.5, 1): bounded below, so a
+    throttled caller always backs off. Every other error is re-raised at once.
+    """
+    attempt = 0
+    while True:
+        try:
+            return fn()
+        except Exception as exc:
+            if not is_throttling(exc) or attempt >= retries:
+                raise
+            delay = min(cap, base * 2**attempt) * random.uniform(0.5, 1.0)
+            attempt += 1
+            (logger or log).info("%s throttled; retrying in %.1fs (attempt %d)", what, delay, attempt)
+            sleep(delay)
+
+
+async def call_with_retry(
+    fn: Callable[[], Awaitable[Any]],
+    *,
+    what: str,
+    base: float = 0.5,
+    cap: float = 20.0,
+    max_attempts: int | None = 8,
+    logger: logging.Logger | None = None,
+) -> Any:
+    """Await ``fn()``; retry transient errors (throttling, 5xx, network) with backoff, re-raise anything else."""
+    backoff = Backoff(base, cap)
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await fn()
+        except Exception as exc:
+            if not is_transient(exc) or (max_attempts is not None and attempt >= max_attempts):
+                raise
+            delay = backoff.failure()
+            (logger or log).info("%s: transient error (%s), retrying in %.2fs", what, exc, delay)
+            await asyncio.sleep(delay)

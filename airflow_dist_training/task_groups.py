@@ -10,13 +10,17 @@ Everything here runs at DAG-parse time: it only constructs operators (no I/O, no
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
     from airflow_dist_training.spec.training import TrainingJobSpec
+
+log = logging.getLogger(__name__)
 
 
 def _xcom_field(task_id: str, field: str) -> str:
@@ -70,20 +74,11 @@ def stage_train_evaluate(
     :param data_asset: an ``Asset`` the staging step updates (its event's extra holds the staged
         data's fingerprint). Use a different asset than the one that schedules the DAG.
     """
-    from airflow.sdk import TaskGroup, XComArg, task
+    from airflow.sdk import TaskGroup
 
     from airflow_dist_training.hooks.backends import get_backend
-    from airflow_dist_training.operators.checkpoints import (
-        CheckpointRetentionOperator,
-        PromoteCheckpointOperator,
-    )
-    from airflow_dist_training.operators.evaluation import (
-        EvaluationOperator,
-        QualityGateOperator,
-        RegisterModelOperator,
-    )
-    from airflow_dist_training.operators.training import DistributedTrainingOperator
     from airflow_dist_training.retraining.warm_start import parse_warm_start
+    from airflow_dist_training.retry import training_retry_policy
     from airflow_dist_training.spec.loading import load_spec
     from airflow_dist_training.spec.pipeline import CheckpointStep
 
@@ -93,212 +88,315 @@ def stage_train_evaluate(
     warm_start = parse_warm_start(warm_start)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     checkpoints = checkpoints or CheckpointStep()
-    group_id = group_id or "stage_train_evaluate"
-    from airflow_dist_training.retry import training_retry_policy
-
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
-    with TaskGroup(group_id=group_id, default_args=group_defaults) as group:
-        prefix = f"{group.group_id}."
-
-        @task.short_circuit(task_id="plan", ignore_downstream_trigger_rules=False)
-        def plan(**context: Any) -> bool:
-            """Apply the run's overrides, validate and plan; show the request, cost bound and warnings.
-
-            A dry run stops here: the launch steps are skipped, nothing is launched."""
-            from airflow_dist_training.planning import PLAN_XCOM_KEYS, plan_run
-
-            params = dict(context.get("params") or {})
-            result = plan_run(
-                spec_obj,
-                backend=backend,
-                overrides={**dict(overrides or {}), **params},
-                train_task_id=f"{prefix}train",
-                context=context,
-                aws_conn_id=aws_conn_id,
-                region_name=region_name,
-                base_dir=str(base),
-            )
-            for line in result["summary"].splitlines():
-                print(line)
-            result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
-            # every later step's inputs too: nothing is launched when one of them cannot work
-            _check_run_steps(
-                spec_obj, backend, evaluation, gate, registry, params, base, result["dry_run"],
-                aws_conn_id, region_name, staging=staging,
-            )
-            for key in PLAN_XCOM_KEYS:
-                context["ti"].xcom_push(key=key, value=result[key])
-            return not result["dry_run"]
-
-        plan_task: Any = plan().operator  # type: ignore[attr-defined]
-        planned: dict[str, Any] = {
-            key: XComArg(plan_task, key=key) for key in ("spec", "job_name", "dry_run")
-        }
-        gatekeeper = plan_task
-        upstream: Any = gatekeeper
-        staged_channels: dict[str, Any] | None = None
-        if staging is not None:
-            asset_kwargs = (
-                _asset_kwargs(data_asset, staging, remote, spec_obj, base, aws_conn_id, region_name)
-                if data_asset is not None
-                else {}
-            )
-            stage = _staging_task(staging, remote, spec_obj, base, aws_conn_id, region_name, **asset_kwargs)
-            gatekeeper >> stage
-            upstream = stage
-            if remote:  # the FSx channel the staging step returns
-                staged_channels = {staging.channel: stage.output}
-        check_task = _check_changes_task(
-            prefix=prefix,
-            backend=backend,
-            remote=remote,
-            base=base,
-            registry=registry,
-            spec_obj=spec_obj,
-            force=force,
-            warm_start=warm_start,
-            promote_to=checkpoints.promote_to,
-            staged_sources={staging.channel: staging.source}
-            if staging is not None and remote
-            else None,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-        )
+    with TaskGroup(group_id=group_id or "stage_train_evaluate", default_args=group_defaults) as group:
+        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name)
+        plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, registry, staging)
+        upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
+        check_task = _changes_step(g, staging, registry, force, warm_start, checkpoints)
         upstream >> check_task
-        upstream = check_task
-        train = DistributedTrainingOperator(
-            task_id="train",
-            spec=planned["spec"],
-            backend=backend,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-            local_hook_kwargs={"base_dir": str(base)},
-            checkpoint_resume=checkpoints.resume,
-            channels=staged_channels,
-            warm_start_uri=XComArg(check_task, key="warm_start_uri"),  # type: ignore[arg-type]
-            **dict(training_kwargs or {}),
-        )
-        upstream >> train
-
-        @task(task_id="stop_orphaned_job")
-        def stop_orphaned_job(name: str | None, dry: Any = False) -> list[str]:
-            """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
-            running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
-            if not remote or not name or _truthy(dry):
-                return []  # nothing was launched on SageMaker
-            from airflow_dist_training.hooks.training import SageMakerTrainingHook
-
-            hook = SageMakerTrainingHook(aws_conn_id=aws_conn_id, region_name=region_name)
-            run_hash = name.rsplit("-", 1)[-1]
-            return hook.stop_run_jobs(run_hash, reason="run finished while the job was running")
-
-        cleanup: Any = stop_orphaned_job(planned["job_name"], planned["dry_run"])
-        # a teardown of the plan: skipped with it when the other backend's branch is taken
-        cleanup.operator.as_teardown(setups=plan_task)
-        train >> cleanup
-        checkpoint_uri = _xcom_field(f"{prefix}train", "checkpoint_uri")
-        # the training image, as planned for this run's region (SageMaker evaluation and registry)
-        planned_image = spec_obj.image.uri or (
-            f"{{{{ ti.xcom_pull(task_ids='{prefix}plan', key='request')['AlgorithmSpecification']['TrainingImage'] }}}}"
-        )
-        retention = CheckpointRetentionOperator(
-            task_id="checkpoint_retention",
-            checkpoint_uri=checkpoint_uri,
-            keep_last=checkpoints.keep_last,
-            keep_best=checkpoints.keep_best if checkpoints.metric else 0,
-            metric=checkpoints.metric,
-            mode=checkpoints.mode,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-        )
-        train >> retention
-        if checkpoints.promote_to:
-            promote_target = (
-                checkpoints.promote_to
-                if "://" in checkpoints.promote_to
-                else str((base / checkpoints.promote_to).resolve())
-            )
-            promote = PromoteCheckpointOperator(
-                task_id="promote_checkpoint",
-                checkpoint_uri=checkpoint_uri,
-                target_uri=promote_target,
-                which="best" if checkpoints.metric else "latest",
-                metric=checkpoints.metric,
-                aws_conn_id=aws_conn_id,
-                region_name=region_name,
-            )
-            retention >> promote
+        train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
+        check_task >> train
+        _stop_orphaned_teardown(g, plan_task, train)
+        _checkpoint_tasks(g, train, checkpoints)
         if evaluation is not None:
-            script = (
-                evaluation.script if "://" in evaluation.script else str((base / evaluation.script).resolve())
-            )
-            data_uri = evaluation.channel_source
-            if data_uri and "://" not in data_uri:
-                data_uri = str((base / data_uri).resolve())
-            sagemaker_kwargs: dict[str, Any] = {}
-            if remote:
-                output = spec_obj.output.s3_path.rstrip("/") if spec_obj.output else ""
-                sagemaker_kwargs = {
-                    "image_uri": planned_image,
-                    "role_arn": spec_obj.role_arn,
-                    "output_uri": f"{output}/evaluation/{{{{ run_id }}}}",
-                }
-            evaluate = EvaluationOperator(
-                task_id="evaluate",
-                **sagemaker_kwargs,
-                script=script,
-                model_uri=_xcom_field(f"{prefix}train", "model_artifact_uri"),
-                data_uri=data_uri,
-                arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
-                backend="sagemaker" if remote else "local",
-                aws_conn_id=aws_conn_id,
-                region_name=region_name,
-            )
-            train >> evaluate
+            evaluate = _evaluation_task(g, train, evaluation)
             if gate is not None:
-                registry_kind = _registry_kind(registry, remote)
-                gate_task = QualityGateOperator(
-                    task_id="gate",
-                    evaluation=evaluate.output,
-                    thresholds=dict(gate.get("thresholds", {})),
-                    require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
-                    registry=registry_kind,
-                    model_package_group_name=_group_name(registry, spec_obj),
-                    local_registry_dir=_local_registry_dir(registry, base),
-                    fail_on_reject=fail_on_reject,
-                    training=train.output,  # refuses a model that did not learn
-                    # a rejection skips registration only; the run's summary still runs
-                    ignore_downstream_trigger_rules=False,
-                    aws_conn_id=aws_conn_id,
-                    region_name=region_name,
-                )
-                evaluate >> gate_task
-                if registry is not None and registry_kind is not None:
-                    register = RegisterModelOperator(
-                        task_id="register",
-                        evaluation=evaluate.output,
-                        decision=gate_task.output,  # type: ignore[arg-type]
-                        training=train.output,  # type: ignore[arg-type]
-                        image_uri=_inference_image(registry, spec_obj, prefix)
-                        if registry_kind == "sagemaker"
-                        else (registry.inference_image or spec_obj.image.uri),
-                        registry=registry_kind,
-                        model_package_group_name=_group_name(registry, spec_obj),
-                        local_registry_dir=_local_registry_dir(registry, base),
-                        auto_approve=registry.auto_approve,
-                        lineage=XComArg(check_task, key="lineage"),
-                        aws_conn_id=aws_conn_id,
-                        region_name=region_name,
-                    )
-                    gate_task >> register
-        # the teardowns (stop orphaned jobs, delete a scratch file system) run after everything else
-        teardowns = [t for t in group.children.values() if getattr(t, "is_teardown", False)]
-        for leaf in list(group.get_leaves()):
-            for teardown_task in teardowns:
-                if leaf is not teardown_task and not getattr(leaf, "is_teardown", False):
-                    leaf >> teardown_task
+                _gate_and_register(g, train, evaluate, check_task, gate, registry, fail_on_reject)
+        _teardowns_last(group)
     return group
+
+
+@dataclass(frozen=True)
+class _Group:
+    """What every step of a ``stage_train_evaluate`` group is built from."""
+
+    spec: TrainingJobSpec
+    backend: str
+    remote: bool
+    base: Path
+    prefix: str  # "<group id>." : task ids of the group's tasks in XCom pulls
+    aws_conn_id: str | None
+    region_name: str | None
+
+    def resolve(self, path: str) -> str:
+        """A URI as is; a relative path against the group's base directory."""
+        return path if "://" in path else str((self.base / path).resolve())
+
+    @property
+    def planned_image(self) -> str:
+        """The training image, as planned for this run's region (SageMaker evaluation and registry)."""
+        return self.spec.image.uri or (
+            f"{{{{ ti.xcom_pull(task_ids='{self.prefix}plan', key='request')"
+            "['AlgorithmSpecification']['TrainingImage'] }}"
+        )
+
+
+def _plan_task(
+    g: _Group,
+    overrides: Mapping[str, Any] | None,
+    dry_run: bool | str,
+    evaluation: EvaluationStep | None,
+    gate: Mapping[str, Any] | None,
+    registry: RegistryStep | None,
+    staging: StagingStep | None,
+) -> Any:
+    """The ``plan`` short-circuit: a dry run stops there, nothing is launched."""
+    from airflow.sdk import task
+
+    @task.short_circuit(task_id="plan", ignore_downstream_trigger_rules=False)
+    def plan(**context: Any) -> bool:
+        """Apply the run's overrides, validate and plan; show the request, cost bound and warnings.
+
+        A dry run stops here: the launch steps are skipped, nothing is launched."""
+        from airflow_dist_training.planning import PLAN_XCOM_KEYS, plan_run
+
+        params = dict(context.get("params") or {})
+        result = plan_run(
+            g.spec,
+            backend=g.backend,
+            overrides={**dict(overrides or {}), **params},
+            train_task_id=f"{g.prefix}train",
+            context=context,
+            aws_conn_id=g.aws_conn_id,
+            region_name=g.region_name,
+            base_dir=str(g.base),
+        )
+        for line in result["summary"].splitlines():
+            print(line)
+        result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
+        # every later step's inputs too: nothing is launched when one of them cannot work
+        _check_run_steps(
+            g.spec,
+            g.backend,
+            evaluation,
+            gate,
+            registry,
+            params,
+            g.base,
+            result["dry_run"],
+            g.aws_conn_id,
+            g.region_name,
+            staging=staging,
+        )
+        for key in PLAN_XCOM_KEYS:
+            context["ti"].xcom_push(key=key, value=result[key])
+        return not result["dry_run"]
+
+    return plan().operator  # type: ignore[attr-defined]
+
+
+def _staging_step(
+    g: _Group, plan_task: Any, staging: StagingStep | None, data_asset: Any
+) -> tuple[Any, dict[str, Any] | None]:
+    """The staging task after the plan (if any): (the task to chain next, the staged FSx channels)."""
+    if staging is None:
+        return plan_task, None
+    asset_kwargs = (
+        _asset_kwargs(data_asset, staging, g.remote, g.spec, g.base, g.aws_conn_id, g.region_name)
+        if data_asset is not None
+        else {}
+    )
+    stage = _staging_task(staging, g.remote, g.spec, g.base, g.aws_conn_id, g.region_name, **asset_kwargs)
+    plan_task >> stage
+    # on SageMaker the FSx channel the staging step returns
+    return stage, ({staging.channel: stage.output} if g.remote else None)
+
+
+def _changes_step(
+    g: _Group,
+    staging: StagingStep | None,
+    registry: RegistryStep | None,
+    force: bool,
+    warm_start: str,
+    checkpoints: CheckpointStep,
+) -> Any:
+    """``check_changes``: skip training when data, code and spec equal the champion's."""
+    return _check_changes_task(
+        prefix=g.prefix,
+        backend=g.backend,
+        remote=g.remote,
+        base=g.base,
+        registry=registry,
+        spec_obj=g.spec,
+        force=force,
+        warm_start=warm_start,
+        promote_to=checkpoints.promote_to,
+        staged_sources={staging.channel: staging.source} if staging is not None and g.remote else None,
+        aws_conn_id=g.aws_conn_id,
+        region_name=g.region_name,
+    )
+
+
+def _train_task(
+    g: _Group,
+    plan_task: Any,
+    check_task: Any,
+    checkpoints: CheckpointStep,
+    staged_channels: dict[str, Any] | None,
+    training_kwargs: Mapping[str, Any] | None,
+) -> Any:
+    from airflow.sdk import XComArg
+
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+
+    return DistributedTrainingOperator(
+        task_id="train",
+        spec=XComArg(plan_task, key="spec"),  # type: ignore[arg-type]
+        backend=g.backend,
+        aws_conn_id=g.aws_conn_id,
+        region_name=g.region_name,
+        local_hook_kwargs={"base_dir": str(g.base)},
+        checkpoint_resume=checkpoints.resume,
+        channels=staged_channels,
+        warm_start_uri=XComArg(check_task, key="warm_start_uri"),  # type: ignore[arg-type]
+        **dict(training_kwargs or {}),
+    )
+
+
+def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
+    """Stop this run's SageMaker jobs still running once the group is done: a teardown of the plan
+    (skipped with it when the other backend's branch is taken)."""
+    from airflow.sdk import XComArg, task
+
+    from airflow_dist_training.operators.training import StopOrphanedTrainingJobsOperator
+
+    @task(task_id="stop_orphaned_job")
+    def stop_orphaned_job(name: str | None, dry: Any = False) -> list[str]:
+        """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
+        running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
+        if not g.remote or not name or _truthy(dry):
+            return []  # nothing was launched on SageMaker
+        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+        hook = SageMakerTrainingHook(aws_conn_id=g.aws_conn_id, region_name=g.region_name)
+        run_hash = name.rsplit("-", 1)[-1]  # the planned job name ends with the run hash
+        return StopOrphanedTrainingJobsOperator.stop_run(hook, run_hash, train.task_id, log)
+
+    job_name: Any = XComArg(plan_task, key="job_name")
+    cleanup: Any = stop_orphaned_job(job_name, XComArg(plan_task, key="dry_run"))
+    cleanup.operator.as_teardown(setups=plan_task)
+    train >> cleanup
+
+
+def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> None:
+    """Retention after training, then promotion of the best/latest checkpoint (if configured)."""
+    from airflow_dist_training.operators.checkpoints import (
+        CheckpointRetentionOperator,
+        PromoteCheckpointOperator,
+    )
+
+    checkpoint_uri = _xcom_field(f"{g.prefix}train", "checkpoint_uri")
+    retention = CheckpointRetentionOperator(
+        task_id="checkpoint_retention",
+        checkpoint_uri=checkpoint_uri,
+        keep_last=checkpoints.keep_last,
+        keep_best=checkpoints.keep_best if checkpoints.metric else 0,
+        metric=checkpoints.metric,
+        mode=checkpoints.mode,
+        aws_conn_id=g.aws_conn_id,
+        region_name=g.region_name,
+    )
+    train >> retention
+    if checkpoints.promote_to:
+        promote = PromoteCheckpointOperator(
+            task_id="promote_checkpoint",
+            checkpoint_uri=checkpoint_uri,
+            target_uri=g.resolve(checkpoints.promote_to),
+            which="best" if checkpoints.metric else "latest",
+            metric=checkpoints.metric,
+            aws_conn_id=g.aws_conn_id,
+            region_name=g.region_name,
+        )
+        retention >> promote
+
+
+def _evaluation_task(g: _Group, train: Any, evaluation: EvaluationStep) -> Any:
+    from airflow_dist_training.operators.evaluation import EvaluationOperator
+
+    data_uri = evaluation.channel_source
+    sagemaker_kwargs: dict[str, Any] = {}
+    if g.remote:
+        output = g.spec.output.s3_path.rstrip("/") if g.spec.output else ""
+        sagemaker_kwargs = {
+            "image_uri": g.planned_image,
+            "role_arn": g.spec.role_arn,
+            "output_uri": f"{output}/evaluation/{{{{ run_id }}}}",
+        }
+    evaluate = EvaluationOperator(
+        task_id="evaluate",
+        **sagemaker_kwargs,
+        script=g.resolve(evaluation.script),
+        model_uri=_xcom_field(f"{g.prefix}train", "model_artifact_uri"),
+        data_uri=g.resolve(data_uri) if data_uri else data_uri,
+        arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
+        backend="sagemaker" if g.remote else "local",
+        aws_conn_id=g.aws_conn_id,
+        region_name=g.region_name,
+    )
+    train >> evaluate
+    return evaluate
+
+
+def _gate_and_register(
+    g: _Group,
+    train: Any,
+    evaluate: Any,
+    check_task: Any,
+    gate: Mapping[str, Any],
+    registry: RegistryStep | None,
+    fail_on_reject: bool,
+) -> None:
+    from airflow.sdk import XComArg
+
+    from airflow_dist_training.operators.evaluation import QualityGateOperator, RegisterModelOperator
+
+    registry_kind = _registry_kind(registry, g.remote)
+    gate_task = QualityGateOperator(
+        task_id="gate",
+        evaluation=evaluate.output,
+        thresholds=dict(gate.get("thresholds", {})),
+        require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
+        registry=registry_kind,
+        model_package_group_name=_group_name(registry, g.spec),
+        local_registry_dir=_local_registry_dir(registry, g.base),
+        fail_on_reject=fail_on_reject,
+        training=train.output,  # refuses a model that did not learn
+        # a rejection skips registration only; the run's summary still runs
+        ignore_downstream_trigger_rules=False,
+        aws_conn_id=g.aws_conn_id,
+        region_name=g.region_name,
+    )
+    evaluate >> gate_task
+    if registry is None or registry_kind is None:
+        return
+    register = RegisterModelOperator(
+        task_id="register",
+        evaluation=evaluate.output,
+        decision=gate_task.output,  # type: ignore[arg-type]
+        training=train.output,  # type: ignore[arg-type]
+        image_uri=_inference_image(registry, g.spec, g.prefix)
+        if registry_kind == "sagemaker"
+        else (registry.inference_image or g.spec.image.uri),
+        registry=registry_kind,
+        model_package_group_name=_group_name(registry, g.spec),
+        local_registry_dir=_local_registry_dir(registry, g.base),
+        auto_approve=registry.auto_approve,
+        lineage=XComArg(check_task, key="lineage"),
+        aws_conn_id=g.aws_conn_id,
+        region_name=g.region_name,
+    )
+    gate_task >> register
+
+
+def _teardowns_last(group: Any) -> None:
+    """The teardowns (stop orphaned jobs, delete a scratch file system) run after everything else."""
+    teardowns = [t for t in group.children.values() if getattr(t, "is_teardown", False)]
+    for leaf in list(group.get_leaves()):
+        for teardown_task in teardowns:
+            if leaf is not teardown_task and not getattr(leaf, "is_teardown", False):
+                leaf >> teardown_task
 
 
 def _inference_image(registry: RegistryStep, spec: TrainingJobSpec, prefix: str) -> str:
@@ -307,7 +405,9 @@ def _inference_image(registry: RegistryStep, spec: TrainingJobSpec, prefix: str)
     if registry.inference_image or spec.image.uri:
         fallback = repr(registry.inference_image or spec.image.uri)
     else:
-        fallback = f"ti.xcom_pull(task_ids='{prefix}plan', key='request')['AlgorithmSpecification']['TrainingImage']"
+        fallback = (
+            f"ti.xcom_pull(task_ids='{prefix}plan', key='request')['AlgorithmSpecification']['TrainingImage']"
+        )
     return f"{{{{ params.get('inference_image') or {fallback} }}}}"
 
 
@@ -340,11 +440,10 @@ def _check_run_steps(
         base_dir=base,
     )
     if backend == "sagemaker" and not dry_run:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
+        from airflow_dist_training.hooks.aws import aws_hook
         from airflow_dist_training.hooks.s3_checks import check_s3_locations
 
-        s3 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="s3", region_name=region_name).get_conn()
+        s3 = aws_hook("s3", aws_conn_id=aws_conn_id, region_name=region_name).get_conn()
         locations = s3_locations(spec, evaluation=evaluation, staging=staging)
         problems += check_s3_locations(s3, locations, conn_id=aws_conn_id)
     for warning in (p for p in problems if p.severity != "error"):
@@ -352,6 +451,8 @@ def _check_run_steps(
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise SpecValidationError(errors)
+
+
 def _asset_kwargs(
     asset: Any,
     staging: StagingStep,
@@ -462,27 +563,10 @@ def _staging_task(
     region_name: str | None,
     **operator_kwargs: Any,
 ) -> Any:
-    from airflow_dist_training.operators.fsx import FSxStagePrefixOperator, LocalStageOperator
-
-    channel = spec.channels.get(staging.channel)
     if not remote:
-        target = getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}"
-        source = staging.source if "://" in staging.source else str((base / staging.source).resolve())
-        return LocalStageOperator(
-            task_id="stage",
-            **operator_kwargs,
-            source=source,
-            channel_dir=str((base / target).resolve()),
-            **{  # type: ignore[arg-type]
-                k: v
-                for k, v in (
-                    ("file_system_id", staging.file_system_id or getattr(channel, "file_system_id", None)),
-                    ("file_system_path", staging.file_system_path),
-                )
-                if v
-            },
-        )
+        return _local_staging_task(staging, spec, base, **operator_kwargs)
     from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.operators.fsx import FSxStagePrefixOperator
 
     if not staging.file_system_path or not (staging.file_system_id or staging.scratch_file_system):
         raise SpecValidationError(
@@ -493,33 +577,10 @@ def _staging_task(
                 )
             ]
         )
-    file_system_id = staging.file_system_id
     create = None
+    file_system_id = staging.file_system_id
     if staging.scratch_file_system is not None:
-        from airflow_dist_training.operators.fsx import (
-            FSxCreateFileSystemOperator,
-            FSxDeleteFileSystemOperator,
-        )
-
-        scratch = staging.scratch_file_system
-        create = FSxCreateFileSystemOperator(
-            task_id="create_file_system",
-            subnet_id=scratch.subnet_id,
-            security_group_ids=list(scratch.security_group_ids),
-            storage_capacity_gib=scratch.storage_capacity_gib,
-            deployment_type=scratch.deployment_type,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-        )
-        file_system_id = f"{{{{ ti.xcom_pull(task_ids='{create.task_id}')['file_system_id'] }}}}"
-        delete = FSxDeleteFileSystemOperator(
-            task_id="delete_file_system",
-            file_system_id=file_system_id,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-        )
-        # the teardown runs when everything else in the group is done, even after a failure
-        delete.as_teardown(setups=create)
+        create, file_system_id = _scratch_file_system(staging, aws_conn_id, region_name)
     stage = FSxStagePrefixOperator(
         task_id="stage",
         **operator_kwargs,
@@ -534,3 +595,55 @@ def _staging_task(
     if create is not None:
         create >> stage
     return stage
+
+
+def _local_staging_task(staging: StagingStep, spec: TrainingJobSpec, base: Path, **operator_kwargs: Any) -> Any:
+    """Local backend: copy the dataset into the channel's local directory."""
+    from airflow_dist_training.operators.fsx import LocalStageOperator
+
+    channel = spec.channels.get(staging.channel)
+    target = getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}"
+    source = staging.source if "://" in staging.source else str((base / staging.source).resolve())
+    return LocalStageOperator(
+        task_id="stage",
+        **operator_kwargs,
+        source=source,
+        channel_dir=str((base / target).resolve()),
+        **{  # type: ignore[arg-type]
+            k: v
+            for k, v in (
+                ("file_system_id", staging.file_system_id or getattr(channel, "file_system_id", None)),
+                ("file_system_path", staging.file_system_path),
+            )
+            if v
+        },
+    )
+
+
+def _scratch_file_system(
+    staging: StagingStep, aws_conn_id: str | None, region_name: str | None
+) -> tuple[Any, str]:
+    """Create a scratch file system for the run (and delete it as a teardown): (create task, its id)."""
+    from airflow_dist_training.operators.fsx import FSxCreateFileSystemOperator, FSxDeleteFileSystemOperator
+
+    scratch = staging.scratch_file_system
+    assert scratch is not None
+    create = FSxCreateFileSystemOperator(
+        task_id="create_file_system",
+        subnet_id=scratch.subnet_id,
+        security_group_ids=list(scratch.security_group_ids),
+        storage_capacity_gib=scratch.storage_capacity_gib,
+        deployment_type=scratch.deployment_type,
+        aws_conn_id=aws_conn_id,
+        region_name=region_name,
+    )
+    file_system_id = f"{{{{ ti.xcom_pull(task_ids='{create.task_id}')['file_system_id'] }}}}"
+    delete = FSxDeleteFileSystemOperator(
+        task_id="delete_file_system",
+        file_system_id=file_system_id,
+        aws_conn_id=aws_conn_id,
+        region_name=region_name,
+    )
+    # the teardown runs when everything else in the group is done, even after a failure
+    delete.as_teardown(setups=create)
+    return create, file_system_id

@@ -71,3 +71,14 @@ class DataRepositoryTaskFailed(RuntimeError):
         self.lifecycle = progress.get("lifecycle")
         self.report_uri = progress.get("report_uri")
         super().__init__(failure_message(progress))
+
+
+def progress_from_event(event: dict[str, Any] | None) -> dict[str, Any]:
+    """The progress of a successful FSx trigger event; raises with the failure otherwise."""
+    if not event:
+        raise RuntimeError("FSx trigger resumed the task without an event")
+    if event.get("status") == "success":
+        return dict(event["progress"])
+    if event.get("status") in ("failed", "canceled") and event.get("progress"):
+        raise DataRepositoryTaskFailed(event["progress"])
+    raise RuntimeError(event.get("message") or f"FSx task wait ended with {event.get('status')}")

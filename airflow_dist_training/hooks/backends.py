@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -62,15 +63,14 @@ class TrainingBackend(Protocol):
         ...
 
 
-class SageMakerBackend:
+class SageMakerBackend(AwsConnectionMixin):
     """Jobs on SageMaker, through ``SageMakerTrainingHook``."""
 
     name = "sagemaker"
     remote = True
 
     def __init__(self, *, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
     def hook(self) -> Any:

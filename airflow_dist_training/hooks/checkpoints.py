@@ -33,6 +33,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_dist_training.aws_errors import error_code, http_status, is_access_denied, s3_permission_error
 from airflow_dist_training.checkpointing import (
     LATEST_HINT_NAME,
     MANIFEST_NAME,
@@ -50,29 +51,18 @@ from airflow_dist_training.checkpoints.selection import (
     select_checkpoint,
 )
 from airflow_dist_training.checkpoints.uris import Location, parse_location
-from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
+from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 
 PROMOTED_NAME = "_PROMOTED.json"
 DELETE_BATCH = 1000
 _MULTIPART_COPY_THRESHOLD = 5 * 1024**3
 
-# S3 API operation -> the IAM permission it needs (for AccessDenied messages).
-_PERMISSIONS = {
-    "ListObjectsV2": "s3:ListBucket",
-    "GetObject": "s3:GetObject",
-    "HeadObject": "s3:GetObject",
-    "PutObject": "s3:PutObject",
-    "CopyObject": "s3:GetObject (source) and s3:PutObject (target)",
-    "DeleteObjects": "s3:DeleteObject",
-    "GetBucketLocation": "s3:GetBucketLocation",
-}
-
-
 def _now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class CheckpointHook(BaseHook):
+class CheckpointHook(AwsConnectionMixin, BaseHook):
     """Find, inspect, copy, promote and prune checkpoints under an S3 or local location.
 
     :param aws_conn_id: Airflow AWS connection used for ``s3://`` locations (None: boto3 defaults).
@@ -97,30 +87,17 @@ class CheckpointHook(BaseHook):
         botocore_config: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name, botocore_config=botocore_config)
         self.verify_region = verify_region
         self.max_workers = max_workers
-        self.botocore_config = botocore_config
         self.api_calls: Counter[str] = Counter()  # S3 operation name -> calls made by this hook
         self._checked_buckets: set[str] = set()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ clients and errors
     @cached_property
-    def aws_hook(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-        return AwsBaseHook(
-            aws_conn_id=self.aws_conn_id,
-            client_type="s3",
-            region_name=self.region_name,
-            config=self.botocore_config,
-        )
-
-    @cached_property
     def s3_client(self) -> Any:
-        client = self.aws_hook.get_conn()
+        client = self.aws_client("s3")
         client.meta.events.register("before-call.s3", self._count_call)
         return client
 
@@ -139,16 +116,9 @@ class CheckpointHook(BaseHook):
         try:
             yield
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", ""))
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("AccessDenied", "AllAccessDisabled", "Forbidden") or (
-                status == 403 and code != "SignatureDoesNotMatch"
-            ):
-                bucket = uri[5:].split("/", 1)[0] if uri.startswith("s3://") else uri
-                raise AwsPermissionError(
-                    f"{uri}: access denied ({operation}); grant {_PERMISSIONS.get(operation, operation)} "
-                    f"on arn:aws:s3:::{bucket} (and its keys) to the role of connection {self.aws_conn_id!r}"
-                ) from None
+            code = error_code(exc)
+            if is_access_denied(exc) or (http_status(exc) == 403 and code != "SignatureDoesNotMatch"):
+                raise s3_permission_error(exc, operation=operation, uri=uri, conn_id=self.aws_conn_id) from None
             if code == "NoSuchBucket":
                 raise SpecValidationError([("uri", f"{uri}: bucket does not exist")]) from None
             if code in (
@@ -244,7 +214,7 @@ class CheckpointHook(BaseHook):
             with self._s3_errors("GetObject", loc.file_uri(name)):
                 response = self.s3_client.get_object(Bucket=loc.bucket, Key=loc.key(name))
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
                 return None
             raise
         return response["Body"].read(), response["LastModified"].timestamp()
@@ -278,9 +248,8 @@ class CheckpointHook(BaseHook):
                 first = errors[0]
                 uri = f"s3://{loc.bucket}/{first.get('Key')}"
                 if first.get("Code") == "AccessDenied":
-                    raise AwsPermissionError(
-                        f"{uri}: access denied (DeleteObjects); grant s3:DeleteObject on "
-                        f"arn:aws:s3:::{loc.bucket} (and its keys) to the role of connection {self.aws_conn_id!r}"
+                    raise s3_permission_error(
+                        RuntimeError(first.get("Message")), operation="DeleteObjects", uri=uri, conn_id=self.aws_conn_id
                     )
                 raise RuntimeError(f"{len(errors)} objects not deleted, first {uri}: {first.get('Message')}")
         return len(keys)
@@ -324,11 +293,6 @@ class CheckpointHook(BaseHook):
                     for fld, msg in exc.problems
                 ]
             ) from None
-
-    def list_steps(self, root_uri: str) -> list[tuple[int, str]]:
-        """``(step, uri)`` of every ``step-*`` directory under the root, newest first (no manifests read)."""
-        root = self._loc(root_uri)
-        return self._steps(root, self._list_dirs(root, "step-"))
 
     @staticmethod
     def _steps(root: Location, names: Iterable[str]) -> list[tuple[int, str]]:

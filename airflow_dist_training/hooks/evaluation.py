@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
+from airflow_dist_training.aws_errors import describe_error, error_code
 from airflow_dist_training.checkpoints.uris import file_uri_path
 from airflow_dist_training.checkpoints.uris import join_uri as join_uri
 from airflow_dist_training.checkpoints.uris import parent_uri as parent_uri
@@ -38,6 +39,8 @@ from airflow_dist_training.evaluation.schema import (
     load_evaluation_file,
     parse_evaluation_text,
 )
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.job_states import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-class ArtifactStore:
+class ArtifactStore(AwsConnectionMixin):
     """Read and write small files by URI: a local path, ``file://...`` or ``s3://bucket/key``.
 
     :param aws_conn_id: Airflow connection for S3 (used only for ``s3://`` URIs).
@@ -72,16 +75,11 @@ class ArtifactStore:
     """
 
     def __init__(self, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
     def s3(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-        return AwsBaseHook(
-            aws_conn_id=self.aws_conn_id, client_type="s3", region_name=self.region_name
-        ).get_conn()
+        return self.aws_client("s3")
 
     def read_bytes(self, uri: str) -> bytes:
         if uri.startswith("s3://"):
@@ -152,7 +150,7 @@ class ArtifactStore:
             raw = self.read_bytes(uri)
         except Exception as exc:  # botocore ClientError, NoCredentials, ...
             raise SpecValidationError(
-                [Problem("", f"cannot read: {_aws_error_text(exc)}")], source=uri
+                [Problem("", f"cannot read: {describe_error(exc)}")], source=uri
             ) from None
         return parse_evaluation_text(raw, source=uri)
 
@@ -163,18 +161,10 @@ def _s3_errors(uri: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if _error_code(exc) == "NoSuchBucket":
+        if error_code(exc) == "NoSuchBucket":
             bucket = uri[len("s3://") :].split("/", 1)[0]
             raise SpecValidationError([Problem("", f"bucket {bucket} does not exist")], source=uri) from None
         raise
-
-
-def _aws_error_text(exc: Exception) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping) and "Error" in response:
-        err = response["Error"]
-        return f"{err.get('Code', 'Error')}: {err.get('Message', '')}".rstrip(": ")
-    return f"{type(exc).__name__}: {exc}"
 
 
 def extract_archive(archive: Path, dest: Path) -> None:
@@ -321,10 +311,7 @@ def _tail_text(tail: collections.deque[str]) -> str:
     return f"; last {len(tail)} stderr line(s):\n" + "\n".join(f"  {line}" for line in tail)
 
 
-_TERMINAL = {"Completed", "Failed", "Stopped"}
-
-
-class SageMakerEvaluationRunner:
+class SageMakerEvaluationRunner(AwsConnectionMixin):
     """Run the evaluation script as a SageMaker processing job and read its ``evaluation.json``.
 
     :param aws_conn_id: Airflow AWS connection.
@@ -338,26 +325,21 @@ class SageMakerEvaluationRunner:
         region_name: str | None = None,
         poll_interval: float = 30,
     ) -> None:
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self.poll_interval = poll_interval
         self.store = ArtifactStore(aws_conn_id, region_name)
         self.stopped: set[str] = set()  # jobs this runner stopped (on_kill, timeout)
 
     @cached_property
     def client(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-        return AwsBaseHook(
-            aws_conn_id=self.aws_conn_id, client_type="sagemaker", region_name=self.region_name
-        ).get_conn()
+        return self.aws_client("sagemaker")
 
     def status(self, name: str) -> str | None:
         """The job's ``ProcessingJobStatus``, or None when there is no job of that name."""
         try:
             return str(self.client.describe_processing_job(ProcessingJobName=name)["ProcessingJobStatus"])
         except Exception as exc:
-            if _error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
+            if error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
                 raise
             return None
 
@@ -386,15 +368,17 @@ class SageMakerEvaluationRunner:
 
     def stop(self, name: str) -> bool:
         """Stop the job; False when it had already ended."""
+        # recorded before the call: a waiting thread may see "Stopped" before the call returns
+        self.stopped.add(name)
         try:
             self.client.stop_processing_job(ProcessingJobName=name)
         except Exception as exc:
-            if _error_code(exc) != "ValidationException":
+            self.stopped.discard(name)
+            if error_code(exc) != "ValidationException":
                 raise
             log.info("Processing job %s was not running: %s", name, exc)
             return False
         log.info("Stopped processing job %s", name)
-        self.stopped.add(name)
         return True
 
     def wait(self, name: str, timeout: float | None = None) -> dict[str, Any]:
@@ -406,7 +390,7 @@ class SageMakerEvaluationRunner:
             if status != last:
                 log.info("Processing job %s: %s", name, status)
                 last = status
-            if status in _TERMINAL:
+            if status in TERMINAL_STATES:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 self.stop(name)  # a timed-out task must not leave the job billing
@@ -443,10 +427,3 @@ class SageMakerEvaluationRunner:
         return info, join_uri(output, EVALUATION_FILE_NAME)
 
     build_request = staticmethod(build_processing_job_request)
-
-
-def _error_code(exc: Exception) -> str | None:
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping):
-        return str(response.get("Error", {}).get("Code"))
-    return None

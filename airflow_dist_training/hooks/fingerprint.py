@@ -18,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.retraining.fingerprint import (
     IGNORED_NAMES,
     Entry,
@@ -57,7 +58,7 @@ def _local(uri: str, base_dir: Path) -> Path:
     return path if path.is_absolute() else base_dir / path
 
 
-class FingerprintHook:
+class FingerprintHook(AwsConnectionMixin):
     """Fingerprint a run's inputs (data channels, code, spec) and compare model artifacts.
 
     :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
@@ -65,17 +66,12 @@ class FingerprintHook:
     """
 
     def __init__(self, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self.list_calls = 0
 
     @cached_property
     def s3(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-        return AwsBaseHook(
-            aws_conn_id=self.aws_conn_id, client_type="s3", region_name=self.region_name
-        ).get_conn()
+        return self.aws_client("s3")
 
     # -- listings ------------------------------------------------------------------------------
     def s3_entries(self, uri: str) -> list[Entry]:

@@ -10,22 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
+from airflow_dist_training.aws_errors import error_code, is_access_denied, service_permission_error
+from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.preflight import PreflightFacts
 from airflow_dist_training.fsx.progress import FILE_SYSTEM_FAILED, NON_TERMINAL
-
-if TYPE_CHECKING:
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-
-def _error_code(exc: Exception) -> str:
-    response = getattr(exc, "response", None) or {}
-    return str((response.get("Error") or {}).get("Code", ""))
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 
 
 def _clean(value: Any) -> Any:
@@ -39,7 +33,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-class FSxHook(BaseHook):
+class FSxHook(AwsConnectionMixin, BaseHook):
     """Talk to Amazon FSx for Lustre (and the EC2/S3 reads its pre-flight needs).
 
     :param aws_conn_id: The Airflow AWS connection; ``None`` uses the default boto3 credential chain.
@@ -62,33 +56,12 @@ class FSxHook(BaseHook):
         botocore_config: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
-        self._hooks: dict[str, AwsBaseHook] = {}
-        self._clients: dict[str, Any] = {}
+        self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
         self.sleep: Callable[[float], None] = time.sleep
 
     # ---- clients ------------------------------------------------------------------------------
-    def aws_hook(self, client_type: str = "fsx") -> AwsBaseHook:
-        """The Amazon provider hook for ``client_type``, built once."""
-        if client_type not in self._hooks:
-            from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-            self._hooks[client_type] = AwsBaseHook(
-                aws_conn_id=self.aws_conn_id,
-                region_name=self.region_name,
-                verify=self.verify,
-                client_type=client_type,
-                config=self.botocore_config,
-            )
-        return self._hooks[client_type]
-
     def client(self, client_type: str = "fsx") -> Any:
-        if client_type not in self._clients:
-            self._clients[client_type] = self.aws_hook(client_type).get_conn()
-        return self._clients[client_type]
+        return self.aws_client(client_type)
 
     def get_conn(self) -> Any:
         return self.client("fsx")
@@ -101,12 +74,9 @@ class FSxHook(BaseHook):
         try:
             return getattr(self.client(client_type), operation)(**kwargs)
         except Exception as exc:
-            code = _error_code(exc)
-            if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation"):
-                action = "".join(p.capitalize() for p in operation.split("_"))
-                raise AwsPermissionError(
-                    f"AWS denied {client_type}:{action}; grant it to the role of connection "
-                    f"{self.aws_conn_id!r} ({exc})"
+            if is_access_denied(exc):
+                raise service_permission_error(
+                    exc, service=client_type, operation=operation, conn_id=self.aws_conn_id
                 ) from exc
             raise
 
@@ -116,7 +86,7 @@ class FSxHook(BaseHook):
         try:
             found = self._call("fsx", "describe_file_systems", FileSystemIds=[file_system_id])["FileSystems"]
         except Exception as exc:
-            if _error_code(exc) == "FileSystemNotFound":
+            if error_code(exc) == "FileSystemNotFound":
                 return None
             raise
         return _clean(found[0]) if found else None
@@ -150,7 +120,7 @@ class FSxHook(BaseHook):
         try:
             return self._call("fsx", "delete_file_system", FileSystemId=file_system_id).get("Lifecycle")
         except Exception as exc:
-            if _error_code(exc) == "FileSystemNotFound":
+            if error_code(exc) == "FileSystemNotFound":
                 return None
             raise
 
@@ -296,7 +266,7 @@ class FSxHook(BaseHook):
         try:
             return _clean(self._call("ec2", "describe_subnets", SubnetIds=list(subnet_ids))["Subnets"])
         except Exception as exc:
-            if "NotFound" not in _error_code(exc):
+            if "NotFound" not in error_code(exc):
                 raise
             if len(subnet_ids) == 1:
                 return []
@@ -311,7 +281,7 @@ class FSxHook(BaseHook):
                 self._call("ec2", "describe_security_groups", GroupIds=list(group_ids))["SecurityGroups"]
             )
         except Exception as exc:
-            if "NotFound" in _error_code(exc):
+            if "NotFound" in error_code(exc):
                 if len(group_ids) == 1:
                     return []
                 return [g for gid in group_ids for g in self.describe_security_groups([gid])]
@@ -344,7 +314,7 @@ class FSxHook(BaseHook):
                     count += 1
                     total += int(obj.get("Size") or 0)
         except Exception as exc:
-            if _error_code(exc) == "NoSuchBucket":
+            if error_code(exc) == "NoSuchBucket":
                 raise SpecValidationError(
                     [("s3_uri", f"bucket {bucket} of {s3_uri} does not exist")]
                 ) from exc

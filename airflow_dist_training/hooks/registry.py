@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from airflow_dist_training.aws_errors import describe_error, error_code
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.evaluation.gate import Champion, ChampionUnreadableError
 from airflow_dist_training.evaluation.registration import (
@@ -37,11 +38,10 @@ from airflow_dist_training.evaluation.registration import (
     validate_group_name,
 )
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, load_evaluation_file
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.hooks.evaluation import (
     ArtifactStore,
     _atomic_write,
-    _aws_error_text,
-    _error_code,
     join_uri,
     parent_uri,
 )
@@ -304,7 +304,7 @@ class LocalModelRegistry:
 # SageMaker
 
 
-class ModelRegistryHook:
+class ModelRegistryHook(AwsConnectionMixin):
     """A SageMaker model package group as a model registry.
 
     :param model_package_group_name: the group; created on first registration when missing.
@@ -323,18 +323,13 @@ class ModelRegistryHook:
         group_description: str | None = None,
     ) -> None:
         self.group = validate_group_name(model_package_group_name)
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self.group_description = group_description
         self.store = ArtifactStore(aws_conn_id, region_name)
 
     @cached_property
     def client(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-        return AwsBaseHook(
-            aws_conn_id=self.aws_conn_id, client_type="sagemaker", region_name=self.region_name
-        ).get_conn()
+        return self.aws_client("sagemaker")
 
     # -- group --------------------------------------------------------------------------------
     def group_exists(self) -> bool:
@@ -342,7 +337,7 @@ class ModelRegistryHook:
             self.client.describe_model_package_group(ModelPackageGroupName=self.group)
             return True
         except Exception as exc:
-            if _error_code(exc) == "ValidationException" and "does not exist" in _aws_error_text(exc):
+            if error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc):
                 return False
             raise
 
@@ -367,7 +362,7 @@ class ModelRegistryHook:
                 MaxResults=1,
             )
         except Exception as exc:
-            if _error_code(exc) == "ValidationException" and "does not exist" in _aws_error_text(exc):
+            if error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc):
                 return None
             raise
         summaries = resp.get("ModelPackageSummaryList") or []
@@ -487,7 +482,7 @@ class ModelRegistryHook:
                 MaxResults=self._RETRY_LOOKBACK,
             )
         except Exception as exc:
-            if _error_code(exc) == "ValidationException" and "does not exist" in _aws_error_text(exc):
+            if error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc):
                 return None
             raise
         for summary in resp.get("ModelPackageSummaryList") or []:

@@ -7,18 +7,12 @@ one clear message instead of a later task retrying a ``NoSuchBucket`` as if it w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
+from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.step_checks import S3Location
-
-
-def _code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
 
 
 def _split(uri: str) -> tuple[str, str]:
@@ -44,7 +38,7 @@ def check_s3_locations(
         try:
             page = s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
         except Exception as exc:
-            code = _code(exc)
+            code = error_code(exc)
             if code in {"AccessDenied", "403"}:
                 problems.append(
                     Problem(loc.field, f"{loc.uri}: not checked (s3:ListBucket is denied)", "warning")
@@ -60,7 +54,7 @@ def _head_bucket(s3: Any, bucket: str, conn_id: str | None) -> str | None:
     try:
         s3.head_bucket(Bucket=bucket)
     except Exception as exc:
-        code = _code(exc)
+        code = error_code(exc)
         if code in {"404", "NoSuchBucket", "NotFound"}:
             return f"bucket {bucket} does not exist"
         if code in {"403", "AccessDenied", "Forbidden"}:

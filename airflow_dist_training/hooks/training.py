@@ -19,16 +19,14 @@ What it adds over the provider's ``SageMakerHook``:
 * CloudWatch logs merged across *all* hosts' streams (``DescribeLogStreams`` is paginated, so
   clusters of more than 50 hosts work), resumable from a JSON cursor;
 * ``result_from_description``: the small JSON ``TrainingResult`` (no datetimes);
-* async variants (aiobotocore) for the trigger: ``async_describe_training_job``,
-  ``async_fetch_log_events``, ``async_stop_training_job``, ``async_list_training_jobs``.
+* no async API: the trigger polls and tails logs through the shared poller
+  (``triggers/polling.py``) and stops a job with this hook's ``stop_training_job`` in a thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
 import os
-import random
 import re
 import tarfile
 import time
@@ -38,6 +36,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airflow_dist_training.aws_errors import (
+    THROTTLING_CODES as THROTTLING_CODES,
+)
+from airflow_dist_training.aws_errors import (
+    error_code,
+    error_message,
+    is_access_denied,
+    is_not_found,
+    permission_error,
+)
 from airflow_dist_training.errors import (
     AwsPermissionError,
     CapacityError,
@@ -45,7 +53,13 @@ from airflow_dist_training.errors import (
     SpecValidationError,
     TrainingJobError,
 )
+from airflow_dist_training.hooks.aws import cached_aws_hook, environment_region
+from airflow_dist_training.job_states import ACTIVE_STATES as ACTIVE_STATES
+from airflow_dist_training.job_states import FAILED_STATES as FAILED_STATES
+from airflow_dist_training.job_states import SUCCESS_STATES as SUCCESS_STATES
+from airflow_dist_training.job_states import TERMINAL_STATES as TERMINAL_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
+from airflow_dist_training.retry import call_throttled
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -59,28 +73,9 @@ TAG_RUN_IDENTITY = "airflow-dist-training:run-identity"
 TAG_GENERATION = "airflow-dist-training:generation"
 TAG_STOP_REQUESTED = "airflow-dist-training:stop-requested"
 
-ACTIVE_STATES = frozenset({"InProgress", "Stopping"})
-SUCCESS_STATES = frozenset({"Completed"})
-FAILED_STATES = frozenset({"Failed", "Stopped", "MaxRuntimeExceeded"})
-TERMINAL_STATES = SUCCESS_STATES | FAILED_STATES
 # SecondaryStatus values / FailureReason fragments that mean "no capacity", not "your code is broken".
 CAPACITY_MARKERS = ("InsufficientCapacityError", "ResourceLimitExceeded", "CapacityError")
 
-THROTTLING_CODES = frozenset(
-    {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded", "SlowDown"}
-)
-
-#: The IAM permission each API call needs (named in AwsPermissionError messages).
-IAM_ACTIONS = {
-    "CreateTrainingJob": "sagemaker:CreateTrainingJob",
-    "DescribeTrainingJob": "sagemaker:DescribeTrainingJob",
-    "StopTrainingJob": "sagemaker:StopTrainingJob",
-    "ListTrainingJobs": "sagemaker:ListTrainingJobs",
-    "AddTags": "sagemaker:AddTags",
-    "DescribeLogStreams": "logs:DescribeLogStreams",
-    "GetLogEvents": "logs:GetLogEvents",
-    "PutObject": "s3:PutObject",
-}
 
 
 class JobAlreadyExistsError(RuntimeError):
@@ -122,9 +117,6 @@ class LogCursor:
     def to_dict(self) -> dict[str, str]:
         return dict(self.tokens)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, str] | None) -> LogCursor:
-        return cls(dict(data or {}))
 
 
 def merge_log_events(per_stream: Iterable[list[LogEvent]]) -> list[LogEvent]:
@@ -249,54 +241,6 @@ def error_for_terminal_state(
     )
 
 
-def _error_code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping):
-        return str((response.get("Error") or {}).get("Code", ""))
-    return ""
-
-
-def _error_message(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping):
-        return str((response.get("Error") or {}).get("Message", ""))
-    return str(exc)
-
-
-def is_throttling(exc: BaseException) -> bool:
-    return _error_code(exc) in THROTTLING_CODES
-
-
-def is_not_found(exc: BaseException) -> bool:
-    """DescribeTrainingJob on an unknown name answers ValidationException "Could not find/Requested resource not found"."""
-    code, message = _error_code(exc), _error_message(exc).lower()
-    return code in {"ResourceNotFound", "ResourceNotFoundException"} or (
-        code == "ValidationException" and ("not found" in message or "could not find" in message)
-    )
-
-
-def permission_error(
-    exc: BaseException, *, operation: str, resource: str, conn_id: str | None
-) -> AwsPermissionError:
-    """AccessDenied -> a message naming the action, the resource and the IAM permission to grant."""
-    message = _error_message(exc)
-    action = IAM_ACTIONS.get(operation, operation)
-    m_action = re.search(r"perform:\s*([\w\-]+:[\w\-*]+)", message)
-    m_resource = re.search(r"on resource:\s*(\S+)", message)
-    missing = m_action.group(1) if m_action else action
-    where = m_resource.group(1) if m_resource else resource
-    return AwsPermissionError(
-        f"AWS denied {operation} on {where}: the identity of aws_conn_id={conn_id!r} needs the IAM "
-        f"permission {missing} on {where}"
-        + (
-            " (CreateTrainingJob also needs iam:PassRole on the job's RoleArn)"
-            if operation == "CreateTrainingJob"
-            else ""
-        )
-        + f". AWS said: {message}"
-    )
-
-
 def pack_source_dir(source_dir: str | os.PathLike[str]) -> bytes:
     """A reproducible ``sourcedir.tar.gz`` of a local directory (files at the archive root).
 
@@ -348,8 +292,25 @@ def _fault_point(name: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+DEFAULT_MAX_ATTEMPTS = 10
+
+
 class _TrainingHookMethods:
-    """The implementation; ``SageMakerTrainingHook`` = this + ``AwsBaseHook`` (built lazily)."""
+    # SageMakerTrainingHook = this class + the Amazon provider's AwsBaseHook, assembled on first
+    # use (module __getattr__), so importing this module imports neither boto3 nor the provider.
+    """SageMaker training API with throttling-aware retries, error translation and merged logs.
+
+    :param aws_conn_id: Airflow AWS connection id (``aws_default``).
+    :param region_name: AWS region; default from the connection or the environment.
+    :param verify: TLS verification (``AwsBaseHook``).
+    :param retry_mode: botocore retry mode, ``adaptive`` (client-side rate limiting) or ``standard``.
+    :param max_attempts: botocore total attempts per call (throttles included).
+    :param throttle_retries: our own extra retries on ThrottlingException after botocore gives up.
+    :param botocore_config: extra botocore ``Config`` kwargs (merged; ``retries`` overrides ours).
+    """
+
+    conn_name_attr = "aws_conn_id"
+    hook_name = "SageMaker training (airflow-dist-training)"
 
     # Provided by AwsBaseHook at run time.
     aws_conn_id: str | None
@@ -361,21 +322,44 @@ class _TrainingHookMethods:
     throttle_max_delay: float = 20.0
     _sleep: Callable[[float], None] = staticmethod(time.sleep)
 
+    def __init__(
+        self,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        *,
+        verify: bool | str | None = None,
+        retry_mode: str = "adaptive",
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        throttle_retries: int = 8,
+        botocore_config: dict[str, Any] | None = None,
+    ) -> None:
+        from botocore.config import Config
+
+        if retry_mode not in {"adaptive", "standard", "legacy"}:
+            raise ValueError("retry_mode must be 'adaptive', 'standard' or 'legacy'")
+        config_kwargs: dict[str, Any] = {"retries": {"mode": retry_mode, "total_max_attempts": max_attempts}}
+        config_kwargs.update(botocore_config or {})
+        self.throttle_retries = throttle_retries
+        super().__init__(  # type: ignore[call-arg]  # AwsBaseHook, next in the assembled class's MRO
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+            verify=verify,
+            client_type="sagemaker",
+            config=Config(**config_kwargs),
+        )
+
     # --- sibling clients (same connection, region and botocore config) ------------------------
 
     def _sibling(self, client_type: str) -> AwsBaseHook:
-        cache: dict[str, AwsBaseHook] = self.__dict__.setdefault("_siblings", {})
-        if client_type not in cache:
-            from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-            cache[client_type] = AwsBaseHook(
-                aws_conn_id=self.aws_conn_id,
-                region_name=self._region_name,  # type: ignore[attr-defined]
-                verify=self._verify,  # type: ignore[attr-defined]
-                client_type=client_type,
-                config=self._config,  # type: ignore[attr-defined]
-            )
-        return cache[client_type]
+        """A hook of another AWS service with this hook's connection, region and botocore config."""
+        return cached_aws_hook(
+            self,
+            client_type,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self._region_name,  # type: ignore[attr-defined]
+            verify=self._verify,  # type: ignore[attr-defined]
+            config=self._config,  # type: ignore[attr-defined]
+        )
 
     @property
     def logs_conn(self) -> Any:
@@ -390,34 +374,30 @@ class _TrainingHookMethods:
     def _call(self, client: Any, operation: str, resource: str, **kwargs: Any) -> Any:
         """Call ``client.<snake operation>(**kwargs)`` with throttling backoff and error translation."""
         method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())
-        attempt = 0
-        while True:
-            try:
-                return method(**kwargs)
-            except Exception as exc:
-                if is_throttling(exc) and attempt < self.throttle_retries:
-                    delay = min(self.throttle_max_delay, self.throttle_base_delay * 2**attempt)
-                    delay *= random.uniform(0.5, 1.0)  # full jitter, bounded below
-                    attempt += 1
-                    self.log.info("%s throttled; retrying in %.1fs (attempt %d)", operation, delay, attempt)
-                    self._sleep(delay)
-                    continue
-                code = _error_code(exc)
-                if code in {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}:
-                    raise permission_error(
-                        exc, operation=operation, resource=resource, conn_id=self.aws_conn_id
-                    ) from None
-                if code == "NoSuchBucket":  # bad input, not transient: fail at once, naming it
-                    bucket = kwargs.get("Bucket") or resource
-                    raise SpecValidationError(
-                        [Problem("", f"{operation} {resource}: bucket {bucket} does not exist")]
-                    ) from None
-                raise
+        try:
+            return call_throttled(
+                lambda: method(**kwargs),
+                what=operation,
+                retries=self.throttle_retries,
+                base=self.throttle_base_delay,
+                cap=self.throttle_max_delay,
+                sleep=self._sleep,
+                logger=self.log,
+            )
+        except Exception as exc:
+            if is_access_denied(exc):
+                raise permission_error(exc, operation=operation, resource=resource, conn_id=self.aws_conn_id) from None
+            if error_code(exc) == "NoSuchBucket":  # bad input, not transient: fail at once, naming it
+                bucket = kwargs.get("Bucket") or resource
+                raise SpecValidationError(
+                    [Problem("", f"{operation} {resource}: bucket {bucket} does not exist")]
+                ) from None
+            raise
 
     # --- SageMaker ------------------------------------------------------------------------------
 
     def _job_arn_hint(self, job_name: str) -> str:
-        region = getattr(self, "_region_name", None) or os.environ.get("AWS_DEFAULT_REGION") or "<region>"
+        region = getattr(self, "_region_name", None) or environment_region() or "<region>"
         return f"arn:aws:sagemaker:{region}:<account>:training-job/{job_name}"
 
     def create_training_job(self, request: Mapping[str, Any]) -> str:
@@ -433,7 +413,7 @@ class _TrainingHookMethods:
         except AwsPermissionError:
             raise
         except Exception as exc:
-            code, message = _error_code(exc), _error_message(exc)
+            code, message = error_code(exc), error_message(exc)
             if code in {"ResourceInUse", "ResourceInUseException"} or "already exists" in message.lower():
                 raise JobAlreadyExistsError(name) from None
             if code in {"ResourceLimitExceeded", "InsufficientCapacityError", "CapacityError"}:
@@ -515,8 +495,8 @@ class _TrainingHookMethods:
         except AwsPermissionError:
             raise
         except Exception as exc:
-            if _error_code(exc) == "ValidationException":  # already terminal / stopping
-                self.log.info("StopTrainingJob %s: %s (nothing to stop)", job_name, _error_message(exc))
+            if error_code(exc) == "ValidationException":  # already terminal / stopping
+                self.log.info("StopTrainingJob %s: %s (nothing to stop)", job_name, error_message(exc))
                 return False
             raise
         self.log.info("Requested StopTrainingJob for %s (%s)", job_name, reason)
@@ -606,7 +586,7 @@ class _TrainingHookMethods:
             except AwsPermissionError:
                 raise
             except Exception as exc:
-                if _error_code(exc) == "ResourceNotFoundException":  # no log group yet
+                if error_code(exc) == "ResourceNotFoundException":  # no log group yet
                     return names
                 raise
             names.extend(s["logStreamName"] for s in page.get("logStreams") or [])
@@ -658,229 +638,25 @@ class _TrainingHookMethods:
         self._call(self.s3_conn, "PutObject", s3_uri, Bucket=bucket, Key=key, Body=body, **extra)
         self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
 
-    # --- async (aiobotocore) for the trigger ----------------------------------------------------
-
-    async def _acall(self, client: Any, operation: str, resource: str, **kwargs: Any) -> Any:
-        method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())
-        attempt = 0
-        while True:
-            try:
-                return await method(**kwargs)
-            except Exception as exc:
-                if is_throttling(exc) and attempt < self.throttle_retries:
-                    delay = min(self.throttle_max_delay, self.throttle_base_delay * 2**attempt)
-                    attempt += 1
-                    await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                    continue
-                if _error_code(exc) in {"AccessDenied", "AccessDeniedException"}:
-                    raise permission_error(
-                        exc, operation=operation, resource=resource, conn_id=self.aws_conn_id
-                    ) from None
-                raise
-
-    async def async_describe_training_job(self, job_name: str, client: Any = None) -> dict[str, Any]:
-        """Async DescribeTrainingJob (raw response with datetimes).
-
-        Pass ``client`` (an open aiobotocore sagemaker client, e.g. from
-        ``async with await hook.get_async_conn() as client``) to reuse one connection across many
-        calls; otherwise a client is opened for this call. Throttling is retried with backoff.
-        Raises the botocore ClientError for an unknown job (see ``is_not_found``).
-        """
-        if client is not None:
-            return dict(await self._acall(client, "DescribeTrainingJob", job_name, TrainingJobName=job_name))
-        async with await self.get_async_conn() as own:  # type: ignore[attr-defined]
-            return dict(await self._acall(own, "DescribeTrainingJob", job_name, TrainingJobName=job_name))
-
-    async def async_list_training_jobs(self, client: Any = None, **filters: Any) -> list[dict[str, Any]]:
-        """Async ListTrainingJobs following NextToken; ``filters`` e.g. ``StatusEquals``,
-        ``LastModifiedTimeAfter``, ``NameContains`` (100 per page)."""
-
-        async def run(c: Any) -> list[dict[str, Any]]:
-            out: list[dict[str, Any]] = []
-            kwargs: dict[str, Any] = {"MaxResults": 100, **filters}
-            while True:
-                page = await self._acall(c, "ListTrainingJobs", "*", **kwargs)
-                out.extend(page.get("TrainingJobSummaries") or [])
-                if not page.get("NextToken"):
-                    return out
-                kwargs["NextToken"] = page["NextToken"]
-
-        if client is not None:
-            return await run(client)
-        async with await self.get_async_conn() as own:  # type: ignore[attr-defined]
-            return await run(own)
-
-    async def async_stop_training_job(self, job_name: str) -> bool:
-        """Async, idempotent stop (tags ``stop-requested`` first). True if a stop was sent."""
-        async with await self.get_async_conn() as client:  # type: ignore[attr-defined]
-            try:
-                desc = await self._acall(client, "DescribeTrainingJob", job_name, TrainingJobName=job_name)
-            except AwsPermissionError:
-                raise
-            except Exception as exc:
-                if is_not_found(exc):
-                    return False
-                raise
-            if desc.get("TrainingJobStatus") != "InProgress":
-                return False
-            arn = desc.get("TrainingJobArn")
-            if arn:
-                try:
-                    await self._acall(
-                        client,
-                        "AddTags",
-                        arn,
-                        ResourceArn=arn,
-                        Tags=[{"Key": TAG_STOP_REQUESTED, "Value": "true"}],
-                    )
-                except Exception as exc:
-                    self.log.warning("Could not tag %s as stop-requested: %s", job_name, exc)
-            try:
-                await self._acall(client, "StopTrainingJob", job_name, TrainingJobName=job_name)
-            except AwsPermissionError:
-                raise
-            except Exception as exc:
-                if _error_code(exc) == "ValidationException":
-                    return False
-                raise
-            return True
-
-    async def async_fetch_log_events(
-        self, job_name: str, cursor: Mapping[str, str] | None = None, client: Any = None
-    ) -> tuple[list[LogEvent], dict[str, str]]:
-        """Async version of ``fetch_log_events``: returns (events merged by timestamp, new cursor).
-
-        ``cursor`` is the JSON dict from the previous call (``{stream: nextForwardToken}``), so a
-        trigger can keep it in its serialised kwargs. ``client`` is an open aiobotocore *logs* client
-        (``async with await hook.async_logs_conn() as logs``) or None to open one here.
-        """
-
-        async def run(logs: Any) -> tuple[list[LogEvent], dict[str, str]]:
-            tokens = dict(cursor or {})
-            streams: list[str] = []
-            kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": f"{job_name}/"}
-            while True:
-                try:
-                    page = await self._acall(logs, "DescribeLogStreams", LOG_GROUP, **kwargs)
-                except AwsPermissionError:
-                    raise
-                except Exception as exc:
-                    if _error_code(exc) == "ResourceNotFoundException":
-                        return [], tokens
-                    raise
-                streams.extend(s["logStreamName"] for s in page.get("logStreams") or [])
-                token = page.get("nextToken")
-                if not token or token == kwargs.get("nextToken"):
-                    break
-                kwargs["nextToken"] = token
-            per_stream: list[list[LogEvent]] = []
-            for stream in streams:
-                events: list[LogEvent] = []
-                tok = tokens.get(stream)
-                while True:
-                    kw: dict[str, Any] = {
-                        "logGroupName": LOG_GROUP,
-                        "logStreamName": stream,
-                        "startFromHead": True,
-                    }
-                    if tok:
-                        kw["nextToken"] = tok
-                    page = await self._acall(logs, "GetLogEvents", stream, **kw)
-                    events.extend(
-                        LogEvent(int(e["timestamp"]), stream, str(e["message"]))
-                        for e in page.get("events") or []
-                    )
-                    new = page.get("nextForwardToken")
-                    if not new or new == tok:
-                        break
-                    tok = new
-                if tok:
-                    tokens[stream] = tok
-                per_stream.append(events)
-            return merge_log_events(per_stream), tokens
-
-        if client is not None:
-            return await run(client)
-        async with await self.async_logs_conn() as logs:
-            return await run(logs)
-
-    async def async_logs_conn(self) -> Any:
-        """An aiobotocore CloudWatch Logs client (use ``async with await hook.async_logs_conn()``)."""
-        return await self._sibling("logs").get_async_conn()
-
 
 # ---------------------------------------------------------------------------------------------
 # Lazy class assembly
 # ---------------------------------------------------------------------------------------------
 
-DEFAULT_MAX_ATTEMPTS = 10
-
-
 def _build_hook_class() -> type:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    class SageMakerTrainingHook(_TrainingHookMethods, AwsBaseHook):
-        """SageMaker training API with throttling-aware retries, error translation and merged logs.
-
-        :param aws_conn_id: Airflow AWS connection id (``aws_default``).
-        :param region_name: AWS region; default from the connection or the environment.
-        :param verify: TLS verification (``AwsBaseHook``).
-        :param retry_mode: botocore retry mode, ``adaptive`` (client-side rate limiting) or ``standard``.
-        :param max_attempts: botocore total attempts per call (throttles included).
-        :param throttle_retries: our own extra retries on ThrottlingException after botocore gives up.
-        :param botocore_config: extra botocore ``Config`` kwargs (merged; ``retries`` overrides ours).
-        """
-
-        conn_name_attr = "aws_conn_id"
-        hook_name = "SageMaker training (airflow-dist-training)"
-
-        def __init__(
-            self,
-            aws_conn_id: str | None = "aws_default",
-            region_name: str | None = None,
-            *,
-            verify: bool | str | None = None,
-            retry_mode: str = "adaptive",
-            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-            throttle_retries: int = 8,
-            botocore_config: dict[str, Any] | None = None,
-        ) -> None:
-            from botocore.config import Config
-
-            if retry_mode not in {"adaptive", "standard", "legacy"}:
-                raise ValueError("retry_mode must be 'adaptive', 'standard' or 'legacy'")
-            config_kwargs: dict[str, Any] = {
-                "retries": {"mode": retry_mode, "total_max_attempts": max_attempts}
-            }
-            config_kwargs.update(botocore_config or {})
-            self.throttle_retries = throttle_retries
-            super().__init__(
-                aws_conn_id=aws_conn_id,
-                region_name=region_name,
-                verify=verify,
-                client_type="sagemaker",
-                config=Config(**config_kwargs),
-            )
-
-    SageMakerTrainingHook.__module__ = __name__
-    return SageMakerTrainingHook
+    return type(
+        "SageMakerTrainingHook",
+        (_TrainingHookMethods, AwsBaseHook),
+        {"__module__": __name__, "__doc__": _TrainingHookMethods.__doc__},
+    )
 
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook as _AwsBaseHook
 
-    class SageMakerTrainingHook(_TrainingHookMethods, _AwsBaseHook):
-        def __init__(
-            self,
-            aws_conn_id: str | None = "aws_default",
-            region_name: str | None = None,
-            *,
-            verify: bool | str | None = None,
-            retry_mode: str = "adaptive",
-            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-            throttle_retries: int = 8,
-            botocore_config: dict[str, Any] | None = None,
-        ) -> None: ...
+    class SageMakerTrainingHook(_TrainingHookMethods, _AwsBaseHook): ...
 
 
 _LAZY: dict[str, type] = {}

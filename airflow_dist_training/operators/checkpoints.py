@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.checkpoints import CheckpointHook
 
 
-class _CheckpointOperator(BaseOperator):
+class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
     """Shared connection arguments and the cached hook."""
 
     def __init__(
@@ -34,8 +35,7 @@ class _CheckpointOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.checkpoint_uri = checkpoint_uri
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
     def hook(self) -> CheckpointHook:

@@ -38,6 +38,7 @@ from airflow_dist_training.evaluation.gate import (
 )
 from airflow_dist_training.evaluation.report import REPORT_HTML, REPORT_MD, render_html, render_markdown
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def coerce_evaluation(
     )
 
 
-class EvaluationOperator(BaseOperator):
+class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     """Run an evaluation script over a model and return its parsed ``evaluation.json``.
 
     The script is called as ``python <script> --model-dir <dir> --output-dir <dir> [arguments]``
@@ -207,8 +208,7 @@ class EvaluationOperator(BaseOperator):
         self.network_config = dict(network_config) if network_config else None
         self.tags = dict(tags or {})
         self.poll_interval = poll_interval
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self._runner: SageMakerEvaluationRunner | None = None
         self._processing_job: str | None = None
 
@@ -395,7 +395,7 @@ class EvaluationOperator(BaseOperator):
         return evaluation_lineage(self, task_instance)
 
 
-class QualityGateOperator(BaseOperator, SkipMixin):
+class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
     """Decide whether a challenger model may be registered; skip (or fail) downstream when not.
 
     Short-circuit semantics (as ``ShortCircuitOperator``): on rejection every downstream task is
@@ -468,8 +468,7 @@ class QualityGateOperator(BaseOperator, SkipMixin):
         self.ignore_downstream_trigger_rules = ignore_downstream_trigger_rules
         self.report_uri = report_uri
         self.write_report = write_report
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_dist_training.compat import AirflowFailException
@@ -576,7 +575,7 @@ def _check_registry_args(
         raise SpecValidationError(problems)
 
 
-class RegisterModelOperator(BaseOperator):
+class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
     """Register a model version in a SageMaker model package group or the local registry.
 
     Approval status: ``Approved`` only when the gate passed **and** ``auto_approve=True``;
@@ -658,8 +657,7 @@ class RegisterModelOperator(BaseOperator):
         self.auto_approve = auto_approve
         self.description = description
         self.tags = dict(tags or {})
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_dist_training.hooks.registry import get_registry

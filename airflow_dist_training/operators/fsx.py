@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow_dist_training.compat import BaseOperator, conf
 from airflow_dist_training.fsx import preflight as pf
 from airflow_dist_training.fsx import requests as req
-from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, task_progress
+from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, progress_from_event, task_progress
+from airflow_dist_training.hooks.aws import AWS_TEMPLATE_FIELDS, AwsConnectionMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -35,11 +37,35 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.fsx import FSxHook
     from airflow_dist_training.spec.training import TrainingJobSpec
 
-AWS_TEMPLATE_FIELDS = ("aws_conn_id", "region_name", "verify")
+#: Seconds a data repository task may take when no limit is set (the synchronous wait's cap).
+TASK_WAIT_DEFAULT_SECONDS = 7 * 86400
 
 
 def default_deferrable() -> bool:
     return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def wait_limit(
+    max_wait_seconds: float | None, *, deprecated_name: str, deprecated_value: float | None, per_unit: float = 1
+) -> float | None:
+    """``max_wait_seconds``, the one public name of a wait limit, from an old parameter if given.
+
+    ``per_unit``: seconds per unit of the old parameter (``poll_interval`` for ``max_attempts``).
+    """
+    if deprecated_value is None:
+        return max_wait_seconds
+    warnings.warn(
+        f"{deprecated_name} is deprecated; use max_wait_seconds (seconds)", DeprecationWarning, stacklevel=3
+    )
+    return max_wait_seconds if max_wait_seconds is not None else float(deprecated_value) * per_unit
+
+
+def polls_within(max_wait_seconds: float | None, poll_interval: float) -> int | None:
+    """How many polls fit in ``max_wait_seconds`` (at least one); ``None``: no limit."""
+    if max_wait_seconds is None:
+        return None
+    # the epsilon keeps 3 x 0.01 s from becoming 4 polls through float rounding
+    return max(1, math.ceil(max_wait_seconds / max(poll_interval, 1e-3) - 1e-9))
 
 
 def _token(context: Context, *parts: str) -> str:
@@ -124,7 +150,7 @@ def preflight_training_spec(
     return warnings
 
 
-class _FSxBaseOperator(BaseOperator):
+class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
     """Shared AWS arguments.
 
     :param aws_conn_id: The Airflow AWS connection (``None``: default boto3 credentials).
@@ -145,44 +171,23 @@ class _FSxBaseOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
+        self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
 
     @cached_property
     def hook(self) -> FSxHook:
         from airflow_dist_training.hooks.fsx import FSxHook
 
-        return FSxHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
-        )
+        return FSxHook(**self.aws_settings)
 
-    def _trigger(self, fsx_task_id: str, poll_interval: float, max_attempts: int | None) -> Any:
+    def _trigger(self, fsx_task_id: str, poll_interval: float, max_wait_seconds: float | None) -> Any:
         from airflow_dist_training.triggers.fsx import FSxDataRepositoryTaskTrigger
 
         return FSxDataRepositoryTaskTrigger(
             fsx_task_id=fsx_task_id,
             poll_interval=poll_interval,
-            max_attempts=max_attempts,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
+            max_attempts=polls_within(max_wait_seconds, poll_interval),
+            **self.aws_settings,
         )
-
-
-def _check_event(event: dict[str, Any] | None) -> dict[str, Any]:
-    if not event:
-        raise RuntimeError("FSx trigger resumed the task without an event")
-    if event.get("status") == "success":
-        return dict(event["progress"])
-    if event.get("status") in ("failed", "canceled") and event.get("progress"):
-        raise DataRepositoryTaskFailed(event["progress"])
-    raise RuntimeError(event.get("message") or f"FSx task wait ended with {event.get('status')}")
 
 
 class FSxPreflightOperator(_FSxBaseOperator):
@@ -325,7 +330,9 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
     :param release_after_days: Release tasks only: release files not accessed for this many days.
     :param wait_for_completion: Wait for the task to end.
     :param poll_interval: Seconds between status checks.
-    :param max_attempts: Give up waiting after this many checks (None: never).
+    :param max_wait_seconds: Give up waiting after this many seconds (None: never while deferred,
+        7 days in a worker).
+    :param max_attempts: Deprecated: ``max_wait_seconds = poll_interval * max_attempts``.
     :param deferrable: Wait in the triggerer (default ``[operators] default_deferrable``).
     """
 
@@ -349,6 +356,7 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         release_after_days: int | None = None,
         wait_for_completion: bool = True,
         poll_interval: float = 30,
+        max_wait_seconds: float | None = None,
         max_attempts: int | None = None,
         deferrable: bool | None = None,
         **kwargs: Any,
@@ -363,7 +371,9 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         self.release_after_days = release_after_days
         self.wait_for_completion = wait_for_completion
         self.poll_interval = poll_interval
-        self.max_attempts = max_attempts
+        self.max_wait_seconds = wait_limit(
+            max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
+        )
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self._fsx_task_id: str | None = None
 
@@ -387,17 +397,17 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
             return task_progress(task)
         if self.deferrable:
             self.defer(
-                trigger=self._trigger(task["TaskId"], self.poll_interval, self.max_attempts),
+                trigger=self._trigger(task["TaskId"], self.poll_interval, self.max_wait_seconds),
                 method_name="execute_complete",
             )
-        timeout = self.poll_interval * self.max_attempts if self.max_attempts else 7 * 86400
-        done = task_progress(self.hook.wait_task(task["TaskId"], self.poll_interval, timeout))
+        limit = self.max_wait_seconds or TASK_WAIT_DEFAULT_SECONDS
+        done = task_progress(self.hook.wait_task(task["TaskId"], self.poll_interval, limit))
         if done["lifecycle"] != "SUCCEEDED":
             raise DataRepositoryTaskFailed(done)
         return done
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        progress = _check_event(event)
+        progress = progress_from_event(event)
         self.log.info("FSx task %s succeeded", progress["task_id"])
         return progress
 
@@ -424,7 +434,8 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
     :param tags: Tags for the file system.
     :param wait_for_available: Wait until the file system is AVAILABLE.
     :param poll_interval: Seconds between status checks.
-    :param timeout: Seconds to wait for AVAILABLE.
+    :param max_wait_seconds: Seconds to wait for AVAILABLE.
+    :param timeout: Deprecated name of ``max_wait_seconds``.
     :param deferrable: Wait in the triggerer (default ``[operators] default_deferrable``): creating a
         Lustre file system takes minutes, and no worker slot is held meanwhile.
     """
@@ -444,7 +455,8 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
         tags: dict[str, str] | None = None,
         wait_for_available: bool = True,
         poll_interval: float = 30,
-        timeout: float = 3600,
+        max_wait_seconds: float = 3600,
+        timeout: float | None = None,
         deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
@@ -460,7 +472,9 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
         self.tags = tags
         self.wait_for_available = wait_for_available
         self.poll_interval = poll_interval
-        self.timeout = timeout
+        self.max_wait_seconds = float(
+            wait_limit(None, deprecated_name="timeout", deprecated_value=timeout) or max_wait_seconds
+        )
 
     def execute(self, context: Context) -> dict[str, Any]:
         request = req.build_lustre_file_system_request(
@@ -484,15 +498,14 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
                     trigger=FSxFileSystemAvailableTrigger(
                         file_system_id=fs["FileSystemId"],
                         poll_interval=self.poll_interval,
-                        max_attempts=max(1, math.ceil(self.timeout / max(self.poll_interval, 1e-3))),
-                        aws_conn_id=self.aws_conn_id,
-                        region_name=self.region_name,
-                        verify=self.verify,
-                        botocore_config=self.botocore_config,
+                        max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
+                        **self.aws_settings,
                     ),
                     method_name="execute_complete",
                 )
-            fs = self.hook.wait_file_system_available(fs["FileSystemId"], self.poll_interval, self.timeout)
+            fs = self.hook.wait_file_system_available(
+                fs["FileSystemId"], self.poll_interval, self.max_wait_seconds
+            )
         return self._publish(context, fs)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -586,7 +599,8 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
     :param report_path: Completion report prefix (default: the association's prefix).
     :param file_system_security_group_ids: Override the file system's security groups.
     :param poll_interval: Seconds between status checks.
-    :param max_attempts: Give up waiting for the import after this many checks.
+    :param max_wait_seconds: Give up waiting for the import after this many seconds.
+    :param max_attempts: Deprecated: ``max_wait_seconds = poll_interval * max_attempts``.
     :param deferrable: Wait for the import in the triggerer.
     :param backend: ``aws`` (default) or ``local``.
     :param local_channel_dir: ``backend="local"``: the directory to stage into.
@@ -618,6 +632,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         report_path: str | None = None,
         file_system_security_group_ids: Sequence[str] | None = None,
         poll_interval: float = 30,
+        max_wait_seconds: float | None = None,
         max_attempts: int | None = None,
         deferrable: bool | None = None,
         backend: Literal["aws", "local"] = "aws",
@@ -637,7 +652,9 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         self.report_path = report_path
         self.file_system_security_group_ids = file_system_security_group_ids
         self.poll_interval = poll_interval
-        self.max_attempts = max_attempts
+        self.max_wait_seconds = wait_limit(
+            max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
+        )
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.backend = backend
         self.local_channel_dir = local_channel_dir
@@ -690,12 +707,12 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         self._fsx_task_id = task["TaskId"]
         if self.deferrable:
             self.defer(
-                trigger=self._trigger(task["TaskId"], self.poll_interval, self.max_attempts),
+                trigger=self._trigger(task["TaskId"], self.poll_interval, self.max_wait_seconds),
                 method_name="execute_complete",
                 kwargs={"channel": channel},
             )
-        timeout = self.poll_interval * self.max_attempts if self.max_attempts else 7 * 86400
-        done = task_progress(self.hook.wait_task(task["TaskId"], self.poll_interval, timeout))
+        limit = self.max_wait_seconds or TASK_WAIT_DEFAULT_SECONDS
+        done = task_progress(self.hook.wait_task(task["TaskId"], self.poll_interval, limit))
         if done["lifecycle"] != "SUCCEEDED":
             raise DataRepositoryTaskFailed(done)
         return channel
@@ -703,7 +720,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
     def execute_complete(
         self, context: Context, event: dict[str, Any] | None = None, channel: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        _check_event(event)
+        progress_from_event(event)
         assert channel is not None
         self._lineage_result = channel
         return channel

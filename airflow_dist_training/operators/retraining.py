@@ -12,10 +12,13 @@ XCom (keys): ``lineage`` (data fingerprint, code hash, spec hash, per-channel li
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_dist_training.errors import SpecValidationError
+
+_log = logging.getLogger("airflow.task")
 
 
 def _truthy(value: Any) -> bool:
@@ -41,38 +44,18 @@ def check_changes(
     region_name: str | None = None,
 ) -> bool:
     """Return False (skip training) when nothing changed since the champion; push the facts."""
-    import logging
-
-    from airflow_dist_training.evaluation.gate import ChampionUnreadableError
     from airflow_dist_training.hooks.fingerprint import FingerprintHook
     from airflow_dist_training.retraining.fingerprint import decide_skip
     from airflow_dist_training.retraining.warm_start import parse_warm_start, warm_start_source
     from airflow_dist_training.spec.loading import load_spec
 
-    log = logging.getLogger("airflow.task")
     ti = context["ti"]
     params = dict(context.get("params") or {})
     forced = _truthy(force) or _truthy(params.get("force", False))
     choice = parse_warm_start(params.get("warm_start") or warm_start, "params.warm_start")
     spec = load_spec(ti.xcom_pull(task_ids=plan_task_id, key="spec"))
-
-    champion = None
-    if registry:
-        from airflow_dist_training.hooks.registry import get_registry
-
-        try:
-            champion = get_registry(
-                registry,
-                group=group,
-                local_registry_dir=local_registry_dir,
-                aws_conn_id=aws_conn_id,
-                region_name=region_name,
-            ).get_champion()
-        except ChampionUnreadableError as exc:
-            log.warning("Cannot read the champion's lineage (training anyway): %s", exc)
-
-    hook = FingerprintHook(aws_conn_id, region_name)
-    lineage = hook.lineage(
+    champion = _champion(registry, group, local_registry_dir, aws_conn_id, region_name)
+    lineage = FingerprintHook(aws_conn_id, region_name).lineage(
         spec,
         backend=backend,
         base_dir=base_dir,
@@ -91,21 +74,7 @@ def check_changes(
         champion_model_uri=champion.model_data_uri if champion is not None else None,
         promoted_uri=promoted,
     )
-    for name, channel in lineage.channels.items():
-        log.info(
-            "Channel %s: %s object(s), %s bytes, fingerprint %s (%s)",
-            name,
-            channel.get("objects", "?"),
-            channel.get("bytes", "?"),
-            channel.get("fingerprint"),
-            channel.get("source"),
-        )
-    log.info(
-        "Data fingerprint %s, code hash %s, spec hash %s",
-        lineage.data_fingerprint,
-        lineage.code_hash,
-        lineage.spec_hash,
-    )
+    _log_lineage(lineage)
     print(decision.reason, flush=True)
     if not decision.skip:
         print(warm_text.capitalize(), flush=True)
@@ -115,6 +84,50 @@ def check_changes(
     ti.xcom_push(key="warm_start_uri", value=uri or "")
     ti.xcom_push(key="champion", value=champion.label if champion is not None else None)
     return not decision.skip
+
+
+def _champion(
+    registry: str | None,
+    group: str,
+    local_registry_dir: str | None,
+    aws_conn_id: str | None,
+    region_name: str | None,
+) -> Any:
+    """The registry's champion, or None (no registry, no champion, or unreadable lineage: train)."""
+    if not registry:
+        return None
+    from airflow_dist_training.evaluation.gate import ChampionUnreadableError
+    from airflow_dist_training.hooks.registry import get_registry
+
+    try:
+        return get_registry(
+            registry,
+            group=group,
+            local_registry_dir=local_registry_dir,
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+        ).get_champion()
+    except ChampionUnreadableError as exc:
+        _log.warning("Cannot read the champion's lineage (training anyway): %s", exc)
+        return None
+
+
+def _log_lineage(lineage: Any) -> None:
+    for name, channel in lineage.channels.items():
+        _log.info(
+            "Channel %s: %s object(s), %s bytes, fingerprint %s (%s)",
+            name,
+            channel.get("objects", "?"),
+            channel.get("bytes", "?"),
+            channel.get("fingerprint"),
+            channel.get("source"),
+        )
+    _log.info(
+        "Data fingerprint %s, code hash %s, spec hash %s",
+        lineage.data_fingerprint,
+        lineage.code_hash,
+        lineage.spec_hash,
+    )
 
 
 def _promoted_checkpoint(uri: str | None, aws_conn_id: str | None, region_name: str | None) -> str | None:

@@ -44,6 +44,8 @@ from airflow_dist_training.compat import (
     conf,
 )
 from airflow_dist_training.errors import TrainingJobError
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.job_states import TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
 
@@ -87,7 +89,7 @@ def _fault_point(name: str) -> None:
     fp(name)
 
 
-class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
+class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOperator):
     """Run a distributed training job on SageMaker (or locally with torchrun) from a spec.
 
     :param spec: a ``TrainingJobSpec``, a dict, or the path of a YAML file (templated; a YAML
@@ -147,8 +149,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
             raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}")
         self.spec = str(spec) if isinstance(spec, Path) else spec
         self.backend = backend
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self.deferrable = deferrable
         self.max_wait_seconds = max_wait_seconds
         self.stop_on_timeout = stop_on_timeout
@@ -295,14 +296,9 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         return job_name(self._spec_obj.name, self._identity(context), generation)
 
     def _region(self) -> str:
-        if self.region_name:
-            return self.region_name
-        region = self.hook.conn_region_name
-        if not region:
-            import os
+        from airflow_dist_training.hooks.aws import task_region
 
-            region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        return str(region)
+        return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
 
     def _plan_for(self, name: str, context: Context, *, on_demand: bool = False) -> TrainingPlan:
         from airflow_dist_training.sagemaker.request import plan_training_job
@@ -535,7 +531,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         _fault_point("after_persist")
         desc = self.hook.describe_training_job(name)
         self._persist_links(context, desc)
-        if desc.get("TrainingJobStatus") not in {"Completed", "Failed", "Stopped", "MaxRuntimeExceeded"}:
+        if desc.get("TrainingJobStatus") not in TERMINAL_STATES:
             if self.deferrable:
                 from airflow_dist_training.triggers.training import TrainingJobTrigger
 
@@ -680,7 +676,7 @@ class DistributedTrainingOperator(ResumableJobMixin, BaseOperator):
         )
 
 
-class StopOrphanedTrainingJobsOperator(BaseOperator):
+class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
     """Teardown: stop the SageMaker jobs that a training task of this DAG run left running.
 
     ``on_kill`` cannot cover every case. Airflow runs none when the worker running the task dies
@@ -716,8 +712,7 @@ class StopOrphanedTrainingJobsOperator(BaseOperator):
         super().__init__(**kwargs)
         self.training_task_id = training_task_id
         self.map_index = map_index
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
     def hook(self) -> SageMakerTrainingHook:
@@ -729,13 +724,20 @@ class StopOrphanedTrainingJobsOperator(BaseOperator):
         dag_id = self.dag_id if self.has_dag() else "no-dag"
         run_id = str(context.get("run_id") or getattr(context.get("ti"), "run_id", "manual"))
         run_hash = run_identity_hash(run_identity(dag_id, self.training_task_id, run_id, self.map_index))
-        stopped = self.hook.stop_run_jobs(
-            run_hash, reason="the training task ended while its job was running"
-        )
+        return self.stop_run(self.hook, run_hash, self.training_task_id, self.log)
+
+    @staticmethod
+    def stop_run(hook: SageMakerTrainingHook, run_hash: str, training_task_id: str, log: Any) -> list[str]:
+        """Stop the run's InProgress jobs (their names carry ``run_hash``); returns their names.
+
+        Shared with ``stage_train_evaluate``'s ``stop_orphaned_job`` teardown, which knows the run
+        hash from the planned job name.
+        """
+        stopped = hook.stop_run_jobs(run_hash, reason="the training task ended while its job was running")
         if stopped:
-            self.log.warning("Stopped training jobs left running by %s: %s", self.training_task_id, stopped)
+            log.warning("Stopped training jobs left running by %s: %s", training_task_id, stopped)
         else:
-            self.log.info("No training job of %s is left running.", self.training_task_id)
+            log.info("No training job of %s is left running.", training_task_id)
         return stopped
 
 

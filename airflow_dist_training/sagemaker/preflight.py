@@ -271,10 +271,6 @@ def check_hyperparameters(spec: TrainingJobSpec, encoded: dict[str, str]) -> lis
     return problems
 
 
-def has_problems(problems: list[Problem]) -> bool:
-    return any(p.severity == "error" for p in problems)
-
-
 def errors_only(problems: list[Problem]) -> list[Problem]:
     return [p for p in problems if p.severity == "error"]
 

@@ -13,6 +13,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow_dist_training.checkpoints.freshness import Freshness, assess_freshness
 from airflow_dist_training.compat import AirflowFailException
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 ON_STALE = ("fail", "warn")
 
 
-class CheckpointFreshnessSensor(BaseSensorOperator):
+class CheckpointFreshnessSensor(AwsConnectionMixin, BaseSensorOperator):
     """Run next to a training task; fail (or alert) if checkpoints stop arriving.
 
     Each poke finds the newest complete checkpoint under ``checkpoint_uri`` (a few S3 requests, see
@@ -74,8 +75,7 @@ class CheckpointFreshnessSensor(BaseSensorOperator):
         self.stale_callback = stale_callback
         self.until_step = until_step
         self.training_job_name = training_job_name
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
     def hook(self) -> CheckpointHook:
@@ -86,11 +86,9 @@ class CheckpointFreshnessSensor(BaseSensorOperator):
     def _job_finished(self) -> bool:
         if not self.training_job_name:
             return False
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+        from airflow_dist_training.hooks.aws import aws_hook
 
-        client = AwsBaseHook(
-            aws_conn_id=self.aws_conn_id, client_type="sagemaker", region_name=self.region_name
-        ).get_conn()
+        client = aws_hook("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name).get_conn()
         status = client.describe_training_job(TrainingJobName=self.training_job_name)["TrainingJobStatus"]
         return status != "InProgress"
 

@@ -9,8 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, format_progress, task_progress
-from airflow_dist_training.operators.fsx import _check_event, default_deferrable
+from airflow_dist_training.fsx.progress import (
+    DataRepositoryTaskFailed,
+    format_progress,
+    progress_from_event,
+    task_progress,
+)
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.operators.fsx import default_deferrable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -18,7 +24,7 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.fsx import FSxHook
 
 
-class FSxDataRepositoryTaskSensor(BaseSensorOperator):
+class FSxDataRepositoryTaskSensor(AwsConnectionMixin, BaseSensorOperator):
     """Succeed when the data repository task SUCCEEDED; fail (naming its report) on FAILED/CANCELED.
 
     :param fsx_task_id: The task id (``task-...``), e.g. from ``FSxDataRepositoryTaskOperator``'s XCom.
@@ -45,16 +51,13 @@ class FSxDataRepositoryTaskSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.fsx_task_id = fsx_task_id
         self.deferrable = default_deferrable() if deferrable is None else deferrable
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.verify = verify
-        self.botocore_config = botocore_config
+        self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
 
     @cached_property
     def hook(self) -> FSxHook:
         from airflow_dist_training.hooks.fsx import FSxHook
 
-        return FSxHook(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
+        return FSxHook(**self.aws_settings)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -67,17 +70,14 @@ class FSxDataRepositoryTaskSensor(BaseSensorOperator):
             trigger=FSxDataRepositoryTaskTrigger(
                 fsx_task_id=self.fsx_task_id,
                 poll_interval=self.poke_interval,
-                aws_conn_id=self.aws_conn_id,
-                region_name=self.region_name,
-                verify=self.verify,
-                botocore_config=self.botocore_config,
+                **self.aws_settings,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> None:
-        _check_event(event)
+        progress_from_event(event)
 
     def poke(self, context: Context) -> bool:
         progress = task_progress(self.hook.describe_task(self.fsx_task_id))

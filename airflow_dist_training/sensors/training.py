@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.compat import AirflowException, BaseSensorOperator, PokeReturnValue, conf
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.links import sagemaker as links
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
 
-class TrainingJobSensor(BaseSensorOperator):
+class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
     """Wait until a SageMaker training job ends; succeed only if it Completed.
 
     :param job_name: the training job (templated).
@@ -52,8 +53,7 @@ class TrainingJobSensor(BaseSensorOperator):
         kwargs.setdefault("poke_interval", 30)
         super().__init__(**kwargs)
         self.job_name = job_name
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self._set_aws_connection(aws_conn_id, region_name)
         self.deferrable = deferrable
         self.max_wait_seconds = max_wait_seconds
         self.stream_logs = stream_logs

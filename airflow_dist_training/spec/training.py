@@ -496,9 +496,3 @@ class TrainingJobSpec(_Model):
             if not re.fullmatch(r"[A-Za-z0-9\.\-_]{1,64}", name):
                 raise ValueError(f"channel name {name!r} must match [A-Za-z0-9.-_]{{1,64}}")
         return value
-
-    def with_overrides(self, **changes: Any) -> TrainingJobSpec:
-        """A copy with top-level fields replaced, re-validated (frozen models never mutate)."""
-        data = self.model_dump(mode="json", exclude_unset=False)
-        data.update(changes)
-        return TrainingJobSpec.model_validate(data)

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow_dist_training.compat import BaseTrigger, TriggerEvent
+from airflow_dist_training.compat import TriggerEvent
 from airflow_dist_training.fsx.progress import (
     FILE_SYSTEM_FAILED,
     NON_TERMINAL,
@@ -14,47 +14,48 @@ from airflow_dist_training.fsx.progress import (
     format_progress,
     task_progress,
 )
+from airflow_dist_training.triggers.base import AwsWaitTrigger
 
 
-class _FSxTrigger(BaseTrigger):
-    """Connection arguments, serialization and the hook shared by the FSx triggers."""
+class _FSxTrigger(AwsWaitTrigger):
+    """Connection arguments, serialization and the hook shared by the FSx triggers.
 
-    _fields: tuple[str, ...] = ()
+    An FSx task or file system is never stopped on kill (the default ``stop_resource``): a
+    half-done import is harmless and a file system being created is the user's.
+    """
+
+    _common_fields = (
+        "poll_interval",
+        "max_attempts",
+        "deadline",
+        "aws_conn_id",
+        "region_name",
+        "verify",
+        "botocore_config",
+    )
 
     def __init__(
         self,
         *,
         poll_interval: float = 30,
         max_attempts: int | None = None,
+        deadline: float | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        self.poll_interval = poll_interval
+        super().__init__(
+            poll_interval=poll_interval, deadline=deadline, aws_conn_id=aws_conn_id, region_name=region_name
+        )
         self.max_attempts = max_attempts
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
         self.verify = verify
         self.botocore_config = botocore_config
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        names = (*self._fields, "poll_interval", "max_attempts", "aws_conn_id", "region_name", "verify")
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {**{n: getattr(self, n) for n in names}, "botocore_config": self.botocore_config},
-        )
 
     def _hook(self) -> Any:
         from airflow_dist_training.hooks.fsx import FSxHook
 
-        return FSxHook(
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            verify=self.verify,
-            botocore_config=self.botocore_config,
-        )
+        return FSxHook(**self.aws_settings)
 
 
 class FSxDataRepositoryTaskTrigger(_FSxTrigger):
@@ -67,6 +68,7 @@ class FSxDataRepositoryTaskTrigger(_FSxTrigger):
     :param fsx_task_id: The data repository task id (``task-...``).
     :param poll_interval: Seconds between describe calls.
     :param max_attempts: Give up (``status: timeout``) after this many polls; ``None`` never.
+    :param deadline: Give up (``status: timeout``) at this POSIX time; ``None`` never.
     :param aws_conn_id: The Airflow AWS connection.
     :param region_name: AWS region.
     :param verify: SSL verification setting.
@@ -83,7 +85,6 @@ class FSxDataRepositoryTaskTrigger(_FSxTrigger):
         from airflow_dist_training.hooks.fsx import _clean
 
         attempts = 0
-        last_line = None
         try:
             async with await self._hook().get_async_conn() as client:
                 while True:
@@ -91,9 +92,7 @@ class FSxDataRepositoryTaskTrigger(_FSxTrigger):
                     task = _clean(response["DataRepositoryTasks"][0])
                     progress = task_progress(task)
                     line = format_progress(progress)
-                    if line != last_line:
-                        self.log.info("%s", line)
-                        last_line = line
+                    self.log_change("progress", line, "%s", line)
                     lifecycle = progress["lifecycle"]
                     if lifecycle not in NON_TERMINAL:
                         ok = lifecycle == "SUCCEEDED"
@@ -107,7 +106,8 @@ class FSxDataRepositoryTaskTrigger(_FSxTrigger):
                         )
                         return
                     attempts += 1
-                    if self.max_attempts is not None and attempts >= self.max_attempts:
+                    wait = self.next_wait(attempts=attempts, max_attempts=self.max_attempts)
+                    if wait is None:
                         yield TriggerEvent(
                             {
                                 "status": "timeout",
@@ -117,7 +117,7 @@ class FSxDataRepositoryTaskTrigger(_FSxTrigger):
                             }
                         )
                         return
-                    await asyncio.sleep(self.poll_interval)
+                    await asyncio.sleep(wait)
         except Exception as exc:
             yield TriggerEvent(
                 {
@@ -139,6 +139,7 @@ class FSxFileSystemAvailableTrigger(_FSxTrigger):
     :param file_system_id: The file system (``fs-...``).
     :param poll_interval: Seconds between describe calls.
     :param max_attempts: Give up (``status: timeout``) after this many polls; ``None`` never.
+    :param deadline: Give up (``status: timeout``) at this POSIX time; ``None`` never.
     """
 
     _fields = ("file_system_id",)
@@ -159,7 +160,6 @@ class FSxFileSystemAvailableTrigger(_FSxTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         attempts = 0
-        last = None
         fs_id = self.file_system_id
         try:
             async with await self._hook().get_async_conn() as client:
@@ -171,9 +171,7 @@ class FSxFileSystemAvailableTrigger(_FSxTrigger):
                         )
                         return
                     lifecycle = found[0].get("Lifecycle")
-                    if lifecycle != last:
-                        self.log.info("File system %s is %s", fs_id, lifecycle)
-                        last = lifecycle
+                    self.log_change("lifecycle", lifecycle, "File system %s is %s", fs_id, lifecycle)
                     if lifecycle == "AVAILABLE":
                         yield self._event("success", lifecycle, f"file system {fs_id} is AVAILABLE")
                         return
@@ -184,13 +182,14 @@ class FSxFileSystemAvailableTrigger(_FSxTrigger):
                         )
                         return
                     attempts += 1
-                    if self.max_attempts is not None and attempts >= self.max_attempts:
+                    wait = self.next_wait(attempts=attempts, max_attempts=self.max_attempts)
+                    if wait is None:
                         yield self._event(
                             "timeout",
                             lifecycle,
                             f"file system {fs_id} not AVAILABLE after {attempts} polls ({lifecycle})",
                         )
                         return
-                    await asyncio.sleep(self.poll_interval)
+                    await asyncio.sleep(wait)
         except Exception as exc:
             yield self._event("error", None, f"{type(exc).__name__}: {exc}")

@@ -42,122 +42,16 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_dist_training.aws_errors import is_access_denied, is_throttling, is_transient
+from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.retry import Backoff as Backoff  # re-exported: the poller's backoff
+
 log = logging.getLogger(__name__)
 
-# TrainingJobStatus values that end a job (MaxRuntimeExceeded is a SecondaryStatus of Stopped/Failed).
-TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 #: SecondaryStatus values after which a terminal status is usually near.
 PRE_TERMINAL_SECONDARY = frozenset({"Uploading", "Stopping", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"})
 
-_THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "ProvisionedThroughputExceededException",
-        "SlowDown",
-        "PriorRequestNotComplete",
-    }
-)
-_TRANSIENT_CODES = _THROTTLING_CODES | frozenset(
-    {
-        "InternalFailure",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
-
 ClientFactory = Callable[[str], Awaitable[AbstractAsyncContextManager[Any]]]
-
-
-def error_code(exc: BaseException) -> str | None:
-    """The AWS error code of a botocore ``ClientError`` (None for anything else)."""
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        code = response.get("Error", {}).get("Code")
-        return str(code) if code is not None else None
-    return None
-
-
-def is_throttling(exc: BaseException) -> bool:
-    return error_code(exc) in _THROTTLING_CODES
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: throttling, AWS 5xx, timeouts and connection problems."""
-    code = error_code(exc)
-    if code is not None:
-        if code in _TRANSIENT_CODES:
-            return True
-        status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return isinstance(status, int) and status >= 500
-    if isinstance(exc, (TimeoutError, ConnectionError, OSError)):
-        return True
-    try:
-        from botocore.exceptions import (
-            ConnectionError as BotoConnectionError,
-        )
-        from botocore.exceptions import (
-            HTTPClientError,
-            NoCredentialsError,
-        )
-    except ImportError:  # pragma: no cover - botocore is a dependency
-        return False
-    # NoCredentialsError is transient in a triggerer: instance-profile credentials can lag.
-    if isinstance(exc, (BotoConnectionError, HTTPClientError, NoCredentialsError)):
-        return True
-    try:
-        import aiohttp
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(exc, aiohttp.ClientError)
-
-
-class Backoff:
-    """Exponential backoff with full jitter: ``uniform(base, min(cap, base * 2**n))``."""
-
-    def __init__(self, base: float, cap: float) -> None:
-        self.base = base
-        self.cap = cap
-        self.failures = 0
-
-    def failure(self) -> float:
-        self.failures += 1
-        upper = min(self.cap, self.base * (2**self.failures))
-        return random.uniform(min(self.base, upper), upper)
-
-    def reset(self) -> None:
-        self.failures = 0
-
-
-async def call_with_retry(
-    fn: Callable[[], Awaitable[Any]],
-    *,
-    what: str,
-    base: float = 0.5,
-    cap: float = 20.0,
-    max_attempts: int | None = 8,
-    logger: logging.Logger | None = None,
-) -> Any:
-    """Await ``fn()``; retry transient errors with backoff, re-raise anything else."""
-    backoff = Backoff(base, cap)
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return await fn()
-        except Exception as exc:
-            if not is_transient(exc) or (max_attempts is not None and attempt >= max_attempts):
-                raise
-            delay = backoff.failure()
-            (logger or log).info("%s: transient error (%s), retrying in %.2fs", what, exc, delay)
-            await asyncio.sleep(delay)
 
 
 def _as_utc(value: Any) -> dt.datetime | None:
@@ -181,15 +75,16 @@ async def default_client_factory(
         from asgiref.sync import sync_to_async
 
         def build() -> AbstractAsyncContextManager[Any]:
-            from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
             from botocore.config import Config
 
+            from airflow_dist_training.hooks.aws import aws_hook
+
             ours = Config(retries={"total_max_attempts": 1})
-            probe = AwsBaseHook(aws_conn_id=aws_conn_id, client_type=client_type, region_name=region_name)
+            probe = aws_hook(client_type, aws_conn_id=aws_conn_id, region_name=region_name)
             user_cfg = probe.conn_config.botocore_config if aws_conn_id else None
-            hook = AwsBaseHook(
+            hook = aws_hook(
+                client_type,
                 aws_conn_id=aws_conn_id,
-                client_type=client_type,
                 region_name=region_name,
                 config=user_cfg.merge(ours) if user_cfg is not None else ours,
             )
@@ -198,6 +93,40 @@ async def default_client_factory(
         return await sync_to_async(build)()
 
     return factory
+
+
+class AsyncClients:
+    """aiobotocore clients of one connection and region, opened on first use and kept until
+    ``aclose`` (which a later ``client`` call may follow: the clients are opened again)."""
+
+    def __init__(
+        self, aws_conn_id: str | None, region_name: str | None, factory: ClientFactory | None = None
+    ) -> None:
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self._factory = factory
+        self._clients: dict[str, Any] = {}
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._lock = asyncio.Lock()
+
+    async def client(self, client_type: str) -> Any:
+        async with self._lock:
+            if client_type not in self._clients:
+                if self._stack is None:
+                    self._stack = contextlib.AsyncExitStack()
+                if self._factory is None:
+                    self._factory = await default_client_factory(self.aws_conn_id, self.region_name)
+                cm = await self._factory(client_type)
+                self._clients[client_type] = await self._stack.enter_async_context(cm)
+            return self._clients[client_type]
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            stack, self._stack = self._stack, None
+            self._clients = {}
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                await stack.aclose()
 
 
 class JobWatch:
@@ -255,7 +184,7 @@ class _JobState:
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
+        return self.status in TERMINAL_STATES
 
     @property
     def wants_details(self) -> bool:
@@ -302,13 +231,10 @@ class TrainingJobPoller:
         self.cheap_list_pages = cheap_list_pages
         self._last_list_pages = 0
         self.stats = PollerStats()
-        self._client_factory = client_factory
+        self._clients = AsyncClients(aws_conn_id, region_name, client_factory)
         self._jobs: dict[str, _JobState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._clients: dict[str, Any] = {}
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._client_lock = asyncio.Lock()
         self._describe_sem = asyncio.Semaphore(describe_concurrency)
         self._watermark: dt.datetime | None = None
         self._list_allowed = True
@@ -351,23 +277,10 @@ class TrainingJobPoller:
     # -- clients -----------------------------------------------------------------------------------
     async def client(self, client_type: str) -> Any:
         """A shared aiobotocore client (``sagemaker`` or ``logs``), open while the poller runs."""
-        async with self._client_lock:
-            if client_type not in self._clients:
-                if self._stack is None:
-                    self._stack = contextlib.AsyncExitStack()
-                if self._client_factory is None:
-                    self._client_factory = await default_client_factory(self.aws_conn_id, self.region_name)
-                cm = await self._client_factory(client_type)
-                self._clients[client_type] = await self._stack.enter_async_context(cm)
-            return self._clients[client_type]
+        return await self._clients.client(client_type)
 
     async def _close_clients(self) -> None:
-        async with self._client_lock:
-            stack, self._stack = self._stack, None
-            self._clients = {}
-        if stack is not None:
-            with contextlib.suppress(Exception):
-                await stack.aclose()
+        await self._clients.aclose()
 
     async def aclose(self) -> None:
         """Stop the poller task and close its clients (tests; the loop also ends by itself)."""
@@ -412,21 +325,7 @@ class TrainingJobPoller:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    self.stats.errors += 1
-                    if is_transient(exc):
-                        if is_throttling(exc):
-                            self.stats.throttled += 1
-                        self._throttle_failures += 1
-                        delay = self.next_interval()
-                        log.info("SageMaker poller: transient error (%s); next poll in %.2fs", exc, delay)
-                    else:
-                        # A permanent, poller-wide error (e.g. credentials): tell everyone.
-                        log.warning("SageMaker poller: %s", exc)
-                        for state in list(self._jobs.values()):
-                            for w in list(state.watches):
-                                w._publish(error=exc)
-                        delay = self.base_interval()
-                    next_cycle = time.monotonic() + delay
+                    next_cycle = time.monotonic() + self._cycle_failed(exc)
                 if not self._jobs:
                     break
                 with contextlib.suppress(TimeoutError):  # asyncio.timeout: see JobWatch.wait
@@ -434,6 +333,39 @@ class TrainingJobPoller:
                         await self._wake.wait()
         finally:
             await self._close_clients()
+
+    def _cycle_failed(self, exc: Exception) -> float:
+        """Count a failed cycle; returns the delay before the next one."""
+        self.stats.errors += 1
+        if is_transient(exc):
+            if is_throttling(exc):
+                self.stats.throttled += 1
+            self._throttle_failures += 1
+            delay = self.next_interval()
+            log.info("SageMaker poller: transient error (%s); next poll in %.2fs", exc, delay)
+            return delay
+        # A permanent, poller-wide error (e.g. credentials): tell everyone.
+        log.warning("SageMaker poller: %s", exc)
+        for state in list(self._jobs.values()):
+            for w in list(state.watches):
+                w._publish(error=exc)
+        return self.base_interval()
+
+    def _describe_failed(self, name: str, exc: Exception) -> None:
+        """A transient error: describe again next cycle. A permanent one: the watchers report it."""
+        state = self._jobs.get(name)
+        if is_transient(exc):
+            if is_throttling(exc):
+                self.stats.throttled += 1
+                self._throttled_this_cycle = True
+            if state is not None:
+                state.failed_describes += 1
+                state.key = None  # describe again next cycle
+            return
+        if state is not None:
+            state.key = ("error", None, None)  # stop describing it; watchers report the error
+            for w in list(state.watches):
+                w._publish(error=exc)
 
     async def _describe(self, name: str) -> None:
         """Describe one job and publish the result to its watchers (if it changed)."""
@@ -443,20 +375,7 @@ class TrainingJobPoller:
             try:
                 desc = await client.describe_training_job(TrainingJobName=name)
             except Exception as exc:
-                if is_transient(exc):
-                    if is_throttling(exc):
-                        self.stats.throttled += 1
-                        self._throttled_this_cycle = True
-                    state = self._jobs.get(name)
-                    if state is not None:
-                        state.failed_describes += 1
-                        state.key = None  # describe again next cycle
-                    return
-                state = self._jobs.get(name)
-                if state is not None:
-                    state.key = ("error", None, None)  # stop describing it; watchers report the error
-                    for w in list(state.watches):
-                        w._publish(error=exc)
+                self._describe_failed(name, exc)
                 return
         desc.pop("ResponseMetadata", None)
         state = self._jobs.get(name)
@@ -518,7 +437,7 @@ class TrainingJobPoller:
                 w._publish(desc)
 
     def _list_denied(self, exc: BaseException) -> bool:
-        if error_code(exc) in {"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"}:
+        if is_access_denied(exc):
             if self._list_allowed:
                 log.warning(
                     "sagemaker:ListTrainingJobs is denied (%s); falling back to one DescribeTrainingJob "

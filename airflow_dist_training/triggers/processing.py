@@ -4,7 +4,7 @@ The evaluation operator starts the processing job and defers to this trigger, so
 worker slot. While it waits, the job's CloudWatch logs (``/aws/sagemaker/ProcessingJobs``, one
 stream per host, merged by timestamp) go to the task log, through the same log streamer as the
 training trigger. Transient errors (throttling, 5xx, network) are retried with backoff
-(``call_with_retry`` of the shared poller module); a Stopped job is not success; ``on_kill``
+(``retry.call_with_retry``); a Stopped job is not success; ``on_kill``
 stops the job.
 
 Event payload::
@@ -16,50 +16,22 @@ Event payload::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow_dist_training.compat import BaseTrigger, TriggerEvent
-from airflow_dist_training.triggers.polling import (
-    call_with_retry,
-    default_client_factory,
-    error_code,
-    is_transient,
-)
+from airflow_dist_training.aws_errors import error_code
+from airflow_dist_training.compat import TriggerEvent
+from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.retry import call_with_retry
+from airflow_dist_training.triggers.base import SageMakerJobTrigger
+from airflow_dist_training.triggers.polling import AsyncClients
 from airflow_dist_training.triggers.training import _LogStreamer
 
 PROCESSING_LOG_GROUP = "/aws/sagemaker/ProcessingJobs"
-_TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
-_STOPS_IN_FLIGHT: set[asyncio.Future[None]] = set()
 
 
-class _Clients:
-    """aiobotocore clients of one connection, open for the trigger's lifetime."""
-
-    def __init__(self, aws_conn_id: str | None, region_name: str | None) -> None:
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self._stack = contextlib.AsyncExitStack()
-        self._clients: dict[str, Any] = {}
-        self._factory: Any = None
-
-    async def client(self, client_type: str) -> Any:
-        if client_type not in self._clients:
-            if self._factory is None:
-                self._factory = await default_client_factory(self.aws_conn_id, self.region_name)
-            cm = await self._factory(client_type)
-            self._clients[client_type] = await self._stack.enter_async_context(cm)
-        return self._clients[client_type]
-
-    async def aclose(self) -> None:
-        with contextlib.suppress(Exception):
-            await self._stack.aclose()
-
-
-class ProcessingJobTrigger(BaseTrigger):
+class ProcessingJobTrigger(SageMakerJobTrigger):
     """Wait for a SageMaker processing job; stream its logs while waiting.
 
     :param job_name: the processing job.
@@ -71,6 +43,9 @@ class ProcessingJobTrigger(BaseTrigger):
     :param stream_logs: copy the job's CloudWatch logs into the task log.
     """
 
+    _fields = ("job_name",)
+    _common_fields = ("aws_conn_id", "region_name", "poll_interval", "deadline", "stream_logs")
+
     def __init__(
         self,
         job_name: str,
@@ -80,39 +55,11 @@ class ProcessingJobTrigger(BaseTrigger):
         deadline: float | None = None,
         stream_logs: bool = True,
     ) -> None:
-        super().__init__()
+        super().__init__(
+            poll_interval=poll_interval, deadline=deadline, aws_conn_id=aws_conn_id, region_name=region_name
+        )
         self.job_name = job_name
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.poll_interval = poll_interval
-        self.deadline = deadline
         self.stream_logs = stream_logs
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "job_name": self.job_name,
-                "aws_conn_id": self.aws_conn_id,
-                "region_name": self.region_name,
-                "poll_interval": self.poll_interval,
-                "deadline": self.deadline,
-                "stream_logs": self.stream_logs,
-            },
-        )
-
-    def _event(
-        self, status: str, message: str, job_status: str | None = None, reason: str | None = None
-    ) -> TriggerEvent:
-        return TriggerEvent(
-            {
-                "status": status,
-                "job_name": self.job_name,
-                "job_status": job_status,
-                "failure_reason": reason,
-                "message": message,
-            }
-        )
 
     def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
         status = desc.get("ProcessingJobStatus")
@@ -134,13 +81,12 @@ class ProcessingJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        clients = _Clients(self.aws_conn_id, self.region_name)
+        clients = AsyncClients(self.aws_conn_id, self.region_name)
         streamer = (
             _LogStreamer(self.job_name, clients, self.log.info, log_group=PROCESSING_LOG_GROUP)
             if self.stream_logs
             else None
         )
-        last: str | None = None
         self.log.info(
             "Waiting for SageMaker processing job %s (poll interval %ss).", self.job_name, self.poll_interval
         )
@@ -162,42 +108,25 @@ class ProcessingJobTrigger(BaseTrigger):
                     )
                     return
                 status = str(desc.get("ProcessingJobStatus"))
-                if status != last:
-                    self.log.info("Processing job %s is %s.", self.job_name, status)
-                    last = status
+                self.log_change("status", status, "Processing job %s is %s.", self.job_name, status)
                 if streamer is not None:
-                    try:
-                        await streamer.fetch(desc)
-                    except Exception as exc:  # logs are best effort
-                        level = self.log.info if is_transient(exc) else self.log.warning
-                        level("Could not read CloudWatch logs of %s: %s", self.job_name, exc)
-                if status in _TERMINAL:
+                    await self.stream_best_effort(streamer, desc, self.job_name)
+                if status in TERMINAL_STATES:
                     yield self._terminal_event(desc)
                     return
-                wait = float(self.poll_interval)
-                if self.deadline is not None:
-                    remaining = self.deadline - time.time()
-                    if remaining <= 0:
-                        yield self._event(
-                            "timeout",
-                            f"Processing job {self.job_name} still {status} at the deadline.",
-                            status,
-                        )
-                        return
-                    wait = min(wait, remaining)
+                wait = self.next_wait()
+                if wait is None:
+                    yield self._event(
+                        "timeout", f"Processing job {self.job_name} still {status} at the deadline.", status
+                    )
+                    return
                 await asyncio.sleep(wait)
         finally:
             await clients.aclose()
 
-    async def on_kill(self) -> None:
-        """The deferred task was killed: stop the processing job (shielded, see TrainingJobTrigger)."""
-        stop = asyncio.ensure_future(self._stop_job())
-        _STOPS_IN_FLIGHT.add(stop)
-        stop.add_done_callback(_STOPS_IN_FLIGHT.discard)
-        await asyncio.shield(stop)
-
-    async def _stop_job(self) -> None:
-        clients = _Clients(self.aws_conn_id, self.region_name)
+    async def stop_resource(self) -> None:
+        """Stop the processing job (the user killed the deferred task)."""
+        clients = AsyncClients(self.aws_conn_id, self.region_name)
         try:
             sm = await clients.client("sagemaker")
             await sm.stop_processing_job(ProcessingJobName=self.job_name)

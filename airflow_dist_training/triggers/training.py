@@ -30,17 +30,13 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_dist_training.compat import BaseTrigger, TriggerEvent
+from airflow_dist_training.aws_errors import error_code
+from airflow_dist_training.compat import TriggerEvent
 from airflow_dist_training.hooks.training import LOG_GROUP
-from airflow_dist_training.triggers.polling import (
-    TERMINAL_STATUSES,
-    JobWatch,
-    TrainingJobPoller,
-    call_with_retry,
-    error_code,
-    get_poller,
-    is_transient,
-)
+from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.retry import call_with_retry
+from airflow_dist_training.triggers.base import SageMakerJobTrigger
+from airflow_dist_training.triggers.polling import JobWatch, TrainingJobPoller, get_poller
 
 #: SecondaryStatus values during which the job's containers may be writing logs.
 STREAMING_SECONDARY = frozenset(
@@ -153,10 +149,7 @@ class _LogStreamer:
         return count
 
 
-_STOPS_IN_FLIGHT: set[asyncio.Future[None]] = set()
-
-
-class TrainingJobTrigger(BaseTrigger):
+class TrainingJobTrigger(SageMakerJobTrigger):
     """Wait for a SageMaker training job; stream its logs and status timeline while waiting.
 
     :param job_name: the training job to watch.
@@ -170,6 +163,17 @@ class TrainingJobTrigger(BaseTrigger):
         it), e.g. when the task's ``execution_timeout`` ends; ``deadline_reason`` names the limit.
     """
 
+    _fields = ("job_name",)
+    _common_fields = (
+        "aws_conn_id",
+        "region_name",
+        "poll_interval",
+        "max_wait_seconds",
+        "stream_logs",
+        "deadline",
+        "deadline_reason",
+    )
+
     def __init__(
         self,
         job_name: str,
@@ -181,45 +185,15 @@ class TrainingJobTrigger(BaseTrigger):
         deadline: float | None = None,
         deadline_reason: str | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(
+            poll_interval=poll_interval, deadline=deadline, aws_conn_id=aws_conn_id, region_name=region_name
+        )
         self.job_name = job_name
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
-        self.poll_interval = poll_interval
         self.max_wait_seconds = max_wait_seconds
         self.stream_logs = stream_logs
-        self.deadline = deadline
         self.deadline_reason = deadline_reason
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "job_name": self.job_name,
-                "aws_conn_id": self.aws_conn_id,
-                "region_name": self.region_name,
-                "poll_interval": self.poll_interval,
-                "max_wait_seconds": self.max_wait_seconds,
-                "stream_logs": self.stream_logs,
-                "deadline": self.deadline,
-                "deadline_reason": self.deadline_reason,
-            },
-        )
-
     # -- events -----------------------------------------------------------------------------------
-    def _event(
-        self, status: str, message: str, job_status: str | None = None, failure_reason: str | None = None
-    ) -> TriggerEvent:
-        return TriggerEvent(
-            {
-                "status": status,
-                "job_name": self.job_name,
-                "job_status": job_status,
-                "failure_reason": failure_reason,
-                "message": message,
-            }
-        )
-
     def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
         status = desc.get("TrainingJobStatus")
         secondary = desc.get("SecondaryStatus")
@@ -249,13 +223,6 @@ class TrainingJobTrigger(BaseTrigger):
                 f" - {t['StatusMessage']}" if t.get("StatusMessage") else "",
             )
         return max(already, len(transitions))
-
-    async def _stream(self, streamer: _LogStreamer, desc: dict[str, Any]) -> None:
-        try:
-            await streamer.fetch(desc)
-        except Exception as exc:  # logs are best effort: never fail the wait because of them
-            level = self.log.info if is_transient(exc) else self.log.warning
-            level("Could not read CloudWatch logs of %s: %s", self.job_name, exc)
 
     # -- run ----------------------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -297,9 +264,9 @@ class TrainingJobTrigger(BaseTrigger):
                             f" ({secondary})" if secondary else "",
                         )
                         last_status = (status, secondary)
-                    terminal = status in TERMINAL_STATUSES
+                    terminal = status in TERMINAL_STATES
                     if streamer is not None and (terminal or secondary in STREAMING_SECONDARY):
-                        await self._stream(streamer, desc)
+                        await self.stream_best_effort(streamer, desc, self.job_name)
                     if terminal:
                         yield self._terminal_event(desc)
                         return
@@ -319,26 +286,16 @@ class TrainingJobTrigger(BaseTrigger):
         finally:
             poller.unsubscribe(watch)
 
-    async def on_kill(self) -> None:
-        """The user killed the deferred task: stop the training job so it stops billing.
-
-        Through the hook's stop, which tags the job ``stop-requested`` first, so the job is
-        reported as stopped on request rather than as stopped outside Airflow. Shielded: the
-        triggerer may cancel this trigger again while ``on_kill`` runs (a repeated cancel request),
-        and the stop must still reach SageMaker.
-        """
-        stop = asyncio.ensure_future(self._stop_job())
-        # a strong reference until done: the event loop keeps only weak ones, and this trigger
-        # object may be dropped once it is cancelled
-        _STOPS_IN_FLIGHT.add(stop)
-        stop.add_done_callback(_STOPS_IN_FLIGHT.discard)
-        await asyncio.shield(stop)
-
-    async def _stop_job(self) -> None:
+    async def stop_resource(self) -> None:
+        """Stop the training job, through the hook's stop: it tags the job ``stop-requested``
+        first, so the job is reported as stopped on request, not as stopped outside Airflow."""
         from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
-        hook = SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        if not await hook.async_stop_training_job(self.job_name):
+        def stop() -> bool:  # the sync hook in a thread: the event loop keeps serving other triggers
+            hook = SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+            return hook.stop_training_job(self.job_name, reason="task killed while deferred")
+
+        if not await asyncio.to_thread(stop):
             self.log.info("Training job %s was not running: nothing to stop.", self.job_name)
             return
         self.log.info("Requested StopTrainingJob for %s (task killed while deferred).", self.job_name)

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.job_states import TERMINAL_STATES
+
 LINK_KEY = "sagemaker_training_job"  # links.sagemaker.XCOM_KEY (not imported: no Airflow here)
 PLAN_KEYS = ("cost_bound_usd", "request", "spec", "backend", "job_name", "dry_run")
 MAX_POINTS = 2000  # per metric, to keep the page light on long jobs
@@ -133,7 +135,7 @@ def local_job_view(job_dir: str | Path) -> dict[str, Any]:
             points = []
     timeline = list(status.get("timeline") or [])
     last = timeline[-1]["status"] if timeline else None
-    primary = last if last in ("Completed", "Failed", "Stopped") else ("InProgress" if timeline else None)
+    primary = last if last in TERMINAL_STATES else ("InProgress" if timeline else None)
     return {
         "status": primary,
         "secondary_status": timeline[-1]["status"] if timeline else None,
@@ -150,7 +152,7 @@ def _elapsed(timeline: list[dict[str, Any]], status: str | None, now: float) -> 
     if not starts:
         return None
     end = now
-    if status in ("Completed", "Failed", "Stopped") and timeline:
+    if status in TERMINAL_STATES and timeline:
         end = _iso_to_epoch(timeline[-1].get("end") or timeline[-1].get("start")) or now
     return max(0.0, end - min(starts))
 
@@ -188,99 +190,17 @@ def build_run_view(
     """The Training view's JSON for one run (see the module docstring for the sources)."""
     now = time.time() if now is None else now
     states = {ti["task_id"]: ti for ti in task_instances}
-    jobs: list[dict[str, Any]] = []
-    for (task_id, key), info in sorted(xcoms.items()):
-        if key != LINK_KEY or not isinstance(info, Mapping):
-            continue
-        group = _group(task_id)
-        plan = {k: xcoms.get((_in_group(group, "plan"), k)) for k in PLAN_KEYS}
-        result = xcoms.get((task_id, "return_value"))
-        result = result if isinstance(result, Mapping) else None
-        backend = str(info.get("backend") or "sagemaker")
-        live: dict[str, Any] = {}
-        error = None
-        if backend == "local" and info.get("job_dir"):
-            live = local_job_view(str(info["job_dir"]))
-        elif backend == "sagemaker" and sagemaker is not None:
-            try:
-                live = sagemaker(str(info.get("job_name")), info.get("region"))
-            except Exception as exc:  # a view must render even when AWS is unreachable
-                error = f"{type(exc).__name__}: {exc}"
-        status = _job_status(info, live, result)
-        timeline = list(live.get("timeline") or (result or {}).get("timeline") or [])
-        instance_type, count = _compute(plan)
-        hosts = list(live.get("hosts") or [])
-        if not hosts and count:
-            hosts = [f"algo-{i + 1}" for i in range(int(count))]
-        elapsed = _elapsed(timeline, status, now)
-        price = hourly_price(instance_type) if (hourly_price and instance_type) else None
-        cost_so_far = (
-            round(price * (count or 1) * elapsed / 3600, 4)
-            if price is not None and elapsed is not None and backend == "sagemaker"
-            else (0.0 if backend == "local" else None)
-        )
-        ti = states.get(task_id, {})
-        jobs.append(
-            {
-                "task_id": task_id,
-                "task_state": ti.get("state"),
-                "backend": backend,
-                "job_name": info.get("job_name"),
-                "status": status,
-                "secondary_status": live.get("secondary_status")
-                or (timeline[-1]["status"] if timeline else None),
-                "timeline": timeline,
-                "hosts": hosts,
-                "processes_per_host": live.get("processes_per_host"),
-                "instance_type": instance_type,
-                "instance_count": count,
-                "elapsed_seconds": None if elapsed is None else round(elapsed, 1),
-                "cost_so_far_usd": cost_so_far,
-                "cost_bound_usd": plan.get("cost_bound_usd"),
-                "metric_definitions": live.get("metric_definitions") or [],
-                "metrics": live.get("metrics") or {"axis": "seconds", "series": {}},
-                "final_metrics": (result or {}).get("final_metrics") or {},
-                "model_artifact_uri": (result or {}).get("model_artifact_uri"),
-                "checkpoint_uri": (result or {}).get("checkpoint_uri") or info.get("checkpoint_uri"),
-                "error": error,
-            }
-        )
-    groups = {_group(j["task_id"]) for j in jobs} or {""}
-    sections: list[dict[str, Any]] = []
-    for group in sorted(groups):
-
-        def get(name: str, key: str = "return_value", g: str = group) -> Any:
-            return xcoms.get((_in_group(g, name), key))
-
-        decision = get("gate")
-        decision = decision if isinstance(decision, Mapping) else None
-        evaluation = get("evaluate")
-        registration = get("register")
-        promoted = get("promote_checkpoint")
-        retention = get("checkpoint_retention")
-        if not any((decision, evaluation, registration, promoted, retention)) and group not in {
-            _group(j["task_id"]) for j in jobs
-        }:
-            continue
-        plot = ""
-        if decision is not None and render_plot is not None:
-            try:
-                plot = render_plot(decision)
-            except Exception:
-                plot = ""
-        sections.append(
-            {
-                "group": group,
-                "checkpoints": _checkpoints(retention, promoted),
-                "evaluation": evaluation if isinstance(evaluation, Mapping) else None,
-                "gate": decision,
-                "gate_state": states.get(_in_group(group, "gate"), {}).get("state"),
-                "report_uri": (decision or {}).get("report_uri"),
-                "plot_svg": plot,
-                "registration": registration if isinstance(registration, Mapping) else None,
-                "register_state": states.get(_in_group(group, "register"), {}).get("state"),
-            }
-        )
+    jobs = [
+        _job_view(task_id, info, xcoms, states, sagemaker, hourly_price, now)
+        for (task_id, key), info in sorted(xcoms.items())
+        if key == LINK_KEY and isinstance(info, Mapping)
+    ]
+    job_groups = {_group(j["task_id"]) for j in jobs}
+    sections = [
+        section
+        for group in sorted(job_groups or {""})
+        if (section := _section(group, xcoms, states, render_plot, has_jobs=group in job_groups)) is not None
+    ]
     running = [j for j in jobs if j["status"] in ("InProgress", "Stopping", "Pending")]
     return {
         "dag_id": dag_id,
@@ -291,6 +211,109 @@ def build_run_view(
         "tasks": task_instances,
         "jobs": jobs,
         "sections": sections,
+    }
+
+
+def _live_job(info: Mapping[str, Any], sagemaker: SageMakerSource | None) -> tuple[dict[str, Any], str | None]:
+    """The job's live view (local files or SageMaker) and the error that kept it from loading."""
+    backend = str(info.get("backend") or "sagemaker")
+    if backend == "local" and info.get("job_dir"):
+        return local_job_view(str(info["job_dir"])), None
+    if backend == "sagemaker" and sagemaker is not None:
+        try:
+            return sagemaker(str(info.get("job_name")), info.get("region")), None
+        except Exception as exc:  # a view must render even when AWS is unreachable
+            return {}, f"{type(exc).__name__}: {exc}"
+    return {}, None
+
+
+def _job_view(
+    task_id: str,
+    info: Mapping[str, Any],
+    xcoms: XComMap,
+    states: Mapping[str, Mapping[str, Any]],
+    sagemaker: SageMakerSource | None,
+    hourly_price: Callable[[str], float | None] | None,
+    now: float,
+) -> dict[str, Any]:
+    """One training job's card: status, timeline, hosts, cost so far, curves and results."""
+    plan = {k: xcoms.get((_in_group(_group(task_id), "plan"), k)) for k in PLAN_KEYS}
+    found = xcoms.get((task_id, "return_value"))
+    result: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    backend = str(info.get("backend") or "sagemaker")
+    live, error = _live_job(info, sagemaker)
+    status = _job_status(info, live, found if isinstance(found, Mapping) else None)
+    timeline = list(live.get("timeline") or result.get("timeline") or [])
+    instance_type, count = _compute(plan)
+    hosts = list(live.get("hosts") or []) or ([f"algo-{i + 1}" for i in range(int(count))] if count else [])
+    elapsed = _elapsed(timeline, status, now)
+    price = hourly_price(instance_type) if (hourly_price and instance_type) else None
+    cost_so_far = (
+        round(price * (count or 1) * elapsed / 3600, 4)
+        if price is not None and elapsed is not None and backend == "sagemaker"
+        else (0.0 if backend == "local" else None)
+    )
+    return {
+        "task_id": task_id,
+        "task_state": states.get(task_id, {}).get("state"),
+        "backend": backend,
+        "job_name": info.get("job_name"),
+        "status": status,
+        "secondary_status": live.get("secondary_status") or (timeline[-1]["status"] if timeline else None),
+        "timeline": timeline,
+        "hosts": hosts,
+        "processes_per_host": live.get("processes_per_host"),
+        "instance_type": instance_type,
+        "instance_count": count,
+        "elapsed_seconds": None if elapsed is None else round(elapsed, 1),
+        "cost_so_far_usd": cost_so_far,
+        "cost_bound_usd": plan.get("cost_bound_usd"),
+        "metric_definitions": live.get("metric_definitions") or [],
+        "metrics": live.get("metrics") or {"axis": "seconds", "series": {}},
+        "final_metrics": result.get("final_metrics") or {},
+        "model_artifact_uri": result.get("model_artifact_uri"),
+        "checkpoint_uri": result.get("checkpoint_uri") or info.get("checkpoint_uri"),
+        "error": error,
+    }
+
+
+def _section(
+    group: str,
+    xcoms: XComMap,
+    states: Mapping[str, Mapping[str, Any]],
+    render_plot: Callable[[Mapping[str, Any]], str] | None,
+    *,
+    has_jobs: bool,
+) -> dict[str, Any] | None:
+    """A group's after-training card (checkpoints, evaluation, gate, registration), or None if empty."""
+
+    def get(name: str) -> Any:
+        return xcoms.get((_in_group(group, name), "return_value"))
+
+    found = get("gate")
+    decision = found if isinstance(found, Mapping) else None
+    evaluation = get("evaluate")
+    registration = get("register")
+    promoted = get("promote_checkpoint")
+    retention = get("checkpoint_retention")
+    if not any((decision, evaluation, registration, promoted, retention)) and not has_jobs:
+        return None
+    plot = ""
+    if decision is not None and render_plot is not None:
+        try:
+            plot = render_plot(decision)
+        except Exception:
+            plot = ""
+    return {
+        "group": group,
+        "checkpoints": _checkpoints(retention, promoted),
+        "evaluation": evaluation if isinstance(evaluation, Mapping) else None,
+        "gate": decision,
+        "gate_state": states.get(_in_group(group, "gate"), {}).get("state"),
+        "report_uri": (decision or {}).get("report_uri"),
+        "plot_svg": plot,
+        "registration": registration if isinstance(registration, Mapping) else None,
+        "register_state": states.get(_in_group(group, "register"), {}).get("state"),
     }
 
 

@@ -73,9 +73,9 @@ def sagemaker_job_view(
     metrics: dict[str, Any] = {"axis": "seconds", "series": {}, "epochs": None}
     start = desc.get("TrainingStartTime") or desc.get("CreationTime")
     if names and isinstance(start, dt.datetime):
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+        from airflow_dist_training.hooks.aws import aws_hook
 
-        cw = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="cloudwatch", region_name=region).conn
+        cw = aws_hook("cloudwatch", aws_conn_id=aws_conn_id, region_name=region).conn
         end = desc.get("TrainingEndTime") or dt.datetime.now(dt.UTC)
         response = cw.get_metric_data(
             MetricDataQueries=metric_queries(job_name, names, count),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import io
 import tarfile
@@ -120,28 +119,12 @@ def test_logs_merge_all_hosts_beyond_50_streams(hook: Any, boto: Any, fake: Fake
     assert [e.message for e in hook.fetch_log_events("big-job", cursor)] == ["late line"]
 
 
-def test_async_describe_and_logs(hook: Any, boto: Any, fake: FakeTrainingLifecycle) -> None:
-    hook.create_training_job(make_request("async-job"))
-    seed_logs(boto.logs, "async-job", hosts=2, lines_per_host=2)
-
-    async def run() -> tuple[dict[str, Any], list[Any], dict[str, str], list[Any]]:
-        desc = await hook.async_describe_training_job("async-job")
-        events, cursor = await hook.async_fetch_log_events("async-job")
-        again, _ = await hook.async_fetch_log_events("async-job", cursor)
-        return desc, events, cursor, again
-
-    desc, events, cursor, again = asyncio.run(run())
-    assert desc["TrainingJobName"] == "async-job"
-    assert [e.message for e in events] == ["host 1 line 0", "host 2 line 0", "host 1 line 1", "host 2 line 1"]
-    assert set(cursor) == {"async-job/algo-1-1712345678", "async-job/algo-2-1712345678"}
-    assert again == []
-
-
-def test_async_stop(hook: Any, fake: FakeTrainingLifecycle) -> None:
+def test_stop_is_idempotent(hook: Any, fake: FakeTrainingLifecycle) -> None:
+    # what the trigger's on_kill runs (in a thread): a second stop sends nothing
     fake.complete_after = None
     hook.create_training_job(make_request("async-stop"))
-    assert asyncio.run(hook.async_stop_training_job("async-stop")) is True
-    assert asyncio.run(hook.async_stop_training_job("async-stop")) is False
+    assert hook.stop_training_job("async-stop") is True
+    assert hook.stop_training_job("async-stop") is False
     assert fake.stops["async-stop"] == 1
 
 

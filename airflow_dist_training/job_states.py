@@ -1,0 +1,17 @@
+"""The states of a SageMaker job (training and processing share them). Pure: no Airflow, no boto3.
+
+One definition for hooks, triggers, sensors, operators and the UI. ``MaxRuntimeExceeded`` is a
+``SecondaryStatus`` of a Failed/Stopped job, listed so that a status read from either field
+counts as terminal and failed.
+"""
+
+from __future__ import annotations
+
+ACTIVE_STATES = frozenset({"InProgress", "Stopping"})
+SUCCESS_STATES = frozenset({"Completed"})
+FAILED_STATES = frozenset({"Failed", "Stopped", "MaxRuntimeExceeded"})
+TERMINAL_STATES = SUCCESS_STATES | FAILED_STATES
+
+
+def is_terminal(status: object) -> bool:
+    return status in TERMINAL_STATES

@@ -1,0 +1,131 @@
+"""``AwsWaitTrigger``: the one base for "poll an AWS resource until a terminal state".
+
+The training, processing and FSx waits subclass it; each keeps only what is particular to its
+resource (the describe call, which states are terminal, what the events carry). What they share,
+and must keep alike:
+
+* **Serialisation**: the resource's own fields (``_fields``) plus the connection and the wait
+  limits, so the trigger row round-trips through the Airflow DB.
+* **Wait limits**: ``deadline`` is POSIX wall time (a restarted triggerer keeps it); a trigger
+  may also cap the number of polls (``max_attempts``, the FSx triggers). ``None`` waits as long as
+  the resource lives: there is no hidden cap. ``next_wait`` gives the next sleep, or ``None``
+  when a limit is reached and the trigger must yield its ``"timeout"`` event.
+* **Logs**: progress is logged when it changes (``log_change``); log streaming is best effort and
+  never fails the wait (``stream_best_effort``).
+* **Cancellation**: ``on_kill`` (the user killed the deferred task) runs ``stop_resource``
+  shielded, so a repeated cancel from the triggerer cannot abort a stop already sent. Resources
+  that must not be stopped (an FSx task) keep the default no-op.
+
+The training trigger's polling itself is the shared poller's (``triggers/polling.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from airflow_dist_training.aws_errors import is_transient
+from airflow_dist_training.compat import BaseTrigger, TriggerEvent
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
+
+# Strong references to stops in flight: the event loop keeps only weak ones, and a cancelled
+# trigger object may be dropped before its stop finishes.
+_STOPS_IN_FLIGHT: set[asyncio.Future[None]] = set()
+
+
+class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
+    """Wait for an AWS resource to reach a terminal state (see the module docstring).
+
+    :param poll_interval: seconds between describe calls.
+    :param deadline: POSIX time after which the wait ends with a ``"timeout"`` event; ``None``: none.
+    :param aws_conn_id: Airflow AWS connection (``None``: boto3's default credential chain).
+    :param region_name: AWS region (default: the connection's).
+    """
+
+    #: The resource's own constructor arguments, serialised first.
+    _fields: tuple[str, ...] = ()
+    #: The shared arguments this trigger serialises (subclasses add or drop some).
+    _common_fields: tuple[str, ...] = ("aws_conn_id", "region_name", "poll_interval", "deadline")
+
+    def __init__(
+        self,
+        *,
+        poll_interval: float = 30,
+        deadline: float | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.poll_interval = poll_interval
+        self.deadline = deadline
+        self._set_aws_connection(aws_conn_id, region_name)
+        self._last_logged: dict[str, Any] = {}
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        names = (*self._fields, *self._common_fields)
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {n: getattr(self, n) for n in names})
+
+    # -- wait limits ------------------------------------------------------------------------------
+    def next_wait(self, *, attempts: int = 0, max_attempts: int | None = None) -> float | None:
+        """Seconds to sleep before the next poll, or ``None`` when a wait limit is reached."""
+        if max_attempts is not None and attempts >= max_attempts:
+            return None
+        wait = float(self.poll_interval)
+        if self.deadline is not None:
+            remaining = self.deadline - time.time()
+            if remaining <= 0:
+                return None
+            wait = min(wait, remaining)
+        return wait
+
+    # -- logs ---------------------------------------------------------------------------------------
+    def log_change(self, key: str, value: Any, message: str, *args: Any) -> None:
+        """Log ``message`` when ``value`` differs from the last one logged under ``key``."""
+        if self._last_logged.get(key, object()) != value:
+            self._last_logged[key] = value
+            self.log.info(message, *args)
+
+    async def stream_best_effort(self, streamer: Any, description: dict[str, Any], what: str) -> None:
+        """Copy new CloudWatch lines to the task log; a failure is logged, never raised."""
+        try:
+            await streamer.fetch(description)
+        except Exception as exc:  # logs are best effort: never fail the wait because of them
+            level = self.log.info if is_transient(exc) else self.log.warning
+            level("Could not read CloudWatch logs of %s: %s", what, exc)
+
+    # -- cancellation -------------------------------------------------------------------------------
+    async def on_kill(self) -> None:
+        """The user killed the deferred task: stop the resource so it stops billing (shielded)."""
+        stop = asyncio.ensure_future(self.stop_resource())
+        _STOPS_IN_FLIGHT.add(stop)
+        stop.add_done_callback(_STOPS_IN_FLIGHT.discard)
+        await asyncio.shield(stop)
+
+    async def stop_resource(self) -> None:
+        """Stop the waited-on resource. Default: leave it running (nothing bills by the second)."""
+
+
+class SageMakerJobTrigger(AwsWaitTrigger):
+    """A wait on one SageMaker job (training, processing): its events carry the same fields.
+
+    Event payload::
+
+        {"status": "success" | "failed" | "stopped" | "timeout" | "error", "job_name": str,
+         "job_status": str | None, "failure_reason": str | None, "message": str}
+    """
+
+    job_name: str
+
+    def _event(
+        self, status: str, message: str, job_status: str | None = None, failure_reason: str | None = None
+    ) -> TriggerEvent:
+        return TriggerEvent(
+            {
+                "status": status,
+                "job_name": self.job_name,
+                "job_status": job_status,
+                "failure_reason": failure_reason,
+                "message": message,
+            }
+        )

@@ -111,8 +111,13 @@ def validate_manifest(data: Any) -> list[tuple[str, str]]:
     """Return ``(field, message)`` problems of a decoded manifest; ``[]`` when it is well formed."""
     if not isinstance(data, dict):
         return [("", f"must be a JSON object, got {type(data).__name__}")]
+    return [*_header_problems(data), *_metrics_problems(data), *_files_problems(data)]
+
+
+def _header_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """format_version, step, epoch, world_size, created_at."""
     problems: list[tuple[str, str]] = []
-    version: Any = data["format_version"] if "format_version" in data else None
+    version: Any = data.get("format_version")
     if "format_version" not in data:
         problems.append(("format_version", "missing"))
     elif not _is_int(version) or version < 1:
@@ -129,38 +134,43 @@ def validate_manifest(data: Any) -> list[tuple[str, str]]:
         problems.append(("epoch", f"must be a non-negative integer or null, got {data['epoch']!r}"))
     if data.get("world_size") is not None and (not _is_int(data["world_size"]) or data["world_size"] < 1):
         problems.append(("world_size", f"must be a positive integer or null, got {data['world_size']!r}"))
-    metrics = data.get("metrics", {})
-    if not isinstance(metrics, dict):
-        problems.append(("metrics", f"must be an object of name -> number, got {type(metrics).__name__}"))
-    else:
-        for name, value in metrics.items():
-            if value is not None and not _is_number(value):
-                problems.append((f"metrics.{name}", f"must be a finite number, got {value!r}"))
     if "created_at" in data and not isinstance(data["created_at"], str):
         problems.append(("created_at", f"must be an ISO 8601 string, got {data['created_at']!r}"))
-    files = data.get("files")
+    return problems
+
+
+def _metrics_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
+    metrics = data.get("metrics", {})
+    if not isinstance(metrics, dict):
+        return [("metrics", f"must be an object of name -> number, got {type(metrics).__name__}")]
+    return [
+        (f"metrics.{name}", f"must be a finite number, got {value!r}")
+        for name, value in metrics.items()
+        if value is not None and not _is_number(value)
+    ]
+
+
+def _files_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
     if "files" not in data:
-        problems.append(("files", "missing"))
-    elif not isinstance(files, list):
-        problems.append(("files", f"must be a list, got {type(files).__name__}"))
-    else:
-        for i, entry in enumerate(files):
-            where = f"files[{i}]"
-            if not isinstance(entry, dict):
-                problems.append((where, "must be an object with path, size, sha256"))
-                continue
-            path = entry.get("path")
-            if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
-                problems.append(
-                    (f"{where}.path", f"must be a relative path inside the checkpoint, got {path!r}")
-                )
-            if not _is_int(entry.get("size")) or entry["size"] < 0:
-                problems.append(
-                    (f"{where}.size", f"must be a non-negative integer, got {entry.get('size')!r}")
-                )
-            sha = entry.get("sha256")
-            if sha is not None and (not isinstance(sha, str) or not _SHA256_RE.match(sha)):
-                problems.append((f"{where}.sha256", f"must be 64 lowercase hex characters, got {sha!r}"))
+        return [("files", "missing")]
+    files = data["files"]
+    if not isinstance(files, list):
+        return [("files", f"must be a list, got {type(files).__name__}")]
+    return [problem for i, entry in enumerate(files) for problem in _file_entry_problems(f"files[{i}]", entry)]
+
+
+def _file_entry_problems(where: str, entry: Any) -> list[tuple[str, str]]:
+    if not isinstance(entry, dict):
+        return [(where, "must be an object with path, size, sha256")]
+    problems: list[tuple[str, str]] = []
+    path = entry.get("path")
+    if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
+        problems.append((f"{where}.path", f"must be a relative path inside the checkpoint, got {path!r}"))
+    if not _is_int(entry.get("size")) or entry["size"] < 0:
+        problems.append((f"{where}.size", f"must be a non-negative integer, got {entry.get('size')!r}"))
+    sha = entry.get("sha256")
+    if sha is not None and (not isinstance(sha, str) or not _SHA256_RE.match(sha)):
+        problems.append((f"{where}.sha256", f"must be 64 lowercase hex characters, got {sha!r}"))
     return problems
 
 

@@ -100,24 +100,8 @@ def plan_retention(
     if newest is not None:
         reasons[newest.step].append("newest-complete")
     if rule.metric:
-        ranked = rank_by_metric(complete, rule.metric, rule.mode)
-        if rule.keep_best and complete and not ranked:
-            raise SpecValidationError(
-                [("retention.metric", f"no complete checkpoint under {root} reports metric {rule.metric!r}")]
-            )
-        for info in ranked[: rule.keep_best]:
-            reasons[info.step].append(f"best-{rule.keep_best}-{rule.metric}-{rule.mode}")
-        if ranked:
-            reasons[ranked[0].step].append("best")
-    promoted = set(promoted_steps)
-    for info in checkpoints:
-        if info.step in promoted:
-            reasons[info.step].append("promoted")
-        if not info.complete:
-            if newest is None or info.step > newest.step:
-                reasons[info.step].append("incomplete-newer-than-latest (may still be uploading)")
-            elif not rule.delete_incomplete:
-                reasons[info.step].append("incomplete-kept")
+        _keep_best(reasons, complete, rule, root)
+    _keep_promoted_and_incomplete(reasons, checkpoints, set(promoted_steps), newest, rule)
 
     keep = {step: tuple(dict.fromkeys(r)) for step, r in reasons.items() if r}
     delete = tuple(sorted((step for step, r in reasons.items() if not r), reverse=True))
@@ -126,3 +110,37 @@ def plan_retention(
             [("retention", f"the rule would delete every checkpoint under {root}; nothing was deleted")]
         )
     return RetentionPlan(root=root, keep=keep, delete=delete)
+
+
+def _keep_best(
+    reasons: dict[int, list[str]], complete: Sequence[CheckpointInfo], rule: RetentionRule, root: str
+) -> None:
+    """The ``keep_best`` checkpoints by the rule's metric, and the single best."""
+    assert rule.metric is not None
+    ranked = rank_by_metric(complete, rule.metric, rule.mode)
+    if rule.keep_best and complete and not ranked:
+        raise SpecValidationError(
+            [("retention.metric", f"no complete checkpoint under {root} reports metric {rule.metric!r}")]
+        )
+    for info in ranked[: rule.keep_best]:
+        reasons[info.step].append(f"best-{rule.keep_best}-{rule.metric}-{rule.mode}")
+    if ranked:
+        reasons[ranked[0].step].append("best")
+
+
+def _keep_promoted_and_incomplete(
+    reasons: dict[int, list[str]],
+    checkpoints: Sequence[CheckpointInfo],
+    promoted: set[int],
+    newest: CheckpointInfo | None,
+    rule: RetentionRule,
+) -> None:
+    """Promoted steps, and incomplete ones that may still be uploading (or that the rule keeps)."""
+    for info in checkpoints:
+        if info.step in promoted:
+            reasons[info.step].append("promoted")
+        if not info.complete:
+            if newest is None or info.step > newest.step:
+                reasons[info.step].append("incomplete-newer-than-latest (may still be uploading)")
+            elif not rule.delete_incomplete:
+                reasons[info.step].append("incomplete-kept")

@@ -189,39 +189,10 @@ class FileSystems:
                 return self._association_answer(self.associations[self.tokens[("dra", token)]])
         self._require(fs_id)
         path = str(request.get("FileSystemPath") or "/")
-        repo = str(request.get("DataRepositoryPath") or "")
-        if not path.startswith("/"):
-            raise FSxError("BadRequest", f"FileSystemPath {path!r} must be an absolute path")
-        if not repo.startswith("s3://"):
-            raise FSxError(
-                "BadRequest", f"DataRepositoryPath {repo!r} must be an S3 URI (s3://bucket/prefix/)"
-            )
-        bucket, _ = _s3_split(repo)
-        try:
-            self.clients("s3").head_bucket(Bucket=bucket)
-        except Exception:
-            raise FSxError(
-                "BadRequest", f"Unable to access the data repository {repo}: bucket {bucket} does not exist"
-            ) from None
+        repo = self._checked_repository(path, str(request.get("DataRepositoryPath") or ""))
         repo = _prefix(repo)
         with self._lock:
-            for other in self.associations.values():
-                if other["FileSystemId"] != fs_id:
-                    continue
-                if _under(path, other["FileSystemPath"]) or _under(other["FileSystemPath"], path):
-                    raise FSxError(
-                        "BadRequest",
-                        f"FileSystemPath {path} overlaps {other['FileSystemPath']} of association "
-                        f"{other['AssociationId']}",
-                    )
-                if repo.startswith(other["DataRepositoryPath"]) or other["DataRepositoryPath"].startswith(
-                    repo
-                ):
-                    raise FSxError(
-                        "BadRequest",
-                        f"DataRepositoryPath {repo} overlaps {other['DataRepositoryPath']} of association "
-                        f"{other['AssociationId']}",
-                    )
+            self._refuse_overlap(fs_id, path, repo)
             assoc_id = _hex_id("dra")
             assoc: dict[str, Any] = {
                 "AssociationId": assoc_id,
@@ -247,6 +218,43 @@ class FileSystems:
         with self._lock:
             assoc["Lifecycle"] = "AVAILABLE"
         return answer
+
+    def _checked_repository(self, path: str, repo: str) -> str:
+        """The association's paths, checked as AWS checks them (the bucket must exist)."""
+        if not path.startswith("/"):
+            raise FSxError("BadRequest", f"FileSystemPath {path!r} must be an absolute path")
+        if not repo.startswith("s3://"):
+            raise FSxError(
+                "BadRequest", f"DataRepositoryPath {repo!r} must be an S3 URI (s3://bucket/prefix/)"
+            )
+        bucket, _ = _s3_split(repo)
+        try:
+            self.clients("s3").head_bucket(Bucket=bucket)
+        except Exception:
+            raise FSxError(
+                "BadRequest", f"Unable to access the data repository {repo}: bucket {bucket} does not exist"
+            ) from None
+        return repo
+
+    def _refuse_overlap(self, fs_id: str, path: str, repo: str) -> None:
+        """No two associations of one file system share a path or a repository prefix (hold the lock)."""
+        for other in self.associations.values():
+            if other["FileSystemId"] != fs_id:
+                continue
+            if _under(path, other["FileSystemPath"]) or _under(other["FileSystemPath"], path):
+                raise FSxError(
+                    "BadRequest",
+                    f"FileSystemPath {path} overlaps {other['FileSystemPath']} of association "
+                    f"{other['AssociationId']}",
+                )
+            if repo.startswith(other["DataRepositoryPath"]) or other["DataRepositoryPath"].startswith(
+                repo
+            ):
+                raise FSxError(
+                    "BadRequest",
+                    f"DataRepositoryPath {repo} overlaps {other['DataRepositoryPath']} of association "
+                    f"{other['AssociationId']}",
+                )
 
     @staticmethod
     def _association_answer(assoc: dict[str, Any]) -> dict[str, Any]:
@@ -433,28 +441,27 @@ class FileSystems:
                     rel = obj["Key"][len(key) :].lstrip("/")
                     if not rel or obj["Key"].endswith("/"):
                         continue
-                    dest = target / rel
-                    seen.add(dest)
-                    with self._lock:
-                        counts["TotalCount"] = counts.get("TotalCount", 0) + 1
-                    try:
-                        dest.parent.mkdir(parents=True, exist_ok=True)
-                        s3.download_file(bucket, obj["Key"], str(dest))
-                        with self._lock:
-                            counts["SucceededCount"] = counts.get("SucceededCount", 0) + 1
-                    except Exception as exc:
-                        log.warning("emulator fsx: import of s3://%s/%s failed: %s", bucket, obj["Key"], exc)
-                        with self._lock:
-                            counts["FailedCount"] = counts.get("FailedCount", 0) + 1
-                            if task is not None:
-                                task.setdefault("failed_files", []).append(
-                                    (f"s3://{bucket}/{obj['Key']}", str(exc))
-                                )
-            # an import also brings deletions: a file whose object is gone leaves the file system
-            if target.is_dir():
-                for path in sorted(target.rglob("*"), reverse=True):
-                    if path.is_file() and path not in seen:
-                        path.unlink()
+                    seen.add(target / rel)
+                    self._import_object(s3, bucket, obj["Key"], target / rel, counts, task)
+            _remove_unseen(target, seen)
+
+    def _import_object(
+        self, s3: Any, bucket: str, key: str, dest: Path, counts: dict[str, Any], task: dict[str, Any] | None
+    ) -> None:
+        """Copy one object onto the file system, counting it as AWS's task report does."""
+        with self._lock:
+            counts["TotalCount"] = counts.get("TotalCount", 0) + 1
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(dest))
+            with self._lock:
+                counts["SucceededCount"] = counts.get("SucceededCount", 0) + 1
+        except Exception as exc:
+            log.warning("emulator fsx: import of s3://%s/%s failed: %s", bucket, key, exc)
+            with self._lock:
+                counts["FailedCount"] = counts.get("FailedCount", 0) + 1
+                if task is not None:
+                    task.setdefault("failed_files", []).append((f"s3://{bucket}/{key}", str(exc)))
 
     def _export(
         self, fs_id: str, work: list[tuple[str, str]], counts: dict[str, Any], task: dict[str, Any]
@@ -575,3 +582,11 @@ class FileSystems:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _remove_unseen(target: Path, seen: set[Path]) -> None:
+    """An import also brings deletions: a file whose object is gone leaves the file system."""
+    if target.is_dir():
+        for path in sorted(target.rglob("*"), reverse=True):
+            if path.is_file() and path not in seen:
+                path.unlink()

@@ -259,147 +259,172 @@ class _EmulatorApp:
         return [body]
 
 
+# moto's own handlers, wrapped by the ones below (filled by _install_patches)
+_ORIGINALS: dict[str, Callable[[Any], Any]] = {}
+
+
+def _sagemaker_create_training_job(self: Any) -> Any:
+    from moto.sagemaker.exceptions import ResourceInUseException, ValidationError
+
+    emu = _ACTIVE
+    if emu is None or emu.training is None:
+        return _ORIGINALS["create_training"](self)
+    request = json.loads(self.body)
+    name = request["TrainingJobName"]
+    backend = self.sagemaker_backend
+    if name in backend.training_jobs:
+        arn = backend.training_jobs[name].arn
+        raise ResourceInUseException(
+            "Training job names must be unique within an AWS account and region, and a training "
+            f"job with this name already exists ({arn})"
+        )
+    try:
+        emu.training.check(request)
+        mounts = emu.fsx.channel_mounts(request) if emu.fsx is not None else {}
+    except FSxError as exc:
+        raise ValidationError(exc.message) from None
+    except Exception as exc:  # LocalRequestError: the request cannot run on this machine
+        raise ValidationError(f"the emulator cannot run this request: {exc}") from None
+    result = _ORIGINALS["create_training"](self)
+    emu.training.start(backend.training_jobs[name], request, mounts=mounts)
+    return result
+
+
+def _sagemaker_stop_training_job(self: Any) -> Any:
+    from moto.core.responses import EmptyResult
+    from moto.sagemaker.exceptions import ValidationError
+
+    emu = _ACTIVE
+    name = self._get_param("TrainingJobName")
+    backend = self.sagemaker_backend
+    if name not in backend.training_jobs:
+        raise ValidationError(f"Requested resource not found: training job {name}")
+    if emu is None or emu.training is None or not emu.training.stop(name):
+        status = backend.training_jobs[name].training_job_status
+        raise ValidationError(f"The request was rejected because the training job is in status {status}.")
+    return EmptyResult()
+
+
+def _sagemaker_create_processing_job(self: Any) -> Any:
+    from moto.sagemaker.exceptions import ResourceInUseException
+
+    emu = _ACTIVE
+    if emu is None or emu.processing is None:
+        return _ORIGINALS["create_processing"](self)
+    request = json.loads(self.body)
+    name = request["ProcessingJobName"]
+    backend = self.sagemaker_backend
+    if name in backend.processing_jobs:
+        raise ResourceInUseException(f"Processing job {name} already exists")
+    result = _ORIGINALS["create_processing"](self)
+    emu.processing.start(backend.processing_jobs[name], request)
+    return result
+
+
+def _sagemaker_stop_processing_job(self: Any) -> Any:
+    from moto.core.responses import EmptyResult
+    from moto.sagemaker.exceptions import ValidationError
+
+    emu = _ACTIVE
+    if emu is None or emu.processing is None:
+        return _ORIGINALS["stop_processing"](self)
+    name = self._get_param("ProcessingJobName")
+    backend = self.sagemaker_backend
+    if name not in backend.processing_jobs:
+        raise ValidationError(f"Requested resource not found: processing job {name}")
+    if not emu.processing.stop(name):
+        status = backend.processing_jobs[name].processing_job_status
+        raise ValidationError(
+            f"The request was rejected because the processing job is in status {status}."
+        )
+    return EmptyResult()
+
+
+def _fsx_state() -> FileSystems | None:
+    return _ACTIVE.fsx if _ACTIVE is not None else None
+
+
+def _fsx_call(fn: Callable[[FileSystems, dict[str, Any]], dict[str, Any]]) -> Callable[[Any], str]:
+    from moto.core.exceptions import JsonRESTError
+
+    def handler(self: Any) -> str:
+        fsx = _fsx_state()
+        if fsx is None:
+            raise NotImplementedError("the FSx data repository calls need a running emulator")
+        try:
+            return json.dumps(fn(fsx, json.loads(self.body or "{}")))
+        except FSxError as exc:
+            raise JsonRESTError(exc.code, exc.message) from None
+
+    return handler
+
+
+def _fsx_create_file_system(self: Any) -> str:
+    from moto.core.exceptions import JsonRESTError
+
+    fsx = _fsx_state()
+    answer = json.loads(_ORIGINALS["fsx_create"](self))
+    if fsx is not None:
+        try:
+            fsx.created(answer["FileSystem"], json.loads(self.body))
+        except FSxError as exc:
+            raise JsonRESTError(exc.code, exc.message) from None
+        answer["FileSystem"] = fsx.complete(answer["FileSystem"])
+    return json.dumps(answer)
+
+
+def _fsx_describe_file_systems(self: Any) -> str:
+    from moto.core.exceptions import JsonRESTError
+
+    fsx = _fsx_state()
+    answer = json.loads(_ORIGINALS["fsx_describe"](self))
+    if fsx is not None:
+        wanted = json.loads(self.body or "{}").get("FileSystemIds") or []
+        found = {f["FileSystemId"] for f in answer["FileSystems"]}
+        missing = [f for f in wanted if f not in found]
+        if missing:  # AWS answers an unknown id with FileSystemNotFound (moto: an empty list)
+            raise JsonRESTError("FileSystemNotFound", f"File system '{missing[0]}' does not exist.")
+        answer["FileSystems"] = [fsx.complete(f) for f in answer["FileSystems"]]
+    return json.dumps(answer)
+
+
+def _fsx_delete_file_system(self: Any) -> Any:
+    fsx = _fsx_state()
+    result = _ORIGINALS["fsx_delete"](self)
+    if fsx is not None:
+        fsx.deleted(str(json.loads(self.body).get("FileSystemId")))
+    return result
+
+
 def _install_patches() -> None:
     """Wrap moto's SageMaker handlers once per process; they defer to moto when no emulator runs."""
     global _PATCHED
     if _PATCHED:
         return
-    from moto.core.responses import EmptyResult
-    from moto.sagemaker.exceptions import ResourceInUseException, ValidationError
     from moto.sagemaker.responses import SageMakerResponse
 
-    orig_create_training = SageMakerResponse.create_training_job
-    orig_create_processing = SageMakerResponse.create_processing_job
-    orig_stop_processing = SageMakerResponse.stop_processing_job
-
-    def create_training_job(self: Any) -> Any:
-        emu = _ACTIVE
-        if emu is None or emu.training is None:
-            return orig_create_training(self)
-        request = json.loads(self.body)
-        name = request["TrainingJobName"]
-        backend = self.sagemaker_backend
-        if name in backend.training_jobs:
-            arn = backend.training_jobs[name].arn
-            raise ResourceInUseException(
-                "Training job names must be unique within an AWS account and region, and a training "
-                f"job with this name already exists ({arn})"
-            )
-        try:
-            emu.training.check(request)
-            mounts = emu.fsx.channel_mounts(request) if emu.fsx is not None else {}
-        except FSxError as exc:
-            raise ValidationError(exc.message) from None
-        except Exception as exc:  # LocalRequestError: the request cannot run on this machine
-            raise ValidationError(f"the emulator cannot run this request: {exc}") from None
-        result = orig_create_training(self)
-        emu.training.start(backend.training_jobs[name], request, mounts=mounts)
-        return result
-
-    def stop_training_job(self: Any) -> Any:
-        emu = _ACTIVE
-        name = self._get_param("TrainingJobName")
-        backend = self.sagemaker_backend
-        if name not in backend.training_jobs:
-            raise ValidationError(f"Requested resource not found: training job {name}")
-        if emu is None or emu.training is None or not emu.training.stop(name):
-            status = backend.training_jobs[name].training_job_status
-            raise ValidationError(f"The request was rejected because the training job is in status {status}.")
-        return EmptyResult()
-
-    def create_processing_job(self: Any) -> Any:
-        emu = _ACTIVE
-        if emu is None or emu.processing is None:
-            return orig_create_processing(self)
-        request = json.loads(self.body)
-        name = request["ProcessingJobName"]
-        backend = self.sagemaker_backend
-        if name in backend.processing_jobs:
-            raise ResourceInUseException(f"Processing job {name} already exists")
-        result = orig_create_processing(self)
-        emu.processing.start(backend.processing_jobs[name], request)
-        return result
-
-    def stop_processing_job(self: Any) -> Any:
-        emu = _ACTIVE
-        if emu is None or emu.processing is None:
-            return orig_stop_processing(self)
-        name = self._get_param("ProcessingJobName")
-        backend = self.sagemaker_backend
-        if name not in backend.processing_jobs:
-            raise ValidationError(f"Requested resource not found: processing job {name}")
-        if not emu.processing.stop(name):
-            status = backend.processing_jobs[name].processing_job_status
-            raise ValidationError(
-                f"The request was rejected because the processing job is in status {status}."
-            )
-        return EmptyResult()
-
+    _ORIGINALS["create_training"] = SageMakerResponse.create_training_job
+    _ORIGINALS["create_processing"] = SageMakerResponse.create_processing_job
+    _ORIGINALS["stop_processing"] = SageMakerResponse.stop_processing_job
     _install_fsx_patches()
-    SageMakerResponse.create_training_job = create_training_job  # type: ignore[method-assign]
-    SageMakerResponse.stop_training_job = stop_training_job  # type: ignore[attr-defined]
-    SageMakerResponse.create_processing_job = create_processing_job  # type: ignore[method-assign]
-    SageMakerResponse.stop_processing_job = stop_processing_job  # type: ignore[method-assign]
+    SageMakerResponse.create_training_job = _sagemaker_create_training_job  # type: ignore[method-assign]
+    SageMakerResponse.stop_training_job = _sagemaker_stop_training_job  # type: ignore[attr-defined]
+    SageMakerResponse.create_processing_job = _sagemaker_create_processing_job  # type: ignore[method-assign]
+    SageMakerResponse.stop_processing_job = _sagemaker_stop_processing_job  # type: ignore[method-assign]
     _PATCHED = True
 
 
 def _install_fsx_patches() -> None:
     """moto's FSx file system handlers completed, and the data repository calls moto lacks."""
-    from moto.core.exceptions import JsonRESTError
     from moto.fsx.responses import FSxResponse
 
-    orig_create = FSxResponse.create_file_system
-    orig_describe = FSxResponse.describe_file_systems
-    orig_delete = FSxResponse.delete_file_system
-
-    def fsx_state() -> FileSystems | None:
-        return _ACTIVE.fsx if _ACTIVE is not None else None
-
-    def call(fn: Callable[[FileSystems, dict[str, Any]], dict[str, Any]]) -> Callable[[Any], str]:
-        def handler(self: Any) -> str:
-            fsx = fsx_state()
-            if fsx is None:
-                raise NotImplementedError("the FSx data repository calls need a running emulator")
-            try:
-                return json.dumps(fn(fsx, json.loads(self.body or "{}")))
-            except FSxError as exc:
-                raise JsonRESTError(exc.code, exc.message) from None
-
-        return handler
-
-    def create_file_system(self: Any) -> str:
-        fsx = fsx_state()
-        answer = json.loads(orig_create(self))
-        if fsx is not None:
-            try:
-                fsx.created(answer["FileSystem"], json.loads(self.body))
-            except FSxError as exc:
-                raise JsonRESTError(exc.code, exc.message) from None
-            answer["FileSystem"] = fsx.complete(answer["FileSystem"])
-        return json.dumps(answer)
-
-    def describe_file_systems(self: Any) -> str:
-        fsx = fsx_state()
-        answer = json.loads(orig_describe(self))
-        if fsx is not None:
-            wanted = json.loads(self.body or "{}").get("FileSystemIds") or []
-            found = {f["FileSystemId"] for f in answer["FileSystems"]}
-            missing = [f for f in wanted if f not in found]
-            if missing:  # AWS answers an unknown id with FileSystemNotFound (moto: an empty list)
-                raise JsonRESTError("FileSystemNotFound", f"File system '{missing[0]}' does not exist.")
-            answer["FileSystems"] = [fsx.complete(f) for f in answer["FileSystems"]]
-        return json.dumps(answer)
-
-    def delete_file_system(self: Any) -> Any:
-        fsx = fsx_state()
-        result = orig_delete(self)
-        if fsx is not None:
-            fsx.deleted(str(json.loads(self.body).get("FileSystemId")))
-        return result
-
-    FSxResponse.create_file_system = create_file_system  # type: ignore[method-assign]
-    FSxResponse.describe_file_systems = describe_file_systems  # type: ignore[method-assign]
-    FSxResponse.delete_file_system = delete_file_system  # type: ignore[method-assign]
+    _ORIGINALS["fsx_create"] = FSxResponse.create_file_system
+    _ORIGINALS["fsx_describe"] = FSxResponse.describe_file_systems
+    _ORIGINALS["fsx_delete"] = FSxResponse.delete_file_system
+    call = _fsx_call
+    FSxResponse.create_file_system = _fsx_create_file_system  # type: ignore[method-assign]
+    FSxResponse.describe_file_systems = _fsx_describe_file_systems  # type: ignore[method-assign]
+    FSxResponse.delete_file_system = _fsx_delete_file_system  # type: ignore[method-assign]
     FSxResponse.create_data_repository_association = call(  # type: ignore[attr-defined]
         lambda fsx, req: {"Association": fsx.create_association(req)}
     )

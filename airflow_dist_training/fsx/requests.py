@@ -331,25 +331,9 @@ def build_lustre_file_system_request(
     client_request_token: str | None = None,
 ) -> dict[str, Any]:
     """The ``CreateFileSystem`` request for a scratch or persistent Lustre file system."""
-    problems: list[tuple[str, str]] = []
-    if deployment_type not in DEPLOYMENT_TYPES:
-        problems.append(("deployment_type", f"{deployment_type!r} is not one of {list(DEPLOYMENT_TYPES)}"))
-    if storage_capacity_gib not in (1200, 2400) and storage_capacity_gib % 2400:
-        problems.append(
-            (
-                "storage_capacity_gib",
-                f"{storage_capacity_gib} GiB: SSD Lustre takes 1200, 2400 or a multiple of 2400",
-            )
-        )
-    allowed = _THROUGHPUT.get(deployment_type)
-    if allowed and per_unit_storage_throughput not in allowed:
-        problems.append(
-            ("per_unit_storage_throughput", f"{deployment_type} needs one of {list(allowed)} MB/s/TiB")
-        )
-    if not allowed and per_unit_storage_throughput is not None:
-        problems.append(("per_unit_storage_throughput", f"{deployment_type} takes no throughput setting"))
-    if not security_group_ids:
-        problems.append(("security_group_ids", "give at least one security group allowing Lustre traffic"))
+    problems = _lustre_problems(
+        deployment_type, storage_capacity_gib, per_unit_storage_throughput, security_group_ids
+    )
     if problems:
         raise SpecValidationError(problems)
     lustre: dict[str, Any] = {"DeploymentType": deployment_type, "DataCompressionType": data_compression}
@@ -370,6 +354,34 @@ def build_lustre_file_system_request(
     if client_request_token:
         request["ClientRequestToken"] = client_request_token[:63]
     return request
+
+
+def _lustre_problems(
+    deployment_type: str,
+    storage_capacity_gib: int,
+    per_unit_storage_throughput: int | None,
+    security_group_ids: list[str],
+) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if deployment_type not in DEPLOYMENT_TYPES:
+        problems.append(("deployment_type", f"{deployment_type!r} is not one of {list(DEPLOYMENT_TYPES)}"))
+    if storage_capacity_gib not in (1200, 2400) and storage_capacity_gib % 2400:
+        problems.append(
+            (
+                "storage_capacity_gib",
+                f"{storage_capacity_gib} GiB: SSD Lustre takes 1200, 2400 or a multiple of 2400",
+            )
+        )
+    allowed = _THROUGHPUT.get(deployment_type)
+    if allowed and per_unit_storage_throughput not in allowed:
+        problems.append(
+            ("per_unit_storage_throughput", f"{deployment_type} needs one of {list(allowed)} MB/s/TiB")
+        )
+    if not allowed and per_unit_storage_throughput is not None:
+        problems.append(("per_unit_storage_throughput", f"{deployment_type} takes no throughput setting"))
+    if not security_group_ids:
+        problems.append(("security_group_ids", "give at least one security group allowing Lustre traffic"))
+    return problems
 
 
 def fsx_channel(

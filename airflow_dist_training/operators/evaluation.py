@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow.configuration import conf
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
+from airflow_dist_training.compat import conf
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.evaluation.gate import (
     ChampionUnreadableError,

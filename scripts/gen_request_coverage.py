@@ -81,7 +81,7 @@ def render(paths: list[str], botocore_version: str) -> str:
         f"Every field of the `CreateTrainingJob` request in botocore {botocore_version}'s SageMaker service model,",
         "with the spec field that sets it (encoded as the SageMaker Python SDK v2 does, parity-tested in",
         "`tests/parity`), what the planner derives itself, or why it is deliberately left out.",
-        "`tests/unit/sagemaker/test_request_coverage.py` fails when botocore gains a field this table",
+        "`tests/unit/sagemaker/test_coverage.py` fails when botocore gains a field this table",
         "does not mention. The decisions live in `airflow_dist_training/sagemaker/coverage.py`.",
         "",
         f"{len(paths)} fields: {counts['spec']} set from the spec, {counts['planner']} set by the planner, "

@@ -12,10 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOW_SUBSET=(
-  tests/unit/compat                                   # version flags, moved names, fallbacks
-  tests/unit/test_cli_messages.py                     # the CLI
+  tests/unit/test_compat.py                                   # version flags, moved names, fallbacks
+  tests/unit/test_cli.py                     # the CLI
   tests/unit/test_package.py                          # provider registration, CLI contract, light imports
-  tests/unit/dags/test_dag_factory.py                 # DAGs from YAML (timetables, params)
+  tests/unit/test_dag_factory.py                 # DAGs from YAML (timetables, params)
   tests/integration/training/test_compat_fallbacks.py # durable reattach by name, no task_state_store
   tests/integration/training/test_training_operator.py
   "tests/integration/dags/test_retraining_dag.py::test_three_runs_train_skip_unchanged_and_retrain_on_new_data"  # the demo DAG, local backend

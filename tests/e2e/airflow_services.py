@@ -34,7 +34,9 @@ from typing import Any
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
+REPO_ROOT = REPO
 E2E_DAGS = Path(__file__).resolve().parent / "dags"
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 TERMINAL_RUN_STATES = {"success", "failed"}

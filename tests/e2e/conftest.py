@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.airflow_services import AirflowApi, AirflowServices
+from tests.paths import REPO
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +28,7 @@ def airflow_services_extra_env(tmp_path_factory: pytest.TempPathFactory, moto_se
     import sys
 
     demo = tmp_path_factory.mktemp("e2e-demo")
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     subprocess.run(
         [sys.executable, str(repo / "examples" / "make_dataset.py"), "--out", str(demo / "source")],
         check=True,

@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from tests.e2e.airflow_services import AirflowApi, AirflowServices
+from tests.paths import REPO
 
 # the module fixture starts the services (if first) and watches one whole run
 pytestmark = [
@@ -34,7 +35,6 @@ pytestmark = [
     pytest.mark.timeout(1800),
 ]
 DAG_ID = "adt_e2e_training_view"  # the demo's local group, 8 epochs of >= 1.5 s (tests/e2e/dags)
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from airflow_dist_training.sagemaker.naming import job_name as derive_job_name
 from airflow_dist_training.spec.training import TrainingJobSpec
+from tests.paths import REPO
 
-SPECS = Path(__file__).resolve().parents[2] / "examples" / "specs"
+SPECS = REPO / "examples" / "specs"
 REGION = "us-west-2"
 RUN_IDENTITY = "parity_dag:train:manual__2026-01-01T00:00:00+00:00:-1"
 

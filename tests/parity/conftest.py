@@ -25,9 +25,9 @@ import pytest
 
 from tests.parity.cases import ERROR_CASES, NAME_BASES, REGION, REQUEST_CASES, image_cases
 from tests.parity.mapping import sdk_estimator_case
+from tests.paths import REPO
 
 SDK_VERSION = os.environ.get("ADT_PARITY_SDK_VERSION", "2.257.6")
-REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("ADT_PARITY_CACHE", REPO / ".cache"))
 VENV = CACHE / "sdk-venv"
 DRIVER = Path(__file__).with_name("sdk_driver.py")

@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
 TARGET = REPO / "airflow_dist_training" / "sagemaker" / "data" / "images.json"
 # our framework key -> the SDK's image_uri_config file
 FILES = {

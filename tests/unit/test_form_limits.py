@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.form_limits import check_form_limits, form_limit_problems
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
 
 
 def test_values_above_the_limit_are_problems_naming_the_param():

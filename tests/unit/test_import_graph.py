@@ -11,7 +11,9 @@ import ast
 from functools import cache
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "airflow_dist_training"
+from tests.paths import REPO
+
+PACKAGE = REPO / "airflow_dist_training"
 
 
 def _modules() -> dict[str, Path]:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
 PUBLIC_MODULES = [
     "airflow_dist_training",
     "airflow_dist_training.get_provider_info",
@@ -92,7 +93,7 @@ def test_cli_schema_is_json_schema():
     assert "distribution" in schema["properties"]
 
 
-# Every example spec validates and plans for both backends it claims: tests/unit/test_example_specs.py
+# Every example spec validates and plans for both backends it claims: tests/docs/test_example_specs.py
 
 
 def test_airflow_providers_list_shows_the_provider(tmp_path):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 pytestmark = [pytest.mark.xdist_group("retraining-dag")]
 

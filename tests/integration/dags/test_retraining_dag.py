@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 DAG_FILE = REPO / "dags" / "distributed_retraining.py"
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retraining-dag")]

@@ -10,11 +10,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 PIPELINES = REPO / "dags" / "pipelines"
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("yaml-pipeline-dag")]

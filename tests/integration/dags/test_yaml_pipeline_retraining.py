@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 PIPELINE = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
 STUB = "from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n"
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 BUCKET = "adt-emulator-tests"
 
 

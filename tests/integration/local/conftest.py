@@ -11,7 +11,8 @@ from typing import Any
 import psutil
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 EXAMPLES = REPO / "examples"
 
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from tests.paths import REPO
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
-REPO = Path(__file__).resolve().parents[3]
 DAG_FILE = REPO / "dags" / "distributed_retraining.py"
 BUCKET = "adt-demo-bucket"
 EPOCHS = 3  # the gate needs accuracy >= 0.8; an epoch of 400 rows costs well under a second

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.training import TrainingJobSpec
+from tests.paths import REPO
 
-SPECS = Path(__file__).resolve().parents[3] / "examples" / "specs"
+SPECS = REPO / "examples" / "specs"
 JOB = "job-0123456789"
 REGION = "us-east-1"
 

@@ -12,9 +12,8 @@ import pytest
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.sagemaker.catalog import instance_catalog, lookup_instance
 from airflow_dist_training.sagemaker.request import plan_training_job
+from tests.paths import REPO
 from tests.unit.sagemaker.specs import JOB, REGION, example
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _plan(**overrides):

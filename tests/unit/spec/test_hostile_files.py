@@ -27,8 +27,8 @@ from airflow_dist_training.dag_factory import load_pipeline
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.sagemaker.request import plan_training_job
 from airflow_dist_training.spec.loading import MAX_FILE_BYTES, load_spec
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 SPECS = REPO / "examples" / "specs"
 FUZZ_EXAMPLES = int(os.environ.get("ADT_FUZZ_EXAMPLES", "150"))
 # per example: a hostile file must be refused quickly and without a big allocation

@@ -13,8 +13,7 @@ import pytest
 from packaging.version import Version
 
 from airflow_dist_training import compat
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 
 @pytest.fixture(autouse=True)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import yaml
 
 from airflow_dist_training.spec.training import LocalSettings
+from tests.paths import REPO
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "local-backend.md"
+DOC = REPO / "docs" / "local-backend.md"
 
 
 def blocks(language: str) -> list[str]:

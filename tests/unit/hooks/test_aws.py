@@ -3,7 +3,6 @@ shown at plan time is the one sent in CreateTrainingJob."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +11,9 @@ from airflow_dist_training.hooks.aws import task_region
 from airflow_dist_training.operators.training import DistributedTrainingOperator
 from airflow_dist_training.planning import plan_run
 from airflow_dist_training.spec.loading import load_spec
+from tests.paths import REPO
 
-SPEC = Path(__file__).parents[3] / "examples" / "specs" / "pytorchddp_p3.yaml"
+SPEC = REPO / "examples" / "specs" / "pytorchddp_p3.yaml"
 
 
 def _plan_and_submit_images() -> tuple[str, str]:

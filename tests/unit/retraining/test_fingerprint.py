@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from airflow_dist_training.errors import SpecValidationError
@@ -16,8 +14,8 @@ from airflow_dist_training.retraining.fingerprint import (
     spec_hash,
 )
 from airflow_dist_training.retraining.warm_start import parse_warm_start, warm_start_source
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 LISTING = [
     {"Key": "data/train/part-0.csv", "ETag": '"aaa"', "Size": 10},
     {"Key": "data/train/part-1.csv", "ETag": '"bbb"', "Size": 20},

@@ -8,8 +8,8 @@ import pytest
 
 from airflow_dist_training import __version__
 from airflow_dist_training.cli import build_parser, main
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SPEC = str(REPO / "examples" / "specs" / "smddp_p4d.yaml")
 
 

@@ -30,8 +30,9 @@ from airflow_dist_training.sagemaker.strategies import (
 )
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.training import DistributionSpec, Strategy, TrainingJobSpec
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO
 JOB = "job-0123456789"
 REGION = "us-east-1"
 BASE: dict[str, Any] = {

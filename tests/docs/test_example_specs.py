@@ -6,15 +6,14 @@ stand-in (``local_source``, ``local_uri``) for its S3 locations.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_dist_training.sagemaker.request import plan_training_job
 from airflow_dist_training.spec.loading import load_spec, read_yaml_file
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1].parent
 SPECS = sorted((REPO / "examples" / "specs").glob("*.yaml"))
 
 

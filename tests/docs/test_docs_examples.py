@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import importlib
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +21,9 @@ import yaml
 from airflow_dist_training.spec.loading import validate_model
 from airflow_dist_training.spec.pipeline import PipelineSpec
 from airflow_dist_training.spec.training import TrainingJobSpec
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO
 FENCE = re.compile(r"^```(yaml|python)\s*\n(.*?)^```", re.M | re.S)
 BASE_TRAINING: dict[str, Any] = {
     "name": "docs-example",

@@ -10,8 +10,7 @@ import pytest
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
 from airflow_dist_training.step_checks import S3Location, check_steps, s3_locations
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 
 def _spec(**overrides: Any) -> Any:

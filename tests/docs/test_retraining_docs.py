@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 DOC = (REPO / "docs" / "retraining.md").read_text()
 
 

@@ -15,8 +15,7 @@ from airflow_dist_training.local.executor import JobOptions, LocalExecutor, Loca
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.request import plan_training_job
 from airflow_dist_training.spec.loading import load_spec
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
 
 
 def request(**over: Any) -> dict[str, Any]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import copy
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.paths import REPO
+
 sys.path.insert(0, str(REPO / "scripts"))
-import gen_request_coverage as gen  # noqa: E402
+import gen_request_coverage as gen
 
 sys.path.pop(0)
 

@@ -8,8 +8,8 @@ import pytest
 
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.pipeline_checks import check_pipeline_file
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 STUB = "from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n"
 SAGEMAKER = (REPO / "dags" / "pipelines" / "llm_finetune_sagemaker.yaml").read_text().replace(
     "../../", str(REPO) + "/"

@@ -52,7 +52,7 @@ def stage_train_evaluate(
 
     :param spec: the training spec (object or dict; validated here, at parse time).
     :param backend: ``local`` (torchrun on the worker) or ``sagemaker``.
-    :param group_id: task group id (default ``stage_train_evaluate`` or ``<backend>_stage_train_evaluate``).
+    :param group_id: task group id (default ``stage_train_evaluate``).
     :param overrides: fixed run overrides (``RunOverrides`` fields); the run's params (a trigger
         form's ``instance_type``, ``epochs``, ...) are applied on top of them.
     :param dry_run: show the plan and launch nothing (the run's ``dry_run`` param also turns this on).

@@ -1,0 +1,65 @@
+"""The ``stage_train_evaluate`` task group's shape, built at parse time with no I/O."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+
+from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
+from airflow_dist_training.task_groups import stage_train_evaluate
+from tests.unit.sagemaker.specs import example
+
+G = "stage_train_evaluate"
+
+
+def _build(**kwargs: Any) -> DAG:
+    with DAG(dag_id="shape", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
+        stage_train_evaluate(base_dir="/tmp", **kwargs)
+    return dag
+
+
+def _downstream(dag: DAG, task: str) -> set[str]:
+    return {t.removeprefix(f"{G}.") for t in dag.get_task(f"{G}.{task}").downstream_task_ids}
+
+
+@pytest.mark.parametrize(("backend", "spec"), [("local", "local_demo"), ("sagemaker", "smddp_p4d")])
+def test_plan_gates_training_and_a_teardown_stops_an_orphaned_job(backend: str, spec: str) -> None:
+    dag = _build(spec=example(spec), backend=backend)
+    assert {t.removeprefix(f"{G}.") for t in dag.task_ids} == {
+        "plan",
+        "check_changes",
+        "train",
+        "checkpoint_retention",
+        "stop_orphaned_job",
+    }
+    assert _downstream(dag, "plan") == {"check_changes", "train", "stop_orphaned_job"}
+    assert _downstream(dag, "check_changes") == {"train"}
+    assert dag.get_task(f"{G}.stop_orphaned_job").is_teardown
+    # the teardown runs after everything else in the group
+    assert "stop_orphaned_job" in _downstream(dag, "checkpoint_retention")
+
+
+def test_evaluation_gate_and_registry_follow_training_in_that_order() -> None:
+    dag = _build(
+        spec=example("local_demo"),
+        backend="local",
+        evaluation=EvaluationStep(script="examples/evaluate.py"),
+        gate={"thresholds": {"accuracy": {"min": 0.5}}},
+        registry=RegistryStep(local_dir="/tmp/registry"),
+    )
+    tasks = {t.removeprefix(f"{G}.") for t in dag.task_ids}
+    assert {"evaluate", "gate", "register"} <= tasks
+    assert "evaluate" in _downstream(dag, "train")
+    assert "gate" in _downstream(dag, "evaluate")
+    assert "register" in _downstream(dag, "gate")
+
+
+def test_a_bad_spec_fails_at_parse_time_naming_the_field() -> None:
+    bad = example("local_demo").model_dump(mode="json", exclude_unset=True)
+    bad["compute"]["instance_count"] = 0
+    with pytest.raises(SpecValidationError, match="compute.instance_count"):
+        _build(spec=bad, backend="local")

@@ -61,5 +61,5 @@ def test_evaluation_gate_and_registry_follow_training_in_that_order() -> None:
 def test_a_bad_spec_fails_at_parse_time_naming_the_field() -> None:
     bad = example("local_demo").model_dump(mode="json", exclude_unset=True)
     bad["compute"]["instance_count"] = 0
-    with pytest.raises(SpecValidationError, match="compute.instance_count"):
+    with pytest.raises(SpecValidationError, match=r"compute\.instance_count"):
         _build(spec=bad, backend="local")

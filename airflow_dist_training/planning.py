@@ -2,14 +2,21 @@
 
 Used by the DAGs' ``plan`` task (the dry-run view of the trigger form): it shows the exact
 request (SageMaker) or launch (local), the cost bound and the warnings, and launches nothing.
+The training task sends this request (``DistributedTrainingOperator(planned_request=...)``)
+unless the run's state changed it, and then logs what changed (``request_changes``).
+
+Pure: the caller hands in the backend and the region (``hooks/backends.py`` ``plan_on_backend``
+for the plan task); nothing here imports a hook.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
+from airflow_dist_training.sagemaker.uploads import Upload
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -21,11 +28,23 @@ PLAN_XCOM_KEYS = (
     "dry_run",
     "summary",
     "request",
+    "uploads",
     "cost_bound_usd",
     "warnings",
 )
 # Params of a trigger form that are not spec overrides.
 _NON_SPEC_PARAMS = {"backend", "dry_run"}
+
+
+class PlanningBackend(Protocol):
+    """What planning needs of a training backend (``hooks/backends.TrainingBackend`` has it)."""
+
+    name: str
+    remote: bool
+
+    def plan(
+        self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
+    ) -> dict[str, Any]: ...
 
 
 def overrides_from_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -36,18 +55,51 @@ def overrides_from_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in known and k not in _NON_SPEC_PARAMS and v is not None}
 
 
+def uploads_to_xcom(uploads: list[Upload]) -> list[dict[str, Any]]:
+    """The plan's uploads as JSON for XCom (file contents base64), so the training task sends them."""
+    return [
+        {
+            "s3_uri": u.s3_uri,
+            "kind": u.kind,
+            "local_path": u.local_path,
+            "content": base64.b64encode(u.content).decode("ascii") if u.content is not None else None,
+            "kms_key": u.kms_key,
+        }
+        for u in uploads
+    ]
+
+
+def uploads_from_xcom(data: list[Mapping[str, Any]]) -> list[Upload]:
+    """The inverse of :func:`uploads_to_xcom`."""
+    return [
+        Upload(
+            s3_uri=str(d["s3_uri"]),
+            kind=str(d["kind"]),
+            local_path=d.get("local_path"),
+            content=base64.b64decode(d["content"]) if d.get("content") is not None else None,
+            kms_key=d.get("kms_key"),
+        )
+        for d in data
+    ]
+
+
 def plan_run(
     spec: TrainingJobSpec,
     *,
-    backend: str,
+    backend: PlanningBackend,
+    region: str,
     overrides: Mapping[str, Any] | None,
     train_task_id: str,
     context: Mapping[str, Any],
-    aws_conn_id: str | None = None,
-    region_name: str | None = None,
+    checkpoint_resume: str | None = None,
     base_dir: str | None = None,
 ) -> dict[str, Any]:
-    """Return ``{"spec", "job_name", "backend", "summary", "warnings", "cost_bound_usd", "request"}``."""
+    """Return ``{"spec", "job_name", "backend", "summary", "warnings", "cost_bound_usd", "request", "uploads"}``.
+
+    With a ``checkpoint_resume`` policy the request checkpoints where the training task's first
+    job does (the run's own prefix, ``checkpoints/resume.run_checkpoint_location``), so the
+    request shown is the one sent; the ``spec`` returned keeps the spec's checkpoint root.
+    """
     from airflow_dist_training.form_limits import check_form_limits
 
     check_form_limits(context)  # out-of-range form values are refused, never clamped into a run
@@ -57,36 +109,34 @@ def plan_run(
         getattr(ti, "dag_id", "dag"), train_task_id, str(context.get("run_id", "manual")), -1
     )
     name = job_name(effective.name, identity)
-    result: dict[str, Any] = {
+    # the tag carries the identity's hash, as the training task sends it: the plan shows the request sent
+    planned = backend.plan(
+        _run_scoped(effective, checkpoint_resume, name, remote=backend.remote, base_dir=base_dir),
+        job_name=name,
+        region=region,
+        run_identity=run_identity_hash(identity),
+    )
+    warnings = list(planned["warnings"])
+    summary = planned["summary"]
+    return {
         "spec": effective.model_dump(mode="json", exclude_unset=True),
         "job_name": name,
-        "backend": backend,
-        "request": None,
-        "cost_bound_usd": None,
+        "backend": backend.name,
+        "request": planned["request"],
+        "uploads": uploads_to_xcom(list(planned.get("uploads") or [])),
+        "cost_bound_usd": planned["cost_bound_usd"],
+        "warnings": warnings,
+        "summary": "\n".join([summary] + [f"WARNING          {w}" for w in warnings if w not in summary]),
     }
-    from airflow_dist_training.hooks.backends import get_backend
-
-    training_backend = get_backend(
-        backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs={"base_dir": base_dir}
-    )
-    # the local plan needs no AWS region lookup: its request is planned for a stand-in region
-    region = region_name or (_connection_region(aws_conn_id) if training_backend.remote else "us-east-1")
-    # the tag carries the identity's hash, as the training task sends it: the plan shows the request sent
-    planned = training_backend.plan(
-        effective, job_name=name, region=region, run_identity=run_identity_hash(identity)
-    )
-    lines = [planned["summary"]]
-    warnings = list(planned["warnings"])
-    result["request"] = planned["request"]
-    result["cost_bound_usd"] = planned["cost_bound_usd"]
-    result["warnings"] = warnings
-    result["summary"] = "\n".join(
-        lines + [f"WARNING          {w}" for w in warnings if w not in "\n".join(lines)]
-    )
-    return result
 
 
-def _connection_region(aws_conn_id: str | None) -> str:
-    from airflow_dist_training.hooks.aws import task_region
+def _run_scoped(
+    spec: TrainingJobSpec, policy: str | None, name: str, *, remote: bool, base_dir: str | None
+) -> TrainingJobSpec:
+    """The spec as the training task's first job sends it: checkpoints under the run's own prefix."""
+    from airflow_dist_training.checkpoints.resume import run_checkpoint_location
 
-    return task_region(aws_conn_id)
+    if policy is None:
+        return spec
+    run = run_checkpoint_location(spec, policy, run_key=name, job_name=name, local=not remote, base_dir=base_dir)
+    return run.spec if run is not None else spec

@@ -91,7 +91,9 @@ def stage_train_evaluate(
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
     with TaskGroup(group_id=group_id or "stage_train_evaluate", default_args=group_defaults) as group:
-        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name)
+        g = _Group(
+            spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume
+        )
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
         check_task = _changes_step(g, staging, registry, force, warm_start, checkpoints)
@@ -119,6 +121,7 @@ class _Group:
     prefix: str  # "<group id>." : task ids of the group's tasks in XCom pulls
     aws_conn_id: str | None
     region_name: str | None
+    checkpoint_resume: str | None  # the training task's policy: the plan task plans the same location
 
     def resolve(self, path: str) -> str:
         """A URI as is; a relative path against the group's base directory."""
@@ -150,10 +153,11 @@ def _plan_task(
         """Apply the run's overrides, validate and plan; show the request, cost bound and warnings.
 
         A dry run stops here: the launch steps are skipped, nothing is launched."""
-        from airflow_dist_training.planning import PLAN_XCOM_KEYS, plan_run
+        from airflow_dist_training.hooks.backends import plan_on_backend
+        from airflow_dist_training.planning import PLAN_XCOM_KEYS
 
         params = dict(context.get("params") or {})
-        result = plan_run(
+        result = plan_on_backend(
             g.spec,
             backend=g.backend,
             overrides={**dict(overrides or {}), **params},
@@ -162,6 +166,7 @@ def _plan_task(
             aws_conn_id=g.aws_conn_id,
             region_name=g.region_name,
             base_dir=str(g.base),
+            checkpoint_resume=g.checkpoint_resume,
         )
         for line in result["summary"].splitlines():
             print(line)
@@ -249,6 +254,7 @@ def _train_task(
         region_name=g.region_name,
         local_hook_kwargs={"base_dir": str(g.base)},
         checkpoint_resume=checkpoints.resume,
+        plan_task_id=plan_task.task_id,  # the request sent is the plan task's
         channels=staged_channels,
         warm_start_uri=XComArg(check_task, key="warm_start_uri"),  # type: ignore[arg-type]
         **dict(training_kwargs or {}),

@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from airflow_dist_training.errors import Problem, SpecValidationError
-from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.hooks.aws import AwsConnectionMixin, task_region
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -241,3 +241,26 @@ def get_backend(
     if backend == "local":
         return LocalBackend(local_hook_kwargs)
     raise SpecValidationError([Problem("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")])
+
+
+def plan_on_backend(
+    spec: TrainingJobSpec,
+    *,
+    backend: str,
+    aws_conn_id: str | None = None,
+    region_name: str | None = None,
+    base_dir: str | None = None,
+    **plan_kwargs: Any,
+) -> dict[str, Any]:
+    """The plan task: ``planning.plan_run`` on the configured backend, in the task's region.
+
+    The region is the one rule every task uses (``hooks/aws.task_region``); a local plan needs
+    no AWS region lookup: its request is planned for a stand-in region.
+    """
+    from airflow_dist_training.planning import plan_run
+
+    training_backend = get_backend(
+        backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs={"base_dir": base_dir}
+    )
+    region = region_name or (task_region(aws_conn_id) if training_backend.remote else "us-east-1")
+    return plan_run(spec, backend=training_backend, region=region, base_dir=base_dir, **plan_kwargs)

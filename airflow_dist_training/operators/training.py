@@ -3,7 +3,11 @@
 The order of things in ``execute`` is the design:
 
 1. **Load and plan the spec first.** A bad spec fails the task with the field-path message
-   (``SpecValidationError``) before any AWS call.
+   (``SpecValidationError``) before any AWS call. With a plan task (``plan_task_id``, as
+   ``stage_train_evaluate`` wires it) the request sent is the plan task's, not planned again,
+   unless the run's state changed it (run-scoped checkpoints, staged channels, a warm start, the
+   run's next generation, on-demand after spot interruptions): then the task re-plans and logs
+   what changed (``request_changes``).
 2. **Durable, duplicate-free submission.** Job names are deterministic
    (``<base>-<run hash>[-r<generation>]``, see ``sagemaker/naming.py``) and the name is persisted
    in ``task_state_store`` (Airflow 3.3 ``ResumableJobMixin``). Before creating, the operator
@@ -32,6 +36,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +61,7 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.backends import TrainingBackend
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.sagemaker.request import TrainingPlan
+    from airflow_dist_training.sagemaker.uploads import Upload
     from airflow_dist_training.spec.training import TrainingJobSpec
 
 SECRET_KEY = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|KEY|CREDENTIAL", re.IGNORECASE)
@@ -81,6 +87,15 @@ def mask_spec_secrets(spec: Any) -> list[str]:
             mask_secret(str(value), str(key))
             masked.append(str(key))
     return masked
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What ``CreateTrainingJob`` gets for one job name: the request and what to upload first."""
+
+    job_name: str
+    request: dict[str, Any]
+    uploads: list[Upload] = field(default_factory=list)
 
 
 def _fault_point(name: str) -> None:
@@ -116,6 +131,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     :param warm_start_uri: initialise the model from these weights (templated; empty: from
         scratch): a model artifact or a checkpoint directory, handed to the script as the input
         channel ``warm_start`` (``SM_CHANNEL_WARM_START``). The run still trains all its epochs.
+    :param plan_task_id: the task that planned this run (``planning.plan_run``; its XComs
+        ``request`` and ``uploads``): SageMaker gets that request, not one planned again, unless
+        the run's state changed it (the difference is logged). ``None``: the task plans itself.
     """
 
     template_fields: Sequence[str] = ("spec", "channels", "aws_conn_id", "region_name", "warm_start_uri")
@@ -140,6 +158,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         checkpoint_resume: str | None = None,
         channels: Mapping[str, Any] | None = None,
         warm_start_uri: str | None = None,
+        plan_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -161,9 +180,11 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self.checkpoint_resume = checkpoint_resume
         self.channels = channels
         self.warm_start_uri = warm_start_uri
+        self.plan_task_id = plan_task_id
         self._job_name: str | None = None
         self._spec_obj: TrainingJobSpec | None = None
-        self._plan: TrainingPlan | None = None
+        self._spec_changed = False  # the run's channels or warm start changed the planned spec
+        self._launch: Launch | None = None
         self._description: dict[str, Any] | None = None
 
     # --- hooks -------------------------------------------------------------------------------------
@@ -219,6 +240,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             spec = load_spec(text) if text.strip() else load_spec(str(path))
         else:
             spec = load_spec(source)  # type: ignore[arg-type]
+        self._spec_changed = bool(self.channels)
         if self.channels:
             data = spec.model_dump(mode="json", exclude_unset=True)
             data["channels"] = {**data.get("channels", {}), **dict(self.channels)}
@@ -227,6 +249,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             from airflow_dist_training.retraining.warm_start import with_warm_start_channel
 
             spec = with_warm_start_channel(spec, str(self.warm_start_uri).strip())
+            self._spec_changed = True
             self.log.info("Warm start: the script gets %s as channel warm_start", self.warm_start_uri)
         mask_spec_secrets(spec)
         return spec
@@ -315,16 +338,68 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             run_identity=run_identity_hash(self._identity(context)),
         )
 
+    def _planned_launch(self, context: Context) -> Launch | None:
+        """The plan task's request and uploads (``plan_task_id``), or None without a plan task."""
+        from airflow_dist_training.planning import uploads_from_xcom
+
+        ti = context.get("ti")
+        if self.plan_task_id is None or ti is None:
+            return None
+        request = ti.xcom_pull(task_ids=self.plan_task_id, key="request")
+        uploads = ti.xcom_pull(task_ids=self.plan_task_id, key="uploads")
+        if not isinstance(request, Mapping) or uploads is None:
+            return None
+        return Launch(str(request.get("TrainingJobName")), dict(request), uploads_from_xcom(list(uploads)))
+
+    def _sends_the_plan(self, planned: Launch, name: str, context: Context) -> bool:
+        """The run's state left the plan task's request as it is: same job, spec and checkpoints."""
+        assert self._spec_obj is not None
+        if self._spec_changed:
+            return False
+        run = self._run_checkpoints(context, name)
+        spec = run.spec if run is not None else self._spec_obj
+        planned_uri = (planned.request.get("CheckpointConfig") or {}).get("S3Uri")
+        return planned_uri == (spec.checkpoint.s3_uri if spec.checkpoint is not None else None)
+
+    def _launch_for(
+        self, name: str, context: Context, *, planned: Launch | None, on_demand: bool = False
+    ) -> Launch:
+        """The request planned earlier when the run's state left it as it is, else planned here."""
+        if planned is not None and not on_demand and planned.job_name == name:
+            if planned is self._launch:  # planned by this task already, for the spec it runs
+                return planned
+            if self._sends_the_plan(planned, name, context):
+                self.log.info("Sending the request planned by %s (not planned again).", self.plan_task_id)
+                return planned
+        return self._replan(name, context, planned=planned, on_demand=on_demand)
+
+    def _replan(self, name: str, context: Context, *, planned: Launch | None, on_demand: bool = False) -> Launch:
+        """Plan ``name`` here; log how it differs from the request planned earlier (if any)."""
+        from airflow_dist_training.sagemaker.request import request_changes
+
+        plan = self._plan_for(name, context, on_demand=on_demand)
+        for warning in plan.warnings:
+            self.log.warning("Spec warning: %s", warning)
+        launch = Launch(name, plan.request, list(plan.uploads))
+        if planned is not None:
+            changes = request_changes(planned.request, launch.request)
+            self.log.info(
+                "The run's state changed the request planned for %s (a resume, spot replacement, run "
+                "checkpoints, staged channels or warm start); %s is sent:\n  %s",
+                planned.job_name,
+                name,
+                "\n  ".join(changes) or "(no difference)",
+            )
+        return launch
+
     # --- execute --------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
         self._spec_obj = self._load_spec(context)
         if not self.training_backend.remote:  # the job lives in this process: run it attached
             return self._execute_local(context)
-        # Plan the first generation now: a spec the planner rejects fails before any AWS call.
-        self._plan = self._plan_for(self._name(context, 1), context)
-        for warning in self._plan.warnings:
-            self.log.warning("Spec warning: %s", warning)
+        # The first generation's request now: a spec the planner rejects fails before any AWS call.
+        self._launch = self._launch_for(self._name(context, 1), context, planned=self._planned_launch(context))
         return self._replacing_interrupted_jobs(context, lambda: self.execute_resumable(context))
 
     def _replacing_interrupted_jobs(self, context: Context, attempt: Callable[[], Any]) -> Any:
@@ -431,18 +506,15 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 raise AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another")
 
         on_demand = self._next_job_on_demand(outcomes)
-        plan = (
-            self._plan
-            if self._plan is not None and self._plan.job_name == name and not on_demand
-            else self._plan_for(name, context, on_demand=on_demand)
-        )
+        planned = self._launch or self._planned_launch(context)
+        launch = self._launch = self._launch_for(name, context, planned=planned, on_demand=on_demand)
         self._fsx_preflight()
-        self._upload(plan)
+        self._upload(launch)
         self._seed_checkpoint(self._run_checkpoints(context, name))
-        self.log.info("Creating training job %s:\n%s", name, json.dumps(plan.request, indent=2, default=str))
+        self.log.info("Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str))
         _fault_point("before_create")
         try:
-            arn = self.hook.create_training_job(plan.request)
+            arn = self.hook.create_training_job(launch.request)
             self.log.info("Created training job %s (%s)", name, arn)
         except JobAlreadyExistsError:
             self.log.info("Training job %s appeared concurrently (ResourceInUse): reattaching.", name)
@@ -495,8 +567,8 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         for warning in preflight_training_spec(fsx, spec):
             self.log.warning("FSx pre-flight: %s", warning)
 
-    def _upload(self, plan: TrainingPlan) -> None:
-        for upload in plan.uploads:
+    def _upload(self, launch: Launch) -> None:
+        for upload in launch.uploads:
             if getattr(upload, "content", None) is not None:
                 from airflow_dist_training.hooks.training import split_s3_uri
 
@@ -668,7 +740,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         if self.backend == "local":
             return self._local_openlineage()
         desc = self._description or {}
-        request = self._plan.request if self._plan is not None else desc
+        request = self._launch.request if self._launch is not None else desc
         inputs, outputs = lineage_datasets(request, desc)
         return OperatorLineage(
             inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],

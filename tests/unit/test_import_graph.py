@@ -119,11 +119,13 @@ def test_the_package_has_no_import_cycle() -> None:
 
 
 def test_the_pure_core_imports_no_adapter() -> None:
-    """spec, planning and the local contract do not import hooks, operators, triggers or Airflow."""
+    """spec, planning (``sagemaker/``, ``planning.py``) and the local contract import no hook,
+    operator or trigger: the plan task hands ``planning.plan_run`` its backend and region."""
     graph = import_graph()
     core = (
         "airflow_dist_training.spec",
         "airflow_dist_training.sagemaker",
+        "airflow_dist_training.planning",
         "airflow_dist_training.local.contract",
     )
     adapters = (

@@ -10,7 +10,8 @@ import pytest
 import airflow_dist_training.sagemaker.request as request_module
 import airflow_dist_training.spec.loading as loading
 import airflow_dist_training.spec.overrides as overrides_module
-from airflow_dist_training.planning import plan_run
+from airflow_dist_training.hooks.backends import SageMakerBackend
+from airflow_dist_training.planning import PLAN_XCOM_KEYS, plan_run
 from airflow_dist_training.spec.overrides import apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 from tests.unit.sagemaker.specs import example
@@ -56,11 +57,11 @@ def test_the_sagemaker_plan_task_validates_and_plans_the_spec_once(
     ):
         result = plan_run(
             spec,
-            backend="sagemaker",
+            backend=SageMakerBackend(aws_conn_id=None),
+            region="us-east-1",
             overrides=overrides,
             train_task_id="group.train",
             context={"run_id": "manual__2026-01-01", "params": {}},
-            region_name="us-east-1",
         )
     assert calls == {"spec": spec_validations, "plan": 1, "check_spec": 1}
     assert result["request"]["TrainingJobName"] == result["job_name"]
@@ -119,3 +120,141 @@ def test_request_changes_names_what_the_run_changed_after_the_plan_task() -> Non
         "HyperParameters.sagemaker_job_name: '\"job-1\"' -> '\"job-1-2\"'",
         "EnableManagedSpotTraining: removed (was True)",
     ]
+
+
+class _Counts:
+    """Counts spec validations, plans and planner checks while patched in."""
+
+    def __init__(self) -> None:
+        self.calls = {"spec": 0, "plan": 0, "check_spec": 0}
+        self._validate, self._plan, self._check = (
+            loading.validate_model,
+            request_module.plan_training_job,
+            request_module.check_spec,
+        )
+
+    def validate(self, model: Any, *args: Any, **kwargs: Any) -> Any:
+        self.calls["spec"] += model is TrainingJobSpec
+        return self._validate(model, *args, **kwargs)
+
+    def plan(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["plan"] += 1
+        return self._plan(*args, **kwargs)
+
+    def check(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["check_spec"] += 1
+        return self._check(*args, **kwargs)
+
+    def patches(self) -> Any:
+        from contextlib import ExitStack
+
+        stack = ExitStack()
+        stack.enter_context(mock.patch.object(overrides_module, "validate_model", self.validate))
+        stack.enter_context(mock.patch.object(loading, "validate_model", self.validate))
+        stack.enter_context(mock.patch.object(request_module, "plan_training_job", self.plan))
+        stack.enter_context(mock.patch.object(request_module, "check_spec", self.check))
+        return stack
+
+
+class _TaskInstance:
+    """The XCom of one DAG run, as the plan task pushes it and the training task pulls it."""
+
+    dag_id = "dag"
+    map_index = -1
+
+    def __init__(self) -> None:
+        self.xcom: dict[tuple[str, str], Any] = {}
+
+    def xcom_pull(self, task_ids: str, key: str) -> Any:
+        return self.xcom.get((task_ids, key))
+
+
+class _SageMaker:
+    """Records what the training task sends; no job of this run exists yet."""
+
+    s3_conn = None
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.put: list[str] = []
+
+    def describe_training_job_or_none(self, name: str) -> None:
+        return None
+
+    def create_training_job(self, request: dict[str, Any]) -> str:
+        self.created.append(request)
+        return f"arn:aws:sagemaker:us-east-1:1:training-job/{request['TrainingJobName']}"
+
+    def _call(self, conn: Any, operation: str, uri: str, **kwargs: Any) -> None:
+        self.put.append(uri)
+
+
+class _NoCheckpoints:
+    def latest_complete(self, uri: str) -> None:
+        return None
+
+
+def _plan_then_train(spec: TrainingJobSpec, *, warm_start_uri: str | None = None) -> tuple[Any, ...]:
+    """The plan task, then the training task's submit, as ``stage_train_evaluate`` wires them."""
+    from airflow.sdk import DAG
+
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+
+    ti = _TaskInstance()
+    context: Any = {"run_id": "manual__2026-01-01", "params": {}, "ti": ti}
+    counts = _Counts()
+    with counts.patches():
+        result = plan_run(
+            spec,
+            backend=SageMakerBackend(aws_conn_id=None),
+            region="us-east-1",
+            overrides={},
+            train_task_id="train",
+            context=context,
+            checkpoint_resume="latest",
+        )
+        ti.xcom.update({("plan", key): result[key] for key in PLAN_XCOM_KEYS if key in result})
+        with DAG("dag", schedule=None):
+            op = DistributedTrainingOperator(
+                task_id="train",
+                spec=result["spec"],
+                plan_task_id="plan",
+                checkpoint_resume="latest",
+                aws_conn_id=None,
+                region_name="us-east-1",
+                warm_start_uri=warm_start_uri,
+            )
+        sagemaker = _SageMaker()
+        op.__dict__.update(hook=sagemaker, checkpoint_hook=_NoCheckpoints())
+        op._spec_obj = op._load_spec(context)
+        op._launch = op._launch_for(op._name(context, 1), context, planned=op._planned_launch(context))
+        op.submit_job(context)
+    return result, sagemaker, counts.calls
+
+
+def test_the_training_task_sends_the_plan_tasks_request_validated_and_planned_once() -> None:
+    spec = example("launcher_any_image", checkpoint={"s3_uri": "s3://my-ml-bucket/checkpoints/ci"})
+    result, sagemaker, calls = _plan_then_train(spec)
+    # plan task: planned and checked once; training task: the XCom spec loaded once, no second plan
+    assert calls == {"spec": 1, "plan": 1, "check_spec": 1}
+    assert sagemaker.created == [result["request"]]
+    # the run-scoped checkpoint prefix was planned by the plan task already (the request shown is sent)
+    assert result["request"]["CheckpointConfig"]["S3Uri"] == (
+        f"s3://my-ml-bucket/checkpoints/ci/{result['job_name']}"
+    )
+    # the launcher files travel with the plan (XCom), and are uploaded before the create
+    assert sagemaker.put == [u["s3_uri"] for u in result["uploads"]] and len(sagemaker.put) == 2
+
+
+def test_a_warm_start_changes_the_request_and_the_training_task_logs_the_difference(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    spec = example("launcher_any_image")
+    result, sagemaker, calls = _plan_then_train(spec, warm_start_uri="s3://my-ml-bucket/champion/model.tar.gz")
+    log = "".join(capfd.readouterr())
+    assert calls["plan"] == 2  # the run's state changed the spec: planned again, and said so
+    sent = sagemaker.created[0]
+    assert sent != result["request"]
+    assert any(c["ChannelName"] == "warm_start" for c in sent["InputDataConfig"])
+    assert f"The run's state changed the request planned for {result['job_name']}" in log
+    assert "InputDataConfig: [" in log  # request_changes names the field and both values

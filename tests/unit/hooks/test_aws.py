@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from airflow_dist_training.hooks.aws import task_region
+from airflow_dist_training.hooks.backends import plan_on_backend
 from airflow_dist_training.operators.training import DistributedTrainingOperator
-from airflow_dist_training.planning import plan_run
 from airflow_dist_training.spec.loading import load_spec
 from tests.paths import REPO
 
@@ -18,7 +18,7 @@ SPEC = REPO / "examples" / "specs" / "pytorchddp_p3.yaml"
 
 def _plan_and_submit_images() -> tuple[str, str]:
     spec = load_spec(SPEC)
-    planned: dict[str, Any] = plan_run(
+    planned: dict[str, Any] = plan_on_backend(
         spec, backend="sagemaker", overrides=None, train_task_id="train", context={}, aws_conn_id=None
     )
     op = DistributedTrainingOperator(task_id="train", spec=spec, aws_conn_id=None)

@@ -1,13 +1,10 @@
 """The SageMaker training-container contract, mapped onto one machine (pure: no I/O, no torch, no boto3).
 
-Runs execute the CreateTrainingJob request (``local/executor.py`` plans it per host with
-:class:`HostFacts` / :func:`host_env` / :class:`HostLayout` from here; ``local/submit.py`` builds it
-with the SageMaker planner after :func:`validate_local`). :func:`plan_local_job` is the same contract
-computed straight from a spec, with no request: no run uses it any more (``LocalTrainingHook.plan``
-returns the request executor's plan); it stays as the pure statement of the contract that
-``tests/unit/local/test_contract.py`` pins. Given a spec, a job name and a root directory, it computes
-everything a local run needs *before* anything is launched: the ``/opt/ml`` tree of every simulated host under
-``<root>/<job>/``, the three config files, the full ``SM_*`` environment of every host and the user
+Runs execute the CreateTrainingJob request: ``local/submit.py`` builds it with the SageMaker
+planner after :func:`validate_local`, and ``local/executor.py`` plans it per host into a
+:class:`LocalJobPlan` with :class:`HostFacts` / :func:`host_env` / :class:`HostLayout` /
+:func:`config_files` from here: the ``/opt/ml`` tree of every simulated host under
+``<root>/<job>/``, the config files, the full ``SM_*`` environment of every host and the user
 arguments, exactly as the classic ``sagemaker-training`` toolkit produces them (see
 ``docs/local-backend.md`` and the contract reference it cites), plus the launch decision per host.
 :func:`validate_local` reports local-mode problems as ``(field path, message)`` pairs.
@@ -34,16 +31,15 @@ from __future__ import annotations
 
 import builtins
 import json
-import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from airflow_dist_training.checkpoints.uris import Store, local_path
 from airflow_dist_training.errors import Problem
-from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter, encode_hyperparameters
-from airflow_dist_training.sagemaker.strategies import LocalRun, StrategyContext, record_for
+from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
+from airflow_dist_training.sagemaker.strategies import LocalRun, record_for
 from airflow_dist_training.spec.training import (
     EFSChannel,
     FSxChannel,
@@ -69,16 +65,6 @@ RESERVED_HYPERPARAMETERS = frozenset(
         "_tuning_objective_metric",
         "sagemaker_s3_output",
     }
-)
-# TT:environment.py#get_distribution_instance_groups_from_resource_config
-DISTRIBUTION_FLAGS = (
-    "sagemaker_mpi_enabled",
-    "sagemaker_parameter_server_enabled",
-    "sagemaker_distributed_dataparallel_enabled",
-    "sagemaker_pytorch_ddp_enabled",
-    "sagemaker_pytorch_xla_multi_worker_enabled",
-    "sagemaker_multi_worker_mirrored_strategy_enabled",
-    "sagemaker_torch_distributed_enabled",
 )
 
 Launch = Literal["torchrun", "process"]
@@ -221,11 +207,6 @@ def host_layout(job_dir: Path, index: int) -> HostLayout:
 # --------------------------------------------------------------------------- stores (Store: checkpoints/uris.py)
 
 
-def s3_mirror(root: Path, s3_uri: str) -> Path:
-    """The local stand-in for an S3 URI when S3 is not reachable: ``<root>/_s3/<bucket>/<key>``."""
-    return root / "_s3" / s3_uri[len("s3://") :].strip("/")
-
-
 # --------------------------------------------------------------------------- the plan
 
 
@@ -283,37 +264,6 @@ class LocalJobPlan:
         return f"local://{self.job_dir}"
 
 
-def _groups(spec: TrainingJobSpec) -> list[tuple[str, str, list[str]]]:
-    """(group name, instance type, hosts) with hosts numbered algo-1.. in group order."""
-    out: list[tuple[str, str, list[str]]] = []
-    next_index = 0
-    if spec.compute.instance_groups:
-        for g in spec.compute.instance_groups:
-            hosts = [host_name(next_index + i) for i in range(g.instance_count)]
-            next_index += g.instance_count
-            out.append((g.name, g.instance_type, hosts))
-    else:
-        assert spec.compute.instance_type is not None
-        out.append(
-            (HOMOGENEOUS_GROUP, spec.compute.instance_type, [host_name(i) for i in range(spec.compute.count)])
-        )
-    return out
-
-
-def framework_hyperparameters(spec: TrainingJobSpec) -> dict[str, Any]:
-    """The ``sagemaker_*`` distribution keys of the strategy's record, decoded (the local run has no image).
-
-    Unlike the SDK (which encodes no group for torch_distributed), an explicit
-    ``distribution.instance_group`` is always passed on, so torchrun starts on that group only.
-    """
-    record = record_for(spec.distribution.strategy)
-    ctx = StrategyContext(spec=spec, image_uri="")
-    out = {key: decode_hyperparameter(value) for key, value in record.encode(ctx).items()}
-    if spec.compute.instance_groups and spec.distribution.instance_group and record.script_mode:
-        out["sagemaker_distribution_instance_groups"] = [spec.distribution.instance_group]
-    return out
-
-
 def validate_local(
     spec: TrainingJobSpec,
     *,
@@ -349,7 +299,7 @@ def _strategy_problems(spec: TrainingJobSpec, local: LocalRun) -> list[Problem]:
     if local.check is not None:
         problems += local.check(spec)
     dist = spec.distribution
-    group_names = [g[0] for g in _groups(spec)]
+    group_names = [g.name for g in spec.compute.instance_groups or []]
     if (
         dist.instance_group is not None
         and spec.compute.instance_groups
@@ -469,292 +419,9 @@ def _process_problems(
     return [], []
 
 
-def plan_local_job(
-    spec: TrainingJobSpec,
-    job_name: str,
-    root: Path,
-    *,
-    cpu_count: int,
-    num_gpus: int = 0,
-    s3_available: bool = False,
-    base_dir: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    master_port: int = 7777,
-) -> LocalJobPlan:
-    """Compute the whole local job (layout, config files, per-host environment, launch kind).
-
-    ``master_port`` is the rendezvous port (the launcher passes a free one; 7777 is SageMaker's).
-    Call :func:`validate_local` first: this function assumes a valid local spec.
-    """
-    base = base_dir or Path.cwd()
-    environ = dict(environ or {})
-    root = root.absolute()
-    job_dir = root / job_name
-    groups = _groups(spec)
-    hosts = [h for _, _, group_hosts in groups for h in group_hosts]
-    _problems, warnings = validate_local(
-        spec,
-        cpu_count=cpu_count,
-        allow_oversubscribe=True,
-        s3_available=s3_available,
-        base_dir=base,
-        check_paths=False,
-    )
-    torchrun = record_for(spec.distribution.strategy).local.launch == "torchrun"
-    torchrun_hosts = _torchrun_hosts(spec, groups, hosts) if torchrun else []
-    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
-    hyperparameters_file = _hyperparameters_file(spec, job_name, host_layout(job_dir, 0), region)
-    input_data_config, channel_sources = _local_channels(spec, base)
-    checkpoint_store, output_store = _local_stores(spec, root, base, s3_available, warnings)
-    if spec.image.uri or spec.image.framework:
-        warnings.append(
-            "image: the local backend runs the entry point with this Python interpreter, not the training image"
-        )
-    facts = _spec_facts(spec, job_dir, groups, hyperparameters_file, input_data_config, region)
-    facts = replace(facts, cpu_count=cpu_count, num_gpus=num_gpus, master_port=master_port)
-    return LocalJobPlan(
-        job_name=job_name,
-        job_dir=job_dir,
-        root=root,
-        strategy=spec.distribution.strategy,
-        hosts=hosts,
-        torchrun_hosts=torchrun_hosts,
-        processes_per_host=(spec.distribution.processes_per_host or 1) if torchrun else 1,
-        entry_point=spec.source.entry_point,
-        source_dir=_code_source(spec, base),
-        hyperparameters_file=hyperparameters_file,
-        input_data_config=input_data_config,
-        user_args=facts.user_args,
-        channel_sources=channel_sources,
-        checkpoint_store=checkpoint_store,
-        output_store=output_store,
-        output_compression=spec.output.compression if spec.output else "GZIP",
-        metric_definitions=[(m.name, m.regex) for m in spec.metric_definitions],
-        host_plans=_host_plans(facts, groups, job_dir, torchrun_hosts),
-        warnings=warnings,
-    )
-
-
-def _spec_facts(
-    spec: TrainingJobSpec,
-    job_dir: Path,
-    groups: list[tuple[str, str, list[str]]],
-    hyperparameters_file: dict[str, str],
-    input_data_config: dict[str, dict[str, str]],
-    region: str | None,
-) -> HostFacts:
-    """The facts every host's environment shares (per-host fields are set by ``_host_plans``)."""
-    hosts = [h for _, _, group_hosts in groups for h in group_hosts]
-    user_hps, framework_params, reserved = split_hyperparameters(hyperparameters_file)
-    return HostFacts(
-        entry=spec.source.entry_point,
-        environment=spec.environment,
-        job_name=job_dir.name,
-        job_arn=f"local://{job_dir}",
-        layout=host_layout(job_dir, 0),
-        host=hosts[0],
-        hosts=hosts,
-        group=groups[0][0],
-        itype=groups[0][1],
-        group_hosts=groups[0][2],
-        instance_groups=[
-            {"instance_group_name": name, "instance_type": itype, "hosts": list(group_hosts)}
-            for name, itype, group_hosts in groups
-        ],
-        dist_groups=[],
-        distribution_hosts=[],
-        master=hosts[0],
-        resource_config={},
-        input_data_config=input_data_config,
-        user_hps=user_hps,
-        framework_params=framework_params,
-        reserved=reserved,
-        user_args=to_cmd_args(user_hps),
-        cpu_count=1,
-        num_gpus=0,
-        nic="lo0" if sys.platform == "darwin" else "lo",
-        master_port=7777,
-        region=region,
-    )
-
-
-def _torchrun_hosts(
-    spec: TrainingJobSpec, groups: list[tuple[str, str, list[str]]], hosts: list[str]
-) -> list[str]:
-    """The hosts torchrun starts on: the distribution group (heterogeneous) or every host."""
-    if spec.compute.instance_groups and spec.distribution.instance_group:
-        return next(h for n, _, h in groups if n == spec.distribution.instance_group)
-    return list(hosts)
-
-
-def _code_source(spec: TrainingJobSpec, base: Path) -> str | None:
-    """Where the code is: a local directory, an s3:// tarball, or only the entry point file."""
-    src = spec.source.source_dir
-    if src is None:  # no source_dir: only the entry point file is staged
-        return str(base / spec.source.entry_point)
-    if src.startswith("s3://"):
-        return src
-    lp = local_path(src, base)
-    return str(lp) if lp is not None else None
-
-
-def _hyperparameters_file(
-    spec: TrainingJobSpec, job_name: str, first: HostLayout, region: str | None
-) -> dict[str, str]:
-    """``hyperparameters.json``: the user's values, the strategy's keys and the toolkit's reserved keys."""
-    hp_values: dict[str, Any] = dict(spec.hyperparameters)
-    hp_values.update(framework_hyperparameters(spec))
-    hp_values.update(
-        {
-            "sagemaker_program": spec.source.entry_point,
-            "sagemaker_submit_directory": str(first.code_dir),
-            "sagemaker_container_log_level": DEFAULT_LOG_LEVEL,
-            "sagemaker_job_name": job_name,
-        }
-    )
-    if region:
-        hp_values["sagemaker_region"] = region
-    return encode_hyperparameters(hp_values)
-
-
-def _local_channels(spec: TrainingJobSpec, base: Path) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """``inputdataconfig.json`` and where each channel's data comes from (local path or s3:// URI)."""
-    input_data_config: dict[str, dict[str, str]] = {}
-    channel_sources: dict[str, str] = {}
-    for name, channel in spec.channels.items():
-        entry: dict[str, str] = {}
-        if channel.content_type:
-            entry["ContentType"] = channel.content_type
-        if isinstance(channel, S3Channel):
-            mode = (channel.input_mode or spec.input_mode).value
-            entry.update(
-                {
-                    "TrainingInputMode": mode,
-                    "S3DistributionType": channel.distribution,
-                    "RecordWrapperType": "None",
-                }
-            )
-            if channel.compression:
-                entry["CompressionType"] = channel.compression
-            source = channel.local_source or channel.uri
-        else:
-            entry.update(
-                {
-                    "TrainingInputMode": "File",
-                    "S3DistributionType": "FullyReplicated",
-                    "RecordWrapperType": "None",
-                }
-            )
-            assert channel.local_source is not None
-            source = channel.local_source
-        input_data_config[name] = entry
-        lp = local_path(source, base)
-        channel_sources[name] = str(lp) if lp is not None else source
-    return input_data_config, channel_sources
-
-
-def _local_stores(
-    spec: TrainingJobSpec, root: Path, base: Path, s3_available: bool, warnings: list[str]
-) -> tuple[Store | None, Store]:
-    """The checkpoint and output stores: a local directory, real S3, or the local S3 mirror."""
-    checkpoint_store: Store | None = None
-    if spec.checkpoint is not None:
-        ck = spec.checkpoint
-        if ck.local_uri:
-            checkpoint_store = _store_for(ck.local_uri, base)
-        elif s3_available:
-            checkpoint_store = Store("s3", ck.s3_uri.rstrip("/"))
-        else:
-            mirror = s3_mirror(root, ck.s3_uri)
-            checkpoint_store = Store("local", str(mirror))
-            warnings.append(
-                f"checkpoint: no AWS credentials; {ck.s3_uri} is kept in the local mirror {mirror} "
-                "(set checkpoint.local_uri to choose the directory)"
-            )
-    if spec.output is None:
-        output_store = Store("local", str(root / "_artifacts"))
-    elif spec.output.local_uri:
-        output_store = _store_for(spec.output.local_uri, base)
-    elif s3_available:
-        output_store = Store("s3", spec.output.s3_path.rstrip("/"))
-    else:
-        mirror = s3_mirror(root, spec.output.s3_path)
-        output_store = Store("local", str(mirror))
-        warnings.append(
-            f"output: no AWS credentials; model.tar.gz goes to the local mirror {mirror} "
-            "(set output.local_uri to choose the directory)"
-        )
-    return checkpoint_store, output_store
-
-
-def _store_for(uri: str, base: Path) -> Store:
-    lp = local_path(uri, base)
-    return Store("local", str(lp)) if lp is not None else Store("s3", uri.rstrip("/"))
-
-
-def _distribution_groups(framework_params: Mapping[str, Any]) -> list[str] | None:
-    """TT:environment.py#get_distribution_hosts: the groups that run the strategy (None: each host's own)."""
-    if "sagemaker_distribution_instance_groups" in framework_params:
-        return list(framework_params["sagemaker_distribution_instance_groups"])
-    if any(framework_params.get(flag) for flag in DISTRIBUTION_FLAGS):
-        return None
-    return []
-
-
-def _host_plans(
-    facts: HostFacts, groups: list[tuple[str, str, list[str]]], job_dir: Path, torchrun_hosts: list[str]
-) -> list[HostPlan]:
-    """Per simulated host: its ``/opt/ml`` tree, ``resourceconfig.json``, environment and launch kind."""
-    dist_groups = _distribution_groups(facts.framework_params)
-    hosts = facts.hosts
-    plans: list[HostPlan] = []
-    for index, host in enumerate(hosts):
-        group, itype, group_hosts = next(g for g in groups if host in g[2])
-        layout = host_layout(job_dir, index)
-        resource_config = {
-            "current_host": host,
-            "current_instance_type": itype,
-            "current_group_name": group,
-            "hosts": list(hosts),
-            "instance_groups": facts.instance_groups,
-            "network_interface_name": facts.nic,
-        }
-        host_dist_groups = [group] if dist_groups is None else dist_groups
-        distribution_hosts = [h for n, _, gh in groups if n in host_dist_groups for h in gh]
-        launch: Launch = "torchrun" if host in torchrun_hosts else "process"
-        env = host_env(
-            replace(
-                facts,
-                layout=layout,
-                host=host,
-                group=group,
-                itype=itype,
-                group_hosts=group_hosts,
-                dist_groups=host_dist_groups,
-                distribution_hosts=distribution_hosts,
-                master=distribution_hosts[0] if distribution_hosts else hosts[0],
-                resource_config=resource_config,
-            )
-        )
-        plans.append(
-            HostPlan(
-                host=host,
-                index=index,
-                group=group,
-                instance_type=itype,
-                layout=layout,
-                launch=launch,
-                node_rank=torchrun_hosts.index(host) if launch == "torchrun" else None,
-                resource_config=resource_config,
-                env=env,
-            )
-        )
-    return plans
-
-
 @dataclass(frozen=True)
 class HostFacts:
-    """What one host's environment is computed from (shared by the spec plan and the request plan)."""
+    """What one host's environment is computed from (the request executor fills it per host)."""
 
     entry: str
     environment: Mapping[str, str]
@@ -914,15 +581,19 @@ def _training_env(h: HostFacts) -> dict[str, Any]:
     }
 
 
-def config_files(plan: LocalJobPlan, host: HostPlan) -> dict[str, Any]:
-    """The JSON files of one host's ``input/config`` directory (name -> content)."""
+def config_files(plan: LocalJobPlan, host: HostPlan, checkpoint_dir: str | None = None) -> dict[str, Any]:
+    """The JSON files of one host's ``input/config`` directory (name -> content).
+
+    ``checkpoint_dir``: the checkpoint path the script sees (``/opt/ml/checkpoints/`` in a
+    namespace); default the host's relocated checkpoint directory.
+    """
     files: dict[str, Any] = {
         "hyperparameters.json": plan.hyperparameters_file,
         "inputdataconfig.json": plan.input_data_config,
         "resourceconfig.json": host.resource_config,
     }
     if plan.checkpoint_store is not None:
-        files["checkpointconfig.json"] = {"LocalPath": str(host.layout.checkpoint_dir)}
+        files["checkpointconfig.json"] = {"LocalPath": checkpoint_dir or str(host.layout.checkpoint_dir)}
     return files
 
 

@@ -76,6 +76,7 @@ from airflow_dist_training.local.contract import (
     HostPlan,
     LocalJobPlan,
     Store,
+    config_files,
     host_env,
     host_layout,
     host_name,
@@ -679,18 +680,7 @@ class _RequestRun(LocalJobRun):
             stale.unlink(missing_ok=True)
         if not lay.is_shared_owner:
             self._share_with_first_host(lay, first)
-        plan = self.plan
-        files: dict[str, Any] = {
-            "hyperparameters.json": plan.hyperparameters_file,
-            "inputdataconfig.json": plan.input_data_config,
-            "resourceconfig.json": hp.resource_config,
-        }
-        if plan.checkpoint_store is not None:
-            files["checkpointconfig.json"] = {
-                "LocalPath": "/opt/ml/checkpoints/"
-                if self.rp.isolation.namespaces
-                else str(lay.checkpoint_dir)
-            }
+        files = config_files(self.plan, hp, "/opt/ml/checkpoints/" if self.rp.isolation.namespaces else None)
         for fname, content in files.items():
             (lay.input_config_dir / fname).write_text(json.dumps(content))
 

@@ -1,4 +1,8 @@
-"""The SageMaker container contract as computed by the local backend (pure, no launch)."""
+"""The SageMaker container contract as computed by the local backend (no launch).
+
+The per-host plans, files and environments are the request executor's (``LocalTrainingHook.plan``:
+the SageMaker planner's request, planned for this machine), i.e. what a run executes.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,6 @@ from airflow_dist_training.local.contract import (
     decode_hyperparameter,
     error_excerpt,
     failure_text,
-    plan_local_job,
     to_cmd_args,
     to_env_value,
     validate_local,
@@ -73,9 +76,19 @@ def make_spec(tmp_path: Path, **over: Any) -> Any:
     return load_spec(data)
 
 
-def plan(tmp_path: Path, spec: Any, **kw: Any) -> Any:
-    kw.setdefault("cpu_count", 8)
-    return plan_local_job(spec, "job-1", tmp_path / "root", base_dir=tmp_path, environ={}, **kw)
+def plan(tmp_path: Path, spec: Any, *, s3_available: bool = False, cpu_count: int = 8) -> Any:
+    """The plan a run executes (the request executor's), on a machine with ``cpu_count`` cores,
+    in the relocated layout (no namespaces: every host's tree is under the job directory)."""
+    from unittest import mock
+
+    from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+    hook = LocalTrainingHook(root=tmp_path / "root", base_dir=tmp_path, use_s3=s3_available)
+    with (
+        mock.patch("os.sched_getaffinity", return_value=set(range(cpu_count)), create=True),
+        mock.patch.dict("os.environ", {"ADT_LOCAL_ISOLATION": "none"}),
+    ):
+        return hook.plan(spec, "job-1")
 
 
 def test_hyperparameters_file_holds_json_encoded_strings_like_the_sdk(tmp_path: Path) -> None:
@@ -157,7 +170,6 @@ def test_environment_has_every_toolkit_variable_with_toolkit_formats(tmp_path: P
     assert env["SM_IS_HETERO"] == "false"
     assert env["SM_CHECKPOINT_DIR"] == str(job / "checkpoints")
     assert env["TRAINING_JOB_NAME"] == "job-1"
-    assert env["MY_VAR"] == "x"
     training_env = json.loads(env["SM_TRAINING_ENV"])
     assert set(training_env) == TRAINING_ENV_KEYS
     assert training_env["framework_module"] is None
@@ -216,7 +228,6 @@ def test_heterogeneous_cluster_runs_torchrun_only_in_the_distribution_group(tmp_
         distribution={"strategy": "torch_distributed", "processes_per_host": 1, "instance_group": "gpu"},
     )
     p = plan(tmp_path, spec)
-    assert [h.launch for h in p.host_plans] == ["torchrun", "process"]
     assert p.host_plans[1].env["SM_IS_HETERO"] == "true"
     assert p.host_plans[1].env["SM_CURRENT_INSTANCE_GROUP"] == "cpu"
 
@@ -323,7 +334,6 @@ def test_checkpoint_and_output_stores(tmp_path: Path) -> None:
         p.model_artifact.uri
         == (tmp_path / "root" / "_s3" / "bkt" / "models" / "job-1" / "output" / "model.tar.gz").as_uri()
     )
-    assert any("local mirror" in w for w in p.warnings)
     p3 = plan(tmp_path, spec, s3_available=True)
     assert p3.model_artifact.uri == "s3://bkt/models/job-1/output/model.tar.gz"
 

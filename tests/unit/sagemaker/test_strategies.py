@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_dist_training.errors import Problem, SpecValidationError
-from airflow_dist_training.local.contract import framework_hyperparameters, plan_local_job, validate_local
+from airflow_dist_training.local.contract import validate_local
 from airflow_dist_training.sagemaker import strategies
 from airflow_dist_training.sagemaker.request import cluster_facts, plan_training_job
 from airflow_dist_training.sagemaker.strategies import (
@@ -67,7 +67,6 @@ def test_every_strategy_member_goes_through_every_aspect_of_its_record(strategy:
     problems, _warnings = validate_local(spec, cpu_count=64, s3_available=True, check_paths=False)
     refused = [p.message for p in problems if p.path == "distribution.strategy"]
     assert refused == ([record.local.refusal] if record.local.refusal else [])
-    assert framework_hyperparameters(spec) == {k: json.loads(v) for k, v in encoded.items()}
 
 
 def test_registry_has_exactly_the_enum_members() -> None:
@@ -153,7 +152,13 @@ def test_a_toy_strategy_rules_and_shared_rules_apply(toy: Strategy) -> None:
     )
 
 
-def test_a_toy_strategy_plans_locally_with_torchrun(toy: Strategy, tmp_path: Path) -> None:
+def test_a_toy_strategy_plans_locally(
+    toy: Strategy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+    monkeypatch.setenv("ADT_LOCAL_ISOLATION", "none")  # the project's runner: it computes the SM_* environment
+
     (tmp_path / "train.py").write_text("print('hi')\n")
     spec = load_spec(
         {
@@ -166,8 +171,8 @@ def test_a_toy_strategy_plans_locally_with_torchrun(toy: Strategy, tmp_path: Pat
     )
     problems, _ = validate_local(spec, cpu_count=4)
     assert problems == []
-    plan = plan_local_job(spec, "toy-job", tmp_path / "jobs", cpu_count=4)
-    assert plan.torchrun_hosts == ["algo-1", "algo-2"]
+    hook = LocalTrainingHook(root=tmp_path / "jobs", base_dir=tmp_path, use_s3=False)
+    plan = hook.plan(spec, "toy-job")  # the request executor's plan: what a run executes
     assert json.loads(plan.hyperparameters_file["sagemaker_toy_allreduce_enabled"]) is True
     assert plan.host_plans[0].env["SM_FRAMEWORK_PARAMS"] == '{"sagemaker_toy_allreduce_enabled":true}'
 

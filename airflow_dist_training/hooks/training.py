@@ -30,8 +30,7 @@ import os
 import re
 import tarfile
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,7 +52,13 @@ from airflow_dist_training.errors import (
     SpecValidationError,
     TrainingJobError,
 )
+from airflow_dist_training.hooks import cloudwatch_logs as _logs
 from airflow_dist_training.hooks.aws import cached_aws_hook, environment_region
+
+# the tail's cursor, events and merge live in hooks/cloudwatch_logs.py (shared with the triggers)
+from airflow_dist_training.hooks.cloudwatch_logs import LogCursor as LogCursor
+from airflow_dist_training.hooks.cloudwatch_logs import LogEvent as LogEvent
+from airflow_dist_training.hooks.cloudwatch_logs import merge_log_events as merge_log_events
 from airflow_dist_training.job_states import ACTIVE_STATES as ACTIVE_STATES
 from airflow_dist_training.job_states import FAILED_STATES as FAILED_STATES
 from airflow_dist_training.job_states import SUCCESS_STATES as SUCCESS_STATES
@@ -84,46 +89,6 @@ class JobAlreadyExistsError(RuntimeError):
     def __init__(self, job_name: str):
         self.job_name = job_name
         super().__init__(f"training job {job_name} already exists")
-
-
-# ---------------------------------------------------------------------------------------------
-# Logs
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LogEvent:
-    """One CloudWatch event of one host's stream."""
-
-    timestamp: int  # ms since epoch
-    stream: str  # e.g. "<job>/algo-1-1712345678"
-    message: str
-
-    @property
-    def host(self) -> str:
-        """The part of the stream name after the job name, e.g. ``algo-1-1712345678``."""
-        return self.stream.split("/", 1)[1] if "/" in self.stream else self.stream
-
-    def format(self) -> str:
-        return f"[{self.host}] {self.message.rstrip()}"
-
-
-@dataclass
-class LogCursor:
-    """Where log streaming stopped: ``nextForwardToken`` per stream (JSON-serialisable)."""
-
-    tokens: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, str]:
-        return dict(self.tokens)
-
-
-
-def merge_log_events(per_stream: Iterable[list[LogEvent]]) -> list[LogEvent]:
-    """Merge several streams' events into one list ordered by timestamp (stable per stream)."""
-    merged = [e for events in per_stream for e in events]
-    merged.sort(key=lambda e: e.timestamp)  # sort is stable: each stream's order is kept on ties
-    return merged
 
 
 # ---------------------------------------------------------------------------------------------
@@ -576,52 +541,14 @@ class _TrainingHookMethods:
 
     # --- CloudWatch logs --------------------------------------------------------------------------
 
-    def list_log_streams(self, job_name: str) -> list[str]:
-        """All streams of the job (one per host and process), following nextToken (50 per page)."""
-        names: list[str] = []
-        kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": f"{job_name}/"}
-        while True:
-            try:
-                page = self._call(self.logs_conn, "DescribeLogStreams", LOG_GROUP, **kwargs)
-            except AwsPermissionError:
-                raise
-            except Exception as exc:
-                if error_code(exc) == "ResourceNotFoundException":  # no log group yet
-                    return names
-                raise
-            names.extend(s["logStreamName"] for s in page.get("logStreams") or [])
-            token = page.get("nextToken")
-            if not token or token == kwargs.get("nextToken"):
-                return names
-            kwargs["nextToken"] = token
-
     def fetch_log_events(self, job_name: str, cursor: LogCursor | None = None) -> list[LogEvent]:
-        """New events of every stream since ``cursor`` (updated in place), merged by timestamp."""
-        cursor = cursor if cursor is not None else LogCursor()
-        per_stream: list[list[LogEvent]] = []
-        for stream in self.list_log_streams(job_name):
-            events: list[LogEvent] = []
-            token = cursor.tokens.get(stream)
-            while True:
-                kwargs: dict[str, Any] = {
-                    "logGroupName": LOG_GROUP,
-                    "logStreamName": stream,
-                    "startFromHead": True,
-                }
-                if token:
-                    kwargs["nextToken"] = token
-                page = self._call(self.logs_conn, "GetLogEvents", f"{LOG_GROUP}:{stream}", **kwargs)
-                events.extend(
-                    LogEvent(int(e["timestamp"]), stream, str(e["message"])) for e in page.get("events") or []
-                )
-                new_token = page.get("nextForwardToken")
-                if not new_token or new_token == token:
-                    break
-                token = new_token
-            if token:
-                cursor.tokens[stream] = token
-            per_stream.append(events)
-        return merge_log_events(per_stream)
+        """New events of every stream since ``cursor`` (updated in place), merged by timestamp.
+
+        The streams are listed again on every call (a new host's stream is never missed)."""
+        tail = _logs.LogTail(job_name, LOG_GROUP, cursor=cursor, rediscover_every=1)
+        return _logs.tail_sync(
+            tail.fetch(), lambda operation, resource, kwargs: self._call(self.logs_conn, operation, resource, **kwargs)
+        )
 
     # --- S3 uploads ---------------------------------------------------------------------------------
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import heapq
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from typing import Any
 
 from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.compat import TriggerEvent
+from airflow_dist_training.hooks.cloudwatch_logs import LogTail, tail_async
 from airflow_dist_training.hooks.training import LOG_GROUP
 from airflow_dist_training.job_states import TERMINAL_STATES
 from airflow_dist_training.retry import call_with_retry
@@ -61,92 +61,32 @@ def _expected_hosts(description: dict[str, Any]) -> int:
 
 
 class _LogStreamer:
-    """Tails ``/aws/sagemaker/TrainingJobs/<job_name>/*`` across all hosts, merged by timestamp."""
-
-    #: Re-list streams this often even when all expected hosts were found (restarts, warm pools).
-    REDISCOVER_EVERY = 10
-    MAX_PAGES_PER_STREAM = 20
+    """Tails ``/aws/sagemaker/TrainingJobs/<job_name>/*`` across all hosts, merged by timestamp:
+    the async driver of ``hooks/cloudwatch_logs.LogTail`` (the hook drives the same tail sync)."""
 
     def __init__(
         self, job_name: str, poller: TrainingJobPoller | Any, emit: Any, log_group: str = LOG_GROUP
     ) -> None:
-        self.job_name = job_name
         self.poller = poller  # anything with ``async client("logs")``
         self.emit = emit
-        self.log_group = log_group
-        self.streams: list[str] = []
-        self.tokens: dict[str, str | None] = {}
-        self.fetches = 0
+        self.tail = LogTail(job_name, log_group)
         self.lines = 0
-
-    async def _discover(self, client: Any) -> None:
-        names: list[str] = []
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "logGroupName": self.log_group,
-                "logStreamNamePrefix": f"{self.job_name}/",
-                "orderBy": "LogStreamName",
-                "limit": 50,
-            }
-            if token:
-                kwargs["nextToken"] = token
-            try:
-                page = await call_with_retry(
-                    functools.partial(client.describe_log_streams, **kwargs), what="DescribeLogStreams"
-                )
-            except Exception as exc:
-                if error_code(exc) == "ResourceNotFoundException":  # no log group yet
-                    return
-                raise
-            names.extend(s["logStreamName"] for s in page.get("logStreams", []))
-            new_token = page.get("nextToken")
-            if not new_token or new_token == token:
-                break
-            token = new_token
-        for name in names:
-            if name not in self.tokens:
-                self.streams.append(name)
-                self.tokens[name] = None
-
-    async def _read_stream(self, client: Any, stream: str) -> list[tuple[int, int, str, str]]:
-        events: list[tuple[int, int, str, str]] = []
-        host = stream[len(self.job_name) + 1 :] if stream.startswith(f"{self.job_name}/") else stream
-        for _ in range(self.MAX_PAGES_PER_STREAM):
-            token = self.tokens.get(stream)
-            kwargs: dict[str, Any] = {
-                "logGroupName": self.log_group,
-                "logStreamName": stream,
-                "startFromHead": True,
-            }
-            if token:
-                kwargs["nextToken"] = token
-            page = await call_with_retry(
-                functools.partial(client.get_log_events, **kwargs), what="GetLogEvents"
-            )
-            for ev in page.get("events", []):
-                events.append((int(ev.get("timestamp", 0)), len(events), host, ev.get("message", "")))
-            next_token = page.get("nextForwardToken")
-            self.tokens[stream] = next_token
-            if not page.get("events") or not next_token or next_token == token:
-                break
-        events.sort()
-        return events
 
     async def fetch(self, description: dict[str, Any]) -> int:
         """Emit every log line written since the previous fetch; returns the number of lines."""
         client = await self.poller.client("logs")
-        if len(self.streams) < _expected_hosts(description) or self.fetches % self.REDISCOVER_EVERY == 0:
-            await self._discover(client)
-        self.fetches += 1
-        per_stream = [await self._read_stream(client, s) for s in self.streams]
-        count = 0
-        for ts, _, host, message in heapq.merge(*per_stream, key=lambda e: (e[0], e[2], e[1])):
+
+        async def call(operation: str, resource: str, kwargs: dict[str, Any]) -> Any:
+            method = getattr(client, "describe_log_streams" if operation == "DescribeLogStreams" else "get_log_events")
+            return await call_with_retry(functools.partial(method, **kwargs), what=operation)
+
+        events = await tail_async(self.tail.fetch(_expected_hosts(description)), call)
+        for event in events:
+            ts = event.timestamp
             stamp = datetime.fromtimestamp(ts / 1000, tz=UTC).isoformat(timespec="milliseconds") if ts else ""
-            self.emit("[%s] %s %s", host, stamp, message.rstrip("\n"))
-            count += 1
-        self.lines += count
-        return count
+            self.emit("[%s] %s %s", event.host, stamp, event.message.rstrip("\n"))
+        self.lines += len(events)
+        return len(events)
 
 
 class TrainingJobTrigger(SageMakerJobTrigger):

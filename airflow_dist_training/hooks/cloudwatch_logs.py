@@ -131,31 +131,46 @@ class LogTail:
         return events
 
 
+class _Run:
+    """One fetch in progress: the request it waits for, or its events once done."""
+
+    def __init__(self, tail: Tail) -> None:
+        self.tail = tail
+        self.request: Request | None = None
+        self.events: list[LogEvent] = []
+        self._step(lambda: next(tail))
+
+    def _step(self, advance: Callable[[], Request]) -> None:
+        try:
+            self.request = advance()
+        except StopIteration as done:
+            self.request, self.events = None, list(done.value)
+
+    def answer(self, page: Any = None, error: Exception | None = None) -> None:
+        self._step(lambda: self.tail.throw(error) if error is not None else self.tail.send(page))
+
+
 def tail_sync(tail: Tail, call: Callable[[str, str, dict[str, Any]], Any]) -> list[LogEvent]:
     """Run a fetch with a blocking ``call(operation, resource, kwargs) -> page``."""
-    try:
-        request = next(tail)
-        while True:
-            try:
-                page = call(*request)
-            except Exception as exc:
-                request = tail.throw(exc)
-                continue
-            request = tail.send(page)
-    except StopIteration as done:
-        return list(done.value)
+    run = _Run(tail)
+    while run.request is not None:
+        try:
+            page = call(*run.request)
+        except Exception as exc:
+            run.answer(error=exc)
+        else:
+            run.answer(page)
+    return run.events
 
 
 async def tail_async(tail: Tail, call: Callable[[str, str, dict[str, Any]], Awaitable[Any]]) -> list[LogEvent]:
     """Run a fetch with an async ``call(operation, resource, kwargs) -> page``."""
-    try:
-        request = next(tail)
-        while True:
-            try:
-                page = await call(*request)
-            except Exception as exc:
-                request = tail.throw(exc)
-                continue
-            request = tail.send(page)
-    except StopIteration as done:
-        return list(done.value)
+    run = _Run(tail)
+    while run.request is not None:
+        try:
+            page = await call(*run.request)
+        except Exception as exc:
+            run.answer(error=exc)
+        else:
+            run.answer(page)
+    return run.events

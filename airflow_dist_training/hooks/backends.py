@@ -102,16 +102,9 @@ class SageMakerBackend(AwsConnectionMixin):
         log: Callable[[str], None] | None = None,
         run_identity: str | None = None,
     ) -> str:
-        from airflow_dist_training.hooks.training import split_s3_uri
-
         region = self.region_name or self.hook.conn_region_name or "us-east-1"
         planned = self.plan(spec, job_name=job_name, region=region, run_identity=run_identity)
-        for upload in planned["uploads"]:
-            if upload.content is not None:
-                bucket, key = split_s3_uri(upload.s3_uri)
-                self.hook.s3_conn.put_object(Bucket=bucket, Key=key, Body=upload.content)
-            elif upload.local_path:
-                self.hook.upload_code(upload.local_path, upload.s3_uri, kms_key=upload.kms_key)
+        self.hook.put_uploads(planned["uploads"])
         self.hook.create_training_job(planned["request"])
         return job_name
 

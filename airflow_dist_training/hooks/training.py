@@ -30,7 +30,7 @@ import os
 import re
 import tarfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +68,8 @@ from airflow_dist_training.retry import call_throttled
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    from airflow_dist_training.sagemaker.uploads import Upload
 
 # ---------------------------------------------------------------------------------------------
 # Constants shared with the operator, the sensor and the trigger.
@@ -552,18 +554,29 @@ class _TrainingHookMethods:
 
     # --- S3 uploads ---------------------------------------------------------------------------------
 
+    def put_uploads(self, uploads: Iterable[Upload]) -> None:
+        """Put what the planner says must be in S3 before ``CreateTrainingJob`` (code, launcher files)."""
+        for upload in uploads:
+            if upload.content is not None:
+                self._put_object(upload.content, upload.s3_uri, upload.kms_key)
+            elif upload.local_path:
+                self.upload_code(upload.local_path, upload.s3_uri, kms_key=upload.kms_key)
+
     def upload_code(
         self, local_path: str | os.PathLike[str], s3_uri: str, *, kms_key: str | None = None
     ) -> None:
         """Upload training code: a directory is packed as ``sourcedir.tar.gz``; a file is put as is."""
         path = Path(local_path)
         body = pack_source_dir(path) if path.is_dir() else path.read_bytes()
+        self._put_object(body, s3_uri, kms_key)
+        self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
+
+    def _put_object(self, body: bytes, s3_uri: str, kms_key: str | None) -> None:
         bucket, key = split_s3_uri(s3_uri)
         extra: dict[str, Any] = {}
         if kms_key:
             extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}
         self._call(self.s3_conn, "PutObject", s3_uri, Bucket=bucket, Key=key, Body=body, **extra)
-        self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -625,6 +625,7 @@ class _RequestRun(LocalJobRun):
         )
         self.rp = rp
         self.store = store
+        self.checkpoint_client = store.s3_client
         self.options = options
         self.network: nshosts.JobNetwork | None = None
         self.hang_reason: str | None = None
@@ -766,7 +767,6 @@ class _RequestRun(LocalJobRun):
                 f"Launching {len(plan.hosts)} host(s) ({self.rp.mode} runner, {'namespaces' if self.rp.isolation.namespaces else 'relocated layout'})",
             )
             self.training_started = time.time()
-        import subprocess
 
         for hp in plan.host_plans:
             cmd, env, cwd = self._host_command(hp, port)
@@ -775,29 +775,9 @@ class _RequestRun(LocalJobRun):
                 env["ADT_SHARED_DATA"] = str(plan.host_plans[0].layout.input_data_dir)
                 cmd = self.network.host_command(hp.index, hp.host, hp.layout.base, cmd)
                 cwd = "/"
-            self.commands[hp.host] = cmd
-            with self._proc_lock:
-                if self.stop_requested.is_set():
-                    return
-                proc = subprocess.Popen(
-                    cmd,
-                    cwd=cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
-                    preexec_fn=_pdeathsig,
-                )
-                self.processes[hp.host] = proc
-            self.log(
-                f"[local] {hp.host}: pid {proc.pid}: {' '.join(shlex.quote(c) for c in cmd[-8:]) if self.network else ' '.join(cmd)}"
-            )
-            for stream in (proc.stdout, proc.stderr):
-                assert stream is not None
-                t = threading.Thread(target=self._pump, args=(hp.host, stream), daemon=True)
-                t.start()
-                self._readers.append(t)
+            shown = " ".join(shlex.quote(c) for c in cmd[-8:]) if self.network else " ".join(cmd)
+            if self._spawn(hp.host, cmd, env, cwd, shown) is None:
+                return
 
     def _on_line(self, host: str, line: str) -> None:
         # what the hang watchdog needs, then the shared handling (tail, live metrics, log)
@@ -1016,24 +996,6 @@ class _RequestRun(LocalJobRun):
         self.log(f"[local] model artifact: {self.rp.model_uri} ({model})")
         return model, output
 
-    def sync_checkpoints(self) -> int:
-        store = self.plan.checkpoint_store
-        if store is None:
-            return 0
-        copied = 0
-        with self._sync_lock:
-            for hp in self.plan.host_plans:
-                try:
-                    copied += sync_dir(
-                        Store("local", str(hp.layout.checkpoint_dir)),
-                        store,
-                        self._synced,
-                        client=self.store.s3_client,
-                    )
-                except Exception as exc:  # a failed periodic sync must not kill the run
-                    self.log(f"[local] WARNING checkpoint sync to {store.uri} failed: {exc}")
-        return copied
-
     def close(self) -> None:
         if self.network is not None:
             self.network.close()
@@ -1043,12 +1005,6 @@ def _free_port() -> int:
     from airflow_dist_training.local.launcher import free_port
 
     return free_port()
-
-
-def _pdeathsig() -> None:  # pragma: no cover - runs in the child before exec
-    from airflow_dist_training.local.launcher import _set_parent_death_signal
-
-    _set_parent_death_signal()
 
 
 class LocalTrainingJob:

@@ -32,7 +32,6 @@ import socket
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -105,24 +104,6 @@ def host_command(plan: LocalJobPlan, host: HostPlan, port: int, python: str = sy
     import shlex
 
     return ["/bin/sh", "-c", " ".join(["./" + entry, *(shlex.quote(a) for a in plan.user_args)])]
-
-
-def child_environment(
-    plan: LocalJobPlan, host: HostPlan, port: int, base: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The worker machine's environment, minus stray launcher settings, plus the host's contract env."""
-    env = {
-        k: v
-        for k, v in (os.environ if base is None else base).items()
-        if not k.startswith(("PET_", "TORCHELASTIC_", "SM_"))
-        and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-    }
-    env.update(host.env)
-    env["MASTER_PORT"] = str(port)
-    inherited = os.environ.get("PYTHONPATH") if base is None else base.get("PYTHONPATH")
-    if inherited:
-        env["PYTHONPATH"] = f"{host.env['PYTHONPATH']}{os.pathsep}{inherited}"
-    return env
 
 
 # --------------------------------------------------------------------------- stores
@@ -338,39 +319,36 @@ class LocalJobRun:
         raise NotImplementedError
 
     def launch(self) -> None:
-        plan = self.plan
-        port = free_port()
-        if self.training_started is None:
-            self.transition(
-                "Training",
-                f"Launching {len(plan.hosts)} host(s) x {plan.processes_per_host} process(es): "
-                f"{plan.total_processes} training process(es)",
+        """Start every host (``_spawn``); the request executor's run knows the commands."""
+        raise NotImplementedError
+
+    def _spawn(
+        self, host: str, cmd: list[str], env: dict[str, str], cwd: str | Path, shown: str
+    ) -> subprocess.Popen[bytes] | None:
+        """Start one host's process, log its pid and ``shown`` (its command), then read its
+        output (None once stopped)."""
+        self.commands[host] = cmd
+        with self._proc_lock:
+            if self.stop_requested.is_set():
+                return None
+            proc = subprocess.Popen(
+                cmd,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=_set_parent_death_signal,  # only a prctl call, no locks
             )
-            self.training_started = time.time()
-        for hp in plan.host_plans:
-            cmd = host_command(plan, hp, port, self.python)
-            env = child_environment(plan, hp, port)
-            self.commands[hp.host] = cmd
-            with self._proc_lock:
-                if self.stop_requested.is_set():
-                    return
-                proc = subprocess.Popen(
-                    cmd,
-                    cwd=hp.layout.code_dir,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
-                    preexec_fn=_set_parent_death_signal,  # only a prctl call, no locks
-                )
-                self.processes[hp.host] = proc
-            self.log(f"[local] {hp.host}: pid {proc.pid}: {' '.join(cmd)}")
-            for stream in (proc.stdout, proc.stderr):
-                assert stream is not None
-                t = threading.Thread(target=self._pump, args=(hp.host, stream), daemon=True)
-                t.start()
-                self._readers.append(t)
+            self.processes[host] = proc
+        self.log(f"[local] {host}: pid {proc.pid}: {shown}")
+        for stream in (proc.stdout, proc.stderr):
+            assert stream is not None
+            t = threading.Thread(target=self._pump, args=(host, stream), daemon=True)
+            t.start()
+            self._readers.append(t)
+        return proc
 
     def _pump(self, host: str, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
@@ -425,6 +403,7 @@ class LocalJobRun:
 
     max_runtime_exceeded = False
     first_failed: str | None = None
+    checkpoint_client: Any = None  # the S3 client of the checkpoint store (None: boto3's default)
 
     def _watch(self, now: float) -> None:
         """A subclass's extra check on each pass of the wait loop (the request executor's hang watchdog)."""
@@ -450,7 +429,9 @@ class LocalJobRun:
         with self._sync_lock:
             for hp in self.plan.host_plans:
                 try:
-                    copied += sync_dir(Store("local", str(hp.layout.checkpoint_dir)), store, self._synced)
+                    copied += sync_dir(
+                        Store("local", str(hp.layout.checkpoint_dir)), store, self._synced, client=self.checkpoint_client
+                    )
                 except Exception as exc:  # a failed periodic sync must not kill the run
                     self.log(f"[local] WARNING checkpoint sync to {store.uri} failed: {exc}")
         return copied
@@ -522,39 +503,9 @@ class LocalJobRun:
         return TrainingJobError(message, job_name=plan.job_name, status="Failed", failure_reason=reason)
 
     def finish(self) -> tuple[str, str]:
-        """Final checkpoint sync, success files, ``model.tar.gz`` and ``output.tar.gz``."""
-        plan = self.plan
-        self.transition("Uploading", f"Uploading the model to {plan.output_store.uri}")
-        if plan.checkpoint_store is not None:
-            n = self.sync_checkpoints()
-            self.log(f"[local] synced {n} checkpoint file(s) to {plan.checkpoint_store.uri}")
-        for hp in plan.host_plans:
-            hp.layout.success_file.write_text("")
-        model_dirs = [hp.layout.model_dir for hp in plan.host_plans]
-        data_dirs = [hp.layout.output_data_dir for hp in plan.host_plans]
-        if plan.output_compression == "NONE":
-            model_store = plan.output_store.child(plan.job_name, "output", "model")
-            for d in model_dirs:
-                sync_dir(Store("local", str(d)), model_store)
-            model_uri = model_store.uri
-        else:
-            model_uri = self._pack_and_put(model_dirs, plan.model_artifact)
-        output_uri = self._pack_and_put(data_dirs, plan.output_artifact)
-        self.log(f"[local] model artifact: {model_uri}")
-        return model_uri, output_uri
-
-    def _pack_and_put(self, dirs: list[Path], dst: Store) -> str:
-        if dst.kind == "local":
-            target = Path(dst.location)
-            tmp = target.with_name(f".{target.name}.tmp")
-            pack_dirs(dirs, tmp)
-            os.replace(tmp, target)
-        else:
-            with tempfile.TemporaryDirectory() as tmpdir:
-                archive = Path(tmpdir) / "archive.tar.gz"
-                pack_dirs(dirs, archive)
-                put_file(archive, dst)
-        return dst.uri
+        """Final checkpoint sync, success files, ``model.tar.gz`` and ``output.tar.gz``: the
+        request executor's run puts them where the request says."""
+        raise NotImplementedError
 
     # -- live state for the Training view (it reads these files while the job runs)
     def append_metric_log(self, points: list[Any]) -> None:

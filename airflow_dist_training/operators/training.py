@@ -509,7 +509,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         planned = self._launch or self._planned_launch(context)
         launch = self._launch = self._launch_for(name, context, planned=planned, on_demand=on_demand)
         self._fsx_preflight()
-        self._upload(launch)
+        self.hook.put_uploads(launch.uploads)
         self._seed_checkpoint(self._run_checkpoints(context, name))
         self.log.info("Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str))
         _fault_point("before_create")
@@ -566,25 +566,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         fsx = FSxHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         for warning in preflight_training_spec(fsx, spec):
             self.log.warning("FSx pre-flight: %s", warning)
-
-    def _upload(self, launch: Launch) -> None:
-        for upload in launch.uploads:
-            if getattr(upload, "content", None) is not None:
-                from airflow_dist_training.hooks.training import split_s3_uri
-
-                bucket, key = split_s3_uri(upload.s3_uri)
-                extra = (
-                    {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": upload.kms_key}
-                    if getattr(upload, "kms_key", None)
-                    else {}
-                )
-                self.hook._call(
-                    self.hook.s3_conn, "PutObject", upload.s3_uri, Bucket=bucket, Key=key, Body=upload.content, **extra
-                )
-            elif upload.local_path:
-                self.hook.upload_code(
-                    upload.local_path, upload.s3_uri, kms_key=getattr(upload, "kms_key", None)
-                )
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
         desc = self.hook.describe_training_job_or_none(str(external_id))

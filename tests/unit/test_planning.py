@@ -172,8 +172,6 @@ class _TaskInstance:
 class _SageMaker:
     """Records what the training task sends; no job of this run exists yet."""
 
-    s3_conn = None
-
     def __init__(self) -> None:
         self.created: list[dict[str, Any]] = []
         self.put: list[str] = []
@@ -185,8 +183,8 @@ class _SageMaker:
         self.created.append(request)
         return f"arn:aws:sagemaker:us-east-1:1:training-job/{request['TrainingJobName']}"
 
-    def _call(self, conn: Any, operation: str, uri: str, **kwargs: Any) -> None:
-        self.put.append(uri)
+    def put_uploads(self, uploads: Any) -> None:
+        self.put += [u.s3_uri for u in uploads]
 
 
 class _NoCheckpoints:

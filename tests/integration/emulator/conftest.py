@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.datasets import make_dataset
 from tests.paths import REPO
 
 BUCKET = "adt-emulator-tests"
@@ -71,22 +71,7 @@ def fsx_network(endpoint: Any) -> tuple[dict[str, str], dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("demo-data")
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "make_dataset.py"),
-            "--out",
-            str(out),
-            "--train",
-            "400",
-            "--test",
-            "200",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return out
+    return make_dataset(tmp_path_factory.mktemp("demo-data"))
 
 
 @pytest.fixture(scope="session")

@@ -15,13 +15,12 @@ Everything is asserted from the endpoint's state (jobs, requests, logs, packages
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.datasets import make_dataset
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
@@ -31,22 +30,7 @@ EPOCHS = 3  # the gate needs accuracy >= 0.8; an epoch of 400 rows costs well un
 
 
 def _make_data(out: Path, seed: int) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "make_dataset.py"),
-            "--out",
-            str(out),
-            "--train",
-            "400",
-            "--test",
-            "200",
-            "--seed",
-            str(seed),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    make_dataset(out, seed=seed)
 
 
 @pytest.fixture

@@ -119,7 +119,7 @@ def _host_failure(
     (also when its processes had finished: the instance failed before the job completed)."""
     if status in ("Stopping", "InProgress"):
         return "InProgress", "Training" if secondary == "Stopping" else secondary, None, transitions
-    kept = [t for t in transitions if t["Status"] not in ("Stopping", "Stopped", "Failed")]
+    kept = [t for t in transitions if t["Status"] not in ("Stopping", "Stopped", "Failed", "Completed")]
     now = _now()
     if kept and "EndTime" not in kept[-1]:
         kept[-1]["EndTime"] = now

@@ -227,6 +227,12 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_r
     desc3 = sm.describe_training_job(TrainingJobName=job3["TrainingJobName"])
     assert "warm_start" not in {c["ChannelName"] for c in desc3["InputDataConfig"]}
     assert desc3["CheckpointConfig"]["S3Uri"] != training_job["CheckpointConfig"]["S3Uri"]  # run-scoped
+    # every run staged: one association, reused; one import per run
+    fsx = endpoint.client("fsx")
+    [assoc] = fsx.describe_data_repository_associations()["Associations"]
+    assert assoc["DataRepositoryPath"] == f"s3://{DEMO_BUCKET}/source/train/"
+    tasks = fsx.describe_data_repository_tasks()["DataRepositoryTasks"]
+    assert [(t["Type"], t["Lifecycle"]) for t in tasks] == [("IMPORT_METADATA_FROM_REPOSITORY", "SUCCEEDED")] * 3
     packages = sm.list_model_packages(ModelPackageGroupName="demo-mlp-yaml")["ModelPackageSummaryList"]
     if states["register"] == "success":  # the gate passed: v2, compared with v1, on new data
         assert len(packages) == 2

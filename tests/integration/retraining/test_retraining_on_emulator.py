@@ -158,7 +158,8 @@ def test_retraining_scenario_on_the_sagemaker_backend(
     desc_failed = sm.describe_training_job(TrainingJobName=failed["TrainingJobName"])
     assert desc_failed["TrainingJobStatus"] == "Failed"
     assert desc_failed["FailureReason"].startswith("InternalServerError: ")
-    assert f"This run's earlier job {failed['TrainingJobName']} ended Failed" in out
+    reason = desc_failed["FailureReason"]
+    assert f"This run's earlier job {failed['TrainingJobName']} ended Failed ({reason}) (failed); starting generation 2." in out
     desc3 = sm.describe_training_job(TrainingJobName=job3["TrainingJobName"])
     assert desc3["TrainingJobStatus"] == "Completed"
     channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in desc3["InputDataConfig"]}

@@ -56,7 +56,8 @@ class EmulatorProcess:
             return dict(json.loads(resp.read()))
 
     def inject(self, fault: str, **params: Any) -> dict[str, Any]:
-        """Arm a fault: ``spot_interruption`` (job_name), ``insufficient_capacity`` (count), ``throttle`` (share)."""
+        """Arm a fault: ``spot_interruption`` (job_name), ``host_failure`` (count or job_name),
+        ``insufficient_capacity`` (count), ``throttle`` (share)."""
         return self._admin("faults", {"fault": fault, **params})
 
     def state(self) -> dict[str, Any]:

@@ -163,6 +163,7 @@ class Emulator:
             self.fsx = FileSystems(self.root, self.client, REGION)
         self.faults.throttle_share = 0.0
         self.faults.capacity_failures = 0
+        self.faults.host_failures = 0
         moto_api_backend.reset()
 
     # -- clients of the endpoint itself (logs, S3 for the jobs)
@@ -197,7 +198,18 @@ class Emulator:
             if not self.training.interrupt(name):
                 raise KeyError(f"no running training job {name!r}")
             return {"interrupted": name}
-        raise KeyError(f"unknown fault {fault!r}: use spot_interruption, insufficient_capacity or throttle")
+        if fault == "host_failure":
+            assert self.training is not None
+            name = str(params.get("job_name") or "")
+            if not name:
+                self.faults.host_failures = int(params.get("count", 1))
+                return {"host_failures": self.faults.host_failures}
+            if not self.training.fail_hosts(name):
+                raise KeyError(f"no running training job {name!r}")
+            return {"failed": name}
+        raise KeyError(
+            f"unknown fault {fault!r}: use spot_interruption, host_failure, insufficient_capacity or throttle"
+        )
 
     def state(self) -> dict[str, Any]:
         training = self.training.runs if self.training else {}

@@ -19,11 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_dist_training.emulator.faults import CAPACITY_REASON, SPOT_REASON, Faults
+from airflow_dist_training.emulator.faults import CAPACITY_REASON, HOST_FAILURE_REASON, SPOT_REASON, Faults
 from airflow_dist_training.emulator.logs import TRAINING_LOG_GROUP, JobLogs
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
+# how often an armed host failure looks for the job's first complete checkpoint (a few file stats)
+HOST_FAILURE_POLL_SECONDS = 0.02
 # A CI box under load can take a minute to start torch: a rendezvous "hang" only after 5 minutes.
 EXECUTOR_OPTIONS: dict[str, Any] = {"stop_grace_seconds": 5.0, "hang_seconds": 300.0}
 
@@ -50,6 +52,7 @@ class TrainingRun:
         self.job: Any = None
         self.mounts: dict[str, Path] = {}
         self.interrupted = False
+        self.host_failed = False
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -83,6 +86,8 @@ class TrainingRun:
                 transitions.append(
                     {"Status": "MaxWaitTimeExceeded", "StartTime": now, "StatusMessage": SPOT_REASON}
                 )
+        if self.host_failed:
+            status, secondary, reason, transitions = _host_failure(status, secondary, reason, transitions)
         fields: dict[str, Any] = {
             "training_job_status": status,
             "secondary_status": secondary,
@@ -105,6 +110,21 @@ class TrainingRun:
         changed = any(getattr(self.record, k, None) != v for k, v in fields.items())
         if changed:
             self.set(**fields)
+
+
+def _host_failure(
+    status: Any, secondary: Any, reason: Any, transitions: list[dict[str, Any]]
+) -> tuple[Any, Any, Any, list[dict[str, Any]]]:
+    """AWS's view of a job whose instance failed: no ``Stopping``, it ends ``Failed`` with the reason
+    (also when its processes had finished: the instance failed before the job completed)."""
+    if status in ("Stopping", "InProgress"):
+        return "InProgress", "Training" if secondary == "Stopping" else secondary, None, transitions
+    kept = [t for t in transitions if t["Status"] not in ("Stopping", "Stopped", "Failed", "Completed")]
+    now = _now()
+    if kept and "EndTime" not in kept[-1]:
+        kept[-1]["EndTime"] = now
+    kept.append({"Status": "Failed", "StartTime": now, "StatusMessage": HOST_FAILURE_REASON})
+    return "Failed", "Failed", HOST_FAILURE_REASON, kept
 
 
 class TrainingJobs:
@@ -184,11 +204,23 @@ class TrainingJobs:
                 )
                 return
             store = self.executor.store.with_mounts(run.mounts) if run.mounts else None
+            host_failure = self.faults.take_host_failure()
             run.job = self.executor.start(run.request, log=run.logs.add, store=store)
+            if host_failure:
+                threading.Thread(
+                    target=self._fail_hosts_after_first_checkpoint,
+                    args=(run,),
+                    name=f"emulator-host-failure-{run.name}",
+                    daemon=True,
+                ).start()
             while not run.job.done:
                 run.apply(run.job.describe())
                 run.logs.flush()
                 time.sleep(POLL_SECONDS)
+            if host_failure and not run.host_failed:
+                # the job outran the fault (a busy machine): its instance fails before it completes
+                run.host_failed = True
+                run.logs.add(f"[emulator] {HOST_FAILURE_REASON}")
             run.logs.flush()
             run.apply(run.job.describe())
         except Exception as exc:  # the emulator must never leave a job InProgress forever
@@ -225,6 +257,33 @@ class TrainingJobs:
         run.interrupted = True
         run.job.stop()
         return True
+
+    def fail_hosts(self, name: str) -> bool:
+        """Fault: the job's instances fail; every host's processes are killed, the job ends ``Failed``."""
+        run = self.get(name)
+        if run is None or run.done.is_set() or run.job is None:
+            return False
+        run.host_failed = True
+        run.logs.add(f"[emulator] {HOST_FAILURE_REASON}")
+        run.job.stop(grace_seconds=0)  # no grace: a failed instance does not wait for anyone
+        return True
+
+    def _fail_hosts_after_first_checkpoint(self, run: TrainingRun) -> None:
+        """The armed ``host_failure``: strike once a complete checkpoint is on the hosts' disk (or, with
+        no ``CheckpointConfig``, once the job trains). The executor then syncs it to S3, as SageMaker's
+        continuous sync would have, so the run's next job can resume from it."""
+        has_checkpoints = bool(run.request.get("CheckpointConfig"))
+        while not run.job.done:
+            if has_checkpoints:
+                dirs = [Path(d["checkpoints"]) for d in run.job.host_dirs().values()]
+                struck = any(next(d.rglob("_MANIFEST.json"), None) for d in dirs if d.is_dir())
+            else:
+                struck = run.job.describe()["SecondaryStatus"] == "Training"
+            if struck:
+                log.info("emulator: host failure of training job %s (fault)", run.name)
+                self.fail_hosts(run.name)
+                return
+            time.sleep(HOST_FAILURE_POLL_SECONDS)
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Stop every running job and wait until its processes are gone."""

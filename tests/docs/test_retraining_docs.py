@@ -49,3 +49,16 @@ def test_quoted_gate_and_skip_messages_are_the_ones_produced():
     assert f"* `{same[0]['reason']}`" in DOC
     assert "no new data or code since champion adt-demo/1 (data fingerprint ...)" in DOC
     assert "```mermaid" in DOC
+
+
+def test_quoted_retry_messages_on_sagemaker_are_the_operators_and_the_scripts():
+    """The kill-and-retry of run 3 on the endpoint, as the page quotes it (the emulator test asserts
+    these lines in a real run's logs)."""
+    operator = (REPO / "airflow_dist_training" / "operators" / "training.py").read_text()
+    train = (REPO / "examples" / "train.py").read_text()
+    assert '"Resuming from this run\'s own checkpoint %s"' in operator
+    assert "`Resuming from this run's own checkpoint s3://" in DOC
+    assert "\"This run's earlier job %s ended %s%s (%s); starting generation %d.\"" in operator
+    assert "`This run's earlier job <name> ended Failed (InternalServerError: …) (failed); starting generation 2`" in DOC
+    assert "f\"resumed from this run's checkpoint {resume.name} (epoch={state['epoch']}), \"" in train
+    assert "`resumed from this run's checkpoint step-… (epoch=K), starting at\n   epoch=K+1`" in DOC

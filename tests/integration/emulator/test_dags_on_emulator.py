@@ -10,6 +10,8 @@ endpoint's state.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,18 +95,24 @@ def test_retraining_dag_on_sagemaker_trains_evaluates_gates_and_registers(
     assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == evaluation_uri
 
 
-def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_runs_end_to_end(
+def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_runs(
     aws_default_on_endpoint: Any,
     demo_data: Path,
     airflow_db: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """``demo_mlp_local.yaml`` with ``backend: sagemaker``, WITH its staging step: on SageMaker the
     staging step puts the dataset on FSx for Lustre (the endpoint's), and the job reads its FSx
     channel. The changes a SageMaker user makes to the local demo: the staged source is an S3 prefix,
     staging names the file system and path, the job gets the VPC that reaches it, and the model
-    package group replaces the local registry folder."""
+    package group replaces the local registry folder.
+
+    Issue 13's scenario on the YAML pipeline, three DAG runs against one model package group: run 1
+    trains and registers v1; run 2 (same data, code, spec) is skipped saying why, no job, no
+    package; run 3 (new data in the S3 source, staged again) trains all its epochs from scratch
+    (the pipeline's ``warm_start: none``) and is compared with v1."""
     import yaml
     from airflow.dag_processing.dagbag import DagBag
 
@@ -176,3 +184,62 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_runs_end_to_end(
     image = training_job["AlgorithmSpecification"]["TrainingImage"]
     assert detail["InferenceSpecification"]["Containers"][0]["Image"] == image
     assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"].endswith("/evaluation.json")
+    fingerprint = detail["CustomerMetadataProperties"]["DataFingerprint"]
+
+    # Run 2: the same data (staged again), code and spec: skipped with the reason; nothing created.
+    capfd.readouterr()
+    run = dag.test(run_conf={"epochs": 4})
+    states = {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "success", states
+    assert states["stage"] == states["check_changes"] == "success", states
+    for task in ("train", "evaluate", "gate", "register"):
+        assert states[task] == "skipped", (task, states)
+    short = fingerprint.removeprefix("sha256:")[:12]
+    assert (
+        f"no new data or code since champion demo-mlp-yaml/1 (data fingerprint {short}" in capfd.readouterr().out
+    )
+    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 1
+    assert len(sm.list_processing_jobs()["ProcessingJobSummaries"]) == 1
+    assert len(sm.list_model_packages(ModelPackageGroupName="demo-mlp-yaml")["ModelPackageSummaryList"]) == 1
+
+    # Run 3: new data in the S3 source (the generator with another seed): all epochs, from scratch.
+    new = tmp_path / "new-data"
+    subprocess.run(
+        [sys.executable, str(REPO / "examples" / "make_dataset.py"), "--out", str(new), "--seed", "7"],
+        check=True,
+        capture_output=True,
+    )
+    s3.upload_file(str(new / "train" / "data.csv"), DEMO_BUCKET, "source/train/data.csv")
+    run = dag.test(run_conf={"epochs": 4})
+    states = {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "success", states
+    for task in ("stage", "check_changes", "train", "evaluate", "gate"):
+        assert states[task] == "success", (task, states)
+    jobs = sm.list_training_jobs()["TrainingJobSummaries"]
+    assert len(jobs) == 2
+    [job3] = [j for j in jobs if j["TrainingJobName"] != job["TrainingJobName"]]
+    events = endpoint.client("logs").filter_log_events(
+        logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix=f"{job3['TrainingJobName']}/algo-1"
+    )["events"]
+    log3 = "".join(e["message"] for e in events)
+    assert "no checkpoint found: starting from scratch" in log3 and "warm start" not in log3
+    assert "run_summary epochs_trained=4 " in log3 and "warm_started=0" in log3
+    desc3 = sm.describe_training_job(TrainingJobName=job3["TrainingJobName"])
+    assert "warm_start" not in {c["ChannelName"] for c in desc3["InputDataConfig"]}
+    assert desc3["CheckpointConfig"]["S3Uri"] != training_job["CheckpointConfig"]["S3Uri"]  # run-scoped
+    # every run staged: one association, reused; one import per run
+    fsx = endpoint.client("fsx")
+    [assoc] = fsx.describe_data_repository_associations()["Associations"]
+    assert assoc["DataRepositoryPath"] == f"s3://{DEMO_BUCKET}/source/train/"
+    tasks = fsx.describe_data_repository_tasks()["DataRepositoryTasks"]
+    assert [(t["Type"], t["Lifecycle"]) for t in tasks] == [("IMPORT_METADATA_FROM_REPOSITORY", "SUCCEEDED")] * 3
+    packages = sm.list_model_packages(ModelPackageGroupName="demo-mlp-yaml")["ModelPackageSummaryList"]
+    if states["register"] == "success":  # the gate passed: v2, compared with v1, on new data
+        assert len(packages) == 2
+        latest = max(packages, key=lambda p: p["ModelPackageVersion"])
+        meta = sm.describe_model_package(ModelPackageName=latest["ModelPackageArn"])["CustomerMetadataProperties"]
+        assert meta["ChampionComparedWith"] == package["ModelPackageArn"]
+        assert meta["DataFingerprint"] != fingerprint
+        assert meta["TrainingJobName"] == job3["TrainingJobName"]
+    else:  # rejected by the gate (on the new data's metrics), with the reason
+        assert states["register"] == "skipped" and len(packages) == 1

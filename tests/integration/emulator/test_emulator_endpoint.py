@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,7 @@ import pytest
 from airflow_dist_training.emulator.pytest_plugin import EmulatorProcess
 from airflow_dist_training.errors import CapacityError, TrainingJobError
 
-from .conftest import BUCKET
+from .conftest import BUCKET, REPO
 from .test_training_on_emulator import _wait_for, make_context, operator, run_task, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -114,3 +118,24 @@ def test_max_runtime_is_enforced(sagemaker_endpoint: Any, demo_data: Path) -> No
     )
     assert desc["SecondaryStatus"] == "MaxRuntimeExceeded"
     assert desc["TrainingJobStatus"] in ("Failed", "Stopped")
+
+
+def test_the_documented_fault_calls_are_the_admin_api(sagemaker_endpoint: Any) -> None:
+    """docs/emulator.md's ``curl`` lines, sent as written (to this endpoint): armed, or refused saying why."""
+    doc = (REPO / "docs" / "emulator.md").read_text()
+    calls = re.findall(r"curl -X POST http://127\.0\.0\.1:4566(/_emulator/faults) -d '(.*)'", doc)
+    answers = {}
+    for path, body in calls:
+        req = urllib.request.Request(f"{sagemaker_endpoint.endpoint}{path}", data=body.encode(), method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                answers[json.loads(body)["fault"]] = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            answers[json.loads(body)["fault"]] = {"status": exc.code, **json.loads(exc.read())}
+    assert answers == {
+        "spot_interruption": {"status": 400, "error": "no running training job 'my-job-1a2b3c4d5e'"},
+        "insufficient_capacity": {"capacity_failures": 1},
+        "host_failure": {"host_failures": 1},
+        "throttle": {"throttle_share": 0.3},
+    }
+    sagemaker_endpoint.reset()  # disarm what the doc's calls armed

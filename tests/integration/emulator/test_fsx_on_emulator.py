@@ -3,8 +3,9 @@
 The endpoint's FSx for Lustre: a file system in the training subnet's AZ whose security group
 opens the Lustre ports to the training security group. The pipeline's staging step runs the
 pre-flight, links ``/datasets/train`` to the S3 dataset prefix (a data repository association)
-and imports it; the training job gets an FSx channel and reads the imported files. The pipeline
-runs twice in a row: the second run reuses the association and imports again.
+and imports it; the training job gets an FSx channel and reads the imported files. (Later runs
+reuse the association and import again: the demo YAML pipeline's three runs on the endpoint,
+``test_dags_on_emulator.py``, show that.)
 
 The only edits to the shipped files: the placeholder AWS ids (file system, subnet, security group)
 become the endpoint's, as a user puts their own; the run conf sets the demo's learning rate.
@@ -70,7 +71,7 @@ def _pipeline_dag(tmp_path: Path, ids: dict[str, str], monkeypatch: pytest.Monke
     return fast_polling(bag.dags["llm_finetune_sagemaker"])
 
 
-def test_fsx_pipeline_stages_through_fsx_and_trains_on_the_channel_twice(
+def test_fsx_pipeline_stages_through_fsx_and_trains_on_the_channel(
     sagemaker_endpoint: Any,
     demo_data: Path,
     airflow_db: Path,
@@ -86,38 +87,36 @@ def test_fsx_pipeline_stages_through_fsx_and_trains_on_the_channel_twice(
     sm = endpoint.client("sagemaker")
     source_rows = len((demo_data / "train" / "data.csv").read_text().splitlines()) - 1
 
-    for run_number in (1, 2):
-        run = dag.test(run_conf={"learning_rate": 0.05})  # the spec's 3 epochs
-        states = {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}
-        assert str(run.state) == "success", states
-        for task in ("plan", "stage", "train", "evaluate", "gate", "register"):
-            assert states[task] == "success", (run_number, states)
+    run = dag.test(run_conf={"learning_rate": 0.05})  # the spec's 3 epochs
+    states = {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "success", states
+    for task in ("plan", "stage", "train", "evaluate", "gate", "register"):
+        assert states[task] == "success", (task, states)
 
-        jobs = sm.list_training_jobs()["TrainingJobSummaries"]
-        assert len(jobs) == run_number  # one job per run, none skipped (no approved champion)
-        name = max(jobs, key=lambda j: j["CreationTime"])["TrainingJobName"]
-        desc = sm.describe_training_job(TrainingJobName=name)
-        assert desc["TrainingJobStatus"] == "Completed"
-        [channel] = desc["InputDataConfig"]
-        assert channel["ChannelName"] == "train"
-        assert channel["DataSource"] == {
-            "FileSystemDataSource": {
-                "FileSystemId": fs["FileSystemId"],
-                "FileSystemAccessMode": "ro",
-                "FileSystemType": "FSxLustre",
-                "DirectoryPath": f"/{mount}/datasets/train",
-            }
+    [job] = sm.list_training_jobs()["TrainingJobSummaries"]
+    name = job["TrainingJobName"]
+    desc = sm.describe_training_job(TrainingJobName=name)
+    assert desc["TrainingJobStatus"] == "Completed"
+    [channel] = desc["InputDataConfig"]
+    assert channel["ChannelName"] == "train"
+    assert channel["DataSource"] == {
+        "FileSystemDataSource": {
+            "FileSystemId": fs["FileSystemId"],
+            "FileSystemAccessMode": "ro",
+            "FileSystemType": "FSxLustre",
+            "DirectoryPath": f"/{mount}/datasets/train",
         }
-        assert desc["VpcConfig"] == {"SecurityGroupIds": [net["training_sg"]], "Subnets": [net["subnet"]]}
-        # the data the job saw: the S3 dataset, through the association and the import task
-        events = endpoint.client("logs").filter_log_events(
-            logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix=f"{name}/algo-1"
-        )["events"]
-        assert f"train data: {source_rows} rows from /opt/ml/input/data/train" in "".join(
-            e["message"] for e in events
-        )
+    }
+    assert desc["VpcConfig"] == {"SecurityGroupIds": [net["training_sg"]], "Subnets": [net["subnet"]]}
+    # the data the job saw: the S3 dataset, through the association and the import task
+    events = endpoint.client("logs").filter_log_events(
+        logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix=f"{name}/algo-1"
+    )["events"]
+    assert f"train data: {source_rows} rows from /opt/ml/input/data/train" in "".join(
+        e["message"] for e in events
+    )
 
-    [assoc] = fsx.describe_data_repository_associations()["Associations"]  # reused by run 2
+    [assoc] = fsx.describe_data_repository_associations()["Associations"]
     assert (assoc["FileSystemPath"], assoc["DataRepositoryPath"]) == (
         "/datasets/train",
         f"s3://{BUCKET}/datasets/train/",
@@ -125,9 +124,9 @@ def test_fsx_pipeline_stages_through_fsx_and_trains_on_the_channel_twice(
     tasks = fsx.describe_data_repository_tasks()["DataRepositoryTasks"]
     assert [(t["Type"], t["Lifecycle"], t["Status"]["SucceededCount"]) for t in tasks] == [
         ("IMPORT_METADATA_FROM_REPOSITORY", "SUCCEEDED", 1)
-    ] * 2
+    ]
     packages = sm.list_model_packages(ModelPackageGroupName="llm-finetune")["ModelPackageSummaryList"]
-    assert sorted(p["ModelApprovalStatus"] for p in packages) == ["PendingManualApproval"] * 2
+    assert [p["ModelApprovalStatus"] for p in packages] == ["PendingManualApproval"]
 
 
 def test_fsx_channel_on_a_missing_file_system_is_refused(sagemaker_endpoint: Any) -> None:

@@ -7,14 +7,18 @@ against one endpoint (its S3, its model registry):
    the package's ``CustomerMetadataProperties``;
 2. the same data, code and spec: skipped with the reason; no training job, no package, no checkpoint;
 3. new data (the generator with another seed) and ``warm_start: champion``: the champion's model
-   arrives as the ``warm_start`` channel, the job trains all its epochs, and the package records the
-   champion it was compared with.
+   arrives as the ``warm_start`` channel. The run's first job loses its instance right after its
+   first checkpoint (the endpoint's ``host_failure`` fault); the task's retry starts the run's next
+   job, which resumes from run 3's own checkpoint (never run 1's); the run trains all its epochs,
+   and the package records the champion it was compared with.
 
 Everything is asserted from the endpoint's state (jobs, requests, logs, packages, S3).
 """
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +72,7 @@ def _packages(sm: Any) -> list[dict[str, Any]]:
 
 
 def test_retraining_scenario_on_the_sagemaker_backend(
-    sagemaker_endpoint: Any, retraining_dag: Any, tmp_path: Path
+    sagemaker_endpoint: Any, retraining_dag: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     endpoint = sagemaker_endpoint
     s3 = endpoint.client("s3")
@@ -116,27 +120,52 @@ def test_retraining_scenario_on_the_sagemaker_backend(
     after2 = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="checkpoints/").get("Contents", [])}
     assert after2 == checkpoints
 
-    # Run 3: new data arrives; warm start from the champion: all epochs, compared with v1.
+    # Run 3: new data arrives; warm start from the champion. Its first job's instance fails after
+    # the job's first checkpoint; the task's retry resumes from run 3's own checkpoint.
     _make_data(tmp_path / "new", seed=7)
     s3.upload_file(str(tmp_path / "new" / "train" / "data.csv"), BUCKET, "data/train/data.csv")
+    endpoint.inject("host_failure", count=1)
+    retraining_dag.get_task("sagemaker.train").retry_delay = timedelta(seconds=0)
+    capfd.readouterr()
     run3 = retraining_dag.test(run_conf={**conf, "warm_start": "champion"})
+    out = capfd.readouterr().out
     states = _states(run3)
     assert str(run3.state) == "success", states
     assert states["sagemaker.train"] == states["sagemaker.gate"] == "success", states
+    [train_ti] = [ti for ti in run3.get_task_instances() if ti.task_id == "sagemaker.train"]
+    assert train_ti.try_number == 2  # a real Airflow retry of the task
     jobs = sm.list_training_jobs()["TrainingJobSummaries"]
-    assert len(jobs) == 2
-    [job3] = [j for j in jobs if j["TrainingJobName"] != job1["TrainingJobName"]]
+    assert len(jobs) == 3  # run 1's, and one per attempt of run 3's task: no duplicate
+    failed, job3 = sorted(
+        (j for j in jobs if j["TrainingJobName"] != job1["TrainingJobName"]), key=lambda j: j["CreationTime"]
+    )
+    desc_failed = sm.describe_training_job(TrainingJobName=failed["TrainingJobName"])
+    assert desc_failed["TrainingJobStatus"] == "Failed"
+    assert desc_failed["FailureReason"].startswith("InternalServerError: ")
+    reason = desc_failed["FailureReason"]
+    assert f"This run's earlier job {failed['TrainingJobName']} ended Failed ({reason}) (failed); starting generation 2." in out
     desc3 = sm.describe_training_job(TrainingJobName=job3["TrainingJobName"])
+    assert desc3["TrainingJobStatus"] == "Completed"
     channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in desc3["InputDataConfig"]}
     champion_model = v1["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
     assert channels["warm_start"] == champion_model  # the champion's model, as an input channel
-    assert (
-        desc3["CheckpointConfig"]["S3Uri"]
-        != sm.describe_training_job(TrainingJobName=job1["TrainingJobName"])["CheckpointConfig"]["S3Uri"]
-    )  # a run-scoped checkpoint location: never run 1's
+    run3_checkpoints = desc3["CheckpointConfig"]["S3Uri"]
+    run1_checkpoints = sm.describe_training_job(TrainingJobName=job1["TrainingJobName"])["CheckpointConfig"][
+        "S3Uri"
+    ]
+    assert desc_failed["CheckpointConfig"]["S3Uri"] == run3_checkpoints != run1_checkpoints
+    # the retry resumed from run 3's own checkpoint, which the failed job wrote; never run 1's
+    [resuming] = [line for line in out.splitlines() if "Resuming from this run's own checkpoint" in line]
+    assert f"{run3_checkpoints.rstrip('/')}/step-" in resuming and run1_checkpoints not in resuming
+    log_failed = _job_log(endpoint, failed["TrainingJobName"])
+    assert "warm start: initialised from " in log_failed and f"training all {EPOCHS} epochs" in log_failed
+    assert "epoch=0 loss=" in log_failed and "the instance of algo-1 failed" in log_failed
     log3 = _job_log(endpoint, job3["TrainingJobName"])
-    assert "warm start: initialised from " in log3 and f"training all {EPOCHS} epochs" in log3
-    assert f"run_summary epochs_trained={EPOCHS} " in log3 and "warm_started=1" in log3
+    resumed = re.search(r"resumed from this run's checkpoint step-\d+ \(epoch=(\d+)\), starting at epoch=(\d+)", log3)
+    assert resumed is not None, log3[-2000:]
+    done = int(resumed.group(2))
+    assert done == int(resumed.group(1)) + 1 and done <= EPOCHS
+    assert f"run_summary epochs_trained={EPOCHS} " in log3 and f"job_epochs={EPOCHS - done} " in log3
     summary = (tmp_path / "last-run-summary.txt").read_text()
     assert "data and spec changed since champion adt-demo/1: training" in summary
     assert f"PASS training: the training job trained {EPOCHS} epochs" in summary

@@ -1,13 +1,17 @@
-"""Emulator pieces that need no server: paths, the /opt/ml mapping, log stream naming."""
+"""Emulator pieces that need no server: paths, the /opt/ml mapping, log stream naming, fault statuses."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from airflow_dist_training.emulator.faults import HOST_FAILURE_REASON
 from airflow_dist_training.emulator.logs import JobLogs
 from airflow_dist_training.emulator.processing import ProcessingRun
 from airflow_dist_training.emulator.server import Emulator
+from airflow_dist_training.emulator.training import TrainingRun
 
 
 def test_a_relative_root_is_made_absolute(tmp_path: Path, monkeypatch: Any) -> None:
@@ -48,3 +52,39 @@ def test_one_stream_per_host_named_like_sagemaker() -> None:
         f"job-1/algo-2-{logs.epoch}": ["epoch=0 loss=1.0"],
         f"job-1/algo-1-{logs.epoch}": ["[local] preparing hosts"],
     }
+
+
+def _executor_view(status: str, secondary: str, reason: str | None = None) -> dict[str, Any]:
+    """What the local executor describes for a job (the emulator copies it onto moto's record)."""
+    t0 = dt.datetime(2026, 12, 1, 12, 0, 0)
+    transitions = [
+        {"Status": "Starting", "StartTime": t0, "EndTime": t0, "StatusMessage": "Preparing"},
+        {"Status": "Training", "StartTime": t0, "EndTime": t0, "StatusMessage": "Launching"},
+        {"Status": secondary, "StartTime": t0, "StatusMessage": reason or secondary},
+    ]
+    desc: dict[str, Any] = {
+        "TrainingJobStatus": status,
+        "SecondaryStatus": secondary,
+        "SecondaryStatusTransitions": transitions,
+    }
+    if reason:
+        desc["FailureReason"] = reason
+    return desc
+
+
+def test_a_host_failure_is_reported_as_aws_does_whatever_the_processes_did() -> None:
+    """The ``host_failure`` fault: never ``Stopping``/``Stopped`` (nobody asked for a stop), and a job
+    whose processes had finished before the fault struck still ends ``Failed`` with the reason."""
+    run = TrainingRun(SimpleNamespace(), {"TrainingJobName": "job-1"}, logs=None)  # type: ignore[arg-type]
+    run.host_failed = True
+    run.apply(_executor_view("Stopping", "Stopping"))
+    assert (run.record.training_job_status, run.record.secondary_status) == ("InProgress", "Training")
+    assert run.record.failure_reason is None
+    for status, secondary in (("Stopped", "Stopped"), ("Completed", "Completed")):
+        run.apply(_executor_view(status, secondary, "Stopped by request" if status == "Stopped" else None))
+        record = run.record
+        assert (record.training_job_status, record.secondary_status) == ("Failed", "Failed")
+        assert record.failure_reason == HOST_FAILURE_REASON
+        assert record.failure_reason.startswith("InternalServerError: ")
+        assert [t["Status"] for t in record.secondary_status_transitions] == ["Starting", "Training", "Failed"]
+        assert "EndTime" in record.secondary_status_transitions[1]

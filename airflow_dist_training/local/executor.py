@@ -636,11 +636,21 @@ class _RequestRun(LocalJobRun):
         self.torchrun_started: float | None = None
         self._refused: list[tuple[float, int]] = []
         self._refused_checked = 0.0
+        # the master port was seen listening: the rendezvous happened, so a quiet 7777 later (hosts
+        # finishing, the toolkit's interpreter exiting) is no rendezvous hang
+        self._rendezvous_seen = False
+        self._listen_checked = 0.0
+        self._network_ready: threading.Thread | None = None
+        self._network_error: BaseException | None = None
 
     # -- preparation: code, channels, config files, checkpoints, the job's Python
     def prepare(self) -> None:
         plan = self.plan
         self.transition("Starting", f"Preparing {len(plan.hosts)} simulated host(s) under {plan.job_dir}")
+        if self.rp.isolation.namespaces and self.network is None:
+            # the job's network namespace comes up while the files are staged (it needs none of them)
+            self._network_ready = threading.Thread(target=self._start_network, daemon=True)
+            self._network_ready.start()
         for warning in plan.warnings:
             self.log(f"[local] WARNING {warning}")
         first = plan.host_plans[0].layout
@@ -751,15 +761,34 @@ class _RequestRun(LocalJobRun):
         )
 
     # -- launch
+    def _start_network(self) -> None:
+        plan = self.plan
+        ports = list(self.options.relay_ports) + loopback_ports(os.environ)
+        network = nshosts.JobNetwork(plan.job_dir, plan.hosts, self.rp.isolation, ports)
+        self.network = network  # before start: close() cleans up whatever start() got to
+        try:
+            network.start()
+        except BaseException as exc:
+            self._network_error = exc
+            return
+        self.log(
+            f"[local] job network namespace ready in {network.setup_seconds * 1000:.0f} ms (hosts: {', '.join(plan.hosts)}, master port {nshosts.MASTER_PORT})"
+        )
+
+    def _wait_network(self) -> None:
+        if self._network_ready is not None:
+            self._network_ready.join()
+            self._network_ready = None
+
     def launch(self) -> None:
         plan = self.plan
-        if self.rp.isolation.namespaces and self.network is None:
-            ports = list(self.options.relay_ports) + loopback_ports(os.environ)
-            self.network = nshosts.JobNetwork(plan.job_dir, plan.hosts, self.rp.isolation, ports)
-            self.network.start()
-            self.log(
-                f"[local] job network namespace ready in {self.network.setup_seconds * 1000:.0f} ms (hosts: {', '.join(plan.hosts)}, master port {nshosts.MASTER_PORT})"
-            )
+        if self.rp.isolation.namespaces:
+            if self.network is None and self._network_ready is None:
+                self._network_ready = threading.Thread(target=self._start_network, daemon=True)
+                self._network_ready.start()
+            self._wait_network()
+            if self._network_error is not None:
+                raise self._network_error
         port = nshosts.MASTER_PORT if self.rp.isolation.namespaces else _free_port()
         if self.training_started is None:
             self.transition(
@@ -858,6 +887,9 @@ class _RequestRun(LocalJobRun):
 
     # -- waiting: the launcher's loop, plus the hang watchdog
     def _watch(self, now: float) -> None:
+        if self.network is not None and not self._rendezvous_seen and now - self._listen_checked >= 0.5:
+            self._listen_checked = now
+            self._rendezvous_seen = self.network.listening(nshosts.MASTER_PORT)
         if self.hang_reason is None and not self.stop_requested.is_set():
             reason = self._hang(now)
             if reason is not None:
@@ -888,7 +920,7 @@ class _RequestRun(LocalJobRun):
         resolution = self._resolution_hang(waited)
         if resolution is not None:
             return resolution
-        if self.network is None or len(self.plan.hosts) < 2 or self.network.listening(nshosts.MASTER_PORT):
+        if self.network is None or len(self.plan.hosts) < 2 or self._rendezvous_seen:
             return None
         master = self.plan.hosts[0]
         started = self.torchrun_started if self.rp.mode != "builtin" else self.training_started
@@ -997,6 +1029,7 @@ class _RequestRun(LocalJobRun):
         return model, output
 
     def close(self) -> None:
+        self._wait_network()  # a failed preparation still closes the namespace started beside it
         if self.network is not None:
             self.network.close()
 

@@ -9,14 +9,14 @@ from pathlib import Path
 from tests.paths import REPO
 
 
-def make_dataset(out: Path, *, train: int = 400, test: int = 200, seed: int = 0) -> Path:
-    """Write ``<out>/train/data.csv`` and ``<out>/test/data.csv``; returns ``out``."""
+def make_dataset(out: Path, *, train: int | None = None, test: int | None = None, seed: int = 0) -> Path:
+    """Write ``<out>/train/data.csv`` and ``<out>/test/data.csv``; returns ``out``.
+
+    ``train``/``test`` are row counts; ``None`` keeps the script's defaults (the README's demo data).
+    """
+    sizes = [*(("--train", str(train)) if train is not None else ()), *(("--test", str(test)) if test is not None else ())]
     subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "make_dataset.py"),
-            *("--out", str(out), "--train", str(train), "--test", str(test), "--seed", str(seed)),
-        ],
+        [sys.executable, str(REPO / "examples" / "make_dataset.py"), "--out", str(out), "--seed", str(seed), *sizes],
         check=True,
         capture_output=True,
     )

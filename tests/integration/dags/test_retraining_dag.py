@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.datasets import make_dataset
 from tests.paths import REPO
 
 DAG_FILE = REPO / "dags" / "distributed_retraining.py"
@@ -21,11 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retraining-dag")]
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     demo = tmp_path_factory.mktemp("demo")
-    subprocess.run(
-        [sys.executable, str(REPO / "examples" / "make_dataset.py"), "--out", str(demo / "source")],
-        check=True,
-        capture_output=True,
-    )
+    make_dataset(demo / "source")
     return demo
 
 
@@ -124,18 +120,7 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
     assert set((demo_dir / "jobs").iterdir()) == jobs_before
 
     # Run 3: new data arrives (the generator with another seed) -> all epochs from scratch, vs v1.
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "make_dataset.py"),
-            "--out",
-            str(demo_dir / "source"),
-            "--seed",
-            "7",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    make_dataset(demo_dir / "source", seed=7)
     # Its first training job is killed at epoch 1; the task's retry resumes from run 3's own checkpoint.
     monkeypatch.setenv("ADT_DEMO_KILL_AT_EPOCH", "1")
     retraining_dag.get_task("local.train").retry_delay = timedelta(seconds=0)

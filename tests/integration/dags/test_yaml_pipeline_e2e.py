@@ -8,11 +8,10 @@ data lands in the scratch tree's ``.adt-demo``, outside the DAGs folder.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 
+from tests.datasets import make_dataset
 from tests.paths import REPO
 
 PIPELINES = REPO / "dags" / "pipelines"
@@ -29,11 +28,7 @@ def test_demo_yaml_pipeline_trains_gates_and_registers(tmp_path, monkeypatch, ai
     for name in ("demo_mlp_local.yaml", "demo_mlp_local.py"):
         shutil.copy(PIPELINES / name, dags / name)
     (root / "examples").symlink_to(REPO / "examples")
-    subprocess.run(
-        [sys.executable, str(REPO / "examples" / "make_dataset.py"), "--out", str(root / ".adt-demo" / "source")],
-        check=True,
-        capture_output=True,
-    )
+    make_dataset(root / ".adt-demo" / "source")
     monkeypatch.setenv("ADT_LOCAL_ROOT", str(tmp_path / "jobs"))
     bag = DagBag(dag_folder=str(dags), safe_mode=False)
     assert bag.import_errors == {}

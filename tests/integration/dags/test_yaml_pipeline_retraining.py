@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.datasets import make_dataset
 from tests.paths import REPO
 
 PIPELINE = REPO / "dags" / "pipelines" / "demo_mlp_local.yaml"
@@ -24,11 +23,7 @@ def yaml_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) 
     from airflow_dist_training.compat import DagBag
 
     demo = tmp_path / "demo"
-    subprocess.run(
-        [sys.executable, str(REPO / "examples" / "make_dataset.py"), "--out", str(demo / "source")],
-        check=True,
-        capture_output=True,
-    )
+    make_dataset(demo / "source")
     # The referenced spec's paths are relative to the working directory (the repository root):
     # make them absolute, as dags/distributed_retraining.py does.
     spec = yaml.safe_load((REPO / "examples" / "specs" / "local_demo.yaml").read_text())

@@ -71,7 +71,7 @@ def fsx_network(endpoint: Any) -> tuple[dict[str, str], dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("demo-data"))
+    return make_dataset(tmp_path_factory.mktemp("demo-data"), train=400, test=200)
 
 
 @pytest.fixture(scope="session")

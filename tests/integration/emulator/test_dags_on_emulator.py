@@ -10,12 +10,12 @@ endpoint's state.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.datasets import make_dataset
 
 from .conftest import REPO, fast_polling, fsx_network, serve_dags_folder
 
@@ -204,11 +204,7 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_r
 
     # Run 3: new data in the S3 source (the generator with another seed): all epochs, from scratch.
     new = tmp_path / "new-data"
-    subprocess.run(
-        [sys.executable, str(REPO / "examples" / "make_dataset.py"), "--out", str(new), "--seed", "7"],
-        check=True,
-        capture_output=True,
-    )
+    make_dataset(new, seed=7)
     s3.upload_file(str(new / "train" / "data.csv"), DEMO_BUCKET, "source/train/data.csv")
     run = dag.test(run_conf={"epochs": 4})
     states = {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}

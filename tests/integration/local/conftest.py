@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.datasets import make_dataset
 from tests.paths import REPO
 
 EXAMPLES = REPO / "examples"
@@ -18,22 +17,7 @@ EXAMPLES = REPO / "examples"
 
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("demo-data")
-    subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLES / "make_dataset.py"),
-            "--out",
-            str(out),
-            "--train",
-            "2000",
-            "--test",
-            "500",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return out
+    return make_dataset(tmp_path_factory.mktemp("demo-data"), train=2000, test=500)
 
 
 def script_spec(tmp_path: Path, script: str, *, name: str = "t.py", **over: Any) -> dict[str, Any]:

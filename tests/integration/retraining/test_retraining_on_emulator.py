@@ -34,7 +34,7 @@ EPOCHS = 3  # the gate needs accuracy >= 0.8; an epoch of 400 rows costs well un
 
 
 def _make_data(out: Path, seed: int) -> None:
-    make_dataset(out, seed=seed)
+    make_dataset(out, train=400, test=200, seed=seed)
 
 
 @pytest.fixture

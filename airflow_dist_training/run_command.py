@@ -53,6 +53,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         region_name=args.region,
         local_hook_kwargs={"root": args.jobs_root, "base_dir": str(Path(args.base_dir).absolute())},
     )
+    if not backend.remote:  # the local backend's own checks, before saying anything is starting
+        backend.plan(spec, job_name=name, region=args.region or "us-east-1")
     print(f"Starting training job {name} ({args.backend})", flush=True)
     backend.submit(spec, name, log=emit)
     try:

@@ -12,11 +12,17 @@
 #   ADT_DEMO_DIR     the demo's workspace (default .adt-demo)
 #   ADT_DEMO_CONF    the run's conf (default {"backend": "local"}), e.g. {"backend": "local", "force": true}
 #   ADT_SKIP_SETUP=1 skip scripts/setup.sh (already set up)
+#   ADT_VENV         the virtualenv to run in (default .venv; e.g. .venv-low: the lowest supported
+#                    Airflow, built by scripts/setup-low.sh); scripts/setup.sh runs only for .venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EMULATOR=0
 [[ "${1:-}" == "--emulator" ]] && EMULATOR=1
-[ "${ADT_SKIP_SETUP:-0}" = 1 ] || scripts/setup.sh
+VENV="${ADT_VENV:-.venv}"
+if [ "${ADT_SKIP_SETUP:-0}" != 1 ]; then
+  if [ "$VENV" = .venv ]; then scripts/setup.sh; elif [ "$VENV" = .venv-low ]; then scripts/setup-low.sh; fi
+fi
+[ -x "$VENV/bin/airflow" ] || { echo "no Airflow in $VENV (ADT_VENV); run scripts/setup.sh"; exit 1; }
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$PWD/.airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$PWD/dags"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
@@ -24,14 +30,14 @@ export ADT_DEMO_DIR="${ADT_DEMO_DIR:-$PWD/.adt-demo}"
 export ADT_LOCAL_ROOT="$ADT_DEMO_DIR/jobs"
 CONF="${ADT_DEMO_CONF:-{\"backend\": \"local\"\}}"
 mkdir -p "$AIRFLOW_HOME" "$ADT_DEMO_DIR"
-.venv/bin/airflow db migrate >/dev/null
+"$VENV"/bin/airflow db migrate >/dev/null
 # The "upstream" dataset: synthetic but learnable (seeded: the same seed gives the same data, so
 # a second run finds nothing new and is skipped).
-.venv/bin/python examples/make_dataset.py --out "$ADT_DEMO_DIR/source" >/dev/null
+"$VENV"/bin/python examples/make_dataset.py --out "$ADT_DEMO_DIR/source" >/dev/null
 if [[ $EMULATOR == 1 ]]; then
   # The endpoint runs in the background for this demo only; the trap stops it (and its jobs).
   rm -rf "$ADT_DEMO_DIR/emulator" && mkdir -p "$ADT_DEMO_DIR/emulator"
-  .venv/bin/airflow-dist-training emulator --root "$ADT_DEMO_DIR/emulator" \
+  "$VENV"/bin/airflow-dist-training emulator --root "$ADT_DEMO_DIR/emulator" \
     > "$ADT_DEMO_DIR/emulator/endpoint.txt" 2> "$ADT_DEMO_DIR/emulator/emulator.log" &
   EMULATOR_PID=$!
   trap 'kill -TERM $EMULATOR_PID 2>/dev/null; wait $EMULATOR_PID 2>/dev/null || true' EXIT
@@ -42,7 +48,7 @@ if [[ $EMULATOR == 1 ]]; then
   # The Airflow AWS connection points at it through its endpoint_url extra.
   export AIRFLOW_CONN_AWS_DEFAULT="{\"conn_type\": \"aws\", \"login\": \"testing\", \"password\": \"testing\", \"extra\": {\"endpoint_url\": \"$ENDPOINT\", \"region_name\": \"us-east-1\"}}"
   # Seed the demo bucket with the training data (the spec's s3://adt-demo-bucket/data/train).
-  .venv/bin/python - "$ENDPOINT" "$ADT_DEMO_DIR" <<'PY'
+  "$VENV"/bin/python - "$ENDPOINT" "$ADT_DEMO_DIR" <<'PY'
 import sys, boto3
 s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
                   aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -52,7 +58,7 @@ PY
   CONF="${ADT_DEMO_CONF:-{\"backend\": \"sagemaker\"\}}"
 fi
 rm -f "$ADT_DEMO_DIR/last-run-summary.txt"
-.venv/bin/airflow dags test distributed_retraining -c "$CONF" > "$ADT_DEMO_DIR/last-run.log" 2>&1 \
+"$VENV"/bin/airflow dags test distributed_retraining -c "$CONF" > "$ADT_DEMO_DIR/last-run.log" 2>&1 \
   || { tail -n 60 "$ADT_DEMO_DIR/last-run.log"; echo "demo failed; full log: $ADT_DEMO_DIR/last-run.log"; exit 1; }
 cat "$ADT_DEMO_DIR/last-run-summary.txt"
 echo "Full log: $ADT_DEMO_DIR/last-run.log"

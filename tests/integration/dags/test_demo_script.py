@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ def _demo(tmp_path: Path) -> str:
         AIRFLOW_HOME=str(tmp_path / "airflow"),
         ADT_DEMO_DIR=str(tmp_path / "demo"),
         ADT_SKIP_SETUP="1",  # this checkout's venv is set up already
+        ADT_VENV=sys.prefix,  # the Airflow under test: .venv, or .venv-low (scripts/test-low.sh)
         ADT_DEMO_CONF='{"backend": "local", "epochs": 2}',  # 2 epochs: keep the test cheap
     )
     done = subprocess.run(

@@ -91,4 +91,5 @@ def test_run_with_an_invalid_spec_exits_2_before_launching(tmp_path: Path) -> No
     assert out.stderr.startswith(
         "error: local backend: distribution.strategy: smp_v1 cannot run on the local backend"
     )
+    assert "Starting training job" not in out.stdout  # refused before anything is said to start
     assert not (tmp_path / "jobs" / "cli-bad").exists()

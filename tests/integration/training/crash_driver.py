@@ -129,6 +129,24 @@ def prebuild_execution_api() -> None:
     supervisor.in_process_api_server = lambda: InProcessExecutionAPI(app=app)
 
 
+def start_runs(run_ids: list[str]) -> None:
+    """Move queued DAG runs to ``running`` as the scheduler does (``set_state`` sets ``start_date``).
+
+    ``dags trigger`` leaves a run queued, with no ``start_date``. Airflow 3.1's Execution API
+    refuses to start a task in such a run (``TIRunContext.dag_run.start_date`` is required there,
+    optional from 3.2 on), so every ``tasks test`` of a never-started run fails on 3.1.
+    """
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        runs = session.scalars(select(DagRun).where(DagRun.dag_id == DAG_ID, DagRun.run_id.in_(run_ids)))
+        for run in runs:
+            run.set_state(DagRunState.RUNNING)
+
+
 def task_state(task_id: str, run_id: str) -> str | None:
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
@@ -257,9 +275,11 @@ def main() -> None:
 
     run_ids = [f"crash{i}" for i in range(args.first, args.first + args.runs)]
 
-    def trigger_all() -> None:  # the scheduler's part: each DAG run exists before its task is tried
+    def trigger_all() -> None:
+        """The scheduler's part: each DAG run exists, and is running, before its task is tried."""
         for run_id in run_ids:
             airflow_cli("dags", "trigger", DAG_ID, "--run-id", run_id)
+        start_runs(run_ids)
 
     assert wait_child(in_child(trigger_all)) == 0, "dags trigger failed"
     db = args.home / "airflow.db"

@@ -23,6 +23,9 @@ from fake_sagemaker_training import FakeTrainingLifecycle
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DRIVER = Path(__file__).parent / "crash_driver.py"
+# DAG runs per driver (two drivers). Fewer for a quick check, e.g. on a loaded machine or the lowest
+# Airflow: ADT_CRASH_RUNS=6 (then not every crash point is necessarily drawn).
+RUNS = int(os.environ.get("ADT_CRASH_RUNS", "25"))
 
 
 def run_driver(
@@ -59,24 +62,25 @@ def test_crash_at_random_points_then_retry_creates_exactly_one_job(
     db = airflow_db / "airflow.db"
     # 2 drivers x 25 runs = 50 randomized crash points, in parallel.
     procs = [
-        run_driver(tmp_path, db, runs=25, first=0, seed=11),
-        run_driver(tmp_path, db, runs=25, first=25, seed=29),
+        run_driver(tmp_path, db, runs=RUNS, first=0, seed=11),
+        run_driver(tmp_path, db, runs=RUNS, first=RUNS, seed=29),
     ]
     records = []
     for proc in procs:
-        out, err = proc.communicate(timeout=540)
+        out, err = proc.communicate(timeout=540 * max(RUNS, 25) // 25)
         assert proc.returncode == 0, out[-3000:] + err[-3000:]
         records += [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
-    assert len(records) == 50
+    assert len(records) == 2 * RUNS
     points = Counter(r["point"].split("@")[0] for r in records)
-    assert set(points) >= {"before_create", "after_create", "after_persist", "wait", "sigkill"}, points
+    if RUNS >= 25:  # the seeds draw every crash point within 25 runs per driver
+        assert set(points) >= {"before_create", "after_create", "after_persist", "wait", "sigkill"}, points
     assert [r for r in records if not r["retry_ok"]] == []
     per_run = {
         r["prefix"]: sum(n for name, n in fake.creates.items() if name.startswith(r["prefix"]))
         for r in records
     }
     assert all(n == 1 for n in per_run.values()), {k: v for k, v in per_run.items() if v != 1}
-    assert fake.total_creates == 50
+    assert fake.total_creates == 2 * RUNS
     assert all(n == 1 for n in fake.creates.values())  # never a duplicate create of one name
     from airflow_dist_training.compat import HAS_RESUMABLE_JOBS
 

@@ -114,7 +114,8 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_r
     package; run 3 (new data in the S3 source, staged again) trains all its epochs from scratch
     (the pipeline's ``warm_start: none``) and is compared with v1."""
     import yaml
-    from airflow.dag_processing.dagbag import DagBag
+
+    from airflow_dist_training.compat import DagBag
 
     endpoint = aws_default_on_endpoint
     s3 = endpoint.client("s3")

@@ -44,7 +44,7 @@ def _seed_bucket(endpoint: Any, demo_data: Path) -> None:
 
 def _pipeline_dag(tmp_path: Path, ids: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
     """The shipped pipeline and its spec, with the endpoint's ids in place of the placeholders."""
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     def swap(text: str) -> str:
         return (

@@ -41,7 +41,7 @@ def _make_data(out: Path, seed: int) -> None:
 def retraining_dag(
     sagemaker_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
 ) -> Any:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_dist_training.compat import DagBag
 
     _make_data(tmp_path / "source", seed=0)
     monkeypatch.setenv("ADT_DEMO_DIR", str(tmp_path))

@@ -10,8 +10,9 @@ Where a feature is missing the package degrades instead of failing (see
 
 * no ``ResumableJobMixin`` / ``task_state_store`` (before 3.3): :class:`ResumableJobFallback`;
   durable reattach is the deterministic job name plus describe-before-create.
-* no ``retry_policy`` (before 3.3): :func:`retry_policy_supported` is False; every error follows
-  the task's ``retries``.
+* no ``retry_policy`` (before 3.3): :func:`retry_policy_supported` is False; bad input and missing
+  permissions fail at once as ``AirflowFailException`` (``retry.failing_fast_without_retry_policy``),
+  capacity errors follow the task's ``retries``.
 * no ``react_apps`` / ``external_views`` in plugins: :class:`AirflowPlugin` adapts the plugin.
 """
 
@@ -147,8 +148,9 @@ FALLBACK_MESSAGES = {
         "run's job by name; it is never created twice)."
     ),
     FALLBACK_RETRY_POLICY: (
-        "Airflow {version} has no retry_policy (3.3+): invalid specs, missing permissions and capacity "
-        "errors all follow the task's retries and retry_delay."
+        "Airflow {version} has no retry_policy (3.3+): invalid specs and missing permissions still fail "
+        "at once (AirflowFailException); capacity errors follow the task's retries and retry_delay "
+        "instead of a 30-minute delay."
     ),
     FALLBACK_REACT_APPS: (
         "Airflow {version} has no react_apps in plugins: the Training view is served as an external "

@@ -15,7 +15,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -60,6 +61,26 @@ def training_retry_policy(capacity_retry_delay: timedelta = CAPACITY_RETRY_DELAY
             ),
         ]
     )
+
+
+@contextmanager
+def failing_fast_without_retry_policy() -> Iterator[None]:
+    """The policy's FAIL rules on an Airflow without ``retry_policy`` (before 3.3).
+
+    Bad input and missing permissions are re-raised as ``AirflowFailException``, which every Airflow
+    3 fails without a retry: a run triggered with an invalid form value fails once, at once, instead
+    of waiting ``retry_delay`` to fail again. Capacity errors still follow the task's ``retries``.
+    """
+    from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
+
+    try:
+        yield
+    except (SpecValidationError, AwsPermissionError) as exc:
+        from airflow_dist_training.compat import AirflowFailException, retry_policy_supported
+
+        if retry_policy_supported():
+            raise
+        raise AirflowFailException(str(exc)) from exc
 
 
 # ---------------------------------------------------------------------------------------------

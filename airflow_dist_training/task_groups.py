@@ -91,7 +91,16 @@ def stage_train_evaluate(
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
     with TaskGroup(group_id=group_id or "stage_train_evaluate", default_args=group_defaults) as group:
-        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume)
+        g = _Group(
+            spec_obj,
+            backend,
+            remote,
+            base,
+            f"{group.group_id}.",
+            aws_conn_id,
+            region_name,
+            checkpoints.resume,
+        )
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
         check_task = _changes_step(g, staging, registry, force, warm_start, checkpoints)
@@ -153,39 +162,41 @@ def _plan_task(
         A dry run stops here: the launch steps are skipped, nothing is launched."""
         from airflow_dist_training.hooks.backends import plan_on_backend
         from airflow_dist_training.planning import PLAN_XCOM_KEYS
+        from airflow_dist_training.retry import failing_fast_without_retry_policy
 
-        params = dict(context.get("params") or {})
-        result = plan_on_backend(
-            g.spec,
-            backend=g.backend,
-            overrides={**dict(overrides or {}), **params},
-            train_task_id=f"{g.prefix}train",
-            context=context,
-            aws_conn_id=g.aws_conn_id,
-            region_name=g.region_name,
-            base_dir=str(g.base),
-            checkpoint_resume=g.checkpoint_resume,
-        )
-        for line in result["summary"].splitlines():
-            print(line)
-        result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
-        # every later step's inputs too: nothing is launched when one of them cannot work
-        _check_run_steps(
-            g.spec,
-            g.backend,
-            evaluation,
-            gate,
-            registry,
-            params,
-            g.base,
-            result["dry_run"],
-            g.aws_conn_id,
-            g.region_name,
-            staging=staging,
-        )
-        for key in PLAN_XCOM_KEYS:
-            context["ti"].xcom_push(key=key, value=result[key])
-        return not result["dry_run"]
+        with failing_fast_without_retry_policy():
+            params = dict(context.get("params") or {})
+            result = plan_on_backend(
+                g.spec,
+                backend=g.backend,
+                overrides={**dict(overrides or {}), **params},
+                train_task_id=f"{g.prefix}train",
+                context=context,
+                aws_conn_id=g.aws_conn_id,
+                region_name=g.region_name,
+                base_dir=str(g.base),
+                checkpoint_resume=g.checkpoint_resume,
+            )
+            for line in result["summary"].splitlines():
+                print(line)
+            result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
+            # every later step's inputs too: nothing is launched when one of them cannot work
+            _check_run_steps(
+                g.spec,
+                g.backend,
+                evaluation,
+                gate,
+                registry,
+                params,
+                g.base,
+                result["dry_run"],
+                g.aws_conn_id,
+                g.region_name,
+                staging=staging,
+            )
+            for key in PLAN_XCOM_KEYS:
+                context["ti"].xcom_push(key=key, value=result[key])
+            return not result["dry_run"]
 
     return plan().operator  # type: ignore[attr-defined]
 
@@ -601,7 +612,9 @@ def _staging_task(
     return stage
 
 
-def _local_staging_task(staging: StagingStep, spec: TrainingJobSpec, base: Path, **operator_kwargs: Any) -> Any:
+def _local_staging_task(
+    staging: StagingStep, spec: TrainingJobSpec, base: Path, **operator_kwargs: Any
+) -> Any:
     """Local backend: copy the dataset into the channel's local directory."""
     from airflow_dist_training.operators.fsx import LocalStageOperator
 

@@ -373,7 +373,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 return planned
         return self._replan(name, context, planned=planned, on_demand=on_demand)
 
-    def _replan(self, name: str, context: Context, *, planned: Launch | None, on_demand: bool = False) -> Launch:
+    def _replan(
+        self, name: str, context: Context, *, planned: Launch | None, on_demand: bool = False
+    ) -> Launch:
         """Plan ``name`` here; log how it differs from the request planned earlier (if any)."""
         from airflow_dist_training.sagemaker.request import request_changes
 
@@ -395,12 +397,17 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     # --- execute --------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
-        self._spec_obj = self._load_spec(context)
-        if not self.training_backend.remote:  # the job lives in this process: run it attached
-            return self._execute_local(context)
-        # The first generation's request now: a spec the planner rejects fails before any AWS call.
-        self._launch = self._launch_for(self._name(context, 1), context, planned=self._planned_launch(context))
-        return self._replacing_interrupted_jobs(context, lambda: self.execute_resumable(context))
+        from airflow_dist_training.retry import failing_fast_without_retry_policy
+
+        with failing_fast_without_retry_policy():
+            self._spec_obj = self._load_spec(context)
+            if not self.training_backend.remote:  # the job lives in this process: run it attached
+                return self._execute_local(context)
+            # The first generation's request now: a spec the planner rejects fails before any AWS call.
+            self._launch = self._launch_for(
+                self._name(context, 1), context, planned=self._planned_launch(context)
+            )
+            return self._replacing_interrupted_jobs(context, lambda: self.execute_resumable(context))
 
     def _replacing_interrupted_jobs(self, context: Context, attempt: Callable[[], Any]) -> Any:
         """Run ``attempt``; while its job ends interrupted (spot), go on with the run's next job.
@@ -511,7 +518,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._fsx_preflight()
         self.hook.put_uploads(launch.uploads)
         self._seed_checkpoint(self._run_checkpoints(context, name))
-        self.log.info("Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str))
+        self.log.info(
+            "Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str)
+        )
         _fault_point("before_create")
         try:
             arn = self.hook.create_training_job(launch.request)

@@ -95,6 +95,25 @@ def test_without_retry_policy_the_group_gets_none_and_the_log_says_so_once(
     assert "follow the task's retries" in lines[0] and airflow.__version__ in lines[0]
 
 
+@pytest.mark.parametrize("supported", [False, True])
+def test_bad_input_fails_without_a_retry_on_every_airflow(monkeypatch: pytest.MonkeyPatch, supported: bool) -> None:
+    """Without retry_policy, an invalid spec or a missing permission becomes AirflowFailException (no
+    retry on any Airflow 3); with it, the error is left to the policy's FAIL rule. Others pass through."""
+    from airflow_dist_training.errors import AwsPermissionError, CapacityError, Problem, SpecValidationError
+    from airflow_dist_training.retry import failing_fast_without_retry_policy
+
+    monkeypatch.setattr(compat, "retry_policy_supported", lambda: supported)
+    bad_spec = SpecValidationError([Problem("resources.instance_count", "must be <= 16, got 40")], source="run conf")
+    for error in (bad_spec, AwsPermissionError("sagemaker:CreateTrainingJob is not allowed")):
+        with pytest.raises(type(error) if supported else compat.AirflowFailException) as raised:
+            with failing_fast_without_retry_policy():
+                raise error
+        assert str(raised.value) == str(error)
+    with pytest.raises(CapacityError):
+        with failing_fast_without_retry_policy():
+            raise CapacityError("ResourceLimitExceeded", job_name="j", status="Failed")
+
+
 def test_with_retry_policy_the_group_gets_the_rules() -> None:
     if not compat.retry_policy_supported():
         pytest.skip(f"Airflow {airflow.__version__} has no retry_policy")

@@ -236,6 +236,9 @@ def test_invalid_conf_fails_plan_without_retry(retraining_dag):
     states = _states(run)
     assert states["local.plan"] == "failed", states
     assert states["local.train"] in ("upstream_failed", "skipped")
+    # failed once, at once: no retry (retry_policy on 3.3, AirflowFailException before it)
+    [plan] = [ti for ti in run.get_task_instances() if ti.task_id == "local.plan"]
+    assert plan.try_number == 1
 
 
 def test_upstream_dag_writes_new_data_and_updates_the_asset_that_schedules_retraining(

@@ -1,4 +1,5 @@
-"""The shipped YAML pipeline, two runs against one registry: run 1 trains, run 2 is skipped saying why."""
+"""The shipped YAML pipeline, three runs against one registry: run 1 trains, run 2 is skipped saying why,
+run 3 (new data) trains all its epochs from scratch and is compared with v1."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def yaml_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) 
     return bag.dags["demo_mlp_local_yaml"], demo
 
 
-def test_yaml_pipeline_trains_then_skips_the_unchanged_rerun(yaml_dag, capfd):
+def test_yaml_pipeline_trains_skips_the_unchanged_rerun_and_retrains_on_new_data(yaml_dag, capfd):
     dag, demo = yaml_dag
     first = dag.test(run_conf={"epochs": 2})
     states = {ti.task_id: str(ti.state) for ti in first.get_task_instances()}
@@ -61,3 +62,23 @@ def test_yaml_pipeline_trains_then_skips_the_unchanged_rerun(yaml_dag, capfd):
         assert states[f"stage_train_evaluate.{task}"] == "skipped", (task, states)
     out = capfd.readouterr().out
     assert "no new data or code since champion local-demo/1 (data fingerprint " in out
+    assert "epoch=0 loss=" not in out
+    assert len(json.loads((demo / "registry-yaml" / "local-demo" / "index.json").read_text())["versions"]) == 1
+
+    # Run 3: new data arrives (the generator with another seed): all epochs, from scratch, vs v1.
+    make_dataset(demo / "source", seed=7)
+    third = dag.test(run_conf={"epochs": 2})
+    states = {ti.task_id: str(ti.state) for ti in third.get_task_instances()}
+    assert states["stage_train_evaluate.train"] == "success", states
+    out = capfd.readouterr().out
+    assert "data changed since champion local-demo/1: training" in out
+    assert "no checkpoint found: starting from scratch" in out
+    assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
+    assert "run_summary epochs_trained=2 " in out
+    versions = json.loads((demo / "registry-yaml" / "local-demo" / "index.json").read_text())["versions"]
+    if states["stage_train_evaluate.register"] == "success":
+        assert [v["version"] for v in versions] == [1, 2]
+        assert versions[1]["lineage"]["champion_compared_with"] == "local-demo/1"
+        assert versions[1]["lineage"]["data_fingerprint"] != v1["lineage"]["data_fingerprint"]
+    else:  # rejected by the gate against v1, with the reason; nothing registered
+        assert len(versions) == 1 and "vs champion local-demo/1" in out, states

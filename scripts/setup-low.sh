@@ -25,26 +25,7 @@ pinned = re.search(r"^apache-airflow==(\S+)$", open(sys.argv[1]).read(), re.M).g
 assert version("apache-airflow") == pinned, (version("apache-airflow"), pinned)
 print(f"lowest supported Airflow: apache-airflow=={pinned}")
 PY
-  # What a user on a managed Airflow does: install the built package (a wheel, not this editable
-  # checkout) with their Airflow pinned and no constraints file. pip must resolve it without moving
-  # any Airflow distribution (docs/compatibility.md, "Installing on a managed Airflow").
-  # ADT_SKIP_INSTALL_CHECK=1 skips it (it builds the wheel: ~10-40 s).
-  if [ "${ADT_SKIP_INSTALL_CHECK:-0}" != 1 ]; then
-    wheels=$(mktemp -d)
-    pinned=$(sed -n 's/^apache-airflow==//p' "$LOW")
-    if ! .venv-low/bin/pip wheel --quiet --no-deps --wheel-dir "$wheels" . > "$wheels/pip.log" 2>&1 \
-      || ! .venv-low/bin/pip install --quiet --dry-run --report "$wheels/report.json" \
-        "apache-airflow==$pinned" "$(ls "$wheels"/airflow_dist_training-*.whl)[local,toolkit]" >> "$wheels/pip.log" 2>&1; then
-      grep -v "^WARNING: Location" "$wheels/pip.log"; echo "the package does not build or install with apache-airflow==$pinned"; exit 1
-    fi
-    .venv-low/bin/python - "$wheels/report.json" <<'PY'
-import json, sys
-installs = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.load(open(sys.argv[1]))["install"]}
-moved = {n: v for n, v in installs.items() if n in ("apache-airflow", "apache-airflow-core", "apache-airflow-task-sdk")}
-assert not moved, f"installing the package would change Airflow: {moved}"
-print(f"pip install of the wheel with Airflow pinned keeps Airflow (would install only {sorted(installs)})")
-PY
-    rm -rf "$wheels"
-  fi
+  # the built package installs with Airflow pinned and moves no Airflow (ADT_SKIP_INSTALL_CHECK=1 skips)
+  [ "${ADT_SKIP_INSTALL_CHECK:-0}" = 1 ] || scripts/check-install.sh .venv-low "$LOW"
   echo "$want" > "$stamp"
 fi

@@ -91,16 +91,7 @@ def stage_train_evaluate(
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
     with TaskGroup(group_id=group_id or "stage_train_evaluate", default_args=group_defaults) as group:
-        g = _Group(
-            spec_obj,
-            backend,
-            remote,
-            base,
-            f"{group.group_id}.",
-            aws_conn_id,
-            region_name,
-            checkpoints.resume,
-        )
+        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume)
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
         check_task = _changes_step(g, staging, registry, force, warm_start, checkpoints)

@@ -129,20 +129,24 @@ def test_stop_from_another_thread_kills_every_process_of_the_job(tmp_path: Path)
     )
     hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False, stop_grace_seconds=5)
     lines: list[str] = []
+    seen: dict[str, float] = {}
 
     def stopper() -> None:
-        _wait_for(lambda: sum("ready rank=" in line for line in lines) == 2)
-        assert len(job_processes("stop-me")) >= 3  # the torchrun agent and two workers
-        hook.stop("stop-me")
+        try:  # a slow start on a loaded machine is not what this test measures: allow it time
+            _wait_for(lambda: sum("ready rank=" in line for line in lines) == 2, timeout=240)
+            seen["processes"] = len(job_processes("stop-me"))
+        finally:  # stop the job even when the wait failed, so a failure never waits out the job
+            seen["stopped_at"] = time.time()
+            hook.stop("stop-me")
 
     thread = threading.Thread(target=stopper)
     thread.start()
-    started = time.time()
     with pytest.raises(TrainingJobError) as info:
         hook.run_job(spec, "stop-me", log=lines.append)
     thread.join()
+    assert seen.get("processes", 0) >= 3, lines[-20:]  # the torchrun agent and two workers were up
     assert info.value.status == "Stopped"
-    assert time.time() - started < 60
+    assert time.time() - seen["stopped_at"] < 60  # the stop itself is prompt (grace 5 s)
     assert job_processes("stop-me") == []
     assert hook.stop("stop-me") is False  # nothing left to stop
 

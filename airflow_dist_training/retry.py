@@ -69,18 +69,36 @@ def failing_fast_without_retry_policy() -> Iterator[None]:
 
     Bad input and missing permissions are re-raised as ``AirflowFailException``, which every Airflow
     3 fails without a retry: a run triggered with an invalid form value fails once, at once, instead
-    of waiting ``retry_delay`` to fail again. Capacity errors still follow the task's ``retries``.
+    of waiting ``retry_delay`` to fail again. The error raised is still a ``SpecValidationError``
+    (or ``AwsPermissionError``) for code that catches those. Capacity errors follow ``retries``.
     """
     from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
 
     try:
         yield
     except (SpecValidationError, AwsPermissionError) as exc:
-        from airflow_dist_training.compat import AirflowFailException, retry_policy_supported
+        from airflow_dist_training.compat import retry_policy_supported
 
         if retry_policy_supported():
             raise
-        raise AirflowFailException(str(exc)) from exc
+        raise _without_retry(exc) from exc
+
+
+_WITHOUT_RETRY: dict[type[BaseException], type[BaseException]] = {}
+
+
+def _without_retry(exc: BaseException) -> BaseException:
+    """The same error, also an ``AirflowFailException`` (a subclass of both; same args and fields)."""
+    from airflow_dist_training.compat import AirflowFailException
+
+    cls = type(exc)
+    both = _WITHOUT_RETRY.get(cls)
+    if both is None:
+        both = _WITHOUT_RETRY[cls] = type(cls.__name__, (cls, AirflowFailException), {"__module__": cls.__module__})
+    copy = both.__new__(both, *exc.args)
+    copy.args = exc.args
+    copy.__dict__.update(exc.__dict__)
+    return copy
 
 
 # ---------------------------------------------------------------------------------------------

@@ -105,10 +105,12 @@ def test_bad_input_fails_without_a_retry_on_every_airflow(monkeypatch: pytest.Mo
     monkeypatch.setattr(compat, "retry_policy_supported", lambda: supported)
     bad_spec = SpecValidationError([Problem("resources.instance_count", "must be <= 16, got 40")], source="run conf")
     for error in (bad_spec, AwsPermissionError("sagemaker:CreateTrainingJob is not allowed")):
-        with pytest.raises(type(error) if supported else compat.AirflowFailException) as raised:
+        with pytest.raises(type(error)) as raised:  # still the error callers catch
             with failing_fast_without_retry_policy():
                 raise error
+        assert isinstance(raised.value, compat.AirflowFailException) is not supported
         assert str(raised.value) == str(error)
+        assert raised.value.__dict__ == error.__dict__  # e.g. the problems and the source
     with pytest.raises(CapacityError):
         with failing_fast_without_retry_policy():
             raise CapacityError("ResourceLimitExceeded", job_name="j", status="Failed")

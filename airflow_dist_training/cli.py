@@ -116,6 +116,29 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_job_env(args: argparse.Namespace) -> int:
+    """Build (or with --show, only name) the local backend's default job environment."""
+    from pathlib import Path
+
+    from airflow_dist_training.local import job_env
+
+    if args.show:
+        python, why = job_env.job_python(None)
+        print(f"{python}\t{why}")
+        return 0
+    try:
+        built = job_env.build(
+            Path(args.path) if args.path else None,
+            base_python=args.python,
+            log=lambda line: print(line, file=sys.stderr),
+        )
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(built)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from airflow_dist_training import __version__
 
@@ -154,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print the JSON Schema of the spec (or of a pipeline file)")
     schema.add_argument("--pipeline", action="store_true", help="the pipeline file's schema")
     schema.set_defaults(handler=cmd_schema)
+    env = sub.add_parser(
+        "job-env",
+        help="build the local backend's default job environment (torch, torchvision, numpy, AWS's "
+        "toolkit) and print its interpreter; idempotent",
+    )
+    env.add_argument("--path", default=None, help="where (default $ADT_JOB_ENVS/pytorch or ~/.cache/...)")
+    env.add_argument("--python", default=None, help="base interpreter of the venv (default: this one)")
+    env.add_argument("--show", action="store_true", help="print which interpreter a job runs with; build nothing")
+    env.set_defaults(handler=cmd_job_env)
     from airflow_dist_training.run_command import add_run_parser
 
     add_run_parser(sub)

@@ -42,6 +42,7 @@ from typing import Any
 
 from airflow_dist_training.hooks.local_training import LocalTrainingHook
 from airflow_dist_training.local.hosts import JobNetwork, probe
+from airflow_dist_training.local.job_env import job_python
 
 REPO = Path(__file__).resolve().parents[1]
 TRIVIAL = "import os\nprint(f\"hello from rank {os.environ.get('RANK')}\", flush=True)\n"
@@ -53,6 +54,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Both sides run the interpreter a local job gets by default (local/job_env.py): the default job
+# environment once built, so the ratio compares launchers, not torch builds.
+PYTHON, PYTHON_WHY = job_python(None)
+
+
 def bare_torchrun(code: Path, hosts: int, script: str = "trivial.py", args: tuple[str, ...] = ()) -> float:
     """``hosts`` torchrun launchers (static rendezvous on 127.0.0.1), as two machines would run them."""
     port = free_port()
@@ -60,7 +66,7 @@ def bare_torchrun(code: Path, hosts: int, script: str = "trivial.py", args: tupl
     procs = [
         subprocess.Popen(
             [
-                sys.executable,
+                PYTHON,
                 "-m",
                 "torch.distributed.run",
                 f"--nnodes={hosts}",
@@ -144,13 +150,14 @@ def main() -> None:
     args = parser.parse_args()
     isolation = probe()
     print(f"isolation: {isolation.mode} {isolation.why}")
+    print(f"interpreter (both sides): {PYTHON} ({PYTHON_WHY})")
 
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         code = tmp / "code"
         code.mkdir()
         (code / "trivial.py").write_text(TRIVIAL)
-        hook = LocalTrainingHook(root=tmp / "root", use_s3=False)
+        hook = LocalTrainingHook(root=tmp / "root", use_s3=False, python=PYTHON)
         spec: dict[str, Any] = {
             "name": "bench",
             "image": {"framework": "pytorch", "framework_version": "2.8.0"},
@@ -168,7 +175,7 @@ def main() -> None:
         parts: list[tuple[float, float, float]] = []
 
         def fixed_cost() -> float:
-            parts.append(toolkit_fixed_cost(sys.executable))
+            parts.append(toolkit_fixed_cost(PYTHON))
             return sum(parts[-1])
 
         for i in range(args.rounds):

@@ -20,6 +20,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   [ "${ADT_SKIP_INSTALL_CHECK:-0}" = 1 ] || scripts/check-install.sh .venv constraints.txt
   echo "$want" > "$stamp"
 fi
+# The local backend's default job environment: torch 2.14.1 + torchvision 0.29.1 + numpy + AWS's
+# toolkit (~5.7 GB, 2-3 minutes the first time, then a stamp check); local/job_env.py says why it
+# is not .venv. ADT_SKIP_JOB_ENV=1 skips it: local jobs then run with .venv's Python.
+[ "${ADT_SKIP_JOB_ENV:-0}" = 1 ] || .venv/bin/airflow-dist-training job-env >/dev/null
 # Headless Chromium (Debian package) for the trigger-form screenshot and its e2e test. Idempotent.
 if ! command -v chromium >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

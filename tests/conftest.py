@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,10 @@ os.environ.setdefault("AWS_SECURITY_TOKEN", "testing")
 os.environ.setdefault("AWS_SESSION_TOKEN", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
+# Local jobs run with the suite's own interpreter (torch 2.13.0 CPU): the default job environment
+# (torch 2.14.1 CUDA build + torchvision) adds ~2 s to every job. The tests of that default, and the
+# demo script, unset this (tests/integration/local/test_job_env.py, tests/e2e/test_demo_script.py).
+os.environ.setdefault("ADT_LOCAL_PYTHON", sys.executable)
 
 
 def _share_botocore_loader() -> None:

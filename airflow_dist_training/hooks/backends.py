@@ -161,7 +161,7 @@ class LocalBackend:
             f"Hosts            {len(hosts)} simulated host(s): {', '.join(hosts)} "
             f"({'Linux namespaces: /opt/ml, algo-N names, port 7777' if rp.isolation.namespaces else 'relocated layout: ' + rp.isolation.why})",
             f"Runner           {rp.mode} ({_RUNNER_TEXT[rp.mode]})",
-            f"Python           {rp.python}",
+            f"Python           {rp.python} ({rp.python_why})",
             "Cost bound       $0 (local)",
             "Request (the exact CreateTrainingJob request SageMaker would receive):",
             json.dumps(sub.request, indent=1, sort_keys=True),

@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
@@ -41,6 +40,7 @@ from airflow_dist_training.evaluation.schema import (
 )
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.local.job_env import job_python
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class LocalEvaluationRunner:
     the task log as they come; a failure names the exit code and the last stderr lines.
 
     :param store: where to fetch ``s3://`` models from.
-    :param python: interpreter for the script; defaults to the worker's own.
+    :param python: interpreter for the script; default: a local training job's (``local/job_env.py``).
     :param stderr_tail: how many last stderr lines a failure message carries.
     """
 
@@ -191,7 +191,7 @@ class LocalEvaluationRunner:
         self, store: ArtifactStore | None = None, python: str | None = None, stderr_tail: int = 20
     ) -> None:
         self.store = store or ArtifactStore()
-        self.python = python or sys.executable
+        self.python = python or job_python(None)[0]
         self.stderr_tail = stderr_tail
 
     def prepare_model(self, model_uri: str, work_dir: Path) -> Path:

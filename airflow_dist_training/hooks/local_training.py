@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -79,7 +78,8 @@ class LocalTrainingHook(BaseHook):
     :param use_s3: use S3 through boto3 for ``s3://`` locations: True, False, or None to use it when
         credentials are found (``$ADT_LOCAL_USE_S3=0/1`` overrides None). Without S3, checkpoint and
         output S3 locations are kept in a local mirror under ``<root>/_s3/``.
-    :param python: the interpreter that runs torchrun and the script (default: this one).
+    :param python: the interpreter that runs the job (default: ``$ADT_LOCAL_PYTHON``, else the
+        default job environment once built, else this one; see ``local/job_env.py``).
     :param checkpoint_sync_seconds: how often the checkpoint directory is synced to its store.
     :param stop_grace_seconds: SIGTERM-to-SIGKILL grace period of :meth:`stop`.
     """
@@ -101,7 +101,7 @@ class LocalTrainingHook(BaseHook):
         self._root = Path(root).expanduser() if root is not None else None
         self.base_dir = Path(base_dir) if base_dir is not None else None
         self.use_s3 = use_s3
-        self.python = python or sys.executable
+        self.python = python
         self.checkpoint_sync_seconds = checkpoint_sync_seconds
         self.stop_grace_seconds = stop_grace_seconds
         self.last_job: Any = None

@@ -83,6 +83,7 @@ from airflow_dist_training.local.contract import (
     split_hyperparameters,
     to_cmd_args,
 )
+from airflow_dist_training.local.job_env import job_python
 from airflow_dist_training.local.launcher import LocalJobRun, host_command, sync_dir
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import TrainingResult
@@ -233,6 +234,7 @@ class RequestPlan:
     torch_distributed: bool
     python: str
     warnings: list[str] = field(default_factory=list)
+    python_why: str = ""  # which setting chose the interpreter (local/job_env.py)
 
 
 def _groups(resource: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
@@ -282,7 +284,7 @@ def plan_request(
         )
     groups = _groups(request.get("ResourceConfig") or {})
     isolation = nshosts.probe(options.isolation)
-    python = options.python or sys.executable
+    python, python_why = job_python(options.python, environ)
     torch_distributed = _truthy(hyperparameters.get("sagemaker_torch_distributed_enabled"))
     channel_uris, input_data_config = _request_channels(request, algorithm)
     launch_config: dict[str, Any] = {}
@@ -309,10 +311,12 @@ def plan_request(
         torch_distributed=torch_distributed,
     )  # fmt: skip
     host_plans = _request_host_plans(facts, groups, jobs_root / name, torchrun_hosts, isolation, runner)
-    return _request_plan(
+    rp = _request_plan(
         request, req, jobs_root, store, options, facts, host_plans, runner, mode, torchrun_hosts, isolation,
         channel_uris, torch_distributed, python,
     )  # fmt: skip
+    rp.python_why = python_why
+    return rp
 
 
 def _request_facts(
@@ -653,6 +657,7 @@ class _RequestRun(LocalJobRun):
             self._network_ready.start()
         for warning in plan.warnings:
             self.log(f"[local] WARNING {warning}")
+        self.log(f"[local] job Python: {self.rp.python} ({self.rp.python_why})")
         first = plan.host_plans[0].layout
         code = first.code_dir
         if code.exists():

@@ -27,8 +27,8 @@ def test_python_examples_parse() -> None:
 def test_yaml_examples_parse_and_the_local_settings_validate() -> None:
     documents = [yaml.safe_load(text) for text in blocks("yaml")]
     local = [d["local"] for d in documents if isinstance(d, dict) and "local" in d]
-    assert len(local) == 2  # the hook's settings, the torchvision job environment
+    assert len(local) == 2  # the hook's settings, an interpreter for PyTorch images
     settings = LocalSettings.model_validate(local[0])
     assert (settings.runner, settings.isolation, settings.hang_seconds) == ("auto", "auto", 60)
     vision = LocalSettings.model_validate(local[1])
-    assert vision.python == {"pytorch": ".venv-jobs/torchvision/bin/python"}
+    assert vision.python == {"pytorch": "/opt/venvs/vision/bin/python"}

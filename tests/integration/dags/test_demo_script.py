@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from airflow_dist_training.local import job_env
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-script")]
 
 
 def _demo(tmp_path: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    # as a user runs it: no AIRFLOW_* of the suite, and the default job Python (tests/conftest.py)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k != "ADT_LOCAL_PYTHON"}
     env.update(
         AIRFLOW_HOME=str(tmp_path / "airflow"),
         ADT_DEMO_DIR=str(tmp_path / "demo"),
@@ -30,11 +32,21 @@ def _demo(tmp_path: Path) -> str:
     return done.stdout
 
 
+def _job_python_line(tmp_path: Path) -> str:
+    log = (tmp_path / "demo" / "last-run.log").read_text()
+    return next(line for line in log.splitlines() if "[local] job Python: " in line)
+
+
 def test_demo_twice_trains_then_skips_with_the_reason(tmp_path):
     first = _demo(tmp_path)
     assert "Quality gate        PASSED" in first
     assert "Registered          adt-demo/1 (Approved)" in first
     assert "Why trained         no champion yet: training (data fingerprint " in first
+    # the job ran with the default job Python: the pinned job environment once scripts/setup.sh
+    # has built it (so on CI), else the worker's own interpreter, saying how to build it
+    built = job_env.built_python(job_env.default_env_dir())
+    expected = f"{built} (the default job environment" if built else "(the worker's own interpreter"
+    assert expected in _job_python_line(tmp_path)
 
     second = _demo(tmp_path)
     assert "SKIPPED: no new data or code since champion adt-demo/1 (data fingerprint " in second

@@ -209,7 +209,8 @@ def error_for_terminal_state(
 
 
 def pack_source_dir(source_dir: str | os.PathLike[str]) -> bytes:
-    """A reproducible ``sourcedir.tar.gz`` of a local directory (files at the archive root).
+    """A reproducible ``sourcedir.tar.gz`` of a local directory (files at the archive root), for
+    SageMaker and the local backend alike.
 
     Sorted entries, zeroed mtimes and owners: the same directory always gives the same bytes, so a
     retry re-uploads an identical object.
@@ -223,7 +224,7 @@ def pack_source_dir(source_dir: str | os.PathLike[str]) -> bytes:
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(root.rglob("*")):
             rel = path.relative_to(root).as_posix()
-            if any(part in {"__pycache__", ".git"} for part in path.relative_to(root).parts):
+            if any(part in {"__pycache__", ".git", ".venv"} for part in path.relative_to(root).parts):
                 continue
             info = tar.gettarinfo(str(path), arcname=rel)
             info.mtime = 0

@@ -51,7 +51,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
-import io
 import json
 import os
 import re
@@ -1284,17 +1283,3 @@ class LocalExecutor:
     def jobs(self) -> list[LocalTrainingJob]:
         with self._lock:
             return list(self._jobs.values())
-
-
-def pack_source(directory: str | Path) -> bytes:
-    """``sourcedir.tar.gz`` of a local folder, as the SageMaker SDK packs ``source_dir``."""
-    buffer = io.BytesIO()
-    root = Path(directory)
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root)
-            if any(part in ("__pycache__", ".git", ".venv") for part in rel.parts):
-                continue
-            if path.is_file():
-                tar.add(path, arcname=rel.as_posix())
-    return buffer.getvalue()

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.hooks.training import pack_source_dir
 from airflow_dist_training.local.contract import local_path, validate_local
-from airflow_dist_training.local.executor import JobOptions, pack_source
+from airflow_dist_training.local.executor import JobOptions
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.spec.training import EFSChannel, FSxChannel, OutputSpec, S3Channel, TrainingJobSpec
@@ -119,7 +120,7 @@ def local_request(
         elif upload.local_path:
             source = local_path(upload.local_path, base_dir)
             assert source is not None
-            staged.put_bytes(pack_source(source), upload.s3_uri)
+            staged.put_bytes(pack_source_dir(source), upload.s3_uri)
     options = JobOptions(processes_per_host=filled.distribution.processes_per_host)
     return LocalSubmission(request=request, store=staged, options=options, warnings=warnings)
 

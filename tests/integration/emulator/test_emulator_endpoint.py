@@ -40,7 +40,7 @@ def _processes_under(root: Path) -> list[int]:
 
 
 def _create_job(endpoint: Any, data_dir: Path, name: str, **spec_overrides: Any) -> dict[str, Any]:
-    from airflow_dist_training.local.executor import pack_source
+    from airflow_dist_training.hooks.training import pack_source_dir
     from airflow_dist_training.sagemaker.request import plan_training_job
     from airflow_dist_training.spec.loading import load_spec
 
@@ -50,7 +50,7 @@ def _create_job(endpoint: Any, data_dir: Path, name: str, **spec_overrides: Any)
     plan = plan_training_job(load_spec(spec(name, **spec_overrides)), job_name=name, region="us-east-1")
     for upload in plan.uploads:
         bucket, key = upload.s3_uri[len("s3://") :].split("/", 1)
-        body = upload.content if upload.content is not None else pack_source(upload.local_path)
+        body = upload.content if upload.content is not None else pack_source_dir(upload.local_path)
         s3.put_object(Bucket=bucket, Key=key, Body=body)
     sm.create_training_job(**plan.request)
     return plan.request

@@ -284,6 +284,12 @@ def plan_request(
     groups = _groups(request.get("ResourceConfig") or {})
     isolation = nshosts.probe(options.isolation)
     python, python_why = job_python(options.python, environ)
+    if os.sep not in python:  # a command name, e.g. python3: the one on PATH
+        python = shutil.which(python) or python
+    if not (Path(python).is_file() and os.access(python, os.X_OK)):
+        # before anything runs it (the toolkit check below starts it): the setting's error, no traceback
+        problems.append(Problem("local.python", f"{python} ({python_why}) is not an executable file"))
+        raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
     torch_distributed = _truthy(hyperparameters.get("sagemaker_torch_distributed_enabled"))
     channel_uris, input_data_config = _request_channels(request, algorithm)
     launch_config: dict[str, Any] = {}

@@ -78,13 +78,17 @@ def _refresh_helpers(env_dir: Path) -> None:
     wanted = {"__init__.py": b'"""In-container helpers of airflow-dist-training."""\n', **_helper_sources()}
     for site in sorted(env_dir.glob("lib/python3*/site-packages")):
         package = site / "airflow_dist_training"
-        package.mkdir(exist_ok=True)
         for name, content in wanted.items():
             target = package / name
-            if not target.is_file() or target.read_bytes() != content:
+            if target.is_file() and target.read_bytes() == content:
+                continue
+            try:
+                package.mkdir(exist_ok=True)
                 partial = target.with_name(f".{name}.{os.getpid()}")
                 partial.write_bytes(content)
                 partial.replace(target)  # atomic: a job starting meanwhile sees the old or the new file
+            except OSError:  # a read-only (shared) environment keeps the helper it was built with
+                return
 
 
 def built_python(env_dir: Path) -> Path | None:

@@ -91,3 +91,23 @@ def test_a_failed_build_exits_1_with_pips_last_lines(
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == "error: creating the venv failed (exit code 1)"
     assert "Traceback" not in err
+
+
+def test_an_interpreter_that_is_not_there_is_the_settings_error_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "t.py").write_text("print('never runs')\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: t\n"
+        "image: {framework: pytorch, framework_version: '2.8.0'}\n"
+        f"source: {{entry_point: t.py, source_dir: {tmp_path}}}\n"
+        "compute: {instance_type: ml.m5.xlarge, instance_count: 1}\n"
+    )
+    monkeypatch.setenv("ADT_LOCAL_PYTHON", str(tmp_path / "no-such-python"))
+    code = main(["run", str(spec), "--backend", "local", "--jobs-root", str(tmp_path / "jobs")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"local.python: {tmp_path / 'no-such-python'} ($ADT_LOCAL_PYTHON) is not an executable file" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").rglob("t.py"))

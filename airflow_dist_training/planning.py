@@ -64,6 +64,7 @@ def uploads_to_xcom(uploads: list[Upload]) -> list[dict[str, Any]]:
             "local_path": u.local_path,
             "content": base64.b64encode(u.content).decode("ascii") if u.content is not None else None,
             "kms_key": u.kms_key,
+            "dependencies": list(u.dependencies),
         }
         for u in uploads
     ]
@@ -78,6 +79,7 @@ def uploads_from_xcom(data: list[Mapping[str, Any]]) -> list[Upload]:
             local_path=d.get("local_path"),
             content=base64.b64decode(d["content"]) if d.get("content") is not None else None,
             kms_key=d.get("kms_key"),
+            dependencies=tuple(d.get("dependencies") or ()),
         )
         for d in data
     ]

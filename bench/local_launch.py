@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -45,6 +46,8 @@ from airflow_dist_training.local.hosts import JobNetwork, probe
 from airflow_dist_training.local.job_env import job_python
 
 REPO = Path(__file__).resolve().parents[1]
+# examples/train.py imports the checkpoint helper, which jobs get with their code (source.dependencies)
+HELPER = REPO / "airflow_dist_training" / "checkpointing.py"
 TRIVIAL = "import os\nprint(f\"hello from rank {os.environ.get('RANK')}\", flush=True)\n"
 
 
@@ -237,7 +240,7 @@ def main() -> None:
             demo = {
                 "name": "demo",
                 "image": {"framework": "pytorch", "framework_version": "2.8.0"},
-                "source": {"entry_point": "train.py", "source_dir": str(REPO / "examples")},
+                "source": {"entry_point": "train.py", "source_dir": str(REPO / "examples"), "dependencies": [str(HELPER)]},
                 "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
                 "distribution": {"strategy": "launcher", "launcher": "torchrun", "processes_per_host": nproc},
                 "hyperparameters": {"epochs": args.epochs, "batch-size": 64},
@@ -279,7 +282,7 @@ def realistic(hook: LocalTrainingHook, tmp: Path, args: argparse.Namespace) -> N
     spec = {
         "name": "bench-train",
         "image": {"framework": "pytorch", "framework_version": "2.8.0"},
-        "source": {"entry_point": "train.py", "source_dir": str(REPO / "examples")},
+        "source": {"entry_point": "train.py", "source_dir": str(REPO / "examples"), "dependencies": [str(HELPER)]},
         "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 2},
         "distribution": {"strategy": "torch_distributed", "processes_per_host": 1},
         "hyperparameters": {"epochs": args.train_epochs, "batch-size": 64},
@@ -287,6 +290,10 @@ def realistic(hook: LocalTrainingHook, tmp: Path, args: argparse.Namespace) -> N
             "train": {"type": "s3", "uri": "s3://bench-bucket/train", "local_source": str(data / "train")}
         },
     }
+    code = tmp / "train-code"  # what the job's code archive holds: the script and the helper
+    code.mkdir()
+    for path in (REPO / "examples" / "train.py", HELPER):
+        shutil.copy(path, code / path.name)
     bare: list[float] = []
     toolkit: list[float] = []
     for i in range(args.train_rounds):
@@ -296,7 +303,7 @@ def realistic(hook: LocalTrainingHook, tmp: Path, args: argparse.Namespace) -> N
             f"--model-dir={out / 'model'}", f"--checkpoint-dir={out / 'checkpoints'}",
         )  # fmt: skip
         sides: list[tuple[list[float], Callable[[], float]]] = [
-            (bare, functools.partial(bare_torchrun, REPO / "examples", 2, "train.py", bare_args)),
+            (bare, functools.partial(bare_torchrun, code, 2, "train.py", bare_args)),
             (toolkit, functools.partial(local_backend, hook, spec, f"bench-train-{i}")),
         ]
         for store, measure in sides[i % 2 :] + sides[: i % 2]:

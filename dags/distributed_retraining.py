@@ -35,6 +35,7 @@ def _demo_spec() -> Any:
         mode="json", exclude_unset=True
     )
     spec["source"]["source_dir"] = str(REPO / "examples")
+    spec["source"]["dependencies"] = [str(REPO / "airflow_dist_training" / "checkpointing.py")]
     spec["channels"]["train"]["local_source"] = str(DEMO / "data" / "train")
     spec["checkpoint"]["local_uri"] = str(DEMO / "checkpoints" / "local-demo")
     spec["output"]["local_uri"] = str(DEMO / "models")

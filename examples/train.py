@@ -40,7 +40,10 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from airflow_dist_training.checkpointing import CheckpointWriter, latest_complete_checkpoint
+try:  # shipped beside this script (the spec's source.dependencies): AWS's stock images lack it
+    from checkpointing import CheckpointWriter, latest_complete_checkpoint
+except ModuleNotFoundError:  # run where the provider is installed
+    from airflow_dist_training.checkpointing import CheckpointWriter, latest_complete_checkpoint
 
 
 def load_csv(directory: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -119,7 +119,9 @@ def _defined_class_names(module: Any) -> list[str]:
 
 
 def _is_public_api(cls: type, kind: str) -> bool:
-    if kind in ("operators", "sensors", "triggers", "links"):
+    if kind == "operators":
+        return _kind(cls, "") == kind  # an Airflow operator, not a record beside one (e.g. a planned launch)
+    if kind in ("sensors", "triggers", "links"):
         return _kind(cls, kind) == kind
     # hooks package: hooks and the clients/registries they expose; not exceptions, protocols or records
     import dataclasses

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tarfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -104,14 +104,30 @@ class FingerprintHook(AwsConnectionMixin):
         return {**result, "source": uri}
 
     # -- code ----------------------------------------------------------------------------------
-    def code_hash(self, source_dir: str | None, entry_point: str, base_dir: str | Path = ".") -> str | None:
-        """Hash of the code the job runs: every file of the source directory (or the S3 tarball's ETag)."""
+    def code_hash(
+        self,
+        source_dir: str | None,
+        entry_point: str,
+        base_dir: str | Path = ".",
+        dependencies: Sequence[str] = (),
+    ) -> str | None:
+        """Hash of the code the job runs: every file of the source directory (or the S3 tarball's
+        ETag) and of its ``dependencies``, by the path each has in the code archive."""
         if source_dir and source_dir.startswith("s3://"):
             return code_hash((e.key, e.tag) for e in self.s3_entries(source_dir))
         root = _local(source_dir, Path(base_dir)) if source_dir else Path(base_dir)
         if not root.exists():
             return None
-        return code_hash((p.relative_to(root).as_posix(), _sha256_file(p)) for p in _walk(root))
+        files = [(p.relative_to(root).as_posix(), _sha256_file(p)) for p in _walk(root)]
+        for dependency in dependencies:
+            dep = _local(dependency, Path(base_dir))
+            if dep.is_file():
+                files.append((dep.name, _sha256_file(dep)))
+            elif dep.is_dir():
+                files += [(f"{dep.name}/{p.relative_to(dep).as_posix()}", _sha256_file(p)) for p in _walk(dep)]
+            else:
+                return None
+        return code_hash(files)
 
     # -- one run -------------------------------------------------------------------------------
     def lineage(
@@ -146,7 +162,9 @@ class FingerprintHook(AwsConnectionMixin):
             channels[name] = self.channel_fingerprint(source, base_dir)
         return Lineage(
             data_fingerprint=None if unknown else data_fingerprint(channels),
-            code_hash=self.code_hash(spec.source.source_dir, spec.source.entry_point, base_dir),
+            code_hash=self.code_hash(
+                spec.source.source_dir, spec.source.entry_point, base_dir, spec.source.dependencies
+            ),
             spec_hash=spec_hash(spec.model_dump(mode="json", exclude_unset=True), settings),
             channels=channels,
         )

@@ -30,7 +30,7 @@ import os
 import re
 import tarfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -208,9 +208,10 @@ def error_for_terminal_state(
     )
 
 
-def pack_source_dir(source_dir: str | os.PathLike[str]) -> bytes:
+def pack_source_dir(source_dir: str | os.PathLike[str], dependencies: Sequence[str] = ()) -> bytes:
     """A reproducible ``sourcedir.tar.gz`` of a local directory (files at the archive root), for
-    SageMaker and the local backend alike.
+    SageMaker and the local backend alike. Each of ``dependencies`` (spec ``source.dependencies``)
+    goes in at the root under its own name, as the SageMaker SDK packs them.
 
     Sorted entries, zeroed mtimes and owners: the same directory always gives the same bytes, so a
     retry re-uploads an identical object.
@@ -220,13 +221,23 @@ def pack_source_dir(source_dir: str | os.PathLike[str]) -> bytes:
     root = Path(source_dir)
     if not root.is_dir():
         raise SpecValidationError([("source.source_dir", f"{root} is not a directory")])
+    entries = [(path, path.relative_to(root)) for path in sorted(root.rglob("*"))]
+    for index, dependency in enumerate(dependencies):
+        dep = Path(dependency)
+        field = f"source.dependencies[{index}]"
+        if not dep.exists():
+            raise SpecValidationError([(field, f"{dep} does not exist")])
+        if (root / dep.name).exists():
+            raise SpecValidationError([(field, f"{dep.name} is in source_dir {root} too: one would hide the other")])
+        entries.append((dep, Path(dep.name)))
+        if dep.is_dir():
+            entries += [(path, Path(dep.name) / path.relative_to(dep)) for path in sorted(dep.rglob("*"))]
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root).as_posix()
-            if any(part in {"__pycache__", ".git", ".venv"} for part in path.relative_to(root).parts):
+        for path, rel in entries:
+            if any(part in {"__pycache__", ".git", ".venv"} for part in rel.parts):
                 continue
-            info = tar.gettarinfo(str(path), arcname=rel)
+            info = tar.gettarinfo(str(path), arcname=rel.as_posix())
             info.mtime = 0
             info.uid = info.gid = 0
             info.uname = info.gname = ""
@@ -561,14 +572,22 @@ class _TrainingHookMethods:
             if upload.content is not None:
                 self._put_object(upload.content, upload.s3_uri, upload.kms_key)
             elif upload.local_path:
-                self.upload_code(upload.local_path, upload.s3_uri, kms_key=upload.kms_key)
+                self.upload_code(
+                    upload.local_path, upload.s3_uri, kms_key=upload.kms_key, dependencies=upload.dependencies
+                )
 
     def upload_code(
-        self, local_path: str | os.PathLike[str], s3_uri: str, *, kms_key: str | None = None
+        self,
+        local_path: str | os.PathLike[str],
+        s3_uri: str,
+        *,
+        kms_key: str | None = None,
+        dependencies: Sequence[str] = (),
     ) -> None:
-        """Upload training code: a directory is packed as ``sourcedir.tar.gz``; a file is put as is."""
+        """Upload training code: a directory is packed as ``sourcedir.tar.gz`` (with its
+        ``dependencies``); a file is put as is."""
         path = Path(local_path)
-        body = pack_source_dir(path) if path.is_dir() else path.read_bytes()
+        body = pack_source_dir(path, dependencies) if path.is_dir() else path.read_bytes()
         self._put_object(body, s3_uri, kms_key)
         self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
 

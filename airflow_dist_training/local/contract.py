@@ -337,6 +337,10 @@ def _code_problems(
             problems.append(
                 Problem("source.entry_point", f"{code_root / spec.source.entry_point} does not exist")
             )
+        for index, dependency in enumerate(spec.source.dependencies):
+            dep = local_path(dependency, base)
+            if dep is not None and not dep.exists():
+                problems.append(Problem(f"source.dependencies[{index}]", f"{dep} does not exist"))
     if torchrun and not spec.source.entry_point.endswith(".py"):
         problems.append(
             Problem(

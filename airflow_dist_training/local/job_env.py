@@ -3,12 +3,12 @@
 A SageMaker PyTorch image brings its own Python with torch, torchvision, numpy and AWS's toolkit,
 apart from whatever runs the orchestrator. The local backend does the same: a virtualenv pinned by
 ``job_env_constraints.txt`` (torch 2.14.1 + torchvision 0.29.1, a pair that loads together),
-plus this provider's in-container checkpoint helper (``airflow_dist_training.checkpointing``,
-standard library only, as an image built for it carries it), built once by
-``airflow-dist-training job-env`` under ``$ADT_JOB_ENVS`` (default
-``~/.cache/airflow-dist-training/job-envs``). The worker's own environment is left as it is:
-on x86_64 PyPI's torchvision is a CUDA build that cannot load beside a CPU torch, and the pair
-that does load is a ~5.7 GB install that only the jobs need.
+built once by ``airflow-dist-training job-env`` under ``$ADT_JOB_ENVS`` (default
+``~/.cache/airflow-dist-training/job-envs``). Like AWS's stock images it has nothing of this
+provider: a script that imports the checkpoint helper ships it (``source.dependencies``).
+The worker's own environment is left as it is: on x86_64 PyPI's torchvision is a CUDA build
+that cannot load beside a CPU torch, and the pair that does load is a ~5.7 GB install that only
+the jobs need.
 
 Which interpreter runs a job, first match wins:
 
@@ -36,7 +36,6 @@ PACKAGES = ("torch", "torchvision", "numpy", "sagemaker-training", "sagemaker-py
 # imported once the environment is built: an install whose compiled ops do not load is not done
 IMPORT_CHECK = (
     "import numpy, sagemaker_training, sagemaker_pytorch_container, torch, torchvision, torchvision.ops;"
-    "import airflow_dist_training.checkpointing;"
     "torchvision.ops.nms(torch.zeros(1, 4), torch.ones(1), 0.5);"
     "print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
 )
@@ -59,36 +58,8 @@ def constraints_text() -> str:
     return (resources.files("airflow_dist_training.local") / CONSTRAINTS).read_text()
 
 
-# The in-container helpers a job may import: stdlib-only modules, copied as they are (nothing else of
-# the provider, which would bring Airflow into the job).
-HELPERS = ("checkpointing.py",)
-
-
-def _helper_sources() -> dict[str, bytes]:
-    package = resources.files("airflow_dist_training")
-    return {name: (package / name).read_bytes() for name in HELPERS}
-
-
 def _wanted_stamp() -> str:
     return hashlib.sha256(constraints_text().encode()).hexdigest()
-
-
-def _refresh_helpers(env_dir: Path) -> None:
-    """Copy the helpers into the environment when they differ (a provider upgrade or a local edit)."""
-    wanted = {"__init__.py": b'"""In-container helpers of airflow-dist-training."""\n', **_helper_sources()}
-    for site in sorted(env_dir.glob("lib/python3*/site-packages")):
-        package = site / "airflow_dist_training"
-        for name, content in wanted.items():
-            target = package / name
-            if target.is_file() and target.read_bytes() == content:
-                continue
-            try:
-                package.mkdir(exist_ok=True)
-                partial = target.with_name(f".{name}.{os.getpid()}")
-                partial.write_bytes(content)
-                partial.replace(target)  # atomic: a job starting meanwhile sees the old or the new file
-            except OSError:  # a read-only (shared) environment keeps the helper it was built with
-                return
 
 
 def built_python(env_dir: Path) -> Path | None:
@@ -111,7 +82,6 @@ def job_python(explicit: str | None, environ: Mapping[str, str] | None = None) -
     env_dir = default_env_dir(environ)
     built = built_python(env_dir)
     if built is not None:
-        _refresh_helpers(env_dir)
         return str(built), "the default job environment: torch, torchvision, numpy, AWS's toolkit"
     return sys.executable, (
         f"the worker's own interpreter: no default job environment at {env_dir}, so a script "
@@ -135,7 +105,6 @@ def build(
         fcntl.flock(lock, fcntl.LOCK_EX)
         ready = built_python(env_dir)
         if ready is not None:
-            _refresh_helpers(env_dir)
             log(f"job environment up to date: {ready}")
             return ready
         python = env_dir / "bin" / "python"
@@ -163,7 +132,6 @@ def build(
             ],
             "pip install",
         )
-        _refresh_helpers(env_dir)
         log(_run([str(python), "-c", IMPORT_CHECK], "the import check").strip())
         (env_dir / STAMP).write_text(_wanted_stamp())
         return python

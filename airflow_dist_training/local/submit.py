@@ -120,7 +120,8 @@ def local_request(
         elif upload.local_path:
             source = local_path(upload.local_path, base_dir)
             assert source is not None
-            staged.put_bytes(pack_source_dir(source), upload.s3_uri)
+            deps = [str(local_path(d, base_dir)) for d in upload.dependencies]
+            staged.put_bytes(pack_source_dir(source, deps), upload.s3_uri)
     options = JobOptions(processes_per_host=filled.distribution.processes_per_host)
     return LocalSubmission(request=request, store=staged, options=options, warnings=warnings)
 

@@ -95,7 +95,8 @@ def code_hash(files: Iterable[tuple[str, str]]) -> str:
 
 
 # Spec fields that do not change what is learned: the checkpoint location is per run by design,
-# and the source directory is covered by the code hash (its path may differ between machines).
+# and the source directory and dependencies are covered by the code hash (their paths may differ
+# between machines).
 _VOLATILE_SPEC_FIELDS = ("checkpoint", "name")
 
 
@@ -104,6 +105,7 @@ def spec_hash(spec: Mapping[str, Any], settings: Mapping[str, Any] | None = None
     data = {k: v for k, v in spec.items() if k not in _VOLATILE_SPEC_FIELDS}
     source = dict(data.get("source") or {})
     source.pop("source_dir", None)
+    source.pop("dependencies", None)  # paths differ between machines; their files are in the code hash
     data["source"] = source
     channels = {}
     for name, channel in dict(data.get("channels") or {}).items():

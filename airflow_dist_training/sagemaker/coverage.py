@@ -165,8 +165,11 @@ COVERAGE: dict[str, Coverage] = {
 
 # SDK v2 arguments (EstimatorBase / Framework / TrainingInput / FileSystemInput) with no spec field.
 SDK_ARGUMENTS_LEFT_OUT: dict[str, str] = {
-    "EstimatorBase.sagemaker_session / Framework.code_location / dependencies / git_config": (
+    "EstimatorBase.sagemaker_session / Framework.code_location / git_config": (
         "the operator packs and uploads `source.source_dir` itself; use an s3:// tarball for anything else"
+    ),
+    "Framework.dependencies": (
+        "`source.dependencies`: packed with a local `source_dir` at the archive root, as the SDK does"
     ),
     "EstimatorBase.output_kms_key / volume_kms_key / ...": "all mapped (see the table)",
     "EstimatorBase.model_uri / model_channel_name": "add a channel named `model` instead",

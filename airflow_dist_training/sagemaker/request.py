@@ -411,7 +411,15 @@ def _source_uri(spec: TrainingJobSpec, job_name: str, uploads: list[Upload]) -> 
         return source_dir
     uri = f"s3://{s3_bucket(spec.output.s3_path)}/{job_name}/source/{SOURCE_TARBALL}"
     local = source_dir[len("file://") :] if source_dir.startswith("file://") else source_dir
-    uploads.append(Upload(s3_uri=uri, kind="source", local_path=local, kms_key=spec.output.kms_key))
+    uploads.append(
+        Upload(
+            s3_uri=uri,
+            kind="source",
+            local_path=local,
+            kms_key=spec.output.kms_key,
+            dependencies=tuple(d.removeprefix("file://") for d in spec.source.dependencies),
+        )
+    )
     return uri
 
 

@@ -14,3 +14,5 @@ class Upload:
     local_path: str | None = None
     content: bytes | None = None
     kms_key: str | None = None
+    # "source": files or directories packed beside local_path's files (spec source.dependencies)
+    dependencies: tuple[str, ...] = ()

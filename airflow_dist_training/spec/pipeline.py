@@ -219,6 +219,9 @@ def absolutize_spec_paths(data: dict[str, Any], folder: Path) -> dict[str, Any]:
         part = out.get(section)
         if isinstance(part, dict) and key in part:
             out[section] = {**part, key: _absolute(part[key], folder)}
+    source = out.get("source")
+    if isinstance(source, dict) and isinstance(source.get("dependencies"), list):
+        out["source"] = {**source, "dependencies": [_absolute(d, folder) for d in source["dependencies"]]}
     channels = out.get("channels")
     if isinstance(channels, dict):
         out["channels"] = {

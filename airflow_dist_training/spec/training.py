@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from pathlib import PurePosixPath
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -143,6 +144,33 @@ class SourceSpec(_Model):
         default=None,
         description="An s3:// URI of a sourcedir.tar.gz, or a local directory the operator packs and uploads.",
     )
+    dependencies: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Local files or directories packed with source_dir at the archive's root under their own "
+            "names (the SageMaker SDK's dependencies), e.g. a helper module the image lacks."
+        ),
+    )
+
+    @field_validator("dependencies")
+    @classmethod
+    def _local_dependencies(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path.strip() or ("://" in path and not path.startswith("file://")):
+                raise ValueError(f"{path!r}: each entry must be a local file or directory")
+        names = [PurePosixPath(p.removeprefix("file://").rstrip("/")).name for p in value]
+        clashes = sorted({n for n in names if names.count(n) > 1})
+        if clashes:
+            raise ValueError(f"two entries would land at the same archive path: {', '.join(clashes)}")
+        return value
+
+    @model_validator(mode="after")
+    def _dependencies_need_a_local_source_dir(self) -> SourceSpec:
+        if self.dependencies and (not self.source_dir or self.is_s3):
+            raise ValueError(
+                "dependencies are packed with a local source_dir; with an s3:// tarball, put them in it"
+            )
+        return self
 
     @field_validator("entry_point")
     @classmethod

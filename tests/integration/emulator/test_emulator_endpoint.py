@@ -50,7 +50,7 @@ def _create_job(endpoint: Any, data_dir: Path, name: str, **spec_overrides: Any)
     plan = plan_training_job(load_spec(spec(name, **spec_overrides)), job_name=name, region="us-east-1")
     for upload in plan.uploads:
         bucket, key = upload.s3_uri[len("s3://") :].split("/", 1)
-        body = upload.content if upload.content is not None else pack_source_dir(upload.local_path)
+        body = upload.content if upload.content is not None else pack_source_dir(upload.local_path, upload.dependencies)
         s3.put_object(Bucket=bucket, Key=key, Body=body)
     sm.create_training_job(**plan.request)
     return plan.request

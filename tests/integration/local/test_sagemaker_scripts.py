@@ -242,6 +242,33 @@ def test_requirements_txt_is_installed_into_a_cached_environment(tmp_path: Path)
     assert any("reusing the cached environment" in line for line in again)
 
 
+USES_SHIPPED_HELPER = textwrap.dedent(
+    """
+    import socket
+    import checkpoint_helper, mylib
+    open(f"/opt/ml/model/{socket.gethostname()}.txt", "w").write(f"{checkpoint_helper.X} {mylib.Y}")
+    """
+)
+
+
+def test_source_dependencies_ship_with_the_code_to_every_host(tmp_path: Path) -> None:
+    """A helper file and a package from outside source_dir (``source.dependencies``, the SDK's
+    ``dependencies``) are importable on each host under AWS's toolkit, as on a stock image."""
+    spec = script_spec(
+        tmp_path,
+        USES_SHIPPED_HELPER,
+        compute={"instance_type": "ml.m5.xlarge", "instance_count": 2},
+        distribution={"strategy": "none"},
+    )
+    (tmp_path / "checkpoint_helper.py").write_text("X = 'helper'\n")
+    (tmp_path / "lib" / "mylib").mkdir(parents=True)
+    (tmp_path / "lib" / "mylib" / "__init__.py").write_text("Y = 'package'\n")
+    spec["source"]["dependencies"] = [str(tmp_path / "checkpoint_helper.py"), str(tmp_path / "lib" / "mylib")]
+    result, lines, _ = run(tmp_path, spec, "dependencies-1")
+    assert model_files(result) == {"algo-1.txt": "helper package", "algo-2.txt": "helper package"}
+    assert any("toolkit runner" in line for line in lines)
+
+
 RANK1_RAISES = textwrap.dedent(
     """
     import os, torch.distributed as dist

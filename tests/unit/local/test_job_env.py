@@ -48,21 +48,6 @@ def test_the_first_setting_that_names_an_interpreter_wins(tmp_path: Path) -> Non
     assert job_env.job_python("/spec/python", with_env)[0] == "/spec/python"
 
 
-def test_the_in_container_checkpoint_helper_is_in_the_environment_and_kept_current(tmp_path: Path) -> None:
-    _fake_env(tmp_path, job_env._wanted_stamp())
-    site = tmp_path / "job-envs" / "pytorch" / "lib" / "python3.11" / "site-packages"
-    site.mkdir(parents=True)
-    helper = site / "airflow_dist_training" / "checkpointing.py"
-    source = (Path(job_env.__file__).parents[1] / "checkpointing.py").read_bytes()
-    job_env.job_python(None, {"ADT_JOB_ENVS": str(tmp_path / "job-envs")})
-    assert helper.read_bytes() == source
-    helper.write_text("# an older release's helper\n")
-    job_env.job_python(None, {"ADT_JOB_ENVS": str(tmp_path / "job-envs")})
-    assert helper.read_bytes() == source
-    # only stdlib-only helpers: nothing that would import Airflow inside a job
-    assert sorted(p.name for p in helper.parent.iterdir()) == ["__init__.py", "checkpointing.py"]
-
-
 def test_an_environment_built_from_other_pins_is_not_used(tmp_path: Path) -> None:
     _fake_env(tmp_path, "pins of an older release")
     python, why = job_env.job_python(None, {"ADT_JOB_ENVS": str(tmp_path / "job-envs")})

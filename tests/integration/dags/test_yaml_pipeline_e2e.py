@@ -28,6 +28,7 @@ def test_demo_yaml_pipeline_trains_gates_and_registers(tmp_path, monkeypatch, ai
     for name in ("demo_mlp_local.yaml", "demo_mlp_local.py"):
         shutil.copy(PIPELINES / name, dags / name)
     (root / "examples").symlink_to(REPO / "examples")
+    (root / "airflow_dist_training").symlink_to(REPO / "airflow_dist_training")  # the shipped helper
     make_dataset(root / ".adt-demo" / "source")
     monkeypatch.setenv("ADT_LOCAL_ROOT", str(tmp_path / "jobs"))
     bag = DagBag(dag_folder=str(dags), safe_mode=False)

@@ -125,6 +125,7 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_r
     pipeline = yaml.safe_load((REPO / "dags" / "pipelines" / "demo_mlp_local.yaml").read_text())
     training = pipeline["training"]
     training["source"]["source_dir"] = str(REPO / "examples")
+    training["source"]["dependencies"] = [str(REPO / "airflow_dist_training" / "checkpointing.py")]
     training["network"] = {"subnets": [net["subnet"]], "security_group_ids": [net["training_sg"]]}
     pipeline.update(
         {

@@ -11,6 +11,7 @@ merged over the shipped data. ``scripts/refresh_instance_catalog.py`` regenerate
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import re
@@ -198,6 +199,12 @@ def hourly_price(name: str, region: str = PRICE_REGION) -> float | None:
 @cache
 def image_config() -> dict[str, Any]:
     return _load("images.json")
+
+
+@functools.cache
+def sdk_version_lists() -> dict[str, Any]:
+    """The SDK's distribution version lists (``sagemaker.fw_utils``), generated into ``sdk_versions.json``."""
+    return _load("sdk_versions.json")
 
 
 @cache

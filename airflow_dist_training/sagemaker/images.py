@@ -4,6 +4,12 @@ Follows the SageMaker SDK's ``image_uris.retrieve``: ``{account}.dkr.ecr.{region
 with the short tag ``<version>-<processor>-<py_version>[-<container version>]`` (the version as the user
 wrote it, alias included). SMP v2 switches to the ``smdistributed-modelparallel`` image; Trainium to the
 neuron image. Registries are per version and region, as in the SDK's image_uri_config.
+
+Hugging Face (``get_training_image_uri`` with ``pytorch_version``/``tensorflow_version``): the
+transformers version picks a config, the base framework version (``pytorch2.8.0``) an image in it;
+the tag is ``<base version>-transformers<version>-<processor>-<py>[-<container version>]``. On
+Trainium the SDK refuses Hugging Face; we resolve the ``huggingface-pytorch-training-neuronx``
+image from the SDK's own training data for it (docs/parity.md).
 """
 
 from __future__ import annotations
@@ -70,13 +76,13 @@ def _py_version(image: ImageSpec, py_versions: list[str]) -> str:
     if py_version is None:
         if len(py_versions) != 1:
             raise ImageResolutionError(
-                f"py_version is required for {image.framework} {image.framework_version}: one of "
+                f"py_version is required for {image.framework} {image.version}: one of "
                 f"{', '.join(py_versions)}"
             )
         py_version = py_versions[0]
     if py_version not in py_versions:
         raise ImageResolutionError(
-            f"py_version {py_version!r} is not available for {image.framework} {image.framework_version}; "
+            f"py_version {py_version!r} is not available for {image.framework} {image.version}; "
             f"available: {', '.join(py_versions)}"
         )
     return py_version
@@ -94,6 +100,8 @@ def resolve_image_uri(
     """
     if image.uri:
         return image.uri
+    if image.framework == "huggingface":
+        return _huggingface_uri(image, region=region, instance_type=instance_type or "", smp_v2=smp_v2)
     assert image.framework and image.framework_version
     version = image.framework_version
     instance = instance_type or ""
@@ -138,3 +146,53 @@ def _smp_cuda(version: str, instance_type: str) -> str:
     if "p5" in instance_type or any(v in version for v in ("2.1", "2.2", "2.3", "2.4")):
         return "cu121"
     return "cu118"
+
+
+def _huggingface_uri(image: ImageSpec, *, region: str, instance_type: str, smp_v2: bool) -> str:
+    """``get_training_image_uri("huggingface", ...)``; on Trainium the neuronx training image."""
+    assert image.transformers_version and image.base_framework and image.base_framework_version
+    if smp_v2:
+        raise ImageResolutionError(
+            f"Unsupported pytorch-smp version: {image.transformers_version}: smp_v2 switches to the SMP "
+            "image, which has no Hugging Face variant (give image.uri, or use framework: pytorch)"
+        )
+    trainium = is_trainium(instance_type)
+    framework = "huggingface-neuronx" if trainium else "huggingface"
+    version = image.transformers_version
+    config, full = _resolve_version(framework, version)
+    if not trainium:  # get_training_image_uri's own processor check, before the config's
+        processor = processor_for(instance_type, ["cpu", "gpu"])
+        if processor not in config["processors"]:
+            raise ImageResolutionError(
+                f"Unsupported processor: {processor}. Hugging Face training images exist for "
+                f"{', '.join(config['processors'])} instances only, not {instance_type or 'no instance type'}"
+            )
+    else:
+        processor = "trn"
+    versions = config["versions"][full]
+    base = f"{image.base_framework}{image.base_framework_version}"
+    base_full = versions["version_aliases"].get(base, base)
+    if base_full not in versions["bases"]:
+        raise ImageResolutionError(
+            f"Unsupported base framework: {base}. transformers {version} images have: "
+            f"{', '.join(sorted(versions['bases']))} (or give image.uri)"
+        )
+    entry = versions["bases"][base_full]
+    py_version = _py_version(image, entry["py_versions"])
+    registries: dict[str, str] = image_config()["registry_sets"][entry["registries"]]
+    if region not in registries:
+        raise ImageResolutionError(
+            f"Unsupported region: {region}: no {entry['repository']}:{version} image there; "
+            f"supported regions: {', '.join(registries)} (or give image.uri)"
+        )
+    containers: dict[str, str] = entry.get("container_version", {})
+    if not trainium:  # get_training_image_uri's default for GPU images whose config names none
+        container = containers.get(processor, "cu110-ubuntu18.04")
+    else:  # the neuronx training data keys its one container version "inf" for most versions
+        container = containers.get(processor) or next(iter(containers.values()))
+        container = f"{_latest(entry['sdk_versions'])}-{container}"  # as the SDK tags neuron images
+    middle = "neuronx" if trainium else processor
+    tag = "-".join(
+        x for x in (f"{image.base_framework_version}-transformers{version}", middle, py_version, container) if x
+    )
+    return f"{registries[region]}.dkr.ecr.{region}.{ecr_domain(region)}/{entry['repository']}:{tag}"

@@ -199,7 +199,16 @@ def _validate(
             spec.image, region=region, instance_type=first_type, smp_v2=record.smp_v2_image
         )
     except ImageResolutionError as exc:
-        problems.append(Problem("image.framework_version", str(exc)))
+        field = "transformers_version" if spec.image.framework == "huggingface" else "framework_version"
+        problems.append(Problem(f"image.{field}", str(exc)))
+    if spec.image.container_entry_point and not record.script_mode:
+        problems.append(
+            Problem(
+                "image.container_entry_point",
+                f"strategy {record.strategy.value!r} sets its own container entry point; "
+                "leave container_entry_point out, or use another strategy",
+            )
+        )
     ctx = StrategyContext(spec=spec, image_uri=image_uri)
     check_distribution(ctx)
     problems += ctx.problems
@@ -208,9 +217,14 @@ def _validate(
 
 def _algorithm_specification(spec: TrainingJobSpec, record: StrategyRecord, image_uri: str) -> dict[str, Any]:
     algorithm: dict[str, Any] = {"TrainingInputMode": spec.input_mode.value, "TrainingImage": image_uri}
+    if spec.image.container_entry_point:  # the SDK's container_entry_point / container_arguments
+        algorithm["ContainerEntrypoint"] = list(spec.image.container_entry_point)
+        if spec.image.container_arguments:
+            algorithm["ContainerArguments"] = list(spec.image.container_arguments)
     if spec.metric_definitions:
         algorithm["MetricDefinitions"] = [{"Name": m.name, "Regex": m.regex} for m in spec.metric_definitions]
-    if spec.image.framework_version is not None and record.script_mode:
+    # PyTorch/TensorFlow estimators enable metrics for a framework version; HuggingFace always does
+    if (spec.image.framework_version is not None or spec.image.framework == "huggingface") and record.script_mode:
         algorithm["EnableSageMakerMetricsTimeSeries"] = True
     if spec.image.repository_access_mode is not None:
         image_config: dict[str, Any] = {"TrainingRepositoryAccessMode": spec.image.repository_access_mode}
@@ -464,15 +478,6 @@ def _script_mode_hyperparameters(
     return encoded
 
 
-def _is_distributed(spec: TrainingJobSpec) -> bool:
-    # The SDK's PyTorch estimator always carries a distribution dict, so it counts as distributed.
-    return (
-        spec.compute.count > 1
-        or spec.image.framework == "pytorch"
-        or record_for(spec.distribution.strategy).distributed
-    )
-
-
 def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
     """DebugHookConfig and ProfilerConfig, with the SDK's defaults and exclusions."""
     record = record_for(spec.distribution.strategy)
@@ -482,8 +487,11 @@ def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
     configs: dict[str, Any] = {}
     supported_region = region not in DEBUGGER_UNSUPPORTED_REGIONS
     hook = spec.debugger.hook and supported_region
-    if hook and spec.checkpoint is not None and spec.checkpoint.local_path and _is_distributed(spec):
-        hook = False  # SMDebug does not support distributed jobs with checkpointing (SDK rule)
+    if hook and spec.checkpoint is not None and spec.checkpoint.local_path:
+        # SMDebug does not support distributed jobs with checkpointing (SDK rule: ``instance_count > 1 or
+        # distribution is not None``). The SDK's PyTorch, TensorFlow and HuggingFace estimators all carry
+        # ``distribution or {}``, never None, so with both checkpoint paths the hook is always dropped.
+        hook = False
     if hook and spec.image.framework == "tensorflow" and not record.tensorflow_debug_hook:
         hook = False
     if hook:

@@ -10,34 +10,23 @@ entrypoint (see ``airflow_dist_training.sagemaker.launcher``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem
-from airflow_dist_training.sagemaker.catalog import instance_family, is_gpu_family, is_trainium
+from airflow_dist_training.sagemaker.catalog import (
+    instance_family,
+    is_gpu_family,
+    is_trainium,
+    sdk_version_lists,
+)
 from airflow_dist_training.sagemaker.hardware import check_hardware
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, extend_strategy, forget_strategy
 
-# fw_utils.SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS (SDK 2.257.x)
-SMDDP_FRAMEWORK_VERSIONS = {
-    "pytorch": [
-        "1.6", "1.6.0", "1.7", "1.7.1", "1.8", "1.8.0", "1.8.1", "1.9", "1.9.0", "1.9.1", "1.10", "1.10.0",
-        "1.10.2", "1.11", "1.11.0", "1.12", "1.12.0", "1.12.1", "1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.2",
-        "2.2.0",
-    ],
-    "tensorflow": [
-        "2.3", "2.3.1", "2.3.2", "2.4", "2.4.1", "2.4.3", "2.5", "2.5.0", "2.5.1", "2.6", "2.6.0", "2.6.2",
-        "2.6.3", "2.7", "2.7.1", "2.8", "2.8.0", "2.9", "2.9.1", "2.10", "2.10.1", "2.11", "2.11.0",
-    ],
-}  # fmt: skip
-# fw_utils.TORCH_DISTRIBUTED_GPU_SUPPORTED_FRAMEWORK_VERSIONS
-TORCH_DISTRIBUTED_GPU_VERSIONS = [
-    "1.13.1", "2.0.0", "2.0.1", "2.1.0", "2.1.2", "2.2.0", "2.3.0", "2.3.1", "2.4.1", "2.5.1", "2.6.0",
-    "2.7.1", "2.8.0",
-]  # fmt: skip
-# fw_utils.TRAINIUM_SUPPORTED_TORCH_DISTRIBUTED_FRAMEWORK_VERSIONS
-TORCH_DISTRIBUTED_TRAINIUM_VERSIONS = ["1.11", "1.11.0", "1.12", "1.12.0", "1.12.1", "1.13.1", "2.0.0"]
+# The SDK's version lists (fw_utils.SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS,
+# TORCH_DISTRIBUTED_GPU_SUPPORTED_FRAMEWORK_VERSIONS, TRAINIUM_SUPPORTED_TORCH_DISTRIBUTED_FRAMEWORK_VERSIONS)
+# live in data/sdk_versions.json, generated from the installed SDK by tests/parity/regenerate_images.py.
 UNSUPPORTED_DLC_IMAGE_FOR_SM_PARALLELISM = ("2.0.1-gpu-py310-cu121",)
 
 _SMP_ENUMS = {
@@ -59,7 +48,16 @@ class StrategyContext:
 
     @property
     def framework(self) -> str | None:
-        return self.spec.image.framework
+        """The framework the SDK validates the strategy for (for Hugging Face: its base framework)."""
+        return self.spec.image.base_framework
+
+    @property
+    def framework_version(self) -> str | None:
+        return self.spec.image.base_framework_version
+
+    @property
+    def huggingface(self) -> bool:
+        return self.spec.image.framework == "huggingface"
 
     @property
     def explicit_image(self) -> bool:
@@ -114,9 +112,15 @@ _dumps = encode_script_mode  # the sagemaker_* keys are script-mode HyperParamet
 # ---------------------------------------------------------------------------------------------- rules
 
 
+def record_in(ctx: StrategyContext) -> StrategyRecord:
+    """The strategy's record for this job's estimator (its Hugging Face variant for huggingface images)."""
+    record = record_for(ctx.spec.distribution.strategy)
+    return replace(record, **dict(record.huggingface)) if ctx.huggingface else record
+
+
 def check_distribution(ctx: StrategyContext) -> None:
     """All strategy rules; problems are appended to ``ctx.problems``."""
-    record = record_for(ctx.spec.distribution.strategy)
+    record = record_in(ctx)
     _check_fields(ctx)
     _check_framework(ctx, record)
     _check_trainium(ctx, record)
@@ -156,10 +160,23 @@ def _check_framework(ctx: StrategyContext, record: StrategyRecord) -> None:
 
 
 def _check_trainium(ctx: StrategyContext, record: StrategyRecord) -> None:
-    """SDK ``validate_distribution_for_instance_type``: Trainium only runs torch_distributed."""
-    if record.trainium_name is None:
+    """SDK ``validate_distribution_for_instance_type``: Trainium only runs torch_distributed.
+
+    The SDK counts the keys of its distribution dict: a named training group adds
+    ``instance_groups``, so a Trainium group never runs a strategy there, torch_distributed included.
+    """
+    if not record.script_mode or not any(is_trainium(t) for t in ctx.validation_instance_types):
         return
-    if not any(is_trainium(t) for t in ctx.validation_instance_types):
+    if ctx.spec.distribution.instance_group is not None and record.strategy != Strategy.NONE:
+        ctx.error(
+            "distribution.instance_group",
+            "Multiple distribution strategies are not supported for Trainium instances. Please specify one "
+            f"of the following supported distribution strategies: {sdk_version_lists()['trainium_strategies']} "
+            "(the SDK counts the named instance group as a second strategy: leave distribution.instance_group "
+            "out on a single-group cluster, or use our 'launcher')",
+        )
+        return
+    if record.trainium_name is None:
         return
     ctx.error(
         "distribution.strategy",
@@ -254,9 +271,10 @@ def _check_smddp(ctx: StrategyContext) -> None:
             "compute.instance_type",
             "Please specify an instance_type for smdataparallel (or distribution.instance_group on a heterogeneous cluster).",
         )
-    if not ctx.explicit_image and ctx.framework in SMDDP_FRAMEWORK_VERSIONS:
-        version = ctx.spec.image.framework_version
-        supported = SMDDP_FRAMEWORK_VERSIONS[ctx.framework]
+    smddp_versions: dict[str, list[str]] = sdk_version_lists()["smddp"]
+    if not ctx.explicit_image and ctx.framework in smddp_versions:
+        version = ctx.framework_version
+        supported = smddp_versions[ctx.framework]
         if version not in supported:
             ctx.error(
                 "image.framework_version",
@@ -290,12 +308,13 @@ def _check_torch_distributed(ctx: StrategyContext) -> None:
             "image.py_version",
             f"Provided py_version {py} is not supported by torch_distributed. Please specify py_version>=py3",
         )
-    version = ctx.spec.image.framework_version
+    version = ctx.framework_version
+    lists = sdk_version_lists()
     for instance_type in ctx.validation_instance_types:
         if is_trainium(instance_type):
-            supported = TORCH_DISTRIBUTED_TRAINIUM_VERSIONS
+            supported = lists["torch_distributed_trainium"]
         elif is_gpu_family(instance_type):
-            supported = TORCH_DISTRIBUTED_GPU_VERSIONS
+            supported = lists["torch_distributed_gpu"]
         else:
             ctx.error(
                 "compute.instance_type",
@@ -413,7 +432,7 @@ def _check_parameter_server(ctx: StrategyContext) -> None:
 
 def _check_mwms(ctx: StrategyContext) -> None:
     """SDK ``Framework._validate_mwms_config``."""
-    version = ctx.spec.image.framework_version
+    version = ctx.framework_version
     if version is not None and ctx.framework == "tensorflow" and _version_tuple(version) < (2, 9):
         ctx.error(
             "image.framework_version",
@@ -448,6 +467,14 @@ def _smddp_keys(ctx: StrategyContext) -> dict[str, str]:
     if dist.torch_distributed:
         keys["sagemaker_torch_distributed_enabled"] = _dumps(True)
     keys.update(_instance_group_keys(ctx))
+    return keys
+
+
+def _hf_pytorch_ddp_keys(ctx: StrategyContext) -> dict[str, str]:
+    """``HuggingFace._huggingface_distribution_configuration``: plain PyTorch DDP, not SMDDP."""
+    keys = {"sagemaker_pytorch_ddp_enabled": _dumps(True)}
+    if ctx.distribution_instance_type is not None:
+        keys["sagemaker_instance_type"] = _dumps(ctx.distribution_instance_type)
     return keys
 
 
@@ -571,6 +598,8 @@ class StrategyRecord:
     distributed: bool = True  # False: a single-process job (EFA warnings, scaling advice, Debugger)
     processes_from_hosts: bool = False  # cluster facts count one process per host
     tensorflow_debug_hook: bool = True  # False: the SDK drops DebugHookConfig for TensorFlow
+    # field -> value where the SDK's HuggingFace estimator treats the strategy differently
+    huggingface: tuple[tuple[str, Any], ...] = ()
 
 
 def _refuse(message: str) -> LocalRun:
@@ -624,6 +653,12 @@ _BUILTIN = (
         local=LocalRun("torchrun", refusal=_smddp_refusal("pytorchddp")),
         frameworks=frozenset({"pytorch"}),
         trainium_name="pytorchddp",
+        # the HuggingFace estimator keeps plain PyTorch DDP: its own key, no SMDDP version/instance rules
+        huggingface=(
+            ("encode", _hf_pytorch_ddp_keys),
+            ("rules", ()),
+            ("smddp_instances", False),
+        ),
         **_SMDDP,  # type: ignore[arg-type]
     ),
     StrategyRecord(
@@ -756,7 +791,7 @@ _BUILTIN_STRATEGIES = frozenset(REGISTRY)
 
 
 def distribution_hyperparameters(ctx: StrategyContext) -> dict[str, str]:
-    return record_for(ctx.spec.distribution.strategy).encode(ctx)
+    return record_in(ctx).encode(ctx)
 
 
 def model_parallel_degree(spec: TrainingJobSpec) -> int:

@@ -110,12 +110,38 @@ def forget_strategy(value: str) -> None:
 
 
 class ImageSpec(_Model):
-    """The training image: an explicit URI, or a framework version resolved to the AWS DLC URI."""
+    """The training image: an explicit URI, or a framework version resolved to the AWS DLC URI.
+
+    Hugging Face (the SDK's ``HuggingFace`` estimator): ``framework: huggingface`` with
+    ``transformers_version`` and one of ``pytorch_version`` / ``tensorflow_version``.
+    """
 
     uri: str | None = Field(default=None, description="Explicit ECR image URI; skips version rules.")
-    framework: Literal["pytorch", "tensorflow"] | None = None
+    framework: Literal["pytorch", "tensorflow", "huggingface"] | None = None
     framework_version: str | None = Field(default=None, min_length=1, description="e.g. 2.8.0")
+    transformers_version: str | None = Field(
+        default=None, min_length=1, description="Hugging Face only: the transformers version, e.g. 4.56.2"
+    )
+    pytorch_version: str | None = Field(
+        default=None, min_length=1, description="Hugging Face only: the PyTorch version of the image, e.g. 2.8.0"
+    )
+    tensorflow_version: str | None = Field(
+        default=None, min_length=1, description="Hugging Face only: the TensorFlow version of the image"
+    )
     py_version: str | None = Field(default=None, min_length=1, description="e.g. py312")
+    container_entry_point: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "AlgorithmSpecification.ContainerEntrypoint: the command the container runs instead of its "
+            "image's ENTRYPOINT (the SDK's container_entry_point); needs uri."
+        ),
+    )
+    container_arguments: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="AlgorithmSpecification.ContainerArguments: arguments of container_entry_point.",
+    )
     repository_access_mode: Literal["Platform", "Vpc"] | None = Field(
         default=None, description="TrainingImageConfig: Vpc pulls the image from a private registry in your VPC."
     )
@@ -127,13 +153,77 @@ class ImageSpec(_Model):
 
     @model_validator(mode="after")
     def _uri_or_framework(self) -> ImageSpec:
-        if self.uri is None and (self.framework is None or self.framework_version is None):
+        if self.framework == "huggingface" or self._hf_fields():
+            self._check_huggingface()
+        elif self.uri is None and (self.framework is None or self.framework_version is None):
             raise ValueError("give either uri, or framework and framework_version")
+        self._check_entry_point()
         if self.uri is not None and not self.uri.strip():
             raise ValueError("uri must not be empty")
         if self.repository_credentials_provider_arn and self.repository_access_mode != "Vpc":
             raise ValueError("repository_credentials_provider_arn needs repository_access_mode: Vpc")
         return self
+
+    def _hf_fields(self) -> list[str]:
+        return [n for n in ("transformers_version", "pytorch_version", "tensorflow_version") if getattr(self, n)]
+
+    def _check_huggingface(self) -> None:
+        """The SDK's ``HuggingFace._validate_args`` rules and messages (skipped with a uri, as there)."""
+        if self.framework != "huggingface":
+            raise ValueError(f"{', '.join(self._hf_fields())}: only with framework: huggingface")
+        if self.framework_version is not None:
+            raise ValueError("framework_version: a huggingface image takes transformers_version instead")
+        if self.uri is not None:
+            return
+        if self.transformers_version is None:
+            raise ValueError(
+                "transformers_version, and image_uri are both None. Specify either transformers_version or image_uri"
+            )
+        if self.tensorflow_version is not None and self.pytorch_version is not None:
+            raise ValueError(
+                "tensorflow_version and pytorch_version are both not None. "
+                "Specify only tensorflow_version or pytorch_version."
+            )
+        base = self.tensorflow_version or self.pytorch_version
+        if base is None:
+            raise ValueError(
+                "tensorflow_version and pytorch_version are both None. "
+                "Specify either tensorflow_version or pytorch_version."
+            )
+        if len(base.split(".")) != len(self.transformers_version.split(".")):
+            raise ValueError(
+                "Please use either full version or shortened version for both "
+                "transformers_version, tensorflow_version and pytorch_version."
+            )
+
+    def _check_entry_point(self) -> None:
+        if (self.container_entry_point or self.container_arguments) and self.uri is None:
+            raise ValueError(
+                "container_entry_point/container_arguments run your own image's command: they need uri"
+            )
+        if self.container_arguments and not self.container_entry_point:
+            raise ValueError(
+                "container_arguments needs container_entry_point (the image's own ENTRYPOINT is not known here)"
+            )
+
+    @property
+    def base_framework(self) -> str | None:
+        """The deep-learning framework underneath: pytorch/tensorflow (for Hugging Face, its base)."""
+        if self.framework == "huggingface":
+            return "tensorflow" if self.tensorflow_version else ("pytorch" if self.pytorch_version else None)
+        return self.framework
+
+    @property
+    def base_framework_version(self) -> str | None:
+        """The version of ``base_framework`` (for Hugging Face: pytorch_version / tensorflow_version)."""
+        if self.framework == "huggingface":
+            return self.tensorflow_version or self.pytorch_version
+        return self.framework_version
+
+    @property
+    def version(self) -> str | None:
+        """The image's own version: transformers_version for Hugging Face, else framework_version."""
+        return self.transformers_version if self.framework == "huggingface" else self.framework_version
 
 
 class SourceSpec(_Model):

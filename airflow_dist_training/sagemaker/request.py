@@ -60,6 +60,9 @@ DEBUGGER_UNSUPPORTED_REGIONS = (
     "eu-central-2",
     "us-gov-east-1",
 )
+# Framework._validate_and_set_debugger_configs: the estimators whose hook checkpointing drops (an
+# explicit image without a framework is planned as the SDK's PyTorch estimator would plan it)
+CHECKPOINT_DROPS_DEBUG_HOOK = (None, "pytorch", "tensorflow")
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SDK sends it
 RUN_IDENTITY_TAG = "airflow-dist-training:run-identity"
 SOURCE_TARBALL = "sourcedir.tar.gz"
@@ -487,10 +490,15 @@ def _debugger_configs(spec: TrainingJobSpec, region: str) -> dict[str, Any]:
     configs: dict[str, Any] = {}
     supported_region = region not in DEBUGGER_UNSUPPORTED_REGIONS
     hook = spec.debugger.hook and supported_region
-    if hook and spec.checkpoint is not None and spec.checkpoint.local_path:
+    if (
+        hook
+        and spec.checkpoint is not None
+        and spec.checkpoint.local_path
+        and spec.image.framework in CHECKPOINT_DROPS_DEBUG_HOOK
+    ):
         # SMDebug does not support distributed jobs with checkpointing (SDK rule: ``instance_count > 1 or
-        # distribution is not None``). The SDK's PyTorch, TensorFlow and HuggingFace estimators all carry
-        # ``distribution or {}``, never None, so with both checkpoint paths the hook is always dropped.
+        # distribution is not None``). The PyTorch and TensorFlow estimators carry ``distribution or {}``,
+        # never None, so with both checkpoint paths they always drop the hook; HuggingFace never does.
         hook = False
     if hook and spec.image.framework == "tensorflow" and not record.tensorflow_debug_hook:
         hook = False

@@ -21,6 +21,11 @@ REGION = "us-west-2"
 RUN_IDENTITY = "parity_dag:train:manual__2026-01-01T00:00:00+00:00:-1"
 
 
+# what we resolve for examples/specs/huggingface_trn1.yaml in us-west-2 (the SDK cannot resolve it)
+HF_TRN1_IMAGE = (
+    "763104351884.dkr.ecr.us-west-2.amazonaws.com/huggingface-pytorch-training-neuronx:"
+    "1.13.1-transformers4.36.2-neuronx-py310-sdk2.18.0-ubuntu20.04"
+)
 NULL = "<null>"  # an override value that sets the key to None (None itself removes the key)
 
 
@@ -214,6 +219,64 @@ REQUEST_CASES = [
     RequestCase("region_debugger_unsupported", "pytorchddp_p3", region="ap-southeast-3"),
     RequestCase("region_govcloud", "mpi_horovod", region="us-gov-west-1"),
     RequestCase("run_identity_tag", "torch_distributed_p4d", run_identity=True),
+    # issue 25: the SDK's TensorFlow list has 2.9.2 (generated from fw_utils now)
+    RequestCase(
+        "smddp_tensorflow_2_9_2",
+        "smddp_p4d",
+        {"image": {"framework": "tensorflow", "framework_version": "2.9.2", "py_version": "py39"}},
+    ),
+    # the TensorFlow estimator's distribution is never None: DebugHookConfig dropped on one instance too
+    RequestCase(
+        "tensorflow_single_checkpoint_local_path",
+        "mpi_horovod",
+        {
+            "distribution": None,
+            "compute": {"instance_count": 1},
+            "checkpoint": {"s3_uri": "s3://my-ml-bucket/ckpt", "local_path": "/opt/ml/checkpoints"},
+        },
+    ),
+    RequestCase("huggingface_torch_distributed", "huggingface_p4d"),
+    RequestCase(
+        "huggingface_alias_versions",
+        "huggingface_p4d",
+        {"image": {"transformers_version": "4.56", "pytorch_version": "2.8"}, "distribution": {"strategy": "none"}},
+    ),
+    RequestCase("huggingface_pytorchddp", "huggingface_p4d", {"distribution": {"strategy": "pytorchddp"}}),
+    RequestCase(
+        "huggingface_smddp",
+        "huggingface_p4d",
+        {
+            "image": {"transformers_version": "4.28.1", "pytorch_version": "2.0.0", "py_version": "py310"},
+            "distribution": {"strategy": "smddp"},
+        },
+    ),
+    RequestCase(
+        "huggingface_smp_v1",
+        "huggingface_p4d",
+        {
+            "image": {"transformers_version": "4.28.1", "pytorch_version": "2.0.0", "py_version": "py310"},
+            "distribution": {"strategy": "smp_v1", "processes_per_host": 8, "smp": {"parameters": {"partitions": 2}}},
+        },
+    ),
+    RequestCase(
+        "huggingface_tensorflow",
+        "huggingface_p4d",
+        {
+            "image": {"transformers_version": "4.17.0", "pytorch_version": None, "tensorflow_version": "2.6.3", "py_version": "py38"},
+            "distribution": {"strategy": "none"},
+            "compute": {"instance_type": "ml.p3.16xlarge", "instance_count": 1},
+            "checkpoint": {"s3_uri": "s3://my-ml-bucket/ckpt", "local_path": "/opt/ml/checkpoints"},
+        },
+    ),
+    # Trainium: the SDK needs an image_uri for Hugging Face; with ours, the rest of the request is the SDK's
+    RequestCase("huggingface_trn1_image_uri", "huggingface_trn1", {"image": {"uri": HF_TRN1_IMAGE}}),
+    RequestCase("container_entry_point", "own_entry_point"),
+    RequestCase(
+        "container_entry_point_framework_image",
+        "torch_distributed_p4d",
+        {"image": {"uri": "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-team/trainer:1", "framework": None,
+                   "framework_version": None, "py_version": None, "container_entry_point": ["bash", "/opt/run.sh"]}},
+    ),
 ]
 
 
@@ -388,6 +451,43 @@ ERROR_CASES = [
         },
         "Don't set training instance groups while no distribution strategies enabled!",
     ),
+    ErrorCase(
+        "trainium_group_torch_distributed",  # issue 25: the named group counts as a second strategy
+        "torch_distributed_trn1",
+        {
+            "compute": {
+                "instance_type": None,
+                "instance_count": None,
+                "instance_groups": [{"name": "trn", "instance_type": "ml.trn1.32xlarge", "instance_count": 2}],
+            },
+            "distribution": {"instance_group": "trn"},
+        },
+        "Multiple distribution strategies are not supported for Trainium instances.",
+    ),
+    ErrorCase(
+        "huggingface_smddp_unsupported_version",
+        "huggingface_p4d",
+        {"distribution": {"strategy": "smddp"}},
+        "Provided framework_version 2.8.0 is not supported by smdataparallel.",
+    ),
+    ErrorCase(
+        "huggingface_torch_distributed_version",
+        "huggingface_p4d",
+        {"image": {"transformers_version": "4.6.1", "pytorch_version": "1.8.1", "py_version": "py36"}},
+        "Provided framework_version 1.8.1 is not supported by torch_distributed for instance ml.p4d.24xlarge.",
+    ),
+    ErrorCase(
+        "huggingface_torch_distributed_cpu",
+        "huggingface_p4d",
+        {"compute": {"instance_type": "ml.c5.18xlarge"}},
+        "Currently torch_distributed is supported only for GPU and Trainium instances.",
+    ),
+    ErrorCase(
+        "huggingface_trainium_mpi",
+        "huggingface_trn1",
+        {"image": {"uri": HF_TRN1_IMAGE}, "distribution": {"strategy": "mpi"}},
+        "Provided distribution strategy mpi is not supported for Trainium instances.",
+    ),
 ]
 
 # Image-URI grid: (framework, version, py_version, instance type) x regions.
@@ -424,6 +524,21 @@ IMAGE_GRID: list[tuple[str, str, str | None, str]] = [
     ("tensorflow", "2.9", "py39", "ml.p4d.24xlarge"),
     ("tensorflow", "2.8", "py39", "ml.p4d.24xlarge"),
     ("tensorflow", "2.3.2", "py37", "ml.p3.2xlarge"),
+]
+# Hugging Face: (transformers version, base framework, base version, py_version, instance type)
+HF_IMAGE_GRID: list[tuple[str, str, str, str, str]] = [
+    ("4.56.2", "pytorch", "2.8.0", "py312", "ml.p4d.24xlarge"),
+    ("4.56", "pytorch", "2.8", "py312", "ml.g5.2xlarge"),
+    ("4.49.0", "pytorch", "2.5.1", "py311", "ml.p5.48xlarge"),
+    ("4.26.0", "pytorch", "1.13.1", "py39", "ml.p4d.24xlarge"),
+    ("4.17.0", "tensorflow", "2.6.3", "py38", "ml.p3.16xlarge"),
+    ("4.17", "tensorflow", "2.6", "py38", "ml.g4dn.xlarge"),
+    ("4.6.1", "pytorch", "1.7.1", "py36", "ml.p3.2xlarge"),
+    ("4.4.2", "pytorch", "1.6.0", "py36", "ml.p3.2xlarge"),  # no container version: cu110-ubuntu18.04
+    ("4.56.2", "pytorch", "2.8.0", "py312", "ml.c5.xlarge"),  # refused: GPU images only
+    ("4.56.2", "pytorch", "2.7.1", "py312", "ml.p4d.24xlarge"),  # refused: no such base
+    ("4.56.2", "pytorch", "2.8.0", "py311", "ml.p4d.24xlarge"),  # refused: py_version
+    ("9.9.9", "pytorch", "2.8.0", "py312", "ml.p4d.24xlarge"),  # refused: unknown transformers
 ]
 SMP_V2_GRID: list[tuple[str, str, str]] = [
     ("2.4.1", "py311", "ml.p4d.24xlarge"),
@@ -476,6 +591,21 @@ def image_cases() -> list[dict[str, Any]]:
                 "region": region,
             }
         )
+    for version, base, base_version, py_version, instance_type in HF_IMAGE_GRID:
+        for region in IMAGE_REGIONS:
+            cases.append(
+                {
+                    "id": f"hf-image:{version}:{base}{base_version}:{py_version}:{instance_type}:{region}",
+                    "kind": "image",
+                    "framework": "huggingface",
+                    "version": version,
+                    "base": base,
+                    "base_version": base_version,
+                    "py_version": py_version,
+                    "instance_type": instance_type,
+                    "region": region,
+                }
+            )
     for version, py_version, instance_type in SMP_V2_GRID:
         for region in SMP_V2_REGIONS:
             cases.append(
@@ -494,3 +624,24 @@ def image_cases() -> list[dict[str, Any]]:
 
 
 NAME_BASES = ["my_job", "llm-finetune", "a" * 70]
+
+
+# The SDK's default output bucket (sagemaker-{region}-{account}): the driver's session returns this name.
+SDK_DEFAULT_BUCKET = f"sagemaker-{REGION}-123456789012"
+
+
+def difference_cases() -> list[dict[str, Any]]:
+    """SDK runs behind the deliberate differences (test_deliberate_differences.py)."""
+    from tests.parity.mapping import sdk_estimator_case
+    from tests.parity.regenerate_images import FW_UTILS_LISTS
+
+    no_output = sdk_estimator_case(
+        "difference:default_output", load("torch_distributed_p4d", {"output": None}), job_name="parity-default-output",
+        region=REGION,
+    )  # fmt: skip
+    no_output["default_bucket"] = SDK_DEFAULT_BUCKET
+    hf_trn1 = sdk_estimator_case(
+        "difference:huggingface_trn1", load("huggingface_trn1"), job_name="parity-hf-trn1", region=REGION
+    )
+    constants = {"id": "difference:fw_utils", "kind": "constants", "names": sorted(FW_UTILS_LISTS.values())}
+    return [no_output, hf_trn1, constants]

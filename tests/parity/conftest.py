@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.parity.cases import ERROR_CASES, NAME_BASES, REGION, REQUEST_CASES, image_cases
+from tests.parity.cases import ERROR_CASES, NAME_BASES, REGION, REQUEST_CASES, difference_cases, image_cases
 from tests.parity.mapping import sdk_estimator_case
 from tests.paths import REPO
 
@@ -90,7 +90,7 @@ def all_sdk_cases() -> list[dict[str, Any]]:
         cases.append(case)
     cases += image_cases()
     cases += [{"id": f"name:{base}", "kind": "name", "base": base} for base in NAME_BASES]
-    return cases
+    return cases + difference_cases()
 
 
 @pytest.fixture(scope="session")

@@ -104,6 +104,27 @@ def _channel(channel: S3Channel | FSxChannel | EFSChannel) -> dict[str, Any]:
     return {"type": "fs", "kwargs": kwargs}
 
 
+ESTIMATORS = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "huggingface": "HuggingFace"}
+
+
+def _image_kwargs(spec: TrainingJobSpec) -> dict[str, Any]:
+    """image_uri / framework_version / py_version (HuggingFace: transformers_version + base version)."""
+    image = spec.image
+    kwargs: dict[str, Any] = {}
+    if image.uri:
+        kwargs["image_uri"] = image.uri
+    if image.framework_version:
+        kwargs["framework_version"] = image.framework_version
+    for name in ("transformers_version", "pytorch_version", "tensorflow_version", "py_version"):
+        if getattr(image, name):
+            kwargs[name] = getattr(image, name)
+    if image.container_entry_point:
+        kwargs["container_entry_point"] = list(image.container_entry_point)
+    if image.container_arguments:
+        kwargs["container_arguments"] = list(image.container_arguments)
+    return kwargs
+
+
 def sdk_estimator_case(case_id: str, spec: TrainingJobSpec, *, job_name: str, region: str) -> dict[str, Any]:
     """A ``request`` case for the driver: estimator class, kwargs, inputs, job name."""
     image = spec.image
@@ -113,12 +134,7 @@ def sdk_estimator_case(case_id: str, spec: TrainingJobSpec, *, job_name: str, re
         "source_dir": spec.source.source_dir if spec.source.is_s3 else "@local",
         "role": spec.role_arn,
     }
-    if image.uri:
-        kwargs["image_uri"] = image.uri
-    if image.framework_version:
-        kwargs["framework_version"] = image.framework_version
-    if image.py_version:
-        kwargs["py_version"] = image.py_version
+    kwargs.update(_image_kwargs(spec))
     compute = spec.compute
     if compute.instance_groups:
         kwargs["instance_groups"] = [
@@ -204,7 +220,7 @@ def sdk_estimator_case(case_id: str, spec: TrainingJobSpec, *, job_name: str, re
     return {
         "id": case_id,
         "kind": "request",
-        "estimator": "TensorFlow" if framework == "tensorflow" else "PyTorch",
+        "estimator": ESTIMATORS.get(framework, "PyTorch"),
         "region": region,
         "job_name": job_name,
         "kwargs": kwargs,

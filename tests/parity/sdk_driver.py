@@ -7,6 +7,7 @@ Reads a JSON list of cases from argv[1], writes a JSON dict ``{case_id: result}`
   record the exact ``create_training_job`` kwargs the client received (or the error the SDK raised).
 - ``image`` cases call ``sagemaker.image_uris.retrieve(...)`` (or ``get_training_image_uri`` for SMP v2).
 - ``name`` cases call ``sagemaker.utils.name_from_base`` (to document the job-name difference).
+- ``constants`` cases read named ``sagemaker.fw_utils`` constants (the version lists we generate).
 
 No AWS call is made: every client is a ``MagicMock``; S3 uploads go nowhere.
 """
@@ -27,8 +28,9 @@ os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 logging.disable(logging.WARNING)
 
 import sagemaker  # noqa: E402
-from sagemaker import image_uris  # noqa: E402
+from sagemaker import fw_utils, image_uris  # noqa: E402
 from sagemaker.debugger import TensorBoardOutputConfig  # noqa: E402
+from sagemaker.huggingface import HuggingFace  # noqa: E402
 from sagemaker.inputs import FileSystemInput, ShuffleConfig, TrainingInput  # noqa: E402
 from sagemaker.instance_group import InstanceGroup  # noqa: E402
 from sagemaker.pytorch import PyTorch  # noqa: E402
@@ -41,7 +43,7 @@ telemetry_logging._send_telemetry_request = lambda *args, **kwargs: None
 # Speed only: the SDK re-reads botocore's endpoints.json (~0.1 s) on every image lookup.
 sagemaker.utils._botocore_resolver = functools.cache(sagemaker.utils._botocore_resolver)
 
-ESTIMATORS = {"PyTorch": PyTorch, "TensorFlow": TensorFlow}
+ESTIMATORS = {"PyTorch": PyTorch, "TensorFlow": TensorFlow, "HuggingFace": HuggingFace}
 
 
 def make_session(region: str, bucket: str) -> tuple[Session, mock.MagicMock]:
@@ -103,7 +105,16 @@ def run_request(case: dict[str, Any], workdir: str) -> dict[str, Any]:
 
 def run_image(case: dict[str, Any]) -> dict[str, Any]:
     try:
-        if case.get("distribution"):
+        if case["framework"] == "huggingface":
+            uri = image_uris.get_training_image_uri(
+                case["region"],
+                "huggingface",
+                framework_version=case["version"],
+                py_version=case.get("py_version"),
+                instance_type=case["instance_type"],
+                **{f"{case['base']}_version": case["base_version"]},
+            )
+        elif case.get("distribution"):
             uri = image_uris.get_training_image_uri(
                 case["region"],
                 case["framework"],
@@ -138,6 +149,8 @@ def main() -> None:
                     results[case["id"]] = run_image(case)
                 elif case["kind"] == "name":
                     results[case["id"]] = {"name": sagemaker.utils.name_from_base(case["base"])}
+                elif case["kind"] == "constants":
+                    results[case["id"]] = {"values": {n: getattr(fw_utils, n) for n in case["names"]}}
             except Exception:
                 results[case["id"]] = {"error": traceback.format_exc(), "error_type": "DriverError"}
     with open(sys.argv[2], "w") as fh:

@@ -27,9 +27,17 @@ ALLOWED_SDK_ONLY = {
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["id"])
 def test_default_image_uri_matches_sdk(case: dict[str, Any], sdk_results: dict[str, Any]) -> None:
     sdk = sdk_results[case["id"]]
-    image = ImageSpec(
-        framework=case["framework"], framework_version=case["version"], py_version=case["py_version"]
-    )
+    if case["framework"] == "huggingface":
+        image = ImageSpec(
+            framework="huggingface",
+            transformers_version=case["version"],
+            py_version=case["py_version"],
+            **{f"{case['base']}_version": case["base_version"]},
+        )
+    else:
+        image = ImageSpec(
+            framework=case["framework"], framework_version=case["version"], py_version=case["py_version"]
+        )
     try:
         ours: str | None = resolve_image_uri(
             image,

@@ -3,6 +3,9 @@
 - Job names: the SDK appends a timestamp and does not sanitise; we sanitise and use a run-identity hash.
 - The launcher strategy: our own launcher, compared with SDK v3 ``ModelTrainer`` + ``Torchrun()`` by
   structure (see docs/parity.md for why it cannot be compared byte for byte).
+- No output path: the SDK falls back to its default bucket, we ask for ``output.s3_path``.
+- Hugging Face on Trainium: the SDK cannot resolve an image, we resolve the neuronx training image.
+- The SDK's version lists: ours are generated from them (``data/sdk_versions.json``).
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from airflow_dist_training.sagemaker.launcher import CODE_CHANNEL, LAUNCHER_CHANNEL
 from airflow_dist_training.sagemaker.naming import NAME_PATTERN, job_name, job_name_problems
 from airflow_dist_training.sagemaker.request import plan_training_job
-from tests.parity.cases import NAME_BASES, REGION, RUN_IDENTITY, load
+from tests.parity.cases import HF_TRN1_IMAGE, NAME_BASES, REGION, RUN_IDENTITY, load
 
 
 def test_sdk_job_names_are_timestamped_and_unsanitised(sdk_results: dict[str, Any]) -> None:
@@ -60,3 +65,41 @@ def test_launcher_differs_from_model_trainer_by_design() -> None:
     assert all(c["InputMode"] == "File" for c in request["InputDataConfig"])  # as v3's managed channels
     assert "DebugHookConfig" not in request and "ProfilerConfig" not in request
     assert "EnableSageMakerMetricsTimeSeries" not in algorithm
+
+
+def test_sdk_version_lists_are_generated_from_the_sdk(sdk_results: dict[str, Any]) -> None:
+    """data/sdk_versions.json holds fw_utils' lists as the pinned SDK has them (TF 2.9.2 included)."""
+    from airflow_dist_training.sagemaker.catalog import sdk_version_lists
+    from tests.parity.regenerate_images import FW_UTILS_LISTS
+
+    sdk = sdk_results["difference:fw_utils"]["values"]
+    ours = sdk_version_lists()
+    for key, name in FW_UTILS_LISTS.items():
+        assert ours[key] == sdk[name], f"{key} differs from fw_utils.{name}: run tests/parity/regenerate_images.py"
+    assert "2.9.2" in ours["smddp"]["tensorflow"]
+
+
+def test_no_output_path_the_sdk_uses_its_default_bucket_we_refuse(sdk_results: dict[str, Any]) -> None:
+    """The SDK defaults to s3://sagemaker-{region}-{account}/ (and creates that bucket); we ask for output."""
+    from airflow_dist_training.errors import SpecValidationError
+    from tests.parity.cases import SDK_DEFAULT_BUCKET
+
+    request = sdk_results["difference:default_output"]["request"]
+    default = f"s3://{SDK_DEFAULT_BUCKET}/"
+    assert request["OutputDataConfig"]["S3OutputPath"] == default
+    assert request["DebugHookConfig"]["S3OutputPath"] == default
+    assert request["ProfilerConfig"]["S3OutputPath"] == default
+    spec = load("torch_distributed_p4d", {"output": None})
+    with pytest.raises(SpecValidationError) as info:
+        plan_training_job(spec, job_name="parity-default-output", region=REGION)
+    assert [f"{p.path}: {p.message}" for p in info.value.problems] == [
+        "output.s3_path: is required for SageMaker jobs (where model.tar.gz goes)"
+    ]
+
+
+def test_huggingface_on_trainium_the_sdk_refuses_we_resolve_the_neuronx_image(sdk_results: dict[str, Any]) -> None:
+    """The SDK's HuggingFace estimator has no Trainium image lookup; we use its own neuronx training data."""
+    sdk = sdk_results["difference:huggingface_trn1"]
+    assert "Unsupported processor: trn" in sdk.get("error", ""), sdk
+    request = plan_training_job(load("huggingface_trn1"), job_name="parity-hf-trn1", region=REGION).request
+    assert request["AlgorithmSpecification"]["TrainingImage"] == HF_TRN1_IMAGE

@@ -36,7 +36,10 @@ COVERAGE: dict[str, Coverage] = {
     "TrainingJobName": _p("job name from `name` + a hash of the Airflow run identity (`sagemaker/naming.py`)"),
     "HyperParameters": _s("`hyperparameters` (each value `json.dumps`-ed, `null` for None) + strategy keys"),
     "AlgorithmSpecification": _p("always sent"),
-    "AlgorithmSpecification.TrainingImage": _s("`image.uri`, or resolved from `image.framework`/`framework_version`"),
+    "AlgorithmSpecification.TrainingImage": _s(
+        "`image.uri`, or resolved from `image.framework`/`framework_version` (Hugging Face: "
+        "`transformers_version` + `pytorch_version`/`tensorflow_version`)"
+    ),
     "AlgorithmSpecification.AlgorithmName": _u(
         "built-in and Marketplace algorithms are not script-mode training: this provider runs your code"
     ),
@@ -45,8 +48,10 @@ COVERAGE: dict[str, Coverage] = {
     "AlgorithmSpecification.MetricDefinitions[].Name": _s("`metric_definitions[].name`"),
     "AlgorithmSpecification.MetricDefinitions[].Regex": _s("`metric_definitions[].regex`"),
     "AlgorithmSpecification.EnableSageMakerMetricsTimeSeries": _p("true for framework images, as the SDK"),
-    "AlgorithmSpecification.ContainerEntrypoint": _p("set by the `launcher` strategy only", children=True),
-    "AlgorithmSpecification.ContainerArguments": _p("set by the `launcher` strategy only", children=True),
+    "AlgorithmSpecification.ContainerEntrypoint": Coverage(
+        "spec", "`image.container_entry_point` (with `image.uri`); the `launcher` strategy sets its own", True
+    ),
+    "AlgorithmSpecification.ContainerArguments": Coverage("spec", "`image.container_arguments`", True),
     "AlgorithmSpecification.TrainingImageConfig": _s("`image.repository_access_mode`"),
     "AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAccessMode": _s("`image.repository_access_mode`"),
     "AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAuthConfig": _s(
@@ -180,8 +185,20 @@ SDK_ARGUMENTS_LEFT_OUT: dict[str, str] = {
         "the spec is the only source: no hidden defaults"
     ),
     "EstimatorBase.instance_placement_config": "see ResourceConfig.InstancePlacementConfig",
-    "EstimatorBase.container_entry_point / container_arguments": "the `launcher` strategy sets them",
+    "EstimatorBase.container_entry_point / container_arguments": (
+        "mapped: `image.container_entry_point` / `image.container_arguments`"
+    ),
     "Framework.image_uri / framework_version / py_version": "`image`",
+    "HuggingFace transformers_version / pytorch_version / tensorflow_version": (
+        "mapped: `image.framework: huggingface` with `image.transformers_version` and "
+        "`image.pytorch_version` or `image.tensorflow_version`"
+    ),
+    "HuggingFace.compiler_config (SageMaker Training Compiler), distribution pytorchxla": (
+        "left out: the SDK's `huggingface-training-compiler` images stop at transformers 4.21.1 / PyTorch "
+        "1.11.0 / TensorFlow 2.6.3 (2022) and AWS publishes no newer Training Compiler images, so it cannot "
+        "run with any version the HuggingFace GPU images still get; `pytorchxla` needs it. Use `torch.compile` "
+        "in the training script"
+    ),
     "TrainingInput.target_attribute_name": "not a CreateTrainingJob field (AutoML only)",
     "TrainingInput.hub_access_config / model_access_config": "see S3DataSource.HubAccessConfig / ModelAccessConfig",
     "fit(experiment_config=...)": "see ExperimentConfig",

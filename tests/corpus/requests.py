@@ -145,7 +145,9 @@ def plan_task_requests() -> dict[str, Any]:
 
 def _has_local_stand_ins(data: Any) -> bool:
     if isinstance(data, dict):
-        return any((k.startswith("local_") and k != "local_path") or _has_local_stand_ins(v) for k, v in data.items())
+        return any(
+            (k.startswith("local_") and k != "local_path") or _has_local_stand_ins(v) for k, v in data.items()
+        )
     if isinstance(data, list):
         return any(_has_local_stand_ins(v) for v in data)
     return False

@@ -7,14 +7,22 @@ here with the changed fields named. A deliberate change re-records the corpus
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from tests.corpus.requests import all_requests, canonical, recorded
-from tests.parity.test_request_parity import diff, render
+from tests.parity.test_request_parity import diff
 
 RE_RECORD = "re-record deliberately with: .venv/bin/python -m tests.corpus.requests"
+
+
+def _render(differences: dict[str, tuple[Any, Any]]) -> str:
+    return "\n".join(
+        f"  {path}\n      now:      {json.dumps(now)}\n      recorded: {json.dumps(then)}"
+        for path, (now, then) in differences.items()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,5 +48,7 @@ def test_every_request_is_byte_identical_to_the_recorded_one(current: dict[str, 
         for key, request in current.items()
         if key in corpus and canonical(request) != canonical(corpus[key])
     }
-    report = "\n".join(f"{key} (now vs recorded):\n{render(d) or '  (key order or encoding)'}" for key, d in changed.items())
+    report = "\n".join(
+        f"{key} (now vs recorded):\n{_render(d) or '  (key order or encoding)'}" for key, d in changed.items()
+    )
     assert not changed, f"{len(changed)} request(s) changed:\n{report}\n{RE_RECORD}"

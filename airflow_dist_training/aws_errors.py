@@ -51,6 +51,24 @@ ACCESS_DENIED_CODES = frozenset(
 #: Codes meaning "no such resource" across the services we call.
 NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ResourceNotFoundException", "404", "NotFound", "NoSuchKey"})
 
+#: Fragments (lowercase) of a finished job's FailureReason or SecondaryStatus that mean "no capacity",
+#: not "your code is broken": retryable (``CapacityError``), counted against the interruption budget.
+CAPACITY_MARKERS = (
+    "capacityerror",
+    "insufficientcapacity",
+    "insufficientinstancecapacity",
+    "resourcelimitexceeded",
+    "unable to provision requested ml compute capacity",
+)
+#: ... that mean the job was interrupted: spot capacity reclaimed, MaxWait reached waiting for spot.
+INTERRUPTION_MARKERS = (
+    "spot interruption",
+    "spot instance",
+    "interrupted",
+    "maxwaittimeexceeded",
+    "reclaimed",
+)
+
 #: The IAM permission each API call needs (named in AwsPermissionError messages).
 IAM_ACTIONS = {
     "CreateTrainingJob": "sagemaker:CreateTrainingJob",
@@ -118,6 +136,22 @@ def is_not_found(exc: BaseException) -> bool:
     return code in NOT_FOUND_CODES or (
         code == "ValidationException" and ("not found" in message or "could not find" in message)
     )
+
+
+def _failure_text(failure_reason: object, secondary_status: object) -> str:
+    return " ".join(str(x) for x in (failure_reason, secondary_status) if x).lower()
+
+
+def is_capacity_failure(failure_reason: object, secondary_status: object = None) -> bool:
+    """A job that ended for want of capacity (``FailureReason``/``SecondaryStatus`` of a Describe*Job)."""
+    text = _failure_text(failure_reason, secondary_status)
+    return any(marker in text for marker in CAPACITY_MARKERS)
+
+
+def is_interruption(failure_reason: object, secondary_status: object = None) -> bool:
+    """A job that was interrupted (spot reclaim, MaxWaitTimeExceeded) rather than failed."""
+    text = _failure_text(failure_reason, secondary_status)
+    return any(marker in text for marker in INTERRUPTION_MARKERS)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -91,11 +91,6 @@ else:
             TaskDeferred,
         )
 
-    # trigger bases: ``airflow.triggers.base`` up to 3.3; ``airflow.sdk`` on newer main
-    try:
-        from airflow.sdk import BaseTrigger, TriggerEvent
-    except ImportError:
-        from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
 __all__ = [
@@ -257,6 +252,10 @@ def _plugin_base() -> type:
 
 
 _LAZY = {
+    # trigger bases (``airflow.sdk`` on newer main, ``airflow.triggers.base`` up to 3.3): only
+    # trigger modules need them, and importing them costs a DAG file as much as all our operators
+    "BaseTrigger": ("airflow.sdk:BaseTrigger", "airflow.triggers.base:BaseTrigger"),
+    "TriggerEvent": ("airflow.sdk:TriggerEvent", "airflow.triggers.base:TriggerEvent"),
     # core modules before 3.2: imported only by code that builds DAGs
     "AssetOrTimeSchedule": (
         "airflow.sdk:AssetOrTimeSchedule",

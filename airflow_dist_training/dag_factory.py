@@ -117,8 +117,8 @@ def dag_from_yaml(
     from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.pipeline_checks import check_pipeline, duplicate_dag_id_problem
 
-    # what the plan and staging tasks would refuse at run time is this file's import error now
-    problems, _ = check_pipeline(pipeline, path=path)
+    # the cheap checks are this file's import error now; planning is the plan task's (never at parse)
+    problems, _ = check_pipeline(pipeline, path=path, plan_job=False)
     errors = [p for p in problems if p.severity == "error"]
     duplicate = duplicate_dag_id_problem(path, pipeline.dag_id)
     if duplicate is not None:

@@ -34,7 +34,7 @@ MODULES: dict[str, dict[str, list[str]]] = {
         FSX: [f"{_P}.hooks.fsx"],
     },
     "triggers": {
-        SAGEMAKER: [f"{_P}.triggers.training"],
+        SAGEMAKER: [f"{_P}.triggers.training", f"{_P}.triggers.processing"],
         FSX: [f"{_P}.triggers.fsx"],
     },
 }

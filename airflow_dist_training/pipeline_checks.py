@@ -1,8 +1,9 @@
 """Check a pipeline file like a spec: everything the run would refuse, found before anything runs.
 
-Pure (no Airflow, no AWS). Used by ``airflow-dist-training validate <pipeline.yaml>`` and by the
-DAG factory at parse time, so a pipeline that would fail in its plan or staging task is an import
-error (or a CLI error) naming the file and the field path instead.
+Pure (no Airflow, no AWS). Used by ``airflow-dist-training validate <pipeline.yaml>``, which also
+plans the job, and by the DAG factory at parse time, which does not: a mistake the parse can find
+cheaply is the file's import error naming the file and the field path; what only planning finds
+(SageMaker's instance and version rules) is the plan task's refusal, with the same field path.
 """
 
 from __future__ import annotations
@@ -88,9 +89,12 @@ def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Pat
 
 
 def check_pipeline(
-    pipeline: PipelineSpec, *, path: Path, region: str | None = None
+    pipeline: PipelineSpec, *, path: Path, region: str | None = None, plan_job: bool = True
 ) -> tuple[list[Problem], TrainingPlan | None]:
-    """All errors and warnings of a loaded pipeline; SageMaker pipelines are planned too."""
+    """All errors and warnings of a loaded pipeline; with ``plan_job`` SageMaker pipelines are planned too.
+
+    The DAG factory passes ``plan_job=False``: a DAG parse stays cheap and plans nothing; the
+    plan task refuses what only planning finds (the CLI's ``validate`` plans)."""
     problems: list[Problem] = []
     spec = pipeline.training
     staging = pipeline.staging
@@ -105,39 +109,54 @@ def check_pipeline(
         )
     plan = None
     if pipeline.backend == "sagemaker":
-        if staging is not None:
-            if not staging.file_system_path or not (staging.file_system_id or staging.scratch_file_system):
-                problems.append(
-                    Problem(
-                        "staging.file_system_id",
-                        "SageMaker staging needs file_system_path and file_system_id (or scratch_file_system)",
-                    )
-                )
-            if not (spec.network.subnets and spec.network.security_group_ids):
-                problems.append(
-                    Problem(
-                        "training.network",
-                        "staging to FSx for Lustre needs VPC access: set network.subnets and "
-                        "network.security_group_ids in the training spec",
-                    )
-                )
-        from airflow_dist_training.sagemaker.naming import job_name
-        from airflow_dist_training.sagemaker.request import plan_training_job
-
-        try:
-            plan = plan_training_job(
-                spec,
-                job_name=job_name(spec.name, f"validate:{pipeline.dag_id}"),
-                region=region or pipeline.region_name or DEFAULT_REGION,
-            )
-            problems += [
-                Problem(_prefixed(w.path), w.message, severity="warning") for w in plan.warnings
-            ]
-        except SpecValidationError as exc:
-            problems += [Problem(_prefixed(p.path), p.message, p.severity) for p in exc.problems]
+        problems += _sagemaker_staging_problems(pipeline)
+        if plan_job:
+            plan, planned = _planned(pipeline, region)
+            problems += planned
     else:
         problems += local_path_problems(pipeline, path.resolve().parent, dags_folder_of(path))
     return problems, plan
+
+
+def _sagemaker_staging_problems(pipeline: PipelineSpec) -> list[Problem]:
+    """FSx staging on SageMaker needs a file system and VPC access (cheap: no planning)."""
+    spec, staging = pipeline.training, pipeline.staging
+    if staging is None:
+        return []
+    problems: list[Problem] = []
+    if not staging.file_system_path or not (staging.file_system_id or staging.scratch_file_system):
+        problems.append(
+            Problem(
+                "staging.file_system_id",
+                "SageMaker staging needs file_system_path and file_system_id (or scratch_file_system)",
+            )
+        )
+    if not (spec.network.subnets and spec.network.security_group_ids):
+        problems.append(
+            Problem(
+                "training.network",
+                "staging to FSx for Lustre needs VPC access: set network.subnets and "
+                "network.security_group_ids in the training spec",
+            )
+        )
+    return problems
+
+
+def _planned(pipeline: PipelineSpec, region: str | None) -> tuple[TrainingPlan | None, list[Problem]]:
+    """The training spec planned for SageMaker: (the plan or None, its errors and warnings)."""
+    from airflow_dist_training.sagemaker.naming import job_name
+    from airflow_dist_training.sagemaker.request import plan_training_job
+
+    spec = pipeline.training
+    try:
+        plan = plan_training_job(
+            spec,
+            job_name=job_name(spec.name, f"validate:{pipeline.dag_id}"),
+            region=region or pipeline.region_name or DEFAULT_REGION,
+        )
+    except SpecValidationError as exc:
+        return None, [Problem(_prefixed(p.path), p.message, p.severity) for p in exc.problems]
+    return plan, [Problem(_prefixed(w.path), w.message, severity="warning") for w in plan.warnings]
 
 
 def _prefixed(path: str) -> str:

@@ -1,20 +1,18 @@
-"""Resume policy and spot-interruption budget. Pure (the store is passed in).
+"""Resume policy, the run's checkpoint location and the spot-interruption budget. Pure.
 
-The training operator calls :func:`resolve_resume_checkpoint` before it creates a job, and, when it
-returns a URI, :meth:`CheckpointHook.seed_checkpoint` to copy that checkpoint into the new job's
-checkpoint location (SageMaker downloads that location to ``/opt/ml/checkpoints`` at start, where the
-script's ``latest_complete_checkpoint()`` finds it).
+Resume is scoped to the run (:func:`run_checkpoint_location`): every job of a run (retries, spot
+replacements) checkpoints under the run's own prefix, and SageMaker (or the local launcher)
+restores that prefix into ``/opt/ml/checkpoints`` of each new job, where the script's
+``latest_complete_checkpoint()`` finds it. Policies:
 
-Policies (after Metaflow's checkpoint ``load_policy``):
-
-* ``fresh``: only this run's own checkpoints (``run_prefix``) - resume after a retry or a spot
-  interruption, never warm-start from another run;
-* ``latest``: the newest complete checkpoint of any run under ``pipeline_prefix``;
-* ``none``: always start from scratch.
+* ``fresh`` / ``latest``: ``<root>/<run key>``, shared by the run's jobs, so each resumes the run's
+  own latest checkpoint; a new run never resumes another run's (that is ``warm_start``);
+* ``none``: ``<root>/<job name>``, every job starts from scratch.
 
 :func:`decide_retry` keeps separate budgets for interruptions (spot reclaim, capacity errors) and real
 failures, as Ray Train's ``FailureConfig`` does (preemptions don't use up ``max_failures``), and
 switches to on-demand after N interruptions (as Flyte's ``interruptible`` does for the last attempt).
+Which failure reason is capacity or an interruption is ``aws_errors.py``'s.
 """
 
 from __future__ import annotations
@@ -22,68 +20,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from airflow_dist_training.checkpoints.selection import CheckpointInfo
+from airflow_dist_training.aws_errors import is_capacity_failure, is_interruption
 from airflow_dist_training.errors import CapacityError, SpecValidationError
 
 ResumePolicy = Literal["fresh", "latest", "none"]
 RESUME_POLICIES: tuple[str, ...] = ("fresh", "latest", "none")
-
-
-class CheckpointStore(Protocol):
-    """What :func:`resolve_resume_checkpoint` needs; :class:`CheckpointHook` provides it."""
-
-    def latest_complete(self, root_uri: str) -> CheckpointInfo | None: ...
-
-    def latest_complete_under(self, prefix_uri: str) -> CheckpointInfo | None: ...
-
-    def seed_checkpoint(self, source_uri: str, target_prefix: str) -> str: ...
-
-
-def seed_checkpoint(source_uri: str, target_prefix: str, hook: CheckpointStore) -> str:
-    """Copy checkpoint ``source_uri`` into ``target_prefix`` (the new job's checkpoint location).
-
-    Keeps the ``step-<step>/`` layout, copies the manifest last and writes the ``_LATEST.json`` hint;
-    idempotent. Returns the seeded checkpoint's URI.
-    """
-    return hook.seed_checkpoint(source_uri, target_prefix)
-
-
-def resolve_resume_checkpoint(
-    policy: str, run_prefix: str, pipeline_prefix: str, hook: CheckpointStore
-) -> str | None:
-    """The URI of the checkpoint to seed a new job with, or None to start from scratch.
-
-    :param policy: ``"fresh"``, ``"latest"`` or ``"none"``.
-    :param run_prefix: this run's checkpoint root (the one holding its ``step-*`` directories).
-    :param pipeline_prefix: the prefix holding every run's checkpoint root (used by ``latest``).
-    :param hook: a :class:`~airflow_dist_training.hooks.checkpoints.CheckpointHook` (or a fake).
-    """
-    if policy not in RESUME_POLICIES:
-        raise SpecValidationError(
-            [("checkpoint.resume_policy", f"must be one of fresh, latest, none; got {policy!r}")]
-        )
-    if policy == "none":
-        return None
-    if policy == "fresh":
-        if not run_prefix:
-            raise SpecValidationError(
-                [("checkpoint.s3_uri", "resume_policy 'fresh' needs this run's checkpoint location")]
-            )
-        found = hook.latest_complete(run_prefix)
-    else:
-        if not pipeline_prefix:
-            raise SpecValidationError(
-                [
-                    (
-                        "checkpoint.pipeline_prefix",
-                        "resume_policy 'latest' needs the pipeline's checkpoint prefix",
-                    )
-                ]
-            )
-        found = hook.latest_complete_under(pipeline_prefix)
-    return found.uri if found is not None else None
 
 
 class AttemptOutcome(enum.StrEnum):
@@ -93,32 +36,15 @@ class AttemptOutcome(enum.StrEnum):
     FAILED = "failed"  # a real failure: algorithm error, bad input, OOM, ...
 
 
-_CAPACITY_MARKERS = (
-    "capacityerror",
-    "insufficientcapacity",
-    "insufficientinstancecapacity",
-    "resourcelimitexceeded",
-    "unable to provision requested ml compute capacity",
-)
-_INTERRUPTION_MARKERS = (
-    "spot interruption",
-    "spot instance",
-    "interrupted",
-    "maxwaittimeexceeded",
-    "reclaimed",
-)
-
-
 def classify_outcome(
     status: str | None = None, failure_reason: str | None = None, secondary_status: str | None = None
 ) -> AttemptOutcome:
     """Classify a finished SageMaker attempt from ``DescribeTrainingJob`` fields."""
     if status == "Completed":
         return AttemptOutcome.SUCCEEDED
-    text = " ".join(x for x in (failure_reason, secondary_status) if x).lower()
-    if any(m in text for m in _CAPACITY_MARKERS):
+    if is_capacity_failure(failure_reason, secondary_status):
         return AttemptOutcome.CAPACITY
-    if any(m in text for m in _INTERRUPTION_MARKERS):
+    if is_interruption(failure_reason, secondary_status):
         return AttemptOutcome.INTERRUPTED
     return AttemptOutcome.FAILED
 

@@ -119,22 +119,6 @@ def best_by_metric(checkpoints: Iterable[CheckpointInfo], metric: str, mode: str
     return ranked[0] if ranked else None
 
 
-def newest_by_time(checkpoints: Iterable[CheckpointInfo]) -> CheckpointInfo | None:
-    """The complete checkpoint written last (manifest time, then step): used across runs."""
-    complete = [c for c in checkpoints if c.complete]
-    if not complete:
-        return None
-    # S3 LastModified has 1 s resolution: break ties with the writer's microsecond created_at.
-    return max(
-        complete,
-        key=lambda c: (
-            int(c.manifest_modified or 0),
-            str((c.manifest or {}).get("created_at") or ""),
-            c.step,
-        ),
-    )
-
-
 @dataclass(frozen=True)
 class Selector:
     """Which checkpoint to pick: ``latest``, ``best`` (by ``metric``/``mode``) or a given ``step``."""

@@ -47,7 +47,6 @@ from airflow_dist_training.checkpoints.selection import (
     CheckpointInfo,
     Selector,
     completeness_problems,
-    newest_by_time,
     select_checkpoint,
 )
 from airflow_dist_training.checkpoints.uris import Location, parse_location
@@ -418,29 +417,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
     def best(self, root_uri: str, metric: str, mode: str = "min") -> CheckpointInfo:
         return select_checkpoint(self.scan(root_uri), Selector.parse("best", metric, mode), root_uri)
 
-    def find_roots(self, prefix_uri: str, max_depth: int = 3) -> list[str]:
-        """Checkpoint roots (directories holding ``step-*`` directories) at or below ``prefix_uri``."""
-        start = self._loc(prefix_uri)
-        roots: list[str] = []
-        frontier = [(start, 0)]
-        while frontier:
-            loc, depth = frontier.pop()
-            names = self._list_dirs(loc)
-            if any(parse_step(n) is not None for n in names):
-                roots.append(loc.uri)
-            if depth < max_depth:
-                frontier.extend(
-                    (loc.child(n), depth + 1)
-                    for n in names
-                    if parse_step(n) is None and not n.startswith("_")
-                )
-        return sorted(roots)
-
-    def latest_complete_under(self, prefix_uri: str) -> CheckpointInfo | None:
-        """The complete checkpoint written last in any checkpoint root below ``prefix_uri``."""
-        candidates = [self.latest_complete(root) for root in self.find_roots(prefix_uri)]
-        return newest_by_time(c for c in candidates if c is not None)
-
     # ------------------------------------------------------------------ writing / deleting
     def delete_checkpoints(self, root_uri: str, steps: Iterable[int]) -> int:
         """Delete whole checkpoints (manifest first, so a half-deleted one is never complete)."""
@@ -528,32 +504,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         return CheckpointInfo(
             step=info.step, uri=dst.uri, manifest=info.manifest, checked=True, manifest_modified=None
         )
-
-    def seed_checkpoint(self, source_uri: str, target_prefix: str) -> str:
-        """Copy checkpoint ``source_uri`` into a new job's checkpoint location ``target_prefix``.
-
-        The copy keeps the layout (``<target_prefix>/step-<step>/``) so that
-        ``latest_complete_checkpoint($SM_CHECKPOINT_DIR)`` in the new job finds it, and writes the
-        ``_LATEST.json`` hint. Returns the URI of the seeded checkpoint.
-        """
-        step = parse_step(parse_location(source_uri, "source_uri").prefix.rstrip("/"))
-        if step is None:
-            raise SpecValidationError(
-                [("source_uri", f"{source_uri}: not a checkpoint directory (expected .../step-<number>/)")]
-            )
-        target_root = self._loc(target_prefix, "target_prefix")
-        target = target_root.child(checkpoint_dir_name(step))
-        self.copy_checkpoint(source_uri, target.uri)
-        current = self._read_hint(target_root)
-        if current is None or current <= step:
-            hint = {
-                "step": step,
-                "path": f"{checkpoint_dir_name(step)}/",
-                "updated_at": _now_iso(),
-                "seeded_from": source_uri,
-            }
-            self._write(target_root, LATEST_HINT_NAME, json.dumps(hint, sort_keys=True).encode())
-        return target.uri
 
     def promote(
         self,

@@ -42,6 +42,7 @@ from airflow_dist_training.aws_errors import (
     error_code,
     error_message,
     is_access_denied,
+    is_capacity_failure,
     is_not_found,
     permission_error,
 )
@@ -80,8 +81,6 @@ TAG_RUN_IDENTITY = "airflow-dist-training:run-identity"
 TAG_GENERATION = "airflow-dist-training:generation"
 TAG_STOP_REQUESTED = "airflow-dist-training:stop-requested"
 
-# SecondaryStatus values / FailureReason fragments that mean "no capacity", not "your code is broken".
-CAPACITY_MARKERS = ("InsufficientCapacityError", "ResourceLimitExceeded", "CapacityError")
 
 
 
@@ -168,11 +167,6 @@ def tags_of(description: Mapping[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in description.get("Tags") or [] if "Key" in t}
 
 
-def is_capacity_failure(description: Mapping[str, Any]) -> bool:
-    text = f"{description.get('FailureReason') or ''} {description.get('SecondaryStatus') or ''}"
-    return any(marker in text for marker in CAPACITY_MARKERS)
-
-
 def error_for_terminal_state(
     description: Mapping[str, Any], *, stop_requested: bool = False
 ) -> TrainingJobError:
@@ -188,7 +182,7 @@ def error_for_terminal_state(
             status=status,
             failure_reason=None,
         )
-    if is_capacity_failure(description):
+    if is_capacity_failure(reason, secondary):  # aws_errors.py: the one capacity classification
         return CapacityError(
             f"Training job {name} could not get capacity ({status}, {secondary}): {reason}. "
             "This is not a bug in the job: retry later, or use another instance type or region.",

@@ -278,8 +278,8 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             base_dir=base_dir,
         )
 
-    def _seed_checkpoint(self, run: Any) -> None:
-        """Say where this job starts: the run's own latest checkpoint, or scratch.
+    def _log_where_the_job_starts(self, run: Any) -> None:
+        """Log where this job starts (the run's own latest checkpoint, or scratch); copies nothing.
 
         Resume is scoped to the run: retries and spot replacements of this run find its own
         checkpoints (SageMaker restores ``run.run_uri`` into ``/opt/ml/checkpoints``). A new run
@@ -444,7 +444,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._job_name = self._name(context, 1)
         self.log.info("Running %s locally (torchrun) as %s", self._spec_obj.name, self._job_name)
         run = self._run_checkpoints(context, self._job_name)
-        self._seed_checkpoint(run)
+        self._log_where_the_job_starts(run)
         spec = run.spec if run is not None else self._spec_obj
         self._persist_local_links(context, self._job_name)
         backend: Any = self.training_backend
@@ -517,7 +517,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         launch = self._launch = self._launch_for(name, context, planned=planned, on_demand=on_demand)
         self._fsx_preflight()
         self.hook.put_uploads(launch.uploads)
-        self._seed_checkpoint(self._run_checkpoints(context, name))
+        self._log_where_the_job_starts(self._run_checkpoints(context, name))
         self.log.info(
             "Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str)
         )

@@ -87,10 +87,11 @@ class CheckpointFreshnessSensor(AwsConnectionMixin, BaseSensorOperator):
         if not self.training_job_name:
             return False
         from airflow_dist_training.hooks.aws import aws_hook
+        from airflow_dist_training.job_states import is_terminal
 
         client = aws_hook("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name).get_conn()
         status = client.describe_training_job(TrainingJobName=self.training_job_name)["TrainingJobStatus"]
-        return status != "InProgress"
+        return is_terminal(status)  # Stopping is still running: its last checkpoint may be uploading
 
     @staticmethod
     def _started_at(context: Context) -> float:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.compat import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.job_states import ACTIVE_STATES
 from airflow_dist_training.links import sagemaker as links
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
             output_uri=(desc.get("OutputDataConfig") or {}).get("S3OutputPath"),
             checkpoint_uri=(desc.get("CheckpointConfig") or {}).get("S3Uri"),
         )
-        if self.deferrable and desc.get("TrainingJobStatus") in {"InProgress", "Stopping"}:
+        if self.deferrable and desc.get("TrainingJobStatus") in ACTIVE_STATES:
             from airflow_dist_training.triggers.training import TrainingJobTrigger
 
             self.defer(
@@ -105,7 +106,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         desc = self.hook.describe_training_job(self.job_name)
         status = desc.get("TrainingJobStatus")
         self.log.info("Training job %s is %s (%s)", self.job_name, status, desc.get("SecondaryStatus"))
-        if status in {"InProgress", "Stopping"}:
+        if status in ACTIVE_STATES:
             return False
         return PokeReturnValue(is_done=True, xcom_value=self._finish(desc))
 

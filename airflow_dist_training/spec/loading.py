@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from airflow_dist_training.errors import Problem, SpecValidationError
-from airflow_dist_training.spec.training import TrainingJobSpec
+
+if TYPE_CHECKING:  # the training spec's models load when a training spec is read, not at import
+    from airflow_dist_training.spec.training import TrainingJobSpec
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -270,6 +272,8 @@ def load_spec(source: TrainingJobSpec | Mapping[str, Any] | str | Path) -> Train
 
     Raises ``SpecValidationError`` listing every problem with its field path.
     """
+    from airflow_dist_training.spec.training import TrainingJobSpec
+
     if isinstance(source, TrainingJobSpec):
         return source
     if isinstance(source, Mapping):

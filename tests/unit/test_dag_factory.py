@@ -174,3 +174,33 @@ def test_scratch_and_existing_file_system_are_exclusive(tmp_path):
              "scratch_file_system": {"subnet_id": "subnet-1", "security_group_ids": ["sg-1"]}},
         )  # fmt: skip
     assert "give file_system_id or scratch_file_system, not both" in str(info.value)
+
+
+def test_a_dag_parse_plans_nothing_and_the_plan_task_refuses_what_only_planning_finds(tmp_path, monkeypatch):
+    """SageMaker's instance rules are planning's: the DAG imports, its plan task refuses the run."""
+    from airflow_dist_training.compat import AirflowFailException
+    from airflow_dist_training.dag_factory import dag_from_yaml
+    from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.sagemaker import request
+
+    spec = (REPO / "examples" / "specs" / "torch_distributed_p4d.yaml").read_text()
+    (tmp_path / "spec.yaml").write_text(spec.replace("ml.p4d.24xlarge", "ml.c5.xlarge"))
+    pipeline = (REPO / "dags" / "pipelines" / "llm_finetune_sagemaker.yaml").read_text()
+    _pipeline(tmp_path, "p", pipeline.replace("../../examples/specs/torch_distributed_p4d.yaml", "spec.yaml"))
+    plans: list[str] = []
+    real_plan = request.plan_training_job
+    monkeypatch.setattr(
+        request, "plan_training_job", lambda spec, **kw: plans.append(kw["job_name"]) or real_plan(spec, **kw)
+    )
+
+    dag = dag_from_yaml(str(tmp_path / "p.py"))
+    assert plans == []  # the parse planned nothing
+    plan_task = dag.get_task("stage_train_evaluate.plan")
+    context = {"params": {}, "run_id": "manual__2026-01-01", "ti": None}
+    with pytest.raises((SpecValidationError, AirflowFailException)) as info:  # fails at once, not retried
+        plan_task.python_callable(**context)
+    assert len(plans) == 1
+    assert (
+        "compute.instance_type: Currently torch_distributed is supported only for GPU and Trainium instances."
+        in str(info.value)
+    )

@@ -7,7 +7,6 @@ import json
 import pytest
 from botocore.stub import Stubber
 
-from airflow_dist_training.checkpoints.resume import resolve_resume_checkpoint, seed_checkpoint
 from airflow_dist_training.checkpoints.retention import RetentionRule
 from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
 from airflow_dist_training.hooks.checkpoints import CheckpointHook
@@ -138,31 +137,10 @@ def test_promote_best_copies_and_records_and_retention_protects_it(s3, hook):
     assert hook.promote(ROOT, "latest", f"s3://{BUCKET}/models/latest/")["step"] == 9
 
 
-def test_resume_fresh_latest_and_seed(s3, hook):
-    put_checkpoint(s3, "pipe/run1/", 10)
-    put_checkpoint(s3, "pipe/run2/", 3)  # written later, lower step: "latest" is by time
-    assert (
-        resolve_resume_checkpoint("fresh", ROOT, f"s3://{BUCKET}/pipe/", hook) == f"{ROOT}step-000000000010/"
-    )
-    latest = resolve_resume_checkpoint("latest", f"s3://{BUCKET}/pipe/run3/", f"s3://{BUCKET}/pipe/", hook)
-    assert latest == f"s3://{BUCKET}/pipe/run2/step-000000000003/"
-    assert (
-        resolve_resume_checkpoint("fresh", f"s3://{BUCKET}/pipe/run3/", f"s3://{BUCKET}/pipe/", hook) is None
-    )
-    seeded = seed_checkpoint(latest, f"s3://{BUCKET}/pipe/run3/", hook)
-    assert seeded == f"s3://{BUCKET}/pipe/run3/step-000000000003/"
-    assert hook.latest_complete(f"s3://{BUCKET}/pipe/run3/").step == 3
-    hint = json.loads(s3.get_object(Bucket=BUCKET, Key="pipe/run3/_LATEST.json")["Body"].read())
-    assert hint["step"] == 3 and hint["seeded_from"] == latest
-    hook.api_calls.clear()
-    seed_checkpoint(latest, f"s3://{BUCKET}/pipe/run3/", hook)  # idempotent on retry
-    assert hook.api_calls["CopyObject"] == 0
-
-
-def test_seed_refuses_incomplete_source(s3, hook):
+def test_copy_refuses_incomplete_source(s3, hook):
     src = put_checkpoint(s3, "pipe/run1/", 7, skip=["model.pt"])
     with pytest.raises(SpecValidationError) as info:
-        hook.seed_checkpoint(src, f"s3://{BUCKET}/pipe/run9/")
+        hook.copy_checkpoint(src, f"s3://{BUCKET}/pipe/run9/step-000000000007/")
     assert (
         str(info.value)
         == f"source_uri: {src}: not a complete checkpoint: {src}model.pt: missing (listed in the manifest)"
@@ -225,7 +203,8 @@ def test_local_and_s3_cross_copy(s3, hook, tmp_path):
     with CheckpointWriter(tmp_path / "local", rank=0).checkpoint(step=8, metrics={"loss": 1.0}) as d:
         (d / "model.pt").write_bytes(b"abc")
     src = str(tmp_path / "local" / "step-000000000008")
-    assert hook.seed_checkpoint(src, f"s3://{BUCKET}/up/") == f"s3://{BUCKET}/up/step-000000000008/"
-    back = hook.seed_checkpoint(f"s3://{BUCKET}/up/step-000000000008/", f"file://{tmp_path}/down")
-    assert back == f"{tmp_path}/down/step-000000000008"
+    up = hook.copy_checkpoint(src, f"s3://{BUCKET}/up/step-000000000008/")
+    assert up.uri == f"s3://{BUCKET}/up/step-000000000008/"
+    back = hook.copy_checkpoint(up.uri, f"file://{tmp_path}/down/step-000000000008")
+    assert back.step == 8
     assert latest_complete_checkpoint(tmp_path / "down").name == "step-000000000008"

@@ -11,45 +11,8 @@ from airflow_dist_training.checkpoints.resume import (
     FailureBudget,
     classify_outcome,
     decide_retry,
-    resolve_resume_checkpoint,
 )
-from airflow_dist_training.checkpoints.selection import CheckpointInfo
 from airflow_dist_training.errors import CapacityError, SpecValidationError
-
-
-class FakeStore:
-    def __init__(self):
-        self.calls = []
-
-    def latest_complete(self, root_uri):
-        self.calls.append(("latest_complete", root_uri))
-        return CheckpointInfo(
-            step=5, uri=f"{root_uri}step-000000000005/", checked=True, manifest={"files": []}
-        )
-
-    def latest_complete_under(self, prefix_uri):
-        self.calls.append(("latest_complete_under", prefix_uri))
-        return None
-
-    def seed_checkpoint(self, source_uri, target_prefix):
-        return target_prefix
-
-
-def test_policies():
-    store = FakeStore()
-    assert resolve_resume_checkpoint("none", "s3://b/p/run1/", "s3://b/p/", store) is None
-    assert store.calls == []
-    assert (
-        resolve_resume_checkpoint("fresh", "s3://b/p/run1/", "s3://b/p/", store)
-        == "s3://b/p/run1/step-000000000005/"
-    )
-    assert resolve_resume_checkpoint("latest", "s3://b/p/run1/", "s3://b/p/", store) is None
-    assert store.calls == [("latest_complete", "s3://b/p/run1/"), ("latest_complete_under", "s3://b/p/")]
-    with pytest.raises(
-        SpecValidationError,
-        match=r"checkpoint\.resume_policy: must be one of fresh, latest, none; got 'eager'",
-    ):
-        resolve_resume_checkpoint("eager", "", "", store)
 
 
 def test_classify_outcome():

@@ -181,3 +181,17 @@ def test_sensor_bad_arguments():
         "max_age: must be positive, got 0",
         "on_stale: must be one of fail, warn; got 'page'",
     ]
+
+
+@pytest.mark.parametrize(("status", "done"), [("InProgress", False), ("Stopping", False), ("Stopped", True)])
+def test_sensor_watches_a_stopping_job_until_it_has_stopped(root, monkeypatch, status, done):
+    """A Stopping job still uploads its last checkpoint: only a terminal state ends the watch."""
+    from airflow_dist_training.hooks import aws
+
+    client = SimpleNamespace(describe_training_job=lambda TrainingJobName: {"TrainingJobStatus": status})
+    monkeypatch.setattr(aws, "aws_hook", lambda *a, **kw: SimpleNamespace(get_conn=lambda: client))
+    sensor = CheckpointFreshnessSensor(
+        task_id="f", checkpoint_uri=str(root), max_age=7200, training_job_name="job-1", aws_conn_id=None
+    )
+    result = sensor.poke(context(time.time() - 60))
+    assert (isinstance(result, PokeReturnValue) and result.is_done) is done

@@ -77,6 +77,16 @@ def test_terminal_state_errors() -> None:
         ),
         CapacityError,
     )
+    # SageMaker's provisioning failure is capacity (retryable, counted against the spot budget), not a bug
+    provisioning = error_for_terminal_state(
+        {
+            **base,
+            "TrainingJobStatus": "Failed",
+            "FailureReason": "CapacityError: Unable to provision requested ML compute capacity. Please retry.",
+        }
+    )
+    assert type(provisioning) is CapacityError
+    assert str(provisioning).startswith("Training job j could not get capacity (Failed, None)")
     stopped = error_for_terminal_state({**base, "TrainingJobStatus": "Stopped"}, stop_requested=True)
     assert "stopped on request" in str(stopped) and stopped.status == "Stopped"
 

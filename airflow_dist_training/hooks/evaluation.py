@@ -282,7 +282,8 @@ class LocalEvaluationRunner:
         stale = out / EVALUATION_FILE_NAME
         stale.unlink(missing_ok=True)  # never read a previous run's result
         full_env = {
-            **os.environ,
+            # the worker's PYTHONPATH stays out: the script sees what it ships and its environment has
+            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
             "PYTHONUNBUFFERED": "1",
             **script_environment(str(model_dir), str(out), data_dir),
             **(env or {}),

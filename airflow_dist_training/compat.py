@@ -143,8 +143,8 @@ FALLBACK_MESSAGES = {
         "run's job by name; it is never created twice)."
     ),
     FALLBACK_RETRY_POLICY: (
-        "Airflow {version} has no retry_policy (3.3+): invalid specs and missing permissions still fail "
-        "at once (AirflowFailException); capacity errors follow the task's retries and retry_delay "
+        "Airflow {version} has no retry_policy (3.3+): invalid specs, missing permissions and failing "
+        "scripts still fail at once (AirflowFailException); capacity errors follow the task's retries and retry_delay "
         "instead of a 30-minute delay."
     ),
     FALLBACK_REACT_APPS: (

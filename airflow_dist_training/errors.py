@@ -52,6 +52,34 @@ class TrainingJobError(RuntimeError):
         super().__init__(message)
 
 
+class ScriptFailure(Exception):
+    """The job's own script failed: a non-zero exit, a missing module, SageMaker's ``AlgorithmError``.
+
+    Deterministic: a retry runs the same code on the same data, so the retry policy
+    (``airflow_dist_training.retry``) fails the task at once. Infrastructure and capacity errors
+    are not script failures and keep retrying.
+    """
+
+
+class TrainingScriptError(TrainingJobError, ScriptFailure):
+    """A training job that failed in its script (``FailureReason`` starts ``AlgorithmError:``)."""
+
+
+ALGORITHM_ERROR = "AlgorithmError:"
+
+
+def is_script_failure_reason(failure_reason: str | None) -> bool:
+    """Whether a ``FailureReason`` blames the job's own code (SageMaker's ``AlgorithmError:``)."""
+    return bool(failure_reason) and str(failure_reason).startswith(ALGORITHM_ERROR)
+
+
+def training_job_error(message: str, *, job_name: str, status: str, failure_reason: str | None) -> TrainingJobError:
+    """The error for a training job that ended ``status``: a ``TrainingScriptError`` when it failed
+    in its script, else a plain ``TrainingJobError`` (the task's retries apply)."""
+    cls = TrainingScriptError if status == "Failed" and is_script_failure_reason(failure_reason) else TrainingJobError
+    return cls(message, job_name=job_name, status=status, failure_reason=failure_reason)
+
+
 class CapacityError(TrainingJobError):
     """The job could not get capacity or hit an account limit: retry later, it is not a bug.
 

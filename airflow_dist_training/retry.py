@@ -1,8 +1,10 @@
 """The retry policy of training pipelines (Airflow 3.3 ``retry_policy``).
 
-Bad input and missing permissions fail at once: retrying cannot fix them, and a retry of a
-multi-node job costs money. Capacity and account-limit errors are retried later, with a long
-delay, instead of being treated like bugs. Everything else follows the task's ``retries``.
+Bad input, missing permissions and a failing script (training's or evaluation's: a non-zero exit,
+a missing module, SageMaker's ``AlgorithmError``) fail at once: retrying cannot fix them, and a
+retry of a multi-node job costs money. Capacity and account-limit errors are retried later, with
+a long delay, instead of being treated like bugs. Everything else (infrastructure: an instance
+that failed, an internal error, a lost worker) follows the task's ``retries``.
 
 It also holds the one throttle-aware call loop of the hooks (``call_throttled``), the triggers'
 transient-error retry (``call_with_retry``) and the backoff they use; which AWS errors count as
@@ -54,6 +56,12 @@ def training_retry_policy(capacity_retry_delay: timedelta = CAPACITY_RETRY_DELAY
                 reason="missing IAM permission: grant it, retrying cannot",
             ),
             RetryRule(
+                exception="airflow_dist_training.errors.ScriptFailure",
+                action=RetryAction.FAIL,
+                reason="the job's script failed (its own error, not the infrastructure's): "
+                "a retry would run the same code on the same data",
+            ),
+            RetryRule(
                 exception="airflow_dist_training.errors.CapacityError",
                 action=RetryAction.RETRY,
                 retry_delay=capacity_retry_delay,
@@ -67,15 +75,20 @@ def training_retry_policy(capacity_retry_delay: timedelta = CAPACITY_RETRY_DELAY
 def failing_fast_without_retry_policy() -> Iterator[None]:
     """The policy's FAIL rules on an Airflow without ``retry_policy`` (before 3.3).
 
-    Bad input and missing permissions are re-raised as ``AirflowFailException``, which every Airflow
-    3 fails without a retry: a run triggered with an invalid form value fails once, at once, instead
-    of waiting ``retry_delay`` to fail again. The error raised is still a ``SpecValidationError``
-    (or ``AwsPermissionError``) for code that catches those. Capacity errors follow ``retries``.
+    Bad input, missing permissions and script failures are re-raised as ``AirflowFailException``,
+    which every Airflow 3 fails without a retry: a run triggered with an invalid form value fails
+    once, at once, instead of waiting ``retry_delay`` to fail again. Script failures are re-raised
+    so on every Airflow (an operator outside a task group has no policy). The error raised is still
+    a ``SpecValidationError`` (or ``AwsPermissionError``, ``ScriptFailure``) for code that catches
+    those. Capacity errors follow ``retries``.
     """
-    from airflow_dist_training.errors import AwsPermissionError, SpecValidationError
+    from airflow_dist_training.errors import AwsPermissionError, ScriptFailure, SpecValidationError
 
     try:
         yield
+    except ScriptFailure as exc:
+        # on every Airflow: an operator used outside a task group has no retry policy either
+        raise _without_retry(exc) from exc
     except (SpecValidationError, AwsPermissionError) as exc:
         from airflow_dist_training.compat import retry_policy_supported
 

@@ -3,14 +3,14 @@
 The training request is validated by the planner; this module adds what the later steps need,
 so that a run is rejected **before anything is launched**, not after training was paid for:
 
-- evaluation: the script and data exist (local paths are uploaded to the run's S3 prefix on
-  SageMaker), and a SageMaker evaluation has a role and an output location;
+- evaluation: the script, the dependencies it ships and its data exist (local paths are uploaded
+  to the run's S3 prefix on SageMaker), and a SageMaker evaluation has a role and an output location;
 - gate: its thresholds parse, and there is an evaluation for it to read;
 - registry: a valid model package group and an inference image on SageMaker, a directory locally;
 - S3: every bucket the run reads or writes exists, and every input prefix has objects (the AWS
   reads themselves are in :mod:`airflow_dist_training.hooks.s3_checks`; this module only lists them).
 
-Pure: no Airflow, no boto3 (local files are only tested for existence).
+Pure: no Airflow, no boto3 (local files are only tested for existence and listed).
 """
 
 from __future__ import annotations
@@ -76,6 +76,14 @@ def _check_evaluation(
     spec: TrainingJobSpec, step: EvaluationStep, backend: str, base_dir: str | Path | None
 ) -> list[Problem]:
     problems = _evaluation_script_problems(step.script, backend, base_dir)
+    if step.dependencies and not problems:
+        from airflow_dist_training.evaluation.code import evaluation_code_files
+
+        deps = [str(resolve_local(d, base_dir)) for d in step.dependencies]
+        try:  # what the evaluation ships: every missing or shadowing entry, before training is paid for
+            evaluation_code_files(resolve_local(step.script, base_dir), deps, field_prefix="evaluation.")
+        except SpecValidationError as exc:
+            problems += exc.problems
     data = step.channel_source
     if data:
         if is_remote(data):

@@ -337,6 +337,7 @@ def _evaluation_task(g: _Group, train: Any, evaluation: EvaluationStep) -> Any:
         model_uri=_xcom_field(f"{g.prefix}train", "model_artifact_uri"),
         data_uri=g.resolve(data_uri) if data_uri else data_uri,
         arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
+        dependencies=[g.resolve(d) for d in evaluation.dependencies],
         backend="sagemaker" if g.remote else "local",
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,

@@ -155,8 +155,12 @@ with DAG(
             mode="min",
             promote_to=str(DEMO / "checkpoints" / "promoted"),
         ),
+        # evaluate.py imports train.py (shipped: it is beside it), which imports the checkpoint
+        # helper: AWS's images lack it, so it ships with the script, as with the training code
         "evaluation": EvaluationStep(
-            script="examples/evaluate.py", channel_source=str(DEMO / "source" / "test")
+            script="examples/evaluate.py",
+            channel_source=str(DEMO / "source" / "test"),
+            dependencies=[str(REPO / "airflow_dist_training" / "checkpointing.py")],
         ),
         "gate": GATE,
         "registry": RegistryStep(

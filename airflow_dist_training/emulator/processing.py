@@ -9,8 +9,9 @@ For ``CreateProcessingJob`` the emulator, like SageMaker:
 3. streams the output to CloudWatch Logs (``/aws/sagemaker/ProcessingJobs``,
    ``<job>/algo-1-<epoch>``);
 4. on exit 0 uploads every ``ProcessingOutputConfig.Outputs[].S3Output.LocalPath`` to its
-   ``S3Uri`` and ends ``Completed``; otherwise ``Failed`` with the exit code and the last lines as
-   ``FailureReason``. ``StopProcessingJob`` sends SIGTERM, then SIGKILL after a grace period, and
+   ``S3Uri`` and ends ``Completed``; otherwise ``Failed``, with ``FailureReason`` the script's own
+   ``/opt/ml/output/failure`` text, or else the exit code, the host and its last error line
+   (``AlgorithmError: ...``; no path of this machine). ``StopProcessingJob`` sends SIGTERM, then SIGKILL after a grace period, and
    the job ends ``Stopped``; ``StoppingCondition.MaxRuntimeInSeconds`` is enforced.
 
 Without a container, ``/opt/ml`` is the job's folder ``<root>/processing/<job>/opt/ml``: the
@@ -57,7 +58,17 @@ class ProcessingRun:
         self.proc: subprocess.Popen[bytes] | None = None
         self.stop_requested = threading.Event()
         self.done = threading.Event()
-        self.tail: collections.deque[str] = collections.deque(maxlen=10)
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.python = sys.executable  # what python/python3 run in this job
+
+    def public(self, text: str) -> str:
+        """``text`` as SageMaker would give it: no path of this machine (the job's folder is
+        ``/opt/ml``, a virtualenv interpreter's environment the image's ``/opt/conda``)."""
+        text = text.replace(str(self.opt_ml), "/opt/ml")
+        env = Path(self.python).parent.parent
+        if (env / "pyvenv.cfg").is_file():
+            text = text.replace(str(env), "/opt/conda")
+        return text.replace(self.python, "python3")
 
     @property
     def opt_ml(self) -> Path:
@@ -117,7 +128,7 @@ class ProcessingJobs:
                 self._upload_outputs(run)
                 run.set(processing_job_status="Completed", exit_message=None)
             else:
-                reason = code_reason(code, list(run.tail))
+                reason = failure_reason(run, code)
                 run.set(processing_job_status="Failed", failure_reason=reason, exit_message=reason)
         except Exception as exc:
             log.exception("emulator: processing job %s crashed", run.name)
@@ -168,10 +179,11 @@ class ProcessingJobs:
             )
         shims = run.job_dir / "bin"
         shims.mkdir(parents=True, exist_ok=True)
+        run.python = sys.executable
         for name in ("python", "python3"):
             # a script, not a symlink: a virtualenv's interpreter must be started by its own path
             shim = shims / name
-            shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+            shim.write_text(f'#!/bin/sh\nexec {shlex.quote(run.python)} "$@"\n')
             shim.chmod(0o755)
         for item in (run.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
             if item.get("S3Output"):
@@ -263,6 +275,13 @@ class ProcessingJobs:
             run.done.wait(max(0.0, deadline - time.monotonic()))
 
 
-def code_reason(code: int, tail: list[str]) -> str:
-    last = "\n".join(tail[-5:])
-    return f"AlgorithmError: the processing container exited with code {code}; last lines:\n{last}"[:1024]
+def failure_reason(run: ProcessingRun, code: int) -> str:
+    """``FailureReason`` of a failed job: the script's own ``/opt/ml/output/failure`` text, else
+    the exit code, the host and its last error line (as SageMaker, at most 1,024 characters)."""
+    from airflow_dist_training.local.contract import last_error_line
+
+    failure = run.opt_ml / "output" / "failure"
+    text = failure.read_text(errors="replace").strip() if failure.is_file() else ""
+    if not text:
+        text = f"the processing container exited with code {code} on algo-1: {last_error_line(list(run.tail))}"
+    return run.public(f"AlgorithmError: {text}")[:1024]

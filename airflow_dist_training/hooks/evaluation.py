@@ -26,7 +26,8 @@ from airflow_dist_training.checkpoints.uris import file_uri_path
 from airflow_dist_training.checkpoints.uris import join_uri as join_uri
 from airflow_dist_training.checkpoints.uris import parent_uri as parent_uri
 from airflow_dist_training.checkpoints.uris import split_s3_uri as split_s3_uri
-from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.errors import Problem, ScriptFailure, SpecValidationError, is_script_failure_reason
+from airflow_dist_training.evaluation.code import evaluation_code_files
 from airflow_dist_training.evaluation.processing import (
     build_processing_job_request,
     script_arguments,
@@ -40,6 +41,7 @@ from airflow_dist_training.evaluation.schema import (
 )
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.local.contract import last_error_line
 from airflow_dist_training.local.job_env import job_python
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,25 @@ log = logging.getLogger(__name__)
 
 class EvaluationScriptError(RuntimeError):
     """The evaluation script (local process or processing job) did not succeed."""
+
+
+class EvaluationScriptFailure(EvaluationScriptError, ScriptFailure):
+    """The evaluation script itself failed (non-zero exit, a missing module, ``AlgorithmError``):
+    the task fails at once, a retry would run the same code on the same model.
+
+    ``failure_reason`` is what SageMaker's ``FailureReason`` says (locally: the same form)."""
+
+    def __init__(self, message: str, failure_reason: str | None = None) -> None:
+        super().__init__(message)
+        self.failure_reason = failure_reason
+
+
+def processing_failure(message: str, failure_reason: str | None) -> EvaluationScriptError:
+    """The error for a processing job that ended Failed: a script failure when SageMaker blames
+    the algorithm (``AlgorithmError: ...``), else (infrastructure) one the task may retry."""
+    if is_script_failure_reason(failure_reason):
+        return EvaluationScriptFailure(message, failure_reason)
+    return EvaluationScriptError(message)
 
 
 # URI helpers: one home in checkpoints/uris.py ("an S3 or local location"); importable from here as before
@@ -113,6 +134,14 @@ class ArtifactStore(AwsConnectionMixin):
                     self.s3.upload_file(str(path), bucket, key)
                 count += 1
         return count
+
+    def upload_files(self, files: Sequence[tuple[Path, str]], s3_prefix: str) -> int:
+        """Upload ``(local file, relative key)`` pairs under ``s3_prefix``; returns the count."""
+        bucket, prefix = split_s3_uri(s3_prefix.rstrip("/") + "/")
+        for path, rel in files:
+            with _s3_errors(s3_prefix):
+                self.s3.upload_file(str(path), bucket, prefix + rel)
+        return len(files)
 
     def download(self, uri: str, dest: Path) -> Path:
         """Copy a file (``s3://`` or local) to ``dest``."""
@@ -215,6 +244,19 @@ class LocalEvaluationRunner:
             raise SpecValidationError([Problem("model_uri", f"{model_uri} is a file but not a tar archive")])
         raise SpecValidationError([Problem("model_uri", f"{model_uri} does not exist")])
 
+    def stage_code(self, script: str, dependencies: Sequence[str], work_dir: Path) -> Path:
+        """Copy the code the evaluation ships (``evaluation_code_files``) into ``<work_dir>/code``,
+        as a processing job gets it; return the script's path there."""
+        script_path = local_path(script)
+        files = evaluation_code_files(script_path, dependencies)
+        code = work_dir / "code"
+        if code.exists():
+            shutil.rmtree(code)
+        for source, rel in files:
+            (code / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, code / rel)
+        return code / script_path.name
+
     def run(
         self,
         *,
@@ -226,34 +268,49 @@ class LocalEvaluationRunner:
         arguments: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        dependencies: Sequence[str] = (),
     ) -> Path:
-        """Run the script; return the path of the ``evaluation.json`` it wrote."""
-        script_path = local_path(script)
-        if not script_path.is_file():
+        """Run the script over its shipped code (the ``*.py`` beside it and ``dependencies``, as on
+        SageMaker: nothing else of its folder); return the path of the ``evaluation.json`` it wrote."""
+        if not local_path(script).is_file():
             raise SpecValidationError([Problem("script", f"{script} does not exist")])
         work_dir.mkdir(parents=True, exist_ok=True)
+        shipped = self.stage_code(script, dependencies, work_dir)
         model_dir = self.prepare_model(model_uri, work_dir)
         out = output_dir or work_dir / "evaluation"
         out.mkdir(parents=True, exist_ok=True)
         stale = out / EVALUATION_FILE_NAME
         stale.unlink(missing_ok=True)  # never read a previous run's result
         full_env = {
-            **os.environ,
+            # the worker's PYTHONPATH stays out: the script sees what it ships and its environment has
+            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
             "PYTHONUNBUFFERED": "1",
             **script_environment(str(model_dir), str(out), data_dir),
             **(env or {}),
         }
-        cmd = [self.python, str(script_path), *script_arguments(str(model_dir), str(out), arguments)]
+        cmd = [self.python, str(shipped), *script_arguments(str(model_dir), str(out), arguments)]
         log.info("Running evaluation: %s", " ".join(cmd))
+        self._run_process(script, cmd, full_env, shipped.parent, timeout)
+        result = out / EVALUATION_FILE_NAME
+        if not result.is_file():
+            raise SpecValidationError(
+                [
+                    Problem(
+                        "",
+                        f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}",
+                    )
+                ],
+                source=str(result),
+            )
+        return result
+
+    def _run_process(
+        self, script: str, cmd: list[str], env: Mapping[str, str], cwd: Path, timeout: float | None
+    ) -> None:
+        """Run the script, streaming its output; a non-zero exit is an ``EvaluationScriptFailure``."""
         tail: collections.deque[str] = collections.deque(maxlen=self.stderr_tail)
         proc = subprocess.Popen(
-            cmd,
-            cwd=str(script_path.parent),
-            env=full_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
+            cmd, cwd=str(cwd), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
         )
         readers = [
             threading.Thread(target=_pump, args=(proc.stdout, logging.INFO, None), daemon=True),
@@ -277,21 +334,10 @@ class LocalEvaluationRunner:
         for t in readers:
             t.join(5)
         if rc != 0:
-            raise EvaluationScriptError(
-                f"evaluation script {script} exited with code {rc}" + _tail_text(tail)
+            reason = f"AlgorithmError: {Path(script).name} exited with code {rc}: {last_error_line(list(tail))}"
+            raise EvaluationScriptFailure(
+                f"evaluation script {script} exited with code {rc}" + _tail_text(tail), reason[:1024]
             )
-        result = out / EVALUATION_FILE_NAME
-        if not result.is_file():
-            raise SpecValidationError(
-                [
-                    Problem(
-                        "",
-                        f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}",
-                    )
-                ],
-                source=str(result),
-            )
-        return result
 
 
 def _pump(stream: IO[str] | None, level: int, tail: collections.deque[str] | None) -> None:
@@ -404,7 +450,9 @@ class SageMakerEvaluationRunner(AwsConnectionMixin):
             )
         if status != "Completed":
             reason = desc.get("FailureReason") or desc.get("ExitMessage") or "no reason given"
-            raise EvaluationScriptError(f"evaluation processing job {name} ended {status}: {reason}")
+            raise processing_failure(
+                f"evaluation processing job {name} ended {status}: {reason}", desc.get("FailureReason")
+            )
         return {"job_name": name, "job_arn": desc.get("ProcessingJobArn"), "status": status}
 
     def run(

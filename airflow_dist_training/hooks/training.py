@@ -52,6 +52,7 @@ from airflow_dist_training.errors import (
     Problem,
     SpecValidationError,
     TrainingJobError,
+    training_job_error,
 )
 from airflow_dist_training.hooks import cloudwatch_logs as _logs
 from airflow_dist_training.hooks.aws import cached_aws_hook, environment_region
@@ -197,7 +198,7 @@ def error_for_terminal_state(
         )
     elif status == "Stopped":
         detail = detail or " (stopped outside Airflow, e.g. in the console or by StopTrainingJob)"
-    return TrainingJobError(
+    return training_job_error(
         f"Training job {name} ended {status}{detail}", job_name=name, status=status, failure_reason=reason
     )
 

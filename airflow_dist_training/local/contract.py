@@ -632,6 +632,40 @@ def error_excerpt(lines: list[str]) -> str:
     return "\n".join(out)
 
 
+# where torchrun's elastic agent starts its own failure report (a traceback of the agent, not the script)
+AGENT_FAILURE_MARK = "torch/distributed/elastic/multiprocessing/api.py"
+# what the toolkit (and the backends standing in for it) write to output/failure when the script did not
+GENERATED_FAILURE_PREFIXES = (
+    "ExecuteUserScriptError:",
+    "Framework Error:",
+    "InstallRequirementsError:",
+    "InstallModuleError:",
+    "SMTrainingCompiler Error:",
+)
+
+
+def script_lines(lines: list[str]) -> list[str]:
+    """A host's output up to where torchrun's agent starts its own failure report."""
+    mark = next((i for i, line in enumerate(lines) if AGENT_FAILURE_MARK in line), len(lines))
+    return lines[:mark]
+
+
+def last_error_line(lines: list[str]) -> str:
+    """The last line naming an exception (``ModuleNotFoundError: No module named 'x'``), before
+    torchrun's own failure report; else the last non-empty line; else ``(no output)``."""
+    own = [line.strip() for line in script_lines(lines) if line.strip()]
+    named = [line for line in own if any(name in line for name in _EXCEPTION_NAMES) or "Error:" in line]
+    return (named or own or ["(no output)"])[-1][:500]
+
+
+def failure_reason_text(host: str, failure: str, tail: list[str]) -> str:
+    """``FailureReason`` after ``AlgorithmError: ``: the script's own ``output/failure`` text as it
+    wrote it; else (the toolkit's text, or none) the failing host and its last error line first."""
+    if failure.strip() and not failure.startswith(GENERATED_FAILURE_PREFIXES):
+        return failure
+    return f"{host}: {last_error_line(tail)}" + (f"\n{failure}" if failure.strip() else "")
+
+
 def failure_text(exit_code: int, error_message: str, command: list[str]) -> str:
     """TT:errors.py#_CalledProcessError.__str__ for ExecuteUserScriptError."""
     text = f'ExecuteUserScriptError:\nExitCode {exit_code}\nErrorMessage "{error_message}"\nCommand "{" ".join(command)}"'

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from airflow_dist_training.errors import Problem, SpecValidationError, TrainingJobError
+from airflow_dist_training.errors import Problem, SpecValidationError, TrainingJobError, training_job_error
 from airflow_dist_training.local import hosts as nshosts
 from airflow_dist_training.local.contract import (
     HOMOGENEOUS_GROUP,
@@ -809,13 +809,14 @@ class _RequestRun(LocalJobRun):
 
         for hp in plan.host_plans:
             cmd, env, cwd = self._host_command(hp, port)
+            job_cmd = list(cmd)
             if self.network is not None:
                 env["ADT_WORKDIR"] = cwd
                 env["ADT_SHARED_DATA"] = str(plan.host_plans[0].layout.input_data_dir)
                 cmd = self.network.host_command(hp.index, hp.host, hp.layout.base, cmd)
                 cwd = "/"
             shown = " ".join(shlex.quote(c) for c in cmd[-8:]) if self.network else " ".join(cmd)
-            if self._spawn(hp.host, cmd, env, cwd, shown) is None:
+            if self._spawn(hp.host, cmd, env, cwd, shown, job_cmd) is None:
                 return
 
     def _on_line(self, host: str, line: str) -> None:
@@ -986,7 +987,7 @@ class _RequestRun(LocalJobRun):
         plan = self.plan
         tail_host = next((h for h, c in codes.items() if c != 0), plan.hosts[0])
         if self.hang_reason is not None:
-            error = TrainingJobError(
+            error = training_job_error(
                 f"Local training job {plan.job_name} failed: {self.hang_reason}",
                 job_name=plan.job_name,
                 status="Failed",
@@ -1006,8 +1007,21 @@ class _RequestRun(LocalJobRun):
                 failure_reason=reason[:FAILURE_REASON_LIMIT],
             )
         elif error.failure_reason:
-            error.failure_reason = error.failure_reason[:FAILURE_REASON_LIMIT]
+            error.failure_reason = self.public_text(error.failure_reason)[:FAILURE_REASON_LIMIT]
         return error
+
+    def public_text(self, text: str) -> str:
+        """``text`` as SageMaker would give it: no path of this machine. The hosts' folders are
+        ``/opt/ml``; the job's environment is the image's ``/opt/conda``."""
+        replacements = [(str(hp.layout.base), "/opt/ml") for hp in self.plan.host_plans]
+        python = Path(self.rp.python)
+        if (python.parent.parent / "pyvenv.cfg").is_file():  # a virtualenv: the job environment
+            replacements.append((str(python.parent.parent), "/opt/conda"))
+        else:
+            replacements.append((str(python), "python3"))
+        for local, public in sorted(replacements, key=lambda r: -len(r[0])):
+            text = text.replace(local, public)
+        return text
 
     # -- artifacts through the store
     def finish(self) -> tuple[str, str]:

@@ -39,20 +39,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from airflow_dist_training.checkpoints.uris import split_s3_uri
-from airflow_dist_training.errors import TrainingJobError
+from airflow_dist_training.errors import TrainingJobError, training_job_error
 from airflow_dist_training.local.contract import (
     HostPlan,
     LocalJobPlan,
     Store,
     error_excerpt,
+    failure_reason_text,
     failure_text,
+    script_lines,
 )
 from airflow_dist_training.local.metrics import MetricParser
 from airflow_dist_training.results import StatusTransition, TrainingResult
 
 LogFn = Callable[[str], None]
 _TAIL_LINES = 200
-_AGENT_FAILURE_MARK = "torch/distributed/elastic/multiprocessing/api.py"
 _SKIP_SYNC_PREFIXES = ("._MANIFEST.json.tmp",)
 # torch's TCPStore when the master port was taken between free_port() and the bind
 _PORT_TAKEN_MARK = "EADDRINUSE"
@@ -285,6 +286,8 @@ class LocalJobRun:
         self.timeline: list[StatusTransition] = []
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.commands: dict[str, list[str]] = {}
+        # each host's command as the job sees it (no namespace wrapper): what output/failure names
+        self.job_commands: dict[str, list[str]] = {}
         self.tails: dict[str, collections.deque[str]] = {
             h.host: collections.deque(maxlen=_TAIL_LINES) for h in plan.host_plans
         }
@@ -323,11 +326,18 @@ class LocalJobRun:
         raise NotImplementedError
 
     def _spawn(
-        self, host: str, cmd: list[str], env: dict[str, str], cwd: str | Path, shown: str
+        self,
+        host: str,
+        cmd: list[str],
+        env: dict[str, str],
+        cwd: str | Path,
+        shown: str,
+        job_cmd: list[str] | None = None,
     ) -> subprocess.Popen[bytes] | None:
         """Start one host's process, log its pid and ``shown`` (its command), then read its
-        output (None once stopped)."""
+        output (None once stopped). ``job_cmd``: the command as the job sees it (default ``cmd``)."""
         self.commands[host] = cmd
+        self.job_commands[host] = job_cmd or cmd
         with self._proc_lock:
             if self.stop_requested.is_set():
                 return None
@@ -483,24 +493,24 @@ class LocalJobRun:
         lay = hp.layout
         for other in failed:
             ofile = other.layout.failure_file
-            if not ofile.exists():
-                excerpt = error_excerpt(list(self.tails[other.host]))
+            if not ofile.exists():  # the toolkit's rule: a script's (or the toolkit's) own file stays
+                excerpt = error_excerpt(script_lines(list(self.tails[other.host])))
+                command = self.job_commands.get(other.host) or self.commands.get(other.host, [])
                 ofile.parent.mkdir(parents=True, exist_ok=True)
-                ofile.write_text(failure_text(codes[other.host], excerpt, self.commands.get(other.host, [])))
+                ofile.write_text(failure_text(codes[other.host], excerpt, command))
         failure = lay.failure_file.read_text(errors="replace") if lay.failure_file.exists() else ""
         if self.max_runtime_exceeded:
             reason = f"MaxRuntimeExceeded: Training job timed out after {self.max_runtime_seconds:.0f} s"
         else:
-            reason = "AlgorithmError: " + failure[:1024]
+            reason = "AlgorithmError: " + failure_reason_text(hp.host, failure, tail)[:1024]
         # the script's own last lines: stop where torchrun's agent starts its failure report
-        cut = next((i for i, line in enumerate(tail) if _AGENT_FAILURE_MARK in line), len(tail))
-        last = "\n".join(f"  {line}" for line in tail[:cut][-25:])
+        last = "\n".join(f"  {line}" for line in script_lines(tail)[-25:])
         message = (
             f"Local training job {plan.job_name} failed on host {hp.host} (exit code {code}).\n"
             f"Last lines of {hp.host}'s output:\n{last}\n"
             f"Failure file {lay.failure_file}:\n{failure}"
         )
-        return TrainingJobError(message, job_name=plan.job_name, status="Failed", failure_reason=reason)
+        return training_job_error(message, job_name=plan.job_name, status="Failed", failure_reason=reason)
 
     def finish(self) -> tuple[str, str]:
         """Final checkpoint sync, success files, ``model.tar.gz`` and ``output.tar.gz``: the

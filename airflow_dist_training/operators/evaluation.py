@@ -111,6 +111,9 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     :param data_uri: optional evaluation data (local dir or ``s3://`` prefix), exposed to the
         script as ``ADT_DATA_DIR``.
     :param arguments: extra command-line arguments for the script.
+    :param dependencies: local files or directories shipped with the script, beside it under
+        their own names (the SageMaker SDK's processing ``dependencies``), e.g. a helper module the
+        image lacks. Packed the same way on both backends; needs a local ``script``.
     :param env: extra environment variables for the script.
     :param python: interpreter for the local backend (default: the worker's).
     :param timeout: seconds before the evaluation is abandoned (local: killed).
@@ -130,8 +133,11 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     :param aws_conn_id: Airflow AWS connection.
     :param region_name: AWS region.
 
-    On SageMaker, a local ``script`` (its folder's ``*.py`` files, so helper modules come along) and
-    a local ``data_uri`` directory are uploaded to ``<output_uri>/inputs/`` before the job starts.
+    The script runs with the code it ships and nothing else of its folder: the ``*.py`` beside it
+    and its ``dependencies``. On SageMaker they (and a local ``data_uri`` directory) are uploaded
+    to ``<output_uri>/inputs/`` before the job starts, as the processing job's code input; locally
+    they are copied into the run's own code folder. A script that fails (non-zero exit, a missing
+    module) fails the task at once: a retry would run the same code on the same model.
     """
 
     template_fields: Sequence[str] = (
@@ -140,6 +146,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         "output_uri",
         "data_uri",
         "arguments",
+        "dependencies",
         "env",
         "image_uri",
         "role_arn",
@@ -157,6 +164,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         output_uri: str | None = None,
         data_uri: str | None = None,
         arguments: Sequence[str] = (),
+        dependencies: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         python: str | None = None,
         timeout: float | None = None,
@@ -189,12 +197,14 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
             ]
             if missing:
                 raise SpecValidationError([(m, "is required for backend='sagemaker'") for m in missing])
+        _check_dependencies(script, dependencies)
         self.script = script
         self.model_uri = model_uri
         self.backend = backend
         self.output_uri = output_uri
         self.data_uri = data_uri
         self.arguments = list(arguments)
+        self.dependencies = [str(d) for d in dependencies]
         self.env = dict(env or {})
         self.python = python
         self.timeout = timeout
@@ -219,11 +229,14 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         return Path(AIRFLOW_HOME) / "evaluation" / _safe(ti.dag_id) / _safe(ti.run_id) / _safe(ti.task_id)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_dist_training.retry import failing_fast_without_retry_policy
+
         store = _store(self.aws_conn_id, self.region_name)
-        if self.backend == "sagemaker":
-            result, uri, job = self._run_sagemaker(context, store)
-        else:
-            result, uri, job = self._run_local(context, store)
+        with failing_fast_without_retry_policy():
+            if self.backend == "sagemaker":
+                result, uri, job = self._run_sagemaker(context, store)
+            else:
+                result, uri, job = self._run_local(context, store)
         self.log.info("Evaluation metrics: %s", result.metrics)
         self._lineage_result = {"evaluation_uri": uri}
         return {**result.model_dump(mode="json"), "evaluation_uri": uri, "backend": self.backend, **job}
@@ -253,6 +266,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
                 arguments=self.arguments,
                 env=self.env,
                 timeout=self.timeout,
+                dependencies=self.dependencies,
             )
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -307,16 +321,16 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         return store.load_evaluation(uri), uri, {"job_name": info["job_name"], "job_arn": info["job_arn"]}
 
     def _upload_local_inputs(self, store: ArtifactStore) -> tuple[str, str | None]:
-        """Put a local script (with the ``*.py`` next to it) and local data under the run's S3 prefix."""
-        from airflow_dist_training.hooks.evaluation import join_uri, local_path
+        """Put a local script with the code it ships (the ``*.py`` next to it and its
+        ``dependencies``) and local data under the run's S3 prefix."""
+        from airflow_dist_training.hooks.evaluation import evaluation_code_files, join_uri, local_path
 
         script, data = self.script, self.data_uri
         inputs = join_uri(self.output_uri or "", "inputs")
         if not script.startswith("s3://"):
             path = local_path(script)
-            if not path.is_file():
-                raise SpecValidationError([Problem("script", f"{script} does not exist")])
-            count = store.upload_tree(path.parent, join_uri(inputs, "code"), pattern="*.py")
+            files = evaluation_code_files(path, self.dependencies)  # every bad entry before any upload
+            count = store.upload_files(files, join_uri(inputs, "code"))
             script = join_uri(join_uri(inputs, "code"), path.name)
             self.log.info("Uploaded the evaluation script %s (%d file(s)) to %s", path, count, script)
         if data and "://" not in data.replace("file://", ""):
@@ -354,7 +368,12 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         self, context: Context, event: dict[str, Any] | None = None, evaluation_uri: str = ""
     ) -> dict[str, Any]:
         """Resume after the processing job ended: its ``evaluation.json``, or the failure as an error."""
-        from airflow_dist_training.hooks.evaluation import EvaluationScriptError, SageMakerEvaluationRunner
+        from airflow_dist_training.hooks.evaluation import (
+            EvaluationScriptError,
+            SageMakerEvaluationRunner,
+            processing_failure,
+        )
+        from airflow_dist_training.retry import failing_fast_without_retry_policy
 
         event = event or {"status": "error", "message": "no event from the trigger"}
         name = str(event.get("job_name") or "")
@@ -362,6 +381,9 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         if event.get("status") == "timeout":
             runner.stop(name)  # a timed-out task must not leave the job billing
             raise EvaluationScriptError(f"{event.get('message')} The job was stopped.")
+        if event.get("status") == "failed":
+            with failing_fast_without_retry_policy():
+                raise processing_failure(str(event.get("message")), event.get("failure_reason"))
         if event.get("status") != "success":
             raise EvaluationScriptError(str(event.get("message")))
         store = _store(self.aws_conn_id, self.region_name)
@@ -555,6 +577,21 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
             return
         self.log.info("Gate rejected the model: skipping %s", sorted(t.task_id for t in to_skip))
         self.skip(ti=context["ti"], tasks=to_skip)  # raises DownstreamTasksSkipped
+
+
+def _check_dependencies(script: str, dependencies: Sequence[str]) -> None:
+    """Parse-time checks of ``dependencies`` (local entries, one archive path each, a local script)."""
+    from airflow_dist_training.spec.training import dependencies_problem
+
+    if isinstance(dependencies, str):
+        raise SpecValidationError([("dependencies", "must be a list of local paths, not one string")])
+    problem = dependencies_problem([str(d) for d in dependencies])
+    if problem:
+        raise SpecValidationError([("dependencies", problem)])
+    if dependencies and str(script).startswith("s3://"):
+        raise SpecValidationError(
+            [("dependencies", "are shipped with a local script; with an s3:// script, put them in its folder")]
+        )
 
 
 def _check_registry_args(

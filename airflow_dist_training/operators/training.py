@@ -700,9 +700,12 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             self._on_timeout(name, str(event.get("message")))
         if status == "error":
             raise AirflowException(str(event.get("message")))
-        return self._replacing_interrupted_jobs(
-            context, lambda: self._finish(self.hook.describe_training_job(name))
-        )
+        from airflow_dist_training.retry import failing_fast_without_retry_policy
+
+        with failing_fast_without_retry_policy():
+            return self._replacing_interrupted_jobs(
+                context, lambda: self._finish(self.hook.describe_training_job(name))
+            )
 
     # --- kill ------------------------------------------------------------------------------------------
 

@@ -226,6 +226,24 @@ class ImageSpec(_Model):
         return self.transformers_version if self.framework == "huggingface" else self.framework_version
 
 
+def dependency_name(path: str) -> str:
+    """The name a dependency has in the code archive (its last path part)."""
+    return PurePosixPath(path.removeprefix("file://").rstrip("/")).name
+
+
+def dependencies_problem(paths: list[str]) -> str | None:
+    """What is wrong with a ``dependencies`` list (training's and evaluation's), or None: each entry
+    is a local file or directory, and no two land at the same archive path."""
+    for path in paths:
+        if not path.strip() or ("://" in path and not path.startswith("file://")):
+            return f"{path!r}: each entry must be a local file or directory"
+    names = [dependency_name(p) for p in paths]
+    clashes = sorted({n for n in names if names.count(n) > 1})
+    if clashes:
+        return f"two entries would land at the same archive path: {', '.join(clashes)}"
+    return None
+
+
 class SourceSpec(_Model):
     """Where the training code comes from."""
 
@@ -245,13 +263,9 @@ class SourceSpec(_Model):
     @field_validator("dependencies")
     @classmethod
     def _local_dependencies(cls, value: list[str]) -> list[str]:
-        for path in value:
-            if not path.strip() or ("://" in path and not path.startswith("file://")):
-                raise ValueError(f"{path!r}: each entry must be a local file or directory")
-        names = [PurePosixPath(p.removeprefix("file://").rstrip("/")).name for p in value]
-        clashes = sorted({n for n in names if names.count(n) > 1})
-        if clashes:
-            raise ValueError(f"two entries would land at the same archive path: {', '.join(clashes)}")
+        problem = dependencies_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

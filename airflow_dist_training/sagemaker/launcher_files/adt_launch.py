@@ -15,7 +15,8 @@ Standard library only (the image needs python3 and, for torchrun, torch). It:
    rendezvous on the first host, port 7777); every host's torchrun exits when the job ends.
    ``mpirun`` mode starts from the first host; it refuses up front, with the reason, when
    ``mpirun`` or ``sshd`` is missing (worker hosts exit once the master's ``orted`` is gone);
-5. writes ``/opt/ml/output/failure`` with the tail of the output when the job fails.
+5. writes ``/opt/ml/output/failure`` in the toolkit's format (the script's error lines) when the
+   job fails, unless the script wrote its own reason there.
 
 ``ADT_OPT_ML``, ``ADT_MASTER_ADDR`` and ``ADT_MASTER_PORT`` exist for the local backend's fallback
 layout only (no namespaces): the ``/opt/ml`` folder and the rendezvous address to use instead.
@@ -193,13 +194,33 @@ def main(argv: list[str] | None = None) -> int:
         tail.append(line)
     code = process.wait()
     if code != 0:
-        write_failure(f"{os.path.basename(command[0])} exited with {code}\n" + "".join(tail)[-1000:])
+        write_failure(failure_text(code, list(tail), command))
     return code
 
 
+# where torchrun's elastic agent starts its own report: the script's error is above it
+AGENT_FAILURE_MARK = "torch/distributed/elastic/multiprocessing/api.py"
+
+
+def failure_text(code: int, tail: list[str], command: list[str]) -> str:
+    """The toolkit's ``ExecuteUserScriptError`` text: the script's error lines, whole (not torchrun's
+    report, nor a line cut in the middle), and the command."""
+    mark = next((i for i, line in enumerate(tail) if AGENT_FAILURE_MARK in line), len(tail))
+    lines = [line.rstrip("\n") for line in tail[:mark] if line.strip()]
+    start = next((i for i, line in enumerate(lines) if "Error" in line or "Exception" in line), None)
+    excerpt = lines[start:] if start is not None else lines[-5:]
+    while len("\n".join(excerpt)) > 700 and len(excerpt) > 1:  # FailureReason keeps 1,024 characters
+        excerpt = excerpt[1:] if start is None else excerpt[:-1]
+    message = "\n".join(excerpt)
+    return f'ExecuteUserScriptError:\nExitCode {code}\nErrorMessage "{message}"\nCommand "{" ".join(command)}"'
+
+
 def write_failure(text: str) -> None:
+    """``/opt/ml/output/failure``, unless the script wrote its own (the toolkit's rule: its words win)."""
     failure = os.path.join(OPT_ML, "output", "failure")
     os.makedirs(os.path.dirname(failure), exist_ok=True)
+    if os.path.exists(failure) and os.path.getsize(failure) > 0:
+        return
     with open(failure, "w", encoding="utf-8") as handle:
         handle.write(text)
 

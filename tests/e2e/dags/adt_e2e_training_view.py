@@ -60,7 +60,9 @@ with DAG(
             promote_to=str(DEMO / "promoted" / "training-view"),
         ),
         evaluation=EvaluationStep(
-            script="examples/evaluate.py", channel_source=str(DEMO / "source" / "test")
+            script="examples/evaluate.py",
+            channel_source=str(DEMO / "source" / "test"),
+            dependencies=["airflow_dist_training/checkpointing.py"],
         ),
         gate={
             "thresholds": {

@@ -141,6 +141,7 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_r
             "evaluation": {
                 "script": str(REPO / "examples" / "evaluate.py"),
                 "channel_source": str(demo_data / "test"),
+                "dependencies": [str(REPO / "airflow_dist_training" / "checkpointing.py")],
             },
             "registry": {"model_package_group": "demo-mlp-yaml", "auto_approve": True},
         }

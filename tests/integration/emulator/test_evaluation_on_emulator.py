@@ -51,6 +51,7 @@ def test_evaluation_processing_job_runs_local_script_and_data_deferred(
         task_id="evaluate",
         backend="sagemaker",
         script=str(REPO / "examples" / "evaluate.py"),  # local: uploaded to the run's prefix
+        dependencies=[str(REPO / "airflow_dist_training" / "checkpointing.py")],  # train.py imports it
         data_uri=str(demo_data / "test"),  # local: uploaded too
         model_uri=f"s3://{BUCKET}/models/job-1/output/model.tar.gz",
         output_uri=f"s3://{BUCKET}/models/evaluation/manual__emu",
@@ -78,6 +79,7 @@ def test_evaluation_processing_job_runs_local_script_and_data_deferred(
     }
     assert "models/evaluation/manual__emu/inputs/code/evaluate.py" in keys
     assert "models/evaluation/manual__emu/inputs/code/train.py" in keys  # the helper module next to it
+    assert "models/evaluation/manual__emu/inputs/code/checkpointing.py" in keys  # its dependency
     assert "models/evaluation/manual__emu/inputs/data/data.csv" in keys
     desc = sagemaker_endpoint.client("sagemaker").describe_processing_job(
         ProcessingJobName=result["job_name"]

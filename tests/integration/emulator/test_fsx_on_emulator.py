@@ -36,8 +36,6 @@ def _seed_bucket(endpoint: Any, demo_data: Path) -> None:
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         tar.add(REPO / "examples" / "train.py", arcname="train.py")
     s3.put_object(Bucket=BUCKET, Key="code/sourcedir.tar.gz", Body=buf.getvalue())
-    s3.upload_file(str(REPO / "examples" / "evaluate.py"), BUCKET, "code/evaluate.py")
-    s3.upload_file(str(REPO / "examples" / "train.py"), BUCKET, "code/train.py")  # evaluate.py imports it
     s3.upload_file(str(demo_data / "train" / "data.csv"), BUCKET, "datasets/train/data.csv")
     s3.upload_file(str(demo_data / "test" / "data.csv"), BUCKET, "datasets/test/data.csv")
 
@@ -57,8 +55,10 @@ def _pipeline_dag(tmp_path: Path, ids: dict[str, str], monkeypatch: pytest.Monke
     dags.mkdir()
     spec = tmp_path / "torch_distributed_p4d.yaml"
     spec.write_text(swap(SPEC.read_text()))
-    pipeline = swap(PIPELINE.read_text()).replace(
-        "../../examples/specs/torch_distributed_p4d.yaml", str(spec)
+    pipeline = (
+        swap(PIPELINE.read_text())
+        .replace("../../examples/specs/torch_distributed_p4d.yaml", str(spec))
+        .replace("../../", f"{REPO}/")  # the evaluation script and its dependencies, from the repository
     )
     assert ids["fs"] in pipeline and str(spec) in pipeline
     (dags / "llm_finetune_sagemaker.yaml").write_text(pipeline)

@@ -1,0 +1,182 @@
+"""Script failures on the SageMaker backend (the emulator), training in the provider-free default job
+environment: a job that imports what it does not ship fails at once, without a retry, with the
+module's name in ``FailureReason`` and the task log; a script's own ``/opt/ml/output/failure`` is
+the ``FailureReason``, as SageMaker gives it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_dist_training.errors import ScriptFailure
+from airflow_dist_training.local import job_env
+from airflow_dist_training.operators.evaluation import EvaluationOperator
+from airflow_dist_training.operators.training import DistributedTrainingOperator
+
+from .conftest import BUCKET, REPO
+
+sys.path.insert(0, str(REPO / "tests" / "integration" / "training"))
+from fake_sagemaker_training import make_context
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312"
+
+
+@pytest.fixture
+def endpoint(sagemaker_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    if job_env.built_python(job_env.default_env_dir()) is None:
+        if os.environ.get("CI"):
+            pytest.fail("no default job environment: scripts/setup.sh should have built it")
+        pytest.skip("no default job environment: run `airflow-dist-training job-env`")
+    monkeypatch.delenv("ADT_LOCAL_PYTHON", raising=False)  # jobs run as users get them
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    return sagemaker_endpoint
+
+
+def _fails_at_once(call: Any) -> BaseException:
+    from airflow_dist_training.compat import AirflowFailException
+
+    with pytest.raises(AirflowFailException) as info:
+        call()
+    assert isinstance(info.value, ScriptFailure)
+    return info.value
+
+
+def _run(op: Any, ctx: dict[str, Any]) -> Any:
+    """execute, then each deferral's trigger and resume method, as Airflow runs them."""
+    from airflow_dist_training.compat import TaskDeferred
+
+    call: Any = lambda: op.execute(ctx)  # noqa: E731
+    while True:
+        try:
+            return call()
+        except TaskDeferred as deferred:
+
+            async def first(trigger: Any = deferred.trigger) -> dict[str, Any]:
+                async for event in trigger.run():
+                    return dict(event.payload)
+                raise AssertionError("the trigger ended without an event")
+
+            event = asyncio.run(first())
+            method = getattr(op, deferred.method_name)
+            call = lambda m=method, e=event, kw=deferred.kwargs or {}: m(ctx, event=e, **kw)  # noqa: E731
+
+
+def _training(tmp_path: Path, name: str, script: str) -> DistributedTrainingOperator:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(script)
+    spec = {
+        "name": name,
+        "role_arn": ROLE,
+        "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
+        "source": {"entry_point": "train.py", "source_dir": str(code)},
+        "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
+        "distribution": {"strategy": "launcher", "launcher": "torchrun", "processes_per_host": 2},
+        "output": {"s3_path": f"s3://{BUCKET}/models"},
+        "stopping": {"max_runtime_seconds": 300},
+    }
+    op = DistributedTrainingOperator(
+        task_id="train", spec=spec, backend="sagemaker", aws_conn_id=None, region_name="us-east-1",
+        poll_interval=0.5, deferrable=True, retries=3,
+    )  # fmt: skip
+    op.hook.throttle_base_delay = 0.05
+    return op
+
+
+def _one_job(endpoint: Any) -> dict[str, Any]:
+    sm = endpoint.client("sagemaker")
+    [job] = sm.list_training_jobs()["TrainingJobSummaries"]  # one job: nothing was retried
+    return dict(sm.describe_training_job(TrainingJobName=job["TrainingJobName"]))
+
+
+def test_training_that_imports_a_module_it_does_not_ship_fails_at_once(
+    endpoint: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    op = _training(tmp_path, "emu-missing-module", "import helper_not_shipped\n")
+    error = _fails_at_once(lambda: _run(op, make_context("run-missing")))
+    desc = _one_job(endpoint)
+    assert desc["TrainingJobStatus"] == "Failed"
+    reason = desc["FailureReason"]
+    assert reason.startswith("AlgorithmError: algo-1: ModuleNotFoundError: No module named 'helper_not_shipped'")
+    assert "nsenter" not in reason and str(tmp_path) not in reason
+    assert str(job_env.default_env_dir()) not in reason
+    assert "No module named 'helper_not_shipped'" in str(error)  # the task's error
+    assert "No module named 'helper_not_shipped'" in capfd.readouterr().out  # the streamed job log
+
+
+def test_the_scripts_own_failure_file_is_the_failure_reason(endpoint: Any, tmp_path: Path) -> None:
+    script = (
+        "import os, sys, time\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    open('/opt/ml/output/failure', 'w').write('CustomError: rank 1 refused on purpose')\n"
+        "    sys.exit(3)\n"
+        "time.sleep(30)\n"
+    )
+    op = _training(tmp_path, "emu-own-reason", script)
+    _fails_at_once(lambda: _run(op, make_context("run-own-reason")))
+    assert _one_job(endpoint)["FailureReason"] == "AlgorithmError: CustomError: rank 1 refused on purpose"
+
+
+def _evaluation(tmp_path: Path, script_text: str, prefix: str) -> EvaluationOperator:
+    script = tmp_path / "eval" / "evaluate.py"
+    script.parent.mkdir()
+    script.write_text(script_text)
+    return EvaluationOperator(
+        task_id="evaluate", backend="sagemaker", script=str(script),
+        model_uri=f"s3://{BUCKET}/{prefix}/model/", output_uri=f"s3://{BUCKET}/{prefix}/evaluation",
+        image_uri=IMAGE, role_arn=ROLE, deferrable=True, poll_interval=0.5, aws_conn_id=None,
+        region_name="us-east-1", retries=3,
+    )  # fmt: skip
+
+
+class _TI:
+    dag_id, task_id, run_id, map_index, try_number = "eval_dag", "evaluate", "manual__emu", -1, 1
+
+
+def _eval_context() -> dict[str, Any]:
+    return {"ti": _TI(), "run_id": _TI.run_id}
+
+
+def _processing_reason(endpoint: Any) -> str:
+    sm = endpoint.client("sagemaker")
+    [job] = sm.list_processing_jobs()["ProcessingJobSummaries"]  # one job: nothing was retried
+    desc = sm.describe_processing_job(ProcessingJobName=job["ProcessingJobName"])
+    assert desc["ProcessingJobStatus"] == "Failed"
+    return str(desc["FailureReason"])
+
+
+def test_an_evaluation_that_imports_a_module_it_does_not_ship_fails_at_once(
+    endpoint: Any, tmp_path: Path
+) -> None:
+    endpoint.client("s3").put_object(Bucket=BUCKET, Key="missing/model/model.pt", Body=b"weights")
+    op = _evaluation(tmp_path, "import metrics_helper_not_shipped\n", "missing")
+    error = _fails_at_once(lambda: _run(op, _eval_context()))
+    reason = _processing_reason(endpoint)
+    assert reason == (
+        "AlgorithmError: the processing container exited with code 1 on algo-1: "
+        "ModuleNotFoundError: No module named 'metrics_helper_not_shipped'"
+    )
+    assert "No module named 'metrics_helper_not_shipped'" in str(error)
+
+
+def test_an_evaluation_scripts_own_failure_file_is_the_failure_reason(endpoint: Any, tmp_path: Path) -> None:
+    endpoint.client("s3").put_object(Bucket=BUCKET, Key="own/model/model.pt", Body=b"weights")
+    # /opt/ml/output/failure; the emulator runs processing without a container, so /opt/ml is the
+    # job's folder, reached from the output dir it names (/opt/ml/processing/evaluation)
+    script = (
+        "import os, sys\n"
+        "out = os.path.join(os.environ['ADT_OUTPUT_DIR'], '..', '..', 'output')\n"
+        "os.makedirs(out, exist_ok=True)\n"
+        "open(os.path.join(out, 'failure'), 'w').write('CustomError: the model is empty')\n"
+        "sys.exit(2)\n"
+    )
+    op = _evaluation(tmp_path, script, "own")
+    _fails_at_once(lambda: _run(op, _eval_context()))
+    assert _processing_reason(endpoint) == "AlgorithmError: CustomError: the model is empty"

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from airflow_dist_training.spec.gate import GateSpec
-from airflow_dist_training.spec.training import TrainingJobSpec, dependencies_problem, make_scalars_strict
+from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, make_scalars_strict
 
 Backend = Literal["local", "sagemaker"]
 # Airflow's schedule presets (airflow.sdk.definitions.timetables._cron.CRON_PRESETS, plus @once and
@@ -80,21 +80,13 @@ class EvaluationStep(_Model):
     script: str = Field(description="Evaluation script; writes evaluation.json")
     channel_source: str | None = Field(default=None, description="Held-out data for the evaluation")
     arguments: dict[str, Any] = Field(default_factory=dict)
-    dependencies: list[str] = Field(
+    dependencies: ShippedDependencies = Field(
         default_factory=list,
         description=(
             "Local files or directories shipped with the script, beside it under their own names "
             "(the SageMaker SDK's processing dependencies), e.g. a helper module the image lacks"
         ),
     )
-
-    @field_validator("dependencies")
-    @classmethod
-    def _local_dependencies(cls, value: list[str]) -> list[str]:
-        problem = dependencies_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @model_validator(mode="after")
     def _dependencies_need_a_local_script(self) -> EvaluationStep:

@@ -16,6 +16,7 @@ from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -244,6 +245,17 @@ def dependencies_problem(paths: list[str]) -> str | None:
     return None
 
 
+def _valid_dependencies(paths: list[str]) -> list[str]:
+    problem = dependencies_problem(paths)
+    if problem:
+        raise ValueError(problem)
+    return paths
+
+
+# training's source.dependencies and evaluation's dependencies: one rule for what may be shipped
+ShippedDependencies = Annotated[list[str], AfterValidator(_valid_dependencies)]
+
+
 class SourceSpec(_Model):
     """Where the training code comes from."""
 
@@ -252,21 +264,13 @@ class SourceSpec(_Model):
         default=None,
         description="An s3:// URI of a sourcedir.tar.gz, or a local directory the operator packs and uploads.",
     )
-    dependencies: list[str] = Field(
+    dependencies: ShippedDependencies = Field(
         default_factory=list,
         description=(
             "Local files or directories packed with source_dir at the archive's root under their own "
             "names (the SageMaker SDK's dependencies), e.g. a helper module the image lacks."
         ),
     )
-
-    @field_validator("dependencies")
-    @classmethod
-    def _local_dependencies(cls, value: list[str]) -> list[str]:
-        problem = dependencies_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @model_validator(mode="after")
     def _dependencies_need_a_local_source_dir(self) -> SourceSpec:

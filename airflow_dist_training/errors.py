@@ -68,9 +68,16 @@ class TrainingScriptError(TrainingJobError, ScriptFailure):
 ALGORITHM_ERROR = "AlgorithmError:"
 
 
+# The toolkit's ExtraInfo for a process killed by signal 9. The kernel's OOM killer and a reclaimed
+# host look the same from inside the job, so a retry (from the last checkpoint) may succeed.
+KILLED_BY_SIGKILL = "OutOfMemory: Process killed by SIGKILL (signal 9)"
+
+
 def is_script_failure_reason(failure_reason: str | None) -> bool:
-    """Whether a ``FailureReason`` blames the job's own code (SageMaker's ``AlgorithmError:``)."""
-    return bool(failure_reason) and str(failure_reason).startswith(ALGORITHM_ERROR)
+    """Whether a ``FailureReason`` blames the job's own code (SageMaker's ``AlgorithmError:``),
+    except a process killed by SIGKILL, which is not deterministic."""
+    text = str(failure_reason or "")
+    return text.startswith(ALGORITHM_ERROR) and KILLED_BY_SIGKILL not in text
 
 
 def training_job_error(message: str, *, job_name: str, status: str, failure_reason: str | None) -> TrainingJobError:

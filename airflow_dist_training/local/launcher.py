@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from airflow_dist_training.checkpoints.uris import split_s3_uri
-from airflow_dist_training.errors import TrainingJobError, training_job_error
+from airflow_dist_training.errors import KILLED_BY_SIGKILL, TrainingJobError, training_job_error
 from airflow_dist_training.local.contract import (
     HostPlan,
     LocalJobPlan,
@@ -502,7 +502,14 @@ class LocalJobRun:
         if self.max_runtime_exceeded:
             reason = f"MaxRuntimeExceeded: Training job timed out after {self.max_runtime_seconds:.0f} s"
         else:
-            reason = "AlgorithmError: " + failure_reason_text(hp.host, failure, tail)[:1024]
+            # torchrun exits 1 when one of its workers was SIGKILLed: its report says "exitcode: -9"
+            killed = code in (137, -9) or any(
+                "(exitcode: -9)" in line for other in failed for line in self.tails[other.host]
+            )
+            text = failure_reason_text(hp.host, failure, tail)
+            if killed and KILLED_BY_SIGKILL not in text:
+                text = f"{hp.host}: {KILLED_BY_SIGKILL}\n{text}"
+            reason = ("AlgorithmError: " + text)[:1024]
         # the script's own last lines: stop where torchrun's agent starts its failure report
         last = "\n".join(f"  {line}" for line in script_lines(tail)[-25:])
         message = (

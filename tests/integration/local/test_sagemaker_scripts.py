@@ -290,7 +290,10 @@ def test_rank_1_raising_fails_the_job_like_sagemaker(tmp_path: Path) -> None:
     assert str(error).startswith("Local training job rank1-raises failed on host algo-2")
     assert "RuntimeError: rank 1 lost its data shard" in str(error)  # the host's last error lines
     reason = error.failure_reason or ""
-    assert reason.startswith("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\n")  # the toolkit's text
+    # the failing host and its last error line first, then the toolkit's text
+    assert reason.startswith(
+        "AlgorithmError: algo-2: [rank1]: RuntimeError: rank 1 lost its data shard\nExecuteUserScriptError:\nExitCode 1\n"
+    )
     assert "rank 1 lost its data shard" in reason
     assert len(reason) <= 1024  # SageMaker's limit
     failure = tmp_path / "root" / "rank1-raises" / "hosts" / "algo-2" / "output" / "failure"

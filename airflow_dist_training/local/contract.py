@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from airflow_dist_training.checkpoints.uris import Store, local_path
-from airflow_dist_training.errors import Problem
+from airflow_dist_training.errors import KILLED_BY_SIGKILL, Problem
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
 from airflow_dist_training.sagemaker.strategies import LocalRun, record_for
 from airflow_dist_training.spec.training import (
@@ -670,5 +670,5 @@ def failure_text(exit_code: int, error_message: str, command: list[str]) -> str:
     """TT:errors.py#_CalledProcessError.__str__ for ExecuteUserScriptError."""
     text = f'ExecuteUserScriptError:\nExitCode {exit_code}\nErrorMessage "{error_message}"\nCommand "{" ".join(command)}"'
     if exit_code in (137, -9):
-        text += '\nExtraInfo "OutOfMemory: Process killed by SIGKILL (signal 9)"'
+        text += f'\nExtraInfo "{KILLED_BY_SIGKILL}"'
     return text

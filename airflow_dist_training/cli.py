@@ -120,10 +120,15 @@ def cmd_job_env(args: argparse.Namespace) -> int:
     """Build (or with --show, only name) the local backend's default job environment."""
     from pathlib import Path
 
+    from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.local import job_env
 
     if args.show:
-        python, why = job_env.job_python(None)
+        try:
+            python, why = job_env.job_python(None)
+        except SpecValidationError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(f"{python}\t{why}")
         return 0
     try:

@@ -91,6 +91,7 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
             base_dir=base_dir,
             force=pipeline.force,
             warm_start=pipeline.warm_start,
+            deferrable=pipeline.deferrable,
         )
     return dag
 

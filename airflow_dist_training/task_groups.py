@@ -47,6 +47,7 @@ def stage_train_evaluate(
     force: bool = False,
     warm_start: str = "none",
     data_asset: Any = None,
+    deferrable: bool | None = None,
 ) -> Any:
     """Build the ``stage_train_evaluate`` task group and return it.
 
@@ -73,6 +74,7 @@ def stage_train_evaluate(
         to the script as the input channel ``warm_start``.
     :param data_asset: an ``Asset`` the staging step updates (its event's extra holds the staged
         data's fingerprint). Use a different asset than the one that schedules the DAG.
+    :param deferrable: remote jobs wait in the triggerer (default; no worker slot held); ``False``: in the worker.
     """
     from airflow.sdk import TaskGroup
 
@@ -91,13 +93,12 @@ def stage_train_evaluate(
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
     with TaskGroup(group_id=group_id or "stage_train_evaluate", default_args=group_defaults) as group:
-        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume)
+        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable)
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
         check_task = _changes_step(g, staging, registry, force, warm_start, checkpoints)
-        upstream >> check_task
         train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
-        check_task >> train
+        upstream >> check_task >> train
         _stop_orphaned_teardown(g, plan_task, train)
         _checkpoint_tasks(g, train, checkpoints)
         if evaluation is not None:
@@ -120,6 +121,12 @@ class _Group:
     aws_conn_id: str | None
     region_name: str | None
     checkpoint_resume: str | None  # the training task's policy: the plan task plans the same location
+    deferrable: bool | None = None
+
+    @property
+    def defer(self) -> bool:
+        """Remote jobs wait in the triggerer unless the group says otherwise; local ones cannot."""
+        return self.remote and self.deferrable is not False
 
     def resolve(self, path: str) -> str:
         """A URI as is; a relative path against the group's base directory."""
@@ -203,6 +210,8 @@ def _staging_step(
         if data_asset is not None
         else {}
     )
+    if g.remote:
+        asset_kwargs["deferrable"] = g.defer
     stage = _staging_task(staging, g.remote, g.spec, g.base, g.aws_conn_id, g.region_name, **asset_kwargs)
     plan_task >> stage
     # on SageMaker the FSx channel the staging step returns
@@ -257,7 +266,7 @@ def _train_task(
         plan_task_id=plan_task.task_id,  # the request sent is the plan task's
         channels=staged_channels,
         warm_start_uri=XComArg(check_task, key="warm_start_uri"),  # type: ignore[arg-type]
-        **dict(training_kwargs or {}),
+        **{"deferrable": g.defer, **dict(training_kwargs or {})},
     )
 
 
@@ -329,6 +338,7 @@ def _evaluation_task(g: _Group, train: Any, evaluation: EvaluationStep) -> Any:
             "image_uri": g.planned_image,
             "role_arn": g.spec.role_arn,
             "output_uri": f"{output}/evaluation/{{{{ run_id }}}}",
+            "deferrable": g.defer,
         }
     evaluate = EvaluationOperator(
         task_id="evaluate",

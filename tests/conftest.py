@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,10 +34,10 @@ os.environ.setdefault("AWS_SECURITY_TOKEN", "testing")
 os.environ.setdefault("AWS_SESSION_TOKEN", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
-# Local jobs run with the suite's own interpreter (torch 2.13.0 CPU): the default job environment
-# (torch 2.14.1 CUDA build + torchvision) adds ~2 s to every job. The tests of that default, and the
-# demo script, unset this (tests/integration/local/test_job_env.py, tests/e2e/test_demo_script.py).
-os.environ.setdefault("ADT_LOCAL_PYTHON", sys.executable)
+# Jobs run as users get them: in the default job environment (torch, torchvision, numpy, AWS's
+# toolkit, nothing of this provider; local/job_env.py), which scripts/setup.sh builds. A test that
+# pins another interpreter says why on that line.
+os.environ.pop("ADT_LOCAL_PYTHON", None)
 
 
 def _share_botocore_loader() -> None:
@@ -142,3 +141,18 @@ def moto_reset(moto_server: str) -> Iterator[str]:
 
     requests.post(f"{moto_server}/moto-api/reset", timeout=10)
     yield moto_server
+
+
+@pytest.fixture(scope="session")
+def job_env_python() -> Path:
+    """The default job environment's interpreter: what every job in the suite runs with.
+
+    scripts/setup.sh builds it; a missing or outdated one fails the test (never a skip: CI must
+    prove the jobs run in what an AWS image has)."""
+    from airflow_dist_training.local import job_env
+
+    where = job_env.default_env_dir()
+    problem = job_env.why_not_ready(where)
+    if problem:
+        pytest.fail(f"the default job environment at {where} is {problem}: `airflow-dist-training job-env` builds it")
+    return where / "bin" / "python"

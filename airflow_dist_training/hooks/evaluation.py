@@ -220,7 +220,7 @@ class LocalEvaluationRunner:
         self, store: ArtifactStore | None = None, python: str | None = None, stderr_tail: int = 20
     ) -> None:
         self.store = store or ArtifactStore()
-        self.python = python or job_python(None)[0]
+        self.python = python  # None: the job environment, resolved when a script runs
         self.stderr_tail = stderr_tail
 
     def prepare_model(self, model_uri: str, work_dir: Path) -> Path:
@@ -274,6 +274,8 @@ class LocalEvaluationRunner:
         SageMaker: nothing else of its folder); return the path of the ``evaluation.json`` it wrote."""
         if not local_path(script).is_file():
             raise SpecValidationError([Problem("script", f"{script} does not exist")])
+        python, why = job_python(self.python)  # before anything is staged: a missing environment's error
+        log.info("Evaluation Python: %s (%s)", python, why)
         work_dir.mkdir(parents=True, exist_ok=True)
         shipped = self.stage_code(script, dependencies, work_dir)
         model_dir = self.prepare_model(model_uri, work_dir)
@@ -288,7 +290,7 @@ class LocalEvaluationRunner:
             **script_environment(str(model_dir), str(out), data_dir),
             **(env or {}),
         }
-        cmd = [self.python, str(shipped), *script_arguments(str(model_dir), str(out), arguments)]
+        cmd = [python, str(shipped), *script_arguments(str(model_dir), str(out), arguments)]
         log.info("Running evaluation: %s", " ".join(cmd))
         self._run_process(script, cmd, full_env, shipped.parent, timeout)
         result = out / EVALUATION_FILE_NAME

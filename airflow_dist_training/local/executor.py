@@ -283,7 +283,12 @@ def plan_request(
         )
     groups = _groups(request.get("ResourceConfig") or {})
     isolation = nshosts.probe(options.isolation)
-    python, python_why = job_python(options.python, environ)
+    try:
+        python, python_why = job_python(
+            options.python, environ, image_uri=str(algorithm.get("TrainingImage") or "")
+        )
+    except SpecValidationError as exc:  # no job environment for this image yet: how to build it
+        raise LocalRequestError(exc.problems, source=f"local backend ({name or 'request'})") from None
     if os.sep not in python:  # a command name, e.g. python3: the one on PATH
         python = shutil.which(python) or python
     if not (Path(python).is_file() and os.access(python, os.X_OK)):

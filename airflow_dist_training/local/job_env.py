@@ -1,45 +1,122 @@
-"""The job's Python when nothing chooses one: the default job environment.
+"""The job's environment: what a SageMaker image gives a job, and nothing of this provider.
 
 A SageMaker PyTorch image brings its own Python with torch, torchvision, numpy and AWS's toolkit,
-apart from whatever runs the orchestrator. The local backend does the same: a virtualenv pinned by
-``job_env_constraints.txt`` (torch 2.14.1 + torchvision 0.29.1, a pair that loads together),
-built once by ``airflow-dist-training job-env`` under ``$ADT_JOB_ENVS`` (default
-``~/.cache/airflow-dist-training/job-envs``). Like AWS's stock images it has nothing of this
-provider: a script that imports the checkpoint helper ships it (``source.dependencies``).
-The worker's own environment is left as it is: on x86_64 PyPI's torchvision is a CUDA build
-that cannot load beside a CPU torch, and the pair that does load is a ~5.7 GB install that only
-the jobs need.
+apart from whatever runs the orchestrator, and holds nothing of this provider. Every place that
+runs a job here (the local backend's training and evaluation, the test endpoint's training and
+processing jobs, the tests) runs it in a job environment with the same contents: a virtualenv
+built from a **recipe** (pinned packages and an import check) by ``airflow-dist-training job-env``
+under ``$ADT_JOB_ENVS`` (default ``~/.cache/airflow-dist-training/job-envs/<recipe>``). Provider
+code reaches a job only by being shipped with it (``source.dependencies``, the evaluation's
+``dependencies``).
+
+Recipes are registered by name, like distribution strategies; an image URI (or framework) resolves
+to one (:func:`recipe_for`). The readiness stamp covers everything that defines an environment:
+the recipe (pins, packages, import check) and the Python it was built with. An environment that is
+missing or outdated is refused before anything runs, with the command that (re)builds it; it is
+never silently replaced by the worker's interpreter, which has the provider installed.
 
 Which interpreter runs a job, first match wins:
 
 1. the spec's ``local.python`` (per image URI, framework-version, framework or ``default``);
 2. the hook's ``python`` argument;
-3. ``$ADT_LOCAL_PYTHON``;
-4. the default job environment, once built;
-5. the worker's own interpreter (the job log says what it lacks and how to build the default).
+3. ``$ADT_LOCAL_PYTHON`` (an interpreter you vouch for: nothing checks what it holds);
+4. the job environment of the image's recipe, when built and up to date.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
-import venv
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-CONSTRAINTS = "job_env_constraints.txt"
-PACKAGES = ("torch", "torchvision", "numpy", "sagemaker-training", "sagemaker-pytorch-training")
-# imported once the environment is built: an install whose compiled ops do not load is not done
-IMPORT_CHECK = (
-    "import numpy, sagemaker_training, sagemaker_pytorch_container, torch, torchvision, torchvision.ops;"
-    "torchvision.ops.nms(torch.zeros(1, 4), torch.ones(1), 0.5);"
-    "print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
-)
+from airflow_dist_training.errors import Problem, SpecValidationError
+
 STAMP = ".adt-job-env"
+STAMP_FORMAT = 2
+BUILD_COMMAND = "airflow-dist-training job-env"
+
+
+@dataclass(frozen=True)
+class JobEnvRecipe:
+    """How to build the environment a family of images gives its jobs."""
+
+    name: str  # the folder under $ADT_JOB_ENVS
+    constraints: str  # a file in airflow_dist_training.local: every installed package pinned
+    packages: tuple[str, ...]
+    import_check: str  # run once built: an install whose compiled ops do not load is not done
+    frameworks: frozenset[str]  # the spec's image.framework values it stands for
+    image_repositories: tuple[str, ...]  # ECR repository names (or their prefixes) it stands for
+
+    def constraints_text(self) -> str:
+        return (resources.files("airflow_dist_training.local") / self.constraints).read_text()
+
+    def digest(self) -> str:
+        """What defines the environment apart from its Python: recipe and pins."""
+        parts = [self.name, self.constraints_text(), "\n".join(self.packages), self.import_check]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+# Checked in every environment: like AWS's images, it must not see this provider.
+_NO_PROVIDER = (
+    "import importlib.util as u;"
+    "assert u.find_spec('airflow_dist_training') is None, 'the job environment can import airflow_dist_training';"
+)
+
+PYTORCH = JobEnvRecipe(
+    name="pytorch",
+    constraints="job_env_constraints.txt",
+    packages=("torch", "torchvision", "numpy", "sagemaker-training", "sagemaker-pytorch-training"),
+    import_check=(
+        _NO_PROVIDER
+        + "import numpy, sagemaker_training, sagemaker_pytorch_container, torch, torchvision, torchvision.ops;"
+        "torchvision.ops.nms(torch.zeros(1, 4), torch.ones(1), 0.5);"
+        "print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
+    ),
+    frameworks=frozenset({"pytorch", "huggingface"}),
+    image_repositories=("pytorch-", "huggingface-pytorch-"),
+)
+
+RECIPES: dict[str, JobEnvRecipe] = {}
+# An image no recipe claims (your own image, a custom entry point) gets this one: the local
+# backend runs PyTorch only.
+DEFAULT_RECIPE = PYTORCH.name
+
+
+def register_recipe(recipe: JobEnvRecipe) -> JobEnvRecipe:
+    if recipe.name in RECIPES and RECIPES[recipe.name] != recipe:
+        raise ValueError(f"a job environment recipe named {recipe.name!r} is already registered")
+    RECIPES[recipe.name] = recipe
+    return recipe
+
+
+register_recipe(PYTORCH)
+
+
+def recipe_for(image_uri: str | None = None, framework: str | None = None) -> JobEnvRecipe:
+    """The recipe of the environment this image (or framework) gives its jobs."""
+    repository = (image_uri or "").rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    for recipe in RECIPES.values():
+        if framework in recipe.frameworks:
+            return recipe
+        if repository and any(repository.startswith(prefix) for prefix in recipe.image_repositories):
+            return recipe
+    return RECIPES[DEFAULT_RECIPE]
+
+
+# kept for the CLI and tests that read the default recipe's pins
+PACKAGES = PYTORCH.packages
+
+
+def constraints_text() -> str:
+    return PYTORCH.constraints_text()
 
 
 def envs_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -50,42 +127,88 @@ def envs_home(environ: Mapping[str, str] | None = None) -> Path:
     return Path(cache).expanduser() / "airflow-dist-training" / "job-envs"
 
 
-def default_env_dir(environ: Mapping[str, str] | None = None) -> Path:
-    return envs_home(environ) / "pytorch"
+def default_env_dir(environ: Mapping[str, str] | None = None, recipe: JobEnvRecipe = PYTORCH) -> Path:
+    return envs_home(environ) / recipe.name
 
 
-def constraints_text() -> str:
-    return (resources.files("airflow_dist_training.local") / CONSTRAINTS).read_text()
-
-
-def _wanted_stamp() -> str:
-    return hashlib.sha256(constraints_text().encode()).hexdigest()
-
-
-def built_python(env_dir: Path) -> Path | None:
-    """The environment's interpreter when it is built from the current pins, else None."""
-    python = env_dir / "bin" / "python"
+def _venv_python_version(env_dir: Path) -> str | None:
+    """The Python version the venv was created with (pyvenv.cfg; no interpreter started)."""
     try:
-        ready = (env_dir / STAMP).read_text().strip() == _wanted_stamp()
+        for line in (env_dir / "pyvenv.cfg").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() in ("version_info", "version"):
+                return value.strip()
     except OSError:
         return None
-    return python if ready and python.exists() else None
+    return None
 
 
-def job_python(explicit: str | None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(interpreter, why) for a job; ``explicit`` is the spec's or the hook's choice."""
+def _wanted_stamp(recipe: JobEnvRecipe, python_version: str | None) -> dict[str, object]:
+    return {
+        "format": STAMP_FORMAT,
+        "recipe": recipe.name,
+        "digest": recipe.digest(),
+        "python": python_version,
+    }
+
+
+def why_not_ready(env_dir: Path, recipe: JobEnvRecipe = PYTORCH) -> str | None:
+    """None when the environment at ``env_dir`` is built from this recipe, else what is wrong."""
+    python = env_dir / "bin" / "python"
+    try:
+        stamp = json.loads((env_dir / STAMP).read_text())
+    except (OSError, ValueError):
+        return "not built" if not python.exists() else "built by an older release (no readable stamp)"
+    if not isinstance(stamp, dict) or stamp.get("format") != STAMP_FORMAT:
+        return "built by an older release (stamp format)"
+    wanted = _wanted_stamp(recipe, _venv_python_version(env_dir))
+    if stamp.get("recipe") != wanted["recipe"] or stamp.get("digest") != wanted["digest"]:
+        return "built from other pins or another recipe"
+    if stamp.get("python") != wanted["python"]:
+        return f"built with Python {stamp.get('python')}, now {wanted['python']}"
+    if not python.exists() or not Path(os.path.realpath(python)).exists():
+        return "its interpreter is gone (the Python it was built with was removed)"
+    return None
+
+
+def built_python(env_dir: Path, recipe: JobEnvRecipe = PYTORCH) -> Path | None:
+    """The environment's interpreter when it is built and up to date, else None."""
+    return None if why_not_ready(env_dir, recipe) else env_dir / "bin" / "python"
+
+
+def job_python(
+    explicit: str | None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    image_uri: str | None = None,
+    framework: str | None = None,
+) -> tuple[str, str]:
+    """(interpreter, why) for a job; ``explicit`` is the spec's or the hook's choice.
+
+    Raises :class:`SpecValidationError` (``local.python``) when the image's job environment is
+    missing or outdated: nothing has run yet, and the message says how to build it."""
     environ = os.environ if environ is None else environ
     if explicit:
         return explicit, "chosen by the spec's local.python or the hook's python"
     if environ.get("ADT_LOCAL_PYTHON"):
         return str(Path(environ["ADT_LOCAL_PYTHON"]).expanduser()), "$ADT_LOCAL_PYTHON"
-    env_dir = default_env_dir(environ)
-    built = built_python(env_dir)
-    if built is not None:
-        return str(built), "the default job environment: torch, torchvision, numpy, AWS's toolkit"
-    return sys.executable, (
-        f"the worker's own interpreter: no default job environment at {env_dir}, so a script "
-        "importing torchvision or numpy may fail here; `airflow-dist-training job-env` builds it"
+    recipe = recipe_for(image_uri, framework)
+    env_dir = default_env_dir(environ, recipe)
+    problem = why_not_ready(env_dir, recipe)
+    if problem is None:
+        return str(env_dir / "bin" / "python"), (
+            f"the {recipe.name} job environment: {', '.join(recipe.packages)}; nothing of this provider"
+        )
+    raise SpecValidationError(
+        [
+            Problem(
+                "local.python",
+                f"the {recipe.name} job environment at {env_dir} is {problem}: run `{BUILD_COMMAND}` "
+                "to build it (minutes the first time), or name an interpreter in local.python or "
+                "$ADT_LOCAL_PYTHON",
+            )
+        ],
+        source="job environment",
     )
 
 
@@ -93,52 +216,49 @@ def build(
     env_dir: Path | None = None,
     *,
     base_python: str | None = None,
+    recipe: JobEnvRecipe = PYTORCH,
     log: Callable[[str], None] = print,
 ) -> Path:
-    """Create or refresh the job environment at ``env_dir``; return its interpreter.
+    """Create, or rebuild when outdated, the job environment at ``env_dir``; return its interpreter.
 
-    Idempotent: a second call with the same pins does nothing. Two concurrent builds take turns.
-    Raises ``RuntimeError`` with pip's last lines when the install fails."""
-    env_dir = (env_dir or default_env_dir()).absolute()
+    Idempotent: a second call with the same recipe and Python does nothing. Two concurrent builds
+    take turns. Raises ``RuntimeError`` with pip's last lines when the install fails."""
+    env_dir = (env_dir or default_env_dir(recipe=recipe)).absolute()
     env_dir.parent.mkdir(parents=True, exist_ok=True)
     with open(env_dir.parent / f".{env_dir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        ready = built_python(env_dir)
-        if ready is not None:
-            log(f"job environment up to date: {ready}")
-            return ready
+        problem = why_not_ready(env_dir, recipe)
         python = env_dir / "bin" / "python"
-        if not python.exists():
-            if base_python:
-                _run([base_python, "-m", "venv", str(env_dir)], "creating the venv")
-            else:
-                venv.EnvBuilder(with_pip=True).create(env_dir)
-        pins = env_dir / CONSTRAINTS
-        pins.write_text(constraints_text())
-        log(
-            f"installing {', '.join(PACKAGES)} into {env_dir} (pinned by {CONSTRAINTS}; minutes the first time)"
-        )
+        if problem is None:
+            log(f"job environment up to date: {python}")
+            return python
+        if env_dir.exists():
+            log(f"job environment at {env_dir} is {problem}: rebuilding it from scratch")
+            shutil.rmtree(env_dir)
+        # a venv of its own interpreter: never --system-site-packages (the worker's has the provider)
         _run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-c",
-                str(pins),
-                *PACKAGES,
-            ],
-            "pip install",
+            [base_python or sys.executable, "-m", "venv", str(env_dir)],
+            "creating the venv",
+            cwd=env_dir.parent,
         )
-        log(_run([str(python), "-c", IMPORT_CHECK], "the import check").strip())
-        (env_dir / STAMP).write_text(_wanted_stamp())
+        pins = env_dir / recipe.constraints
+        pins.write_text(recipe.constraints_text())
+        log(
+            f"installing {', '.join(recipe.packages)} into {env_dir} "
+            f"(pinned by {recipe.constraints}; minutes the first time)"
+        )
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        _run([*pip, "-c", str(pins), *recipe.packages], "pip install", cwd=env_dir)
+        # from inside the environment's folder: the current directory must not lend it a package
+        log(_run([str(python), "-c", recipe.import_check], "the import check", cwd=env_dir).strip())
+        stamp = _wanted_stamp(recipe, _venv_python_version(env_dir))
+        (env_dir / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
         return python
 
 
-def _run(argv: list[str], what: str) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+def _run(argv: list[str], what: str, *, cwd: Path) -> str:
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=cwd, env=environ)
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
         raise RuntimeError(f"{what} failed (exit code {done.returncode})" + (f":\n{tail}" if tail else ""))

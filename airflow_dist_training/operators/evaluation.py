@@ -180,11 +180,16 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         poll_interval: float = 30,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.deferrable = deferrable
+        # read when the task is built, not when this module was imported
+        self.deferrable = (
+            conf.getboolean("operators", "default_deferrable", fallback=False)
+            if deferrable is None
+            else deferrable
+        )
         if backend not in ("local", "sagemaker"):
             raise SpecValidationError(
                 [Problem("backend", f"must be 'local' or 'sagemaker', got {backend!r}")]

@@ -149,7 +149,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         backend: str = "sagemaker",
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        deferrable: bool | None = None,
         max_wait_seconds: float | None = None,
         stop_on_timeout: bool = True,
         poll_interval: float = 30,
@@ -169,7 +169,12 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self.spec = str(spec) if isinstance(spec, Path) else spec
         self.backend = backend
         self._set_aws_connection(aws_conn_id, region_name)
-        self.deferrable = deferrable
+        # read when the task is built, not when this module was imported
+        self.deferrable = (
+            conf.getboolean("operators", "default_deferrable", fallback=False)
+            if deferrable is None
+            else deferrable
+        )
         self.max_wait_seconds = max_wait_seconds
         self.stop_on_timeout = stop_on_timeout
         self.poll_interval = poll_interval

@@ -139,6 +139,11 @@ class PipelineSpec(_Model):
         default="none",
         description="Initialise from the champion's model or the last promoted checkpoint (channel warm_start)",
     )
+    deferrable: bool | None = Field(
+        default=None,
+        description="Wait for SageMaker jobs in the triggerer (default: yes on the sagemaker backend, "
+        "so no worker slot is held while a job runs); false waits in the worker",
+    )
 
     @field_validator("dag_id")
     @classmethod

@@ -63,3 +63,40 @@ def test_a_bad_spec_fails_at_parse_time_naming_the_field() -> None:
     bad["compute"]["instance_count"] = 0
     with pytest.raises(SpecValidationError, match=r"compute\.instance_count"):
         _build(spec=bad, backend="local")
+
+
+def _shipped_dag(name: str) -> DAG:
+    import importlib.util
+
+    from tests.paths import REPO
+
+    loaded = importlib.util.spec_from_file_location(f"shipped_{name}", REPO / "dags" / f"{name}.py")
+    assert loaded is not None and loaded.loader is not None
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module.dag
+
+
+def test_the_shipped_dag_defers_sagemaker_jobs_by_default_and_runs_local_jobs_in_the_worker() -> None:
+    """No worker slot is held for the hours a GPU job runs ([operators] default_deferrable is off)."""
+    dag = _shipped_dag("distributed_retraining")
+    assert dag.get_task("sagemaker.train").deferrable is True
+    assert dag.get_task("sagemaker.evaluate").deferrable is True
+    assert dag.get_task("local.train").deferrable is False
+    assert dag.get_task("local.evaluate").deferrable is False
+
+
+@pytest.mark.parametrize(("deferrable", "expected"), [(None, True), (True, True), (False, False)])
+def test_a_sagemaker_group_waits_in_the_worker_only_when_told(deferrable: bool | None, expected: bool) -> None:
+    dag = _build(
+        spec=example("smddp_p4d"),
+        backend="sagemaker",
+        deferrable=deferrable,
+        evaluation=EvaluationStep(script="examples/evaluate.py"),
+    )
+    assert dag.get_task(f"{G}.train").deferrable is expected
+    assert dag.get_task(f"{G}.evaluate").deferrable is expected
+    # the group's own training_kwargs still win
+    assert _build(spec=example("smddp_p4d"), backend="sagemaker", training_kwargs={"deferrable": False}).get_task(
+        f"{G}.train"
+    ).deferrable is False

@@ -6,6 +6,7 @@ venv keeps the CPU build of torch 2.13.0, beside which PyPI's torchvision cannot
 
 from __future__ import annotations
 
+import json
 import os
 import tarfile
 import textwrap
@@ -14,12 +15,10 @@ from pathlib import Path
 import pytest
 
 from airflow_dist_training.hooks.local_training import LocalTrainingHook
-from airflow_dist_training.local import job_env
 from airflow_dist_training.local.hosts import probe
+from tests.paths import REPO
 
 from .conftest import script_spec
-
-DEFAULT_PYTHON = job_env.built_python(job_env.default_env_dir())
 
 pytestmark = [
     pytest.mark.slow,
@@ -43,19 +42,8 @@ VISION = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def default_python(monkeypatch: pytest.MonkeyPatch) -> Path:
-    if DEFAULT_PYTHON is None:
-        where = job_env.default_env_dir()
-        if os.environ.get("CI"):  # scripts/setup.sh builds it: CI must not skip this
-            pytest.fail(f"no default job environment at {where}: scripts/setup.sh should have built it")
-        pytest.skip(f"no default job environment at {where}: run `airflow-dist-training job-env`")
-    monkeypatch.delenv("ADT_LOCAL_PYTHON", raising=False)  # tests/conftest.py pins the suite's own
-    return DEFAULT_PYTHON
-
-
 def test_a_script_importing_torchvision_runs_with_the_default_job_python(
-    tmp_path: Path, default_python: Path
+    tmp_path: Path, job_env_python: Path
 ) -> None:
     spec = script_spec(
         tmp_path,
@@ -75,7 +63,39 @@ def test_a_script_importing_torchvision_runs_with_the_default_job_python(
         # both hosts ran torchvision's compiled op (nms) on numpy data, then a gloo all-reduce
         assert text.startswith(f"{host.removesuffix('.txt')} torchvision 0.29.1"), text
         assert "torch 2.14.1" in text and "kept [0, 2] sum 4.0" in text, text
-    assert f"[local] job Python: {default_python} (the default job environment" in "\n".join(lines)
+    assert f"[local] job Python: {job_env_python} (the pytorch job environment" in "\n".join(lines)
     # AWS's toolkit, installed in that environment, launched it with its own torchrun command
     assert any("toolkit runner" in line for line in lines)
-    assert any(f"{default_python} -c" in line for line in lines)
+    assert any(f"{job_env_python} -c" in line for line in lines)
+
+
+PROVIDER_PROBE = textwrap.dedent(
+    """
+    import importlib.util, json, os, sys
+    json.dump(
+        {"python": sys.executable, "provider": importlib.util.find_spec("airflow_dist_training") is not None,
+         "pythonpath": os.environ.get("PYTHONPATH", "")},
+        open("/opt/ml/model/probe.json", "w"),
+    )
+    """
+)
+
+
+def test_a_job_cannot_import_this_provider_even_when_the_worker_can(
+    tmp_path: Path, job_env_python: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on an AWS image: the provider reaches a job only by being shipped. The worker's
+    PYTHONPATH (here pointing at the repository) does not leak into the job."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    spec = script_spec(tmp_path, PROVIDER_PROBE)
+    result = LocalTrainingHook(root=tmp_path / "root", use_s3=False, stop_grace_seconds=5).run_job(
+        spec, "no-provider", log=lambda _: None
+    )
+    assert result["status"] == "Completed"
+    with tarfile.open(result["model_artifact_uri"].removeprefix("file://")) as tar:
+        probe_file = tar.extractfile("probe.json")
+        assert probe_file is not None
+        seen = json.loads(probe_file.read())
+    assert seen["provider"] is False, seen
+    assert str(REPO) not in seen["pythonpath"].split(os.pathsep), seen
+    assert Path(seen["python"]).parent.parent == job_env_python.parent.parent, seen

@@ -25,25 +25,12 @@ from tests.paths import REPO
 
 from .conftest import script_spec
 
-DEFAULT_PYTHON = job_env.built_python(job_env.default_env_dir())
 CHECKPOINT_HELPER = REPO / "airflow_dist_training" / "checkpointing.py"
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not probe().namespaces, reason=f"no Linux namespaces here: {probe().why}"),
 ]
-
-
-@pytest.fixture
-def default_python(monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The jobs run as users get them: the default job environment, nothing of the provider."""
-    if DEFAULT_PYTHON is None:
-        where = job_env.default_env_dir()
-        if os.environ.get("CI"):
-            pytest.fail(f"no default job environment at {where}: scripts/setup.sh should have built it")
-        pytest.skip(f"no default job environment at {where}: run `airflow-dist-training job-env`")
-    monkeypatch.delenv("ADT_LOCAL_PYTHON", raising=False)  # tests/conftest.py pins the suite's own
-    return DEFAULT_PYTHON
 
 
 class _TI:
@@ -87,7 +74,7 @@ def _no_machine_internals(reason: str, tmp_path: Path) -> None:
 
 
 def test_training_that_imports_a_module_it_does_not_ship_fails_at_once(
-    tmp_path: Path, default_python: Path, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path, job_env_python: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     op = _training(tmp_path, "import helper_not_shipped\n")
     error = _fails_at_once(lambda: op.execute(_context()))
@@ -98,7 +85,7 @@ def test_training_that_imports_a_module_it_does_not_ship_fails_at_once(
     assert "ExecuteUserScriptError:\nExitCode 1\n" in reason  # the toolkit's own text follows
     _no_machine_internals(reason, tmp_path)
     assert "No module named 'helper_not_shipped'" in str(error)  # what the task log shows
-    assert f"[local] job Python: {default_python} (the default job environment" in logged
+    assert f"[local] job Python: {job_env_python} (the pytorch job environment" in logged
     assert "No module named 'helper_not_shipped'" in logged
 
 
@@ -123,7 +110,7 @@ RANK1_WRITES_ITS_REASON = textwrap.dedent(
     ids=["launcher", "toolkit"],
 )
 def test_the_scripts_own_failure_file_is_the_failure_reason(
-    tmp_path: Path, default_python: Path, distribution: dict[str, Any]
+    tmp_path: Path, job_env_python: Path, distribution: dict[str, Any]
 ) -> None:
     op = _training(tmp_path, RANK1_WRITES_ITS_REASON, distribution=distribution)
     error = _fails_at_once(lambda: op.execute(_context()))
@@ -145,7 +132,7 @@ def _model(tmp_path: Path) -> Path:
         "{'in_features': 8, 'hidden': 16, 'classes': 4}))"
     )
     env = {**os.environ, "PYTHONPATH": str(CHECKPOINT_HELPER.parent)}  # only to build the fixture
-    subprocess.run([str(DEFAULT_PYTHON), "-c", maker, str(REPO / "examples"), str(out)], check=True, env=env)
+    subprocess.run([str(job_env.default_env_dir() / "bin" / "python"), "-c", maker, str(REPO / "examples"), str(out)], check=True, env=env)
     archive = tmp_path / "model.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for path in out.iterdir():
@@ -166,7 +153,7 @@ def _evaluation(tmp_path: Path, model: Path, demo_data: Path, **kwargs: Any) -> 
 
 
 def test_the_demo_evaluation_runs_in_the_job_environment_with_its_dependency_shipped(
-    tmp_path: Path, default_python: Path, demo_data: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, job_env_python: Path, demo_data: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = _model(tmp_path)
     # without the helper train.py imports: the job environment has nothing of the provider
@@ -174,7 +161,7 @@ def test_the_demo_evaluation_runs_in_the_job_environment_with_its_dependency_shi
         error = _fails_at_once(lambda: _evaluation(tmp_path, model, demo_data).execute(_context()))
     assert "No module named 'airflow_dist_training'" in str(error)  # after `checkpointing`, the fallback
     assert getattr(error, "failure_reason", "").startswith("AlgorithmError: evaluate.py exited with code 1: ")
-    assert f"Running evaluation: {default_python} " in caplog.text
+    assert f"Running evaluation: {job_env_python} " in caplog.text
     # shipped with it, as the shipped DAG and both YAML pipelines do: it runs
     op = _evaluation(tmp_path, model, demo_data, dependencies=[str(CHECKPOINT_HELPER)])
     result = op.execute(_context())
@@ -183,7 +170,7 @@ def test_the_demo_evaluation_runs_in_the_job_environment_with_its_dependency_shi
 
 
 def test_an_evaluation_that_imports_a_module_it_does_not_ship_fails_at_once(
-    tmp_path: Path, default_python: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, job_env_python: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     script = tmp_path / "code" / "evaluate.py"
     script.parent.mkdir()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import sys
+import json
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from airflow_dist_training.cli import main
+from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.local import job_env
 
 
@@ -30,42 +33,122 @@ def test_the_job_environment_pins_a_torch_torchvision_pair_that_belongs_together
     assert {p.replace("-", "_") for p in job_env.PACKAGES} <= {p.replace("-", "_") for p in pins}
 
 
-def _fake_env(root: Path, stamp: str) -> Path:
+def _fake_env(root: Path, *, python_version: str = "3.11.7", stamp: dict[str, object] | None = None) -> Path:
+    """An environment folder as `job-env` leaves it (no packages: only readiness is read)."""
     env = root / "job-envs" / "pytorch"
     (env / "bin").mkdir(parents=True)
     (env / "bin" / "python").write_text("")
-    (env / job_env.STAMP).write_text(stamp)
+    (env / "pyvenv.cfg").write_text(f"home = /usr/bin\nversion_info = {python_version}\n")
+    wanted = stamp if stamp is not None else job_env._wanted_stamp(job_env.PYTORCH, python_version)
+    (env / job_env.STAMP).write_text(json.dumps(wanted))
     return env / "bin" / "python"
 
 
 def test_the_first_setting_that_names_an_interpreter_wins(tmp_path: Path) -> None:
-    built = _fake_env(tmp_path, job_env._wanted_stamp())
+    built = _fake_env(tmp_path)
     environ = {"ADT_JOB_ENVS": str(tmp_path / "job-envs")}
-    assert job_env.job_python(None, environ) == (str(built), job_env.job_python(None, environ)[1])
-    assert "the default job environment" in job_env.job_python(None, environ)[1]
+    python, why = job_env.job_python(None, environ)
+    assert python == str(built)
+    assert why == (
+        "the pytorch job environment: torch, torchvision, numpy, sagemaker-training, "
+        "sagemaker-pytorch-training; nothing of this provider"
+    )
     with_env = {**environ, "ADT_LOCAL_PYTHON": "/opt/py/bin/python"}
     assert job_env.job_python(None, with_env) == ("/opt/py/bin/python", "$ADT_LOCAL_PYTHON")
     assert job_env.job_python("/spec/python", with_env)[0] == "/spec/python"
 
 
-def test_an_environment_built_from_other_pins_is_not_used(tmp_path: Path) -> None:
-    _fake_env(tmp_path, "pins of an older release")
-    python, why = job_env.job_python(None, {"ADT_JOB_ENVS": str(tmp_path / "job-envs")})
-    assert python == sys.executable
-    assert why == (
-        f"the worker's own interpreter: no default job environment at {tmp_path / 'job-envs' / 'pytorch'}, "
-        "so a script importing torchvision or numpy may fail here; `airflow-dist-training job-env` builds it"
+def _refusal(tmp_path: Path) -> str:
+    with pytest.raises(SpecValidationError) as caught:
+        job_env.job_python(None, {"ADT_JOB_ENVS": str(tmp_path / "job-envs")})
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (lambda root: None, "not built"),
+        (
+            lambda root: _fake_env(
+                root, stamp={"format": 2, "recipe": "pytorch", "digest": "older pins", "python": "3.11.7"}
+            ),
+            "built from other pins or another recipe",
+        ),
+        (
+            lambda root: _fake_env(root, stamp={**job_env._wanted_stamp(job_env.PYTORCH, "3.11.2")}),
+            "built with Python 3.11.2, now 3.11.7",
+        ),
+        (
+            lambda root: (_fake_env(root).parent.parent / job_env.STAMP).write_text(
+                "sha256-of-the-pins-only"
+            ),
+            "built by an older release (no readable stamp)",
+        ),
+    ],
+    ids=["missing", "other-pins", "other-python", "old-stamp"],
+)
+def test_a_missing_or_outdated_environment_is_refused_with_how_to_build_it(
+    tmp_path: Path, make: Callable[[Path], object], what: str
+) -> None:
+    """Never the worker's interpreter instead: it has this provider, which no AWS image has."""
+    make(tmp_path)
+    where = tmp_path / "job-envs" / "pytorch"
+    assert _refusal(tmp_path) == (
+        f"job environment: local.python: the pytorch job environment at {where} is {what}: run "
+        "`airflow-dist-training job-env` to build it (minutes the first time), or name an interpreter "
+        "in local.python or $ADT_LOCAL_PYTHON"
     )
+
+
+def test_the_stamp_covers_the_pins_the_recipe_and_the_python(tmp_path: Path) -> None:
+    base = job_env.PYTORCH.digest()
+    assert replace(job_env.PYTORCH, packages=(*job_env.PYTORCH.packages, "scipy")).digest() != base
+    assert replace(job_env.PYTORCH, import_check="import torch").digest() != base
+    assert replace(job_env.PYTORCH, constraints="job_env_constraints.txt").digest() == base
+    assert job_env._wanted_stamp(job_env.PYTORCH, "3.11.7") != job_env._wanted_stamp(
+        job_env.PYTORCH, "3.12.1"
+    )
+
+
+def test_images_resolve_to_their_recipe_and_a_toy_recipe_registers_by_name(tmp_path: Path) -> None:
+    assert (
+        job_env.recipe_for(
+            "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-gpu-py312"
+        ).name
+        == "pytorch"
+    )
+    assert job_env.recipe_for(None, "huggingface").name == "pytorch"
+    toy = job_env.register_recipe(
+        job_env.JobEnvRecipe(
+            name="toy-jax",
+            constraints="job_env_constraints.txt",
+            packages=("jax",),
+            import_check="import jax",
+            frameworks=frozenset({"toy-jax"}),
+            image_repositories=("toy-jax-training",),
+        )
+    )
+    try:
+        assert job_env.recipe_for("123.dkr.ecr.us-east-1.amazonaws.com/toy-jax-training:1.0") is toy
+        assert job_env.recipe_for(None, "toy-jax") is toy
+        with pytest.raises(
+            SpecValidationError, match=r"the toy-jax job environment at .*/toy-jax is not built"
+        ):
+            job_env.job_python(None, {"ADT_JOB_ENVS": str(tmp_path)}, framework="toy-jax")
+    finally:
+        del job_env.RECIPES["toy-jax"]
 
 
 def test_the_cli_shows_the_interpreter_a_job_would_run_with(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    built = _fake_env(tmp_path, job_env._wanted_stamp())
     monkeypatch.delenv("ADT_LOCAL_PYTHON", raising=False)
     monkeypatch.setenv("ADT_JOB_ENVS", str(tmp_path / "job-envs"))
+    assert main(["job-env", "--show"]) == 2
+    assert "is not built: run `airflow-dist-training job-env`" in capsys.readouterr().err
+    built = _fake_env(tmp_path)
     assert main(["job-env", "--show"]) == 0
-    assert capsys.readouterr().out.startswith(f"{built}\tthe default job environment")
+    assert capsys.readouterr().out.startswith(f"{built}\tthe pytorch job environment")
 
 
 def test_a_failed_build_exits_1_with_pips_last_lines(

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-# What a test run may write: interpreters and tools' own caches. ``.hypothesis`` holds the examples
-# the ``explore`` profile finds, on purpose (the ``ci`` profile has no example database).
-ALLOWED_PARTS = ("__pycache__", ".pytest_cache", ".hypothesis")
+# What may change during a run: interpreters' and tools' own caches (ruff or mypy may run beside
+# it); ``.hypothesis`` holds the examples the ``explore`` profile finds, on purpose (the ``ci``
+# profile has no example database).
+ALLOWED_PARTS = ("__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache")
 ALLOWED_PREFIXES = (".venv",)
 
 Snapshot = dict[str, tuple[str, int, int]]

@@ -189,7 +189,10 @@ def main() -> int:
     parser.add_argument(
         "--no-scaling", action="store_true", help="skip the 20 vs 200 files-per-checkpoint runs"
     )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round: the suite checks the bench still runs")
     args = parser.parse_args()
+    if args.quick:
+        args.checkpoints, args.files, args.repeats, args.no_scaling = 50, 3, 1, True
 
     logging.disable(logging.INFO)
     os.environ.update(
@@ -218,6 +221,7 @@ def main() -> int:
             for n in (3_000,):  # 1,000 x 20 is the first scaling row above
                 report(run_case(n, 20, args.repeats))
         ratio = main_case["naive"][1] / main_case["ours_hint"][1]
+        print(f"\nratio S3 calls naive/ours = {ratio:.1f}x")
         print(
             f"\ngoal >= 20x fewer S3 calls at {args.checkpoints:,} x {args.files}: {ratio:.1f}x -> {'met' if ratio >= 20 else 'NOT met'}"
         )

@@ -38,7 +38,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round: the suite checks the bench still runs")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
 
     home = Path(tempfile.mkdtemp(prefix="adt-bench-crash-"))
     env_defaults = {
@@ -104,6 +107,11 @@ def main() -> None:
             records = [
                 json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")
             ]
+            if proc.returncode != 0 or not records:
+                raise SystemExit(
+                    f"crash_driver.py --impl {impl} exited {proc.returncode} with {len(records)} result(s):\n"
+                    + "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+                )
             per_run = [
                 sum(n for name, n in fake.creates.items() if name.startswith(r["prefix"])) for r in records
             ]
@@ -126,6 +134,7 @@ def main() -> None:
     dup_ours = ours["jobs_per_run"] - 1
     dup_amz = amazon["jobs_per_run"] - 1
     print(f"\njobs per run, amazon / ours: {amazon['jobs_per_run'] / ours['jobs_per_run']:.2f}x")
+    print(f"ratio jobs per run amazon/ours = {amazon['jobs_per_run'] / ours['jobs_per_run']:.2f}x")
     print(f"duplicate jobs per run: ours {dup_ours:.2f}, amazon {dup_amz:.2f}")
 
 

@@ -77,7 +77,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round: the suite checks the bench still runs")
     args = parser.parse_args()
+    if args.quick:
+        args.files, args.rounds = 5, 1
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     import airflow.sdk  # noqa: F401  (already paid for by the dag-processor)
 

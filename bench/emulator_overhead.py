@@ -15,7 +15,7 @@ Ratio = median(endpoint) / median(local); goal <= 1.3.
 (a file system on the endpoint, the dataset staged once beforehand by a data repository
 association and an import task, outside the timing); the local anchor is unchanged.
 
-    .venv/bin/python bench/emulator_overhead.py [--rounds 3] [--epochs 2] [--fsx]
+    .venv/bin/python bench/emulator_overhead.py [--rounds 3] [--epochs 2] [--fsx] [--quick]
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# examples/train.py imports the checkpoint helper, which jobs get with their code (source.dependencies)
+HELPER = REPO / "airflow_dist_training" / "checkpointing.py"
 BUCKET = "adt-bench"
 
 
@@ -41,7 +43,7 @@ def request_for(name: str, epochs: int) -> tuple[dict[str, Any], list[Any]]:
         "name": "bench",
         "role_arn": "arn:aws:iam::123456789012:role/SageMakerTrainingRole",
         "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
-        "source": {"entry_point": "train.py", "source_dir": str(REPO / "examples")},
+        "source": {"entry_point": "train.py", "source_dir": str(REPO / "examples"), "dependencies": [str(HELPER)]},
         "compute": {"instance_type": "ml.g5.2xlarge", "instance_count": 2},
         "distribution": {"strategy": "torch_distributed"},
         "hyperparameters": {"epochs": epochs, "hidden": 16},
@@ -55,9 +57,11 @@ def request_for(name: str, epochs: int) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _body(upload: Any) -> bytes:
-    from airflow_dist_training.local.executor import pack_source
+    from airflow_dist_training.hooks.training import pack_source_dir
 
-    return upload.content if upload.content is not None else pack_source(upload.local_path)
+    if upload.content is not None:
+        return bytes(upload.content)
+    return pack_source_dir(upload.local_path, upload.dependencies)
 
 
 def stage_on_fsx(emu: Any) -> dict[str, Any]:
@@ -155,7 +159,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--fsx", action="store_true", help="the endpoint's job reads an FSx channel")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round: the suite checks the bench still runs")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.epochs = 1, 1
     from airflow_dist_training.emulator.server import Emulator
 
     with tempfile.TemporaryDirectory(prefix="adt-bench-emu-") as tmp:

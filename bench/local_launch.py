@@ -150,7 +150,10 @@ def main() -> None:
     parser.add_argument("--train-epochs", type=int, default=0, help="> 0: also the realistic short job")
     parser.add_argument("--train-samples", type=int, default=20000)
     parser.add_argument("--train-rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round: the suite checks the bench still runs")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.skip_demo, args.train_epochs = 1, True, 0
     isolation = probe()
     print(f"isolation: {isolation.mode} {isolation.why}")
     print(f"interpreter (both sides): {PYTHON} ({PYTHON_WHY})")

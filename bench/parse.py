@@ -64,7 +64,10 @@ def sample(modules: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round: the suite checks the bench still runs")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds = 1
     ours = [m for m in OURS if importlib.util.find_spec(m) is not None]
     ours_times, anchor_times, heavy = [], [], set()
     sample(ours), sample(ANCHOR)  # warm-up: writes bytecode caches, not counted

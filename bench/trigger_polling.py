@@ -296,7 +296,11 @@ def main() -> None:
         help="mean remaining run time of a watched job (real hours)",
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round: the suite checks the bench still runs")
     args = parser.parse_args()
+    if args.quick:
+        # short jobs, so that some finish inside the short window (the latency figures need one)
+        args.jobs, args.poll, args.intervals, args.mean_job_hours = [10], [0.5], 10, 0.02
     if args.serve:
         serve(args.serve)
         return
@@ -364,6 +368,10 @@ def main() -> None:
             f"| {o['calls_per_job_hour'] / o['floor_per_job_hour']:.2f} "
             f"| {a['cpu_per_job_hour_ms'] / o['cpu_per_job_hour_ms']:.1f}x |"
         )
+    for n in args.jobs:
+        a = next(r for r in rows if r["jobs"] == n and r["impl"] == "amazon")
+        o = next(r for r in rows if r["jobs"] == n and r["impl"] == "ours")
+        print(f"ratio calls per job-hour amazon/ours = {a['calls_per_job_hour'] / o['calls_per_job_hour']:.1f}x ({n} jobs)")
     print()
     print("calls by action:", json.dumps({f"{r['impl']}-{r['jobs']}": r["by_action"] for r in rows}))
 

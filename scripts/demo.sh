@@ -59,6 +59,7 @@ PY
 fi
 rm -f "$ADT_DEMO_DIR/last-run-summary.txt"
 "$VENV"/bin/airflow dags test distributed_retraining -c "$CONF" > "$ADT_DEMO_DIR/last-run.log" 2>&1 \
-  || { tail -n 60 "$ADT_DEMO_DIR/last-run.log"; echo "demo failed; full log: $ADT_DEMO_DIR/last-run.log"; exit 1; }
+  || { "$VENV"/bin/python scripts/demo_failure.py "$ADT_DEMO_DIR/last-run.log" || tail -n 30 "$ADT_DEMO_DIR/last-run.log"
+       echo "demo failed; full log: $ADT_DEMO_DIR/last-run.log"; exit 1; }
 cat "$ADT_DEMO_DIR/last-run-summary.txt"
 echo "Full log: $ADT_DEMO_DIR/last-run.log"

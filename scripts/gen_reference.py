@@ -8,9 +8,11 @@ module builds lazily behind ``__getattr__``, found by reading its source), and r
 docstring, the constructor signature and a parameter table from the Sphinx ``:param name:`` lines
 (inherited from the class's bases when the class itself does not document a parameter).
 
-Run by the docs build: ``mkdocs.yml`` lists this file under ``hooks:``, so ``mkdocs build`` calls
-``on_pre_build`` first. It can also be run by hand: ``.venv/bin/python scripts/gen_reference.py``.
-Files are only rewritten when their content changes (so ``mkdocs serve`` does not loop).
+Run by hand to update the committed pages: ``.venv/bin/python scripts/gen_reference.py`` (files are
+only rewritten when their content changes); ``--check`` exits 1 naming the stale pages instead
+(tests/docs/test_reference_docs.py runs it). The docs build renders the pages from the docstrings too:
+``mkdocs.yml`` lists this file under ``hooks:``, and ``on_files`` serves the generated text in
+place of the committed files, in memory, so a build never writes into the repository.
 """
 
 from __future__ import annotations
@@ -260,6 +262,14 @@ def render_index(found: dict[str, list[ClassDoc]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_all() -> dict[str, str]:
+    """Each reference page's name (``operators.md``, ..., ``index.md``) and its text."""
+    found = collect()
+    pages = {f"{kind}.md": render_kind(kind, found.get(kind, [])) for kind in KINDS}
+    pages["index.md"] = render_index(found)
+    return pages
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     if path.exists() and path.read_text() == text:
         return False
@@ -269,22 +279,47 @@ def write_if_changed(path: Path, text: str) -> bool:
 
 
 def generate(out_dir: Path = OUT_DIR) -> list[Path]:
-    found = collect()
-    written = []
-    for kind in KINDS:
-        path = out_dir / f"{kind}.md"
-        if write_if_changed(path, render_kind(kind, found.get(kind, []))):
-            written.append(path)
-    if write_if_changed(out_dir / "index.md", render_index(found)):
-        written.append(out_dir / "index.md")
-    return written
+    """Write the pages under ``out_dir``; the paths actually rewritten."""
+    return [out_dir / name for name, text in render_all().items() if write_if_changed(out_dir / name, text)]
 
 
-def on_pre_build(config: Any, **kwargs: Any) -> None:
-    """mkdocs hook: regenerate the reference pages before the build collects files."""
-    generate(Path(config["docs_dir"]) / "reference")
+def stale(out_dir: Path = OUT_DIR) -> list[Path]:
+    """The pages under ``out_dir`` that differ from what the docstrings give (or are missing)."""
+    return [
+        out_dir / name
+        for name, text in render_all().items()
+        if not (out_dir / name).exists() or (out_dir / name).read_text() != text
+    ]
+
+
+def on_files(files: Any, config: Any, **kwargs: Any) -> Any:
+    """mkdocs hook: the reference pages as the docstrings give them, served from memory."""
+    from mkdocs.structure.files import File
+
+    for name, text in render_all().items():
+        uri = f"reference/{name}"
+        committed = files.get_file_from_path(uri)
+        if committed is not None:
+            files.remove(committed)
+        files.append(File.generated(config, uri, content=text))
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write docs/reference/*.md from the docstrings.")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        outdated = stale()
+        for path in outdated:
+            print(f"stale: {path.relative_to(REPO_ROOT)} (run scripts/gen_reference.py)")
+        return 1 if outdated else 0
+    for path in generate():
+        print(f"wrote {path.relative_to(REPO_ROOT)}")
+    return 0
 
 
 if __name__ == "__main__":
-    for path in generate():
-        print(f"wrote {path.relative_to(REPO_ROOT)}")
+    sys.exit(main())

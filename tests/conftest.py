@@ -17,6 +17,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# fails the session when a test wrote into the repository (tests/repo_guard.py)
+pytest_plugins = ["tests.repo_guard"]
+
 # Must happen before anything imports airflow.
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
 _home = Path(tempfile.gettempdir()) / f"adt-airflow-home-{os.getpid()}-{_worker}"

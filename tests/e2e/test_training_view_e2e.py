@@ -5,7 +5,8 @@ be watched while it trains):
 
 * headless Chromium keeps the Training view open (no reload) while the job runs: the loss curve
   has points from >= 2 epochs while the job is InProgress; after the run the gate verdict, its
-  plot and the registered version appear; screenshots of both moments (docs/img holds copies);
+  plot and the registered version appear; screenshots of both moments, in the test's temporary
+  folder (a test never writes into the repository, docs/img included);
 * the view's routes refuse requests without Airflow auth (401) and with a bad token (403);
 * the run's OpenLineage events (file transport, configured in conftest) chain
   source data -> staged data -> training -> model -> model package version.
@@ -25,7 +26,6 @@ import httpx
 import pytest
 
 from tests.e2e.airflow_services import AirflowApi, AirflowServices
-from tests.paths import REPO
 
 # the module fixture starts the services (if first) and watches one whole run
 pytestmark = [
@@ -119,9 +119,6 @@ def test_training_view_shows_live_curves_then_gate_and_version(watched_run: dict
     else:  # a champion from an earlier run may win the no-regression check
         assert "Not registered (gate rejected)" in after["text"]
     assert f"/dist-training/view?dag_id={DAG_ID}" in watched_run["tab"]
-    for name in ("training-view-running.png", "training-view-finished.png", "training-view-dag-run-tab.png"):
-        if (watched_run["shots"] / name).exists():
-            shutil.copy(watched_run["shots"] / name, REPO / "docs" / "img" / name)
 
 
 def test_training_view_requires_airflow_auth(

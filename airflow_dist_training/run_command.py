@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 EXIT_FAILED = 1
+# One DescribeTrainingJob every 2 s: the command returns within 5 s of the job's end (the SageMaker
+# SDK's wait() polls every 5 s). One user at a terminal, so no deferral economy to keep here (the
+# triggers poll less often, see triggers/).
+FOLLOW_POLL_SECONDS = 2.0
 
 
 def add_run_parser(sub: Any) -> None:
@@ -96,7 +100,7 @@ def _print_folders(backend: Any, name: str, stream: Any) -> None:
         )
 
 
-def _follow_remote(backend: Any, name: str, follow: bool, poll: float = 30.0) -> None:
+def _follow_remote(backend: Any, name: str, follow: bool, poll: float = FOLLOW_POLL_SECONDS) -> None:
     from airflow_dist_training.hooks.training import LogCursor
 
     cursor = LogCursor()

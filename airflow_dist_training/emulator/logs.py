@@ -1,16 +1,28 @@
-"""Job output into CloudWatch Logs, one stream per host, as SageMaker writes it.
+"""Job output into CloudWatch, as SageMaker writes it.
 
-Training: group ``/aws/sagemaker/TrainingJobs``; processing: ``/aws/sagemaker/ProcessingJobs``;
-stream ``<job>/algo-N-<epoch>``. Lines are buffered and sent with ``PutLogEvents`` through the
-endpoint's own Logs API (moto), so every reader (the triggers, the hook, a user's boto3) sees them.
+Logs, one stream per host. Training: group ``/aws/sagemaker/TrainingJobs``; processing:
+``/aws/sagemaker/ProcessingJobs``; stream ``<job>/algo-N-<epoch>``. Lines are buffered and sent
+with ``PutLogEvents`` through the endpoint's own Logs API (moto), so every reader (the triggers,
+the hook, a user's boto3) sees them.
+
+Metrics of a training job: each point its ``MetricDefinitions`` parse from a host's output line
+(:mod:`airflow_dist_training.local.metrics`) is sent with ``PutMetricData`` to the namespace
+``/aws/sagemaker/TrainingJobs``, metric name the definition's ``Name``, dimension
+``Host=<job>/algo-N``, timestamped at its line: what the Training view and SageMaker's own
+``TrainingJobAnalytics`` read back with ``GetMetricData``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
+
+from airflow_dist_training.local.metrics import MetricPoint
+from airflow_dist_training.ui.sagemaker_source import NAMESPACE as METRICS_NAMESPACE
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 PROCESSING_LOG_GROUP = "/aws/sagemaker/ProcessingJobs"
@@ -70,3 +82,29 @@ class JobLogs:
                 )
                 sent += len(batch)
         return sent
+
+
+class JobMetrics:
+    """The CloudWatch metrics of one training job. ``publish`` sends parsed points."""
+
+    BATCH = 500  # PutMetricData takes up to 1,000 values a call
+
+    def __init__(self, cloudwatch_client: Any, job_name: str) -> None:
+        self.client = cloudwatch_client
+        self.job_name = job_name
+        self.sent = 0  # how many of the job's points are published
+
+    def publish(self, points: Sequence[MetricPoint]) -> int:
+        data = [
+            {
+                "MetricName": p.name,
+                "Dimensions": [{"Name": "Host", "Value": f"{self.job_name}/{p.host}"}],
+                "Timestamp": dt.datetime.fromtimestamp(p.timestamp, dt.UTC),
+                "Value": p.value,
+            }
+            for p in points
+        ]
+        for i in range(0, len(data), self.BATCH):
+            self.client.put_metric_data(Namespace=METRICS_NAMESPACE, MetricData=data[i : i + self.BATCH])
+        self.sent += len(data)
+        return len(data)

@@ -5,7 +5,9 @@ For ``CreateProcessingJob`` the emulator, like SageMaker:
 1. downloads every ``ProcessingInputs[].S3Input`` (``S3Prefix``: every key under the prefix) from
    the endpoint's S3 into its ``LocalPath`` under ``/opt/ml/processing/...``;
 2. runs ``AppSpecification.ContainerEntrypoint`` + ``ContainerArguments`` with the request's
-   ``Environment``, ``python``/``python3`` being this machine's interpreter;
+   ``Environment``, ``python``/``python3`` being the image's interpreter: the job environment the
+   local backend's jobs run in (:func:`job_interpreter`), which holds nothing of this provider and
+   does not see the emulator's own ``PYTHONPATH``, so a script runs only with what the job ships;
 3. streams the output to CloudWatch Logs (``/aws/sagemaker/ProcessingJobs``,
    ``<job>/algo-1-<epoch>``);
 4. on exit 0 uploads every ``ProcessingOutputConfig.Outputs[].S3Output.LocalPath`` to its
@@ -59,7 +61,7 @@ class ProcessingRun:
         self.stop_requested = threading.Event()
         self.done = threading.Event()
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
-        self.python = sys.executable  # what python/python3 run in this job
+        self.python = sys.executable  # what python/python3 run in this job (set when it starts)
 
     def public(self, text: str) -> str:
         """``text`` as SageMaker would give it: no path of this machine (the job's folder is
@@ -110,6 +112,11 @@ class ProcessingJobs:
         threading.Thread(
             target=self._main, args=(run,), name=f"emulator-processing-{name}", daemon=True
         ).start()
+
+    def check(self, request: dict[str, Any]) -> None:
+        """Raise when the request cannot run here (before moto records it): no job environment for
+        its image, with how to build it."""
+        job_interpreter(request)
 
     def get(self, name: str) -> ProcessingRun | None:
         with self._lock:
@@ -179,7 +186,8 @@ class ProcessingJobs:
             )
         shims = run.job_dir / "bin"
         shims.mkdir(parents=True, exist_ok=True)
-        run.python = sys.executable
+        run.python, why = job_interpreter(run.request)
+        run.logs.add(f"[algo-1] [emulator] python3: {run.python} ({why})")
         for name in ("python", "python3"):
             # a script, not a symlink: a virtualenv's interpreter must be started by its own path
             shim = shims / name
@@ -188,9 +196,12 @@ class ProcessingJobs:
         for item in (run.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
             if item.get("S3Output"):
                 Path(run.local(item["S3Output"]["LocalPath"])).mkdir(parents=True, exist_ok=True)
+        from airflow_dist_training.local.executor import inherited_environ
+
+        inherited = inherited_environ()
         env = {
-            **os.environ,
-            "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}",
+            **inherited,
+            "PATH": os.pathsep.join([str(shims), str(Path(run.python).parent), inherited.get("PATH", "")]),
             "PYTHONUNBUFFERED": "1",
             "PROCESSING_JOB_NAME": run.name,
             **{k: run.local(str(v)) for k, v in (run.request.get("Environment") or {}).items()},
@@ -273,6 +284,19 @@ class ProcessingJobs:
         deadline = time.monotonic() + timeout
         for run in runs:
             run.done.wait(max(0.0, deadline - time.monotonic()))
+
+
+def job_interpreter(request: dict[str, Any]) -> tuple[str, str]:
+    """(interpreter, why) that ``python``/``python3`` start in a processing job. On SageMaker it is
+    the image's (``AppSpecification.ImageUri``); here the job environment chosen as for the local
+    backend's jobs (``$ADT_LOCAL_PYTHON``, else the default job environment). The one place that
+    chooses it (the image URI is not used yet)."""
+    from airflow_dist_training.local.job_env import job_python
+
+    python, why = job_python(None)
+    if os.sep not in python:  # a command name: the one on PATH
+        python = shutil.which(python) or python
+    return python, why
 
 
 def failure_reason(run: ProcessingRun, code: int) -> str:

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +29,16 @@ import pytest
 
 
 class EmulatorProcess:
-    """A running ``airflow-dist-training emulator`` subprocess."""
+    """A running ``airflow-dist-training emulator`` subprocess; ``environ`` is its environment
+    (default: this process's), which chooses its jobs' interpreter (``$ADT_LOCAL_PYTHON``, else the
+    default job environment)."""
 
-    def __init__(self, root: Path, startup_timeout: float = 60.0) -> None:
+    def __init__(
+        self, root: Path, startup_timeout: float = 60.0, environ: Mapping[str, str] | None = None
+    ) -> None:
         self.root = root
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+        environ = os.environ if environ is None else environ
+        env = {k: v for k, v in environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "airflow_dist_training.cli", "emulator", "--root", str(root)],
             stdout=subprocess.PIPE,

@@ -318,7 +318,7 @@ def _sagemaker_stop_training_job(self: Any) -> Any:
 
 
 def _sagemaker_create_processing_job(self: Any) -> Any:
-    from moto.sagemaker.exceptions import ResourceInUseException
+    from moto.sagemaker.exceptions import ResourceInUseException, ValidationError
 
     emu = _ACTIVE
     if emu is None or emu.processing is None:
@@ -328,6 +328,10 @@ def _sagemaker_create_processing_job(self: Any) -> Any:
     backend = self.sagemaker_backend
     if name in backend.processing_jobs:
         raise ResourceInUseException(f"Processing job {name} already exists")
+    try:
+        emu.processing.check(request)
+    except Exception as exc:  # SpecValidationError: no job environment for the image yet
+        raise ValidationError(f"the emulator cannot run this request: {exc}") from None
     result = _ORIGINALS["create_processing"](self)
     emu.processing.start(backend.processing_jobs[name], request)
     return result

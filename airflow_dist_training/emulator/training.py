@@ -6,7 +6,8 @@ answers ``Describe``/``List``); the emulator then runs the request as sent throu
 secondary statuses with their transitions, ``FailureReason``, ``FinalMetricDataList``, times,
 ``ModelArtifacts``) is copied onto moto's record while the job runs. The executor reads channels
 and code from, and writes checkpoints and ``model.tar.gz``/``output.tar.gz`` to, the endpoint's own
-S3. Host output goes to CloudWatch Logs (:mod:`airflow_dist_training.emulator.logs`).
+S3. Host output goes to CloudWatch Logs, and the points its ``MetricDefinitions`` parse to
+CloudWatch metrics (:mod:`airflow_dist_training.emulator.logs`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.emulator.faults import CAPACITY_REASON, HOST_FAILURE_REASON, SPOT_REASON, Faults
-from airflow_dist_training.emulator.logs import TRAINING_LOG_GROUP, JobLogs
+from airflow_dist_training.emulator.logs import TRAINING_LOG_GROUP, JobLogs, JobMetrics
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
@@ -44,10 +45,11 @@ def _now() -> dt.datetime:
 class TrainingRun:
     """One training job: the executor's handle, moto's record, the log streams."""
 
-    def __init__(self, record: Any, request: dict[str, Any], logs: JobLogs) -> None:
+    def __init__(self, record: Any, request: dict[str, Any], logs: JobLogs, metrics: JobMetrics) -> None:
         self.record = record
         self.request = request
         self.logs = logs
+        self.metrics = metrics
         self.name = str(request["TrainingJobName"])
         self.job: Any = None
         self.mounts: dict[str, Path] = {}
@@ -60,6 +62,10 @@ class TrainingRun:
         for key, value in fields.items():
             setattr(self.record, key, value)
         self.record.last_modified_time = _now()
+
+    def publish_metrics(self) -> None:
+        """Send the metric points parsed since the last call (CloudWatch, as SageMaker does)."""
+        self.metrics.publish(self.job.metric_points(self.metrics.sent))
 
     def apply(self, desc: dict[str, Any]) -> None:
         """Copy the executor's DescribeTrainingJob fields onto moto's record."""
@@ -161,7 +167,12 @@ class TrainingJobs:
         record.environment = request.get("Environment")
         record.retry_strategy = request.get("RetryStrategy")
         record.algorithm_specification = dict(request.get("AlgorithmSpecification") or {})
-        run = TrainingRun(record, request, JobLogs(self.clients("logs"), TRAINING_LOG_GROUP, name))
+        run = TrainingRun(
+            record,
+            request,
+            JobLogs(self.clients("logs"), TRAINING_LOG_GROUP, name),
+            JobMetrics(self.clients("cloudwatch"), name),
+        )
         run.mounts = dict(mounts or {})
         now = _now()
         run.set(
@@ -216,12 +227,14 @@ class TrainingJobs:
             while not run.job.done:
                 run.apply(run.job.describe())
                 run.logs.flush()
+                run.publish_metrics()
                 time.sleep(POLL_SECONDS)
             if host_failure and not run.host_failed:
                 # the job outran the fault (a busy machine): its instance fails before it completes
                 run.host_failed = True
                 run.logs.add(f"[emulator] {HOST_FAILURE_REASON}")
             run.logs.flush()
+            run.publish_metrics()
             run.apply(run.job.describe())
         except Exception as exc:  # the emulator must never leave a job InProgress forever
             log.exception("emulator: training job %s crashed", run.name)

@@ -84,6 +84,7 @@ from airflow_dist_training.local.contract import (
 )
 from airflow_dist_training.local.job_env import job_python
 from airflow_dist_training.local.launcher import LocalJobRun, host_command, sync_dir
+from airflow_dist_training.local.metrics import MetricPoint
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.training import Strategy
@@ -833,14 +834,7 @@ class _RequestRun(LocalJobRun):
         super()._on_line(host, line)
 
     def _base_env(self, hp: HostPlan) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            # the worker's own ADT_* settings stay out of the job; ADT_DEMO_* are the demo script's test hooks
-            if not k.startswith(("PET_", "TORCHELASTIC_", "SM_", "SAGEMAKER_"))
-            and (not k.startswith("ADT_") or k.startswith("ADT_DEMO_"))
-            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
-        }
+        env = inherited_environ()
         python_bin = str(Path(self.rp.python).parent)
         env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
         env.update({str(k): str(v) for k, v in (self.rp.request.get("Environment") or {}).items()})
@@ -1063,6 +1057,22 @@ class _RequestRun(LocalJobRun):
             self.network.close()
 
 
+def inherited_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a job (training host or processing container) inherits from the process that starts it:
+    its environment without its Python search path (the job's interpreter sees its own environment
+    and what the job ships, as in an image), torch's and SageMaker's per-job variables, and the
+    worker's own ``ADT_*`` settings (``ADT_DEMO_*`` are the demo script's test hooks)."""
+    environ = os.environ if environ is None else environ
+    return {
+        k: v
+        for k, v in environ.items()
+        if not k.startswith(("PET_", "TORCHELASTIC_", "SM_", "SAGEMAKER_"))
+        and (not k.startswith("ADT_") or k.startswith("ADT_DEMO_"))
+        and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+        and k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV")
+    }
+
+
 def _free_port() -> int:
     from airflow_dist_training.local.launcher import free_port
 
@@ -1148,6 +1158,11 @@ class LocalTrainingJob:
             return lines
         prefix = f"[{host}] "
         return [line[len(prefix) :] for line in lines if line.startswith(prefix)]
+
+    def metric_points(self, start: int = 0) -> list[MetricPoint]:
+        """The points parsed so far from the hosts' output lines by ``MetricDefinitions``, from the
+        ``start``-th on (each with its host and the time its line was seen)."""
+        return list(self._run.metrics.series[start:])
 
     def host_dirs(self) -> dict[str, dict[str, str]]:
         """Each host's ``/opt/ml`` folder and its model, output and checkpoint folders."""

@@ -35,6 +35,8 @@ def _seed_bucket(endpoint: Any, demo_data: Path) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         tar.add(REPO / "examples" / "train.py", arcname="train.py")
+        # train.py imports it; the job's image has nothing of this provider
+        tar.add(REPO / "airflow_dist_training" / "checkpointing.py", arcname="checkpointing.py")
     s3.put_object(Bucket=BUCKET, Key="code/sourcedir.tar.gz", Body=buf.getvalue())
     s3.upload_file(str(demo_data / "train" / "data.csv"), BUCKET, "datasets/train/data.csv")
     s3.upload_file(str(demo_data / "test" / "data.csv"), BUCKET, "datasets/test/data.csv")

@@ -96,19 +96,53 @@ def _one_job(endpoint: Any) -> dict[str, Any]:
     return dict(sm.describe_training_job(TrainingJobName=job["TrainingJobName"]))
 
 
+def _log_messages(endpoint: Any, group: str, job: str) -> list[str]:
+    logs = endpoint.client("logs")
+    streams = logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=f"{job}/")["logStreams"]
+    return [
+        e["message"]
+        for s in streams
+        for e in logs.get_log_events(
+            logGroupName=group, logStreamName=s["logStreamName"], startFromHead=True
+        )["events"]
+    ]
+
+
+def _default_job_python() -> str:
+    python = job_env.built_python(job_env.default_env_dir())
+    assert python is not None
+    return str(python)
+
+
+@pytest.mark.parametrize(
+    ("script", "missing"),
+    [
+        ("import helper_not_shipped\n", "helper_not_shipped"),
+        # the demo's train.py alone in the code archive: without checkpointing.py it falls back to
+        # the provider's copy, which no AWS image has
+        ((REPO / "examples" / "train.py").read_text(), "airflow_dist_training"),
+    ],
+    ids=["own-helper", "demo-train-without-checkpointing"],
+)
 def test_training_that_imports_a_module_it_does_not_ship_fails_at_once(
-    endpoint: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    endpoint: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], script: str, missing: str
 ) -> None:
-    op = _training(tmp_path, "emu-missing-module", "import helper_not_shipped\n")
+    op = _training(tmp_path, "emu-missing-module", script)
     error = _fails_at_once(lambda: _run(op, make_context("run-missing")))
     desc = _one_job(endpoint)
     assert desc["TrainingJobStatus"] == "Failed"
     reason = desc["FailureReason"]
-    assert reason.startswith("AlgorithmError: algo-1: ModuleNotFoundError: No module named 'helper_not_shipped'")
+    assert reason.startswith(f"AlgorithmError: algo-1: ModuleNotFoundError: No module named '{missing}'")
     assert "nsenter" not in reason and str(tmp_path) not in reason
     assert str(job_env.default_env_dir()) not in reason
-    assert "No module named 'helper_not_shipped'" in str(error)  # the task's error
-    assert "No module named 'helper_not_shipped'" in capfd.readouterr().out  # the streamed job log
+    assert f"No module named '{missing}'" in str(error)  # the task's error
+    out = capfd.readouterr().out
+    assert f"No module named '{missing}'" in out  # the streamed job log
+    if missing == "airflow_dist_training":
+        assert "No module named 'checkpointing'" in out
+    # the job ran in the default job environment, as the job's own log says
+    log = _log_messages(endpoint, "/aws/sagemaker/TrainingJobs", desc["TrainingJobName"])
+    assert any(f"job Python: {_default_job_python()} (" in m for m in log), log
 
 
 def test_the_scripts_own_failure_file_is_the_failure_reason(endpoint: Any, tmp_path: Path) -> None:
@@ -152,18 +186,30 @@ def _processing_reason(endpoint: Any) -> str:
     return str(desc["FailureReason"])
 
 
+@pytest.mark.parametrize(
+    "missing",
+    # the provider itself: the emulator's own interpreter has it, the image's environment does not
+    ["metrics_helper_not_shipped", "airflow_dist_training"],
+)
 def test_an_evaluation_that_imports_a_module_it_does_not_ship_fails_at_once(
-    endpoint: Any, tmp_path: Path
+    endpoint: Any, tmp_path: Path, missing: str
 ) -> None:
     endpoint.client("s3").put_object(Bucket=BUCKET, Key="missing/model/model.pt", Body=b"weights")
-    op = _evaluation(tmp_path, "import metrics_helper_not_shipped\n", "missing")
+    op = _evaluation(tmp_path, f"import sys\nprint('prefix', sys.prefix)\nimport {missing}\n", "missing")
     error = _fails_at_once(lambda: _run(op, _eval_context()))
     reason = _processing_reason(endpoint)
     assert reason == (
         "AlgorithmError: the processing container exited with code 1 on algo-1: "
-        "ModuleNotFoundError: No module named 'metrics_helper_not_shipped'"
+        f"ModuleNotFoundError: No module named '{missing}'"
     )
-    assert "No module named 'metrics_helper_not_shipped'" in str(error)
+    assert f"No module named '{missing}'" in str(error)
+    # python3 was the default job environment's interpreter (the job's log says so, and so does the script)
+    sm = endpoint.client("sagemaker")
+    [job] = sm.list_processing_jobs()["ProcessingJobSummaries"]
+    log = _log_messages(endpoint, "/aws/sagemaker/ProcessingJobs", job["ProcessingJobName"])
+    python = _default_job_python()
+    assert any(m.startswith(f"[emulator] python3: {python} (") for m in log), log
+    assert f"prefix {job_env.default_env_dir()}" in log
 
 
 def test_an_evaluation_scripts_own_failure_file_is_the_failure_reason(endpoint: Any, tmp_path: Path) -> None:

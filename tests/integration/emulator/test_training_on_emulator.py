@@ -35,7 +35,12 @@ def spec(name: str, *, hosts: int = 1, strategy: str = "launcher", **overrides: 
         "name": name,
         "role_arn": ROLE,
         "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
-        "source": {"entry_point": "train.py", "source_dir": str(REPO / "examples")},
+        "source": {
+            "entry_point": "train.py",
+            "source_dir": str(REPO / "examples"),
+            # train.py imports it; the job's image has nothing of this provider
+            "dependencies": [str(REPO / "airflow_dist_training" / "checkpointing.py")],
+        },
         "compute": {"instance_type": "ml.m5.xlarge", "instance_count": hosts},
         "distribution": {"strategy": "launcher", "launcher": "torchrun", "processes_per_host": 2},
         "hyperparameters": {"epochs": 2, "batch-size": 64, "hidden": 16},

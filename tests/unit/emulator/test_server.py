@@ -75,7 +75,7 @@ def _executor_view(status: str, secondary: str, reason: str | None = None) -> di
 def test_a_host_failure_is_reported_as_aws_does_whatever_the_processes_did() -> None:
     """The ``host_failure`` fault: never ``Stopping``/``Stopped`` (nobody asked for a stop), and a job
     whose processes had finished before the fault struck still ends ``Failed`` with the reason."""
-    run = TrainingRun(SimpleNamespace(), {"TrainingJobName": "job-1"}, logs=None)  # type: ignore[arg-type]
+    run = TrainingRun(SimpleNamespace(), {"TrainingJobName": "job-1"}, logs=None, metrics=None)  # type: ignore[arg-type]
     run.host_failed = True
     run.apply(_executor_view("Stopping", "Stopping"))
     assert (run.record.training_job_status, run.record.secondary_status) == ("InProgress", "Training")

@@ -10,7 +10,10 @@ Uses the same Chrome DevTools Protocol helpers as ``screenshot_trigger_form.py``
     async with TrainingViewBrowser(base_url, token) as browser:
         await browser.open_view(dag_id, run_id)
         state = await browser.state()          # {"epochs": {"train:loss": 3}, "verdict": ..., ...}
-        await browser.screenshot(Path("docs/img/training-view-running.png"))
+        await browser.screenshot(shots / "training-view-running.png")
+
+``python scripts/screenshot_training_view.py`` (from the repository root) makes the docs' copies in
+``docs/img`` from a real run (see ``main``).
 """
 
 from __future__ import annotations
@@ -115,3 +118,36 @@ class TrainingViewBrowser:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(base64.b64decode(shot["data"]))
         return out
+
+
+SHOTS = ("training-view-running.png", "training-view-finished.png", "training-view-dag-run-tab.png")
+
+
+def main() -> int:
+    """Make the docs' Training view screenshots (docs/img/training-view-*.png): run the e2e test
+    that watches a real run (Airflow services, Chromium) with its screenshots kept in a temporary
+    folder, then copy them into docs/img. Tests themselves never write into the repository."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as shots:
+        test = "tests/e2e/test_training_view_e2e.py::test_training_view_shows_live_curves_then_gate_and_version"
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+            cwd=repo,
+            env={**os.environ, "ADT_SCREENSHOTS_DIR": shots},
+            check=False,
+        )
+        if done.returncode != 0:
+            print("the Training view run failed; docs/img is unchanged", file=sys.stderr)
+            return 1
+        for name in SHOTS:
+            shutil.copyfile(Path(shots) / name, repo / "docs" / "img" / name)
+            print(f"docs/img/{name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

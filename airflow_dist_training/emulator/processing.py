@@ -288,12 +288,12 @@ class ProcessingJobs:
 
 def job_interpreter(request: dict[str, Any]) -> tuple[str, str]:
     """(interpreter, why) that ``python``/``python3`` start in a processing job. On SageMaker it is
-    the image's (``AppSpecification.ImageUri``); here the job environment chosen as for the local
-    backend's jobs (``$ADT_LOCAL_PYTHON``, else the default job environment). The one place that
-    chooses it (the image URI is not used yet)."""
+    the image's (``AppSpecification.ImageUri``); here the job environment of that image's recipe,
+    chosen as for the local backend's jobs (local/job_env.py)."""
     from airflow_dist_training.local.job_env import job_python
 
-    python, why = job_python(None)
+    image = str((request.get("AppSpecification") or {}).get("ImageUri") or "")
+    python, why = job_python(None, image_uri=image)
     if os.sep not in python:  # a command name: the one on PATH
         python = shutil.which(python) or python
     return python, why

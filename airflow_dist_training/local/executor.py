@@ -131,6 +131,18 @@ SMP_REASON = (
 )
 
 
+def _without_cut_path(text: str, local: str, public: str) -> str:
+    """``text`` whose end is the start of ``local`` (a reason capped mid-path) with that start
+    replaced by ``public``: the cap must not leave a piece of this machine's path."""
+    start = text.rfind(local[:2]) if len(local) > 1 else -1
+    while start != -1:
+        tail = text[start:]
+        if len(tail) < len(local) and local.startswith(tail) and "/" in tail[1:]:
+            return text[:start] + public
+        start = text.rfind(local[:2], 0, start)
+    return text
+
+
 class LocalRequestError(SpecValidationError):
     """The request cannot run on this machine; nothing was launched."""
 
@@ -1020,6 +1032,7 @@ class _RequestRun(LocalJobRun):
             replacements.append((str(python), "python3"))
         for local, public in sorted(replacements, key=lambda r: -len(r[0])):
             text = text.replace(local, public)
+            text = _without_cut_path(text, local, public)
         return text
 
     # -- artifacts through the store

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -54,7 +55,8 @@ def watched_run(
             airflow_api.request("PATCH", f"/dags/{dag['dag_id']}", json={"is_paused": True})
     airflow_api.unpause(DAG_ID)
     run_id = airflow_api.trigger_run(DAG_ID, {})
-    shots = tmp_path_factory.mktemp("training-view")
+    # scripts/screenshot_training_view.py names a folder (outside the repository) to keep them from
+    shots = Path(os.environ["ADT_SCREENSHOTS_DIR"]) if os.environ.get("ADT_SCREENSHOTS_DIR") else tmp_path_factory.mktemp("training-view")
     seen: dict[str, Any] = {"run_id": run_id, "shots": shots}
 
     async def watch() -> None:

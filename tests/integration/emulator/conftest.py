@@ -4,32 +4,17 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_dist_training.emulator.pytest_plugin import EmulatorProcess
 from tests.datasets import make_dataset
 from tests.paths import REPO
 
 BUCKET = "adt-emulator-tests"
-
-
-@pytest.fixture(scope="session")
-def sagemaker_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
-    """The endpoint as users get it: its training and processing jobs run in the default job
-    environment, not the interpreter tests/conftest.py pins for local jobs (``$ADT_LOCAL_PYTHON``)."""
-    environ = {k: v for k, v in os.environ.items() if k != "ADT_LOCAL_PYTHON"}
-    emulator = EmulatorProcess(tmp_path_factory.mktemp("sagemaker-emulator"), environ=environ)
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
 
 
 def serve_dags_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:

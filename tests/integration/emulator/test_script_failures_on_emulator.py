@@ -6,7 +6,6 @@ the ``FailureReason``, as SageMaker gives it."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,7 @@ IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu
 
 
 @pytest.fixture
-def endpoint(sagemaker_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    if job_env.built_python(job_env.default_env_dir()) is None:
-        if os.environ.get("CI"):
-            pytest.fail("no default job environment: scripts/setup.sh should have built it")
-        pytest.skip("no default job environment: run `airflow-dist-training job-env`")
-    monkeypatch.delenv("ADT_LOCAL_PYTHON", raising=False)  # jobs run as users get them
+def endpoint(sagemaker_endpoint: Any, job_env_python: Path) -> Any:
     sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
     return sagemaker_endpoint
 

@@ -3,8 +3,7 @@ in its ``--quick`` mode (tiny sizes, 1 round) and must exit 0 and print its rati
 ``ratio <what> = <n>x``. The figures themselves are not asserted: a quick run on a shared box
 measures nothing worth comparing (docs/benchmarks.md holds the full runs').
 
-Jobs a benchmark starts run in the default job environment, as a user's do: the suite's
-``ADT_LOCAL_PYTHON`` is not passed on.
+Jobs a benchmark starts run in the default job environment, as a user's do.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ def test_the_benchmarks_are_found() -> None:
 
 @pytest.mark.parametrize("bench", BENCHES, ids=[bench.stem for bench in BENCHES])
 def test_the_benchmark_runs_in_quick_mode_and_prints_its_ratio(bench: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "ADT_LOCAL_PYTHON"}
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, str(bench), "--quick"],

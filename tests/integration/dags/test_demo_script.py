@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo-script")]
 
 def _run_demo(tmp_path: Path, conf: str) -> subprocess.CompletedProcess[str]:
     # as a user runs it: no AIRFLOW_* of the suite, and the default job Python (tests/conftest.py)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k != "ADT_LOCAL_PYTHON"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(
         AIRFLOW_HOME=str(tmp_path / "airflow"),
         ADT_DEMO_DIR=str(tmp_path / "demo"),

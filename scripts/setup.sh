@@ -21,8 +21,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 # The local backend's default job environment: torch 2.14.1 + torchvision 0.29.1 + numpy + AWS's
-# toolkit (~5.7 GB, 2-3 minutes the first time, then a stamp check); local/job_env.py says why it
-# is not .venv. ADT_SKIP_JOB_ENV=1 skips it: local jobs then run with .venv's Python.
+# toolkit, nothing of this provider (~5.7 GB, 2-3 minutes the first time, then a stamp check of
+# recipe, pins and Python; an outdated one is rebuilt); local/job_env.py says why it is not .venv.
+# ADT_SKIP_JOB_ENV=1 skips it (a SageMaker-only install): local jobs are then refused, saying how to build it.
 [ "${ADT_SKIP_JOB_ENV:-0}" = 1 ] || .venv/bin/airflow-dist-training job-env >/dev/null
 # Headless Chromium (Debian package) for the trigger-form screenshot and its e2e test. Idempotent.
 if ! command -v chromium >/dev/null 2>&1; then

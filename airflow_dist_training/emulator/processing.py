@@ -196,7 +196,7 @@ class ProcessingJobs:
         for item in (run.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
             if item.get("S3Output"):
                 Path(run.local(item["S3Output"]["LocalPath"])).mkdir(parents=True, exist_ok=True)
-        from airflow_dist_training.local.executor import inherited_environ
+        from airflow_dist_training.local.job_env import inherited_environ
 
         inherited = inherited_environ()
         env = {

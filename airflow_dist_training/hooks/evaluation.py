@@ -42,7 +42,7 @@ from airflow_dist_training.evaluation.schema import (
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.job_states import TERMINAL_STATES
 from airflow_dist_training.local.contract import last_error_line
-from airflow_dist_training.local.job_env import job_python
+from airflow_dist_training.local.job_env import inherited_environ, job_python
 
 log = logging.getLogger(__name__)
 
@@ -284,8 +284,8 @@ class LocalEvaluationRunner:
         stale = out / EVALUATION_FILE_NAME
         stale.unlink(missing_ok=True)  # never read a previous run's result
         full_env = {
-            # the worker's PYTHONPATH stays out: the script sees what it ships and its environment has
-            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            # as a job inherits it: the script sees what it ships and its environment has
+            **inherited_environ(),
             "PYTHONUNBUFFERED": "1",
             **script_environment(str(model_dir), str(out), data_dir),
             **(env or {}),

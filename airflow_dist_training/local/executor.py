@@ -82,7 +82,7 @@ from airflow_dist_training.local.contract import (
     split_hyperparameters,
     to_cmd_args,
 )
-from airflow_dist_training.local.job_env import job_python
+from airflow_dist_training.local.job_env import inherited_environ, job_python
 from airflow_dist_training.local.launcher import LocalJobRun, host_command, sync_dir
 from airflow_dist_training.local.metrics import MetricPoint
 from airflow_dist_training.local.store import ObjectStore
@@ -1068,22 +1068,6 @@ class _RequestRun(LocalJobRun):
         self._wait_network()  # a failed preparation still closes the namespace started beside it
         if self.network is not None:
             self.network.close()
-
-
-def inherited_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What a job (training host or processing container) inherits from the process that starts it:
-    its environment without its Python search path (the job's interpreter sees its own environment
-    and what the job ships, as in an image), torch's and SageMaker's per-job variables, and the
-    worker's own ``ADT_*`` settings (``ADT_DEMO_*`` are the demo script's test hooks)."""
-    environ = os.environ if environ is None else environ
-    return {
-        k: v
-        for k, v in environ.items()
-        if not k.startswith(("PET_", "TORCHELASTIC_", "SM_", "SAGEMAKER_"))
-        and (not k.startswith("ADT_") or k.startswith("ADT_DEMO_"))
-        and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-        and k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV")
-    }
 
 
 def _free_port() -> int:

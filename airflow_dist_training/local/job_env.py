@@ -212,6 +212,22 @@ def job_python(
     )
 
 
+def inherited_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a job (training host or processing container) inherits from the process that starts it:
+    its environment without its Python search path (the job's interpreter sees its own environment
+    and what the job ships, as in an image), torch's and SageMaker's per-job variables, and the
+    worker's own ``ADT_*`` settings (``ADT_DEMO_*`` are the demo script's test hooks)."""
+    environ = os.environ if environ is None else environ
+    return {
+        k: v
+        for k, v in environ.items()
+        if not k.startswith(("PET_", "TORCHELASTIC_", "SM_", "SAGEMAKER_"))
+        and (not k.startswith("ADT_") or k.startswith("ADT_DEMO_"))
+        and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+        and k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV")
+    }
+
+
 def build(
     env_dir: Path | None = None,
     *,

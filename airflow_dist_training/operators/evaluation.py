@@ -376,6 +376,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.hooks.evaluation import (
             EvaluationScriptError,
             SageMakerEvaluationRunner,
+            join_uri,
             processing_failure,
         )
         from airflow_dist_training.retry import failing_fast_without_retry_policy
@@ -391,9 +392,15 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
                 raise processing_failure(str(event.get("message")), event.get("failure_reason"))
         if event.get("status") != "success":
             raise EvaluationScriptError(str(event.get("message")))
+        # the job says where its evaluation.json is: defer kwargs do not survive every resume
+        # (dag.test() resumes with the event only)
+        job = runner.client.describe_processing_job(ProcessingJobName=name)
+        evaluation_uri = evaluation_uri or join_uri(
+            job["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"], EVALUATION_FILE_NAME
+        )
         store = _store(self.aws_conn_id, self.region_name)
         result = store.load_evaluation(evaluation_uri)
-        arn = runner.client.describe_processing_job(ProcessingJobName=name).get("ProcessingJobArn")
+        arn = job.get("ProcessingJobArn")
         self.log.info("Evaluation metrics: %s", result.metrics)
         return {
             **result.model_dump(mode="json"),

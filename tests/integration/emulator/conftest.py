@@ -99,3 +99,25 @@ def _state_bytes(torch: Any, model: Any) -> bytes:
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
     return buf.getvalue()
+
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
+
+
+def script_job_spec(tmp_path: Path, name: str, script: str, **over: Any) -> dict[str, Any]:
+    """A torchrun-launcher job of ``script`` (its source folder holds only ``train.py``), its model
+    under ``s3://<BUCKET>/models``; ``over`` replaces top-level fields."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(script)
+    return {
+        "name": name,
+        "role_arn": ROLE,
+        "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
+        "source": {"entry_point": "train.py", "source_dir": str(code)},
+        "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
+        "distribution": {"strategy": "launcher", "launcher": "torchrun", "processes_per_host": 2},
+        "output": {"s3_path": f"s3://{BUCKET}/models"},
+        "stopping": {"max_runtime_seconds": 300},
+        **over,
+    }

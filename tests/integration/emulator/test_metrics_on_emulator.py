@@ -12,11 +12,10 @@ import pytest
 
 from airflow_dist_training.ui.sagemaker_source import sagemaker_job_view
 
-from .conftest import BUCKET
+from .conftest import BUCKET, script_job_spec
 from .test_training_on_emulator import operator, run_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 EPOCHS = 4
 # each host prints its own losses, > 1 s apart: one point per 1-second period when read back
@@ -39,23 +38,17 @@ def test_training_metrics_are_published_to_cloudwatch_and_shown_by_the_training_
     sagemaker_endpoint: Any, tmp_path: Path
 ) -> None:
     sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "train.py").write_text(TRAIN)
-    spec = {
-        "name": "emu-metrics",
-        "role_arn": ROLE,
-        "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
-        "source": {"entry_point": "train.py", "source_dir": str(code)},
-        "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 2},
-        "distribution": {"strategy": "launcher", "launcher": "torchrun", "processes_per_host": 1},
-        "output": {"s3_path": f"s3://{BUCKET}/models"},
-        "metric_definitions": [
+    spec = script_job_spec(
+        tmp_path,
+        "emu-metrics",
+        TRAIN,
+        compute={"instance_type": "ml.m5.xlarge", "instance_count": 2},
+        distribution={"strategy": "launcher", "launcher": "torchrun", "processes_per_host": 1},
+        metric_definitions=[
             {"name": "train:loss", "regex": "loss=([0-9.]+)"},
             {"name": "train:accuracy", "regex": "accuracy=([0-9.]+)"},
         ],
-        "stopping": {"max_runtime_seconds": 300},
-    }
+    )
     from fake_sagemaker_training import make_context
 
     result = run_task(operator(spec), make_context("run-metrics"))

@@ -17,13 +17,12 @@ from airflow_dist_training.local import job_env
 from airflow_dist_training.operators.evaluation import EvaluationOperator
 from airflow_dist_training.operators.training import DistributedTrainingOperator
 
-from .conftest import BUCKET, REPO
+from .conftest import BUCKET, REPO, ROLE, script_job_spec
 
 sys.path.insert(0, str(REPO / "tests" / "integration" / "training"))
 from fake_sagemaker_training import make_context
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312"
 
 
@@ -63,19 +62,7 @@ def _run(op: Any, ctx: dict[str, Any]) -> Any:
 
 
 def _training(tmp_path: Path, name: str, script: str) -> DistributedTrainingOperator:
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "train.py").write_text(script)
-    spec = {
-        "name": name,
-        "role_arn": ROLE,
-        "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
-        "source": {"entry_point": "train.py", "source_dir": str(code)},
-        "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
-        "distribution": {"strategy": "launcher", "launcher": "torchrun", "processes_per_host": 2},
-        "output": {"s3_path": f"s3://{BUCKET}/models"},
-        "stopping": {"max_runtime_seconds": 300},
-    }
+    spec = script_job_spec(tmp_path, name, script)
     op = DistributedTrainingOperator(
         task_id="train", spec=spec, backend="sagemaker", aws_conn_id=None, region_name="us-east-1",
         poll_interval=0.5, deferrable=True, retries=3,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from airflow_dist_training.local import job_env
 from tests.datasets import make_dataset
 from tests.paths import REPO
 
@@ -65,7 +66,7 @@ def _run_roots(demo_dir: Path) -> set[str]:
 
 
 def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
-    retraining_dag, demo_dir, capfd, monkeypatch
+    retraining_dag, demo_dir, capfd, caplog, monkeypatch
 ):
     """The issue's scenario, as separate DAG runs against one persistent registry (local backend)."""
     # Run 1: trains all its epochs, passes the gate, registers v1 with its lineage.
@@ -75,11 +76,15 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
     assert states["local.check_changes"] == "success"
     assert states["local.train"] == states["local.gate"] == states["local.register"] == "success"
     assert states["sagemaker.plan"] == "skipped"
-    out = capfd.readouterr().out
+    out, run1_err = capfd.readouterr()
     assert "no champion yet: training (data fingerprint " in out
     assert "no checkpoint found: starting from scratch" in out
     assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
     assert "run_summary epochs_trained=2 steps_trained=" in out
+    # training and evaluation ran in what the image has: the job environment, nothing of the provider
+    python = job_env.default_env_dir() / "bin" / "python"
+    assert f"[local] job Python: {python} (the pytorch job environment" in out
+    assert f"Evaluation Python: {python} (the pytorch job environment" in out + run1_err + caplog.text  # the task log, wherever pytest captured it
     summary = (demo_dir / "last-run-summary.txt").read_text()
     assert "Registered          adt-demo/1 (Approved)" in summary
     [v1] = _registry(demo_dir)

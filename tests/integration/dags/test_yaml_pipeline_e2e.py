@@ -19,8 +19,9 @@ PIPELINES = REPO / "dags" / "pipelines"
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("yaml-pipeline-dag")]
 
 
-def test_demo_yaml_pipeline_trains_gates_and_registers(tmp_path, monkeypatch, airflow_db):
+def test_demo_yaml_pipeline_trains_gates_and_registers(tmp_path, monkeypatch, airflow_db, capfd, caplog):
     from airflow_dist_training.compat import DagBag
+    from airflow_dist_training.local import job_env
 
     root = tmp_path / "repo"
     dags = root / "dags" / "pipelines"
@@ -39,6 +40,11 @@ def test_demo_yaml_pipeline_trains_gates_and_registers(tmp_path, monkeypatch, ai
     assert str(run.state) == "success", states
     for task in ("stage", "train", "evaluate", "gate", "register"):
         assert states[f"stage_train_evaluate.{task}"] == "success", states
+    # training and evaluation ran in what the image has: the job environment, nothing of the provider
+    captured, python = capfd.readouterr(), job_env.default_env_dir() / "bin" / "python"
+    out = captured.out + captured.err + caplog.text  # the task log, wherever pytest captured it
+    assert f"[local] job Python: {python} (the pytorch job environment" in out
+    assert f"Evaluation Python: {python} (the pytorch job environment" in out
     # the data went where the spec's paths point, next to the repository, not into the DAGs folder
     assert (root / ".adt-demo" / "yaml" / "data" / "train").is_dir()
     assert any((root / ".adt-demo" / "registry-yaml").iterdir())

@@ -121,3 +121,39 @@ def script_job_spec(tmp_path: Path, name: str, script: str, **over: Any) -> dict
         "stopping": {"max_runtime_seconds": 300},
         **over,
     }
+
+
+def log_messages(endpoint: Any, group: str, job: str) -> list[str]:
+    """Every CloudWatch message of a job's streams (``<job>/...``) in ``group``."""
+    logs = endpoint.client("logs")
+    streams = logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=f"{job}/")["logStreams"]
+    return [
+        e["message"]
+        for s in streams
+        for e in logs.get_log_events(logGroupName=group, logStreamName=s["logStreamName"], startFromHead=True)[
+            "events"
+        ]
+    ]
+
+
+def job_interpreters(endpoint: Any) -> dict[str, set[str]]:
+    """Which interpreter ran each training and processing job on the endpoint, as its own log says."""
+    sm = endpoint.client("sagemaker")
+    found: dict[str, set[str]] = {}
+    for summary in sm.list_training_jobs()["TrainingJobSummaries"]:
+        name = summary["TrainingJobName"]
+        lines = log_messages(endpoint, "/aws/sagemaker/TrainingJobs", name)
+        found[name] = {m.split("job Python: ", 1)[1].split(" (", 1)[0] for m in lines if "job Python: " in m}
+    for summary in sm.list_processing_jobs()["ProcessingJobSummaries"]:
+        name = summary["ProcessingJobName"]
+        lines = log_messages(endpoint, "/aws/sagemaker/ProcessingJobs", name)
+        found[name] = {m.split("python3: ", 1)[1].split(" (", 1)[0] for m in lines if m.startswith("[emulator] python3: ")}
+    return found
+
+
+def assert_jobs_ran_in_the_job_environment(endpoint: Any) -> None:
+    from airflow_dist_training.local import job_env
+
+    python = str(job_env.default_env_dir() / "bin" / "python")
+    found = job_interpreters(endpoint)
+    assert found and all(seen == {python} for seen in found.values()), found

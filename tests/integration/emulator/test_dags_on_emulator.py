@@ -17,7 +17,13 @@ import pytest
 
 from tests.datasets import make_dataset
 
-from .conftest import REPO, fast_polling, fsx_network, serve_dags_folder
+from .conftest import (
+    REPO,
+    assert_jobs_ran_in_the_job_environment,
+    fast_polling,
+    fsx_network,
+    serve_dags_folder,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
 DAG_FILE = REPO / "dags" / "distributed_retraining.py"
@@ -93,6 +99,8 @@ def test_retraining_dag_on_sagemaker_trains_evaluates_gates_and_registers(
     assert container["Image"] == SERVING_IMAGE  # the form's inference image, not the training image
     assert container["ModelDataUrl"] == model
     assert detail["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == evaluation_uri
+    # training and evaluation ran in what the image has: the job environment, nothing of the provider
+    assert_jobs_ran_in_the_job_environment(endpoint)
 
 
 def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_runs(
@@ -242,3 +250,4 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_r
         assert meta["TrainingJobName"] == job3["TrainingJobName"]
     else:  # rejected by the gate (on the new data's metrics), with the reason
         assert states["register"] == "skipped" and len(packages) == 1
+    assert_jobs_ran_in_the_job_environment(endpoint)  # every training and evaluation job of the 3 runs

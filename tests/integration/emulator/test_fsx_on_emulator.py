@@ -21,7 +21,13 @@ from typing import Any
 
 import pytest
 
-from .conftest import REPO, fast_polling, fsx_network, serve_dags_folder
+from .conftest import (
+    REPO,
+    assert_jobs_ran_in_the_job_environment,
+    fast_polling,
+    fsx_network,
+    serve_dags_folder,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
 BUCKET = "my-ml-bucket"
@@ -129,6 +135,7 @@ def test_fsx_pipeline_stages_through_fsx_and_trains_on_the_channel(
     ]
     packages = sm.list_model_packages(ModelPackageGroupName="llm-finetune")["ModelPackageSummaryList"]
     assert [p["ModelApprovalStatus"] for p in packages] == ["PendingManualApproval"]
+    assert_jobs_ran_in_the_job_environment(endpoint)
 
 
 def test_fsx_channel_on_a_missing_file_system_is_refused(sagemaker_endpoint: Any) -> None:

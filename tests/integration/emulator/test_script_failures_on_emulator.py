@@ -18,6 +18,7 @@ from airflow_dist_training.operators.evaluation import EvaluationOperator
 from airflow_dist_training.operators.training import DistributedTrainingOperator
 
 from .conftest import BUCKET, REPO, ROLE, script_job_spec
+from .conftest import log_messages as _log_messages
 
 sys.path.insert(0, str(REPO / "tests" / "integration" / "training"))
 from fake_sagemaker_training import make_context
@@ -75,18 +76,6 @@ def _one_job(endpoint: Any) -> dict[str, Any]:
     sm = endpoint.client("sagemaker")
     [job] = sm.list_training_jobs()["TrainingJobSummaries"]  # one job: nothing was retried
     return dict(sm.describe_training_job(TrainingJobName=job["TrainingJobName"]))
-
-
-def _log_messages(endpoint: Any, group: str, job: str) -> list[str]:
-    logs = endpoint.client("logs")
-    streams = logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=f"{job}/")["logStreams"]
-    return [
-        e["message"]
-        for s in streams
-        for e in logs.get_log_events(
-            logGroupName=group, logStreamName=s["logStreamName"], startFromHead=True
-        )["events"]
-    ]
 
 
 def _default_job_python() -> str:

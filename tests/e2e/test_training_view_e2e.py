@@ -189,6 +189,7 @@ def test_training_view_shows_the_cloudwatch_curves_of_a_sagemaker_job(
     state = asyncio.run(look())
     assert state["job_status"] == "Completed", state["text"]
     loss = state["charts"]["train:loss"]
+    print(f"SageMaker job's loss chart: {loss}")
     assert list(loss["hosts"]) == ["algo-1"], loss  # the demo job: 1 instance
     assert loss["hosts"]["algo-1"] >= 2 and loss["epochs"] >= 2, loss  # >= 2 one-minute points
     assert (tmp_path / "training-view-sagemaker.png").stat().st_size > 10_000

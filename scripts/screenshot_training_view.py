@@ -29,12 +29,17 @@ import httpx
 
 from scripts.screenshot_trigger_form import Cdp, start_chromium, stop_chromium
 
-# What the page shows, read from its DOM (the SVG charts carry data-points / data-epochs).
+# What the page shows, read from its DOM (the SVG charts carry data-points / data-epochs, and each
+# host's polyline its data-host / data-points).
 READ_STATE = """
 (() => {
   const charts = {};
   document.querySelectorAll('svg.metric-chart').forEach((svg) => {
-    charts[svg.dataset.metric] = {points: Number(svg.dataset.points), epochs: Number(svg.dataset.epochs)};
+    const hosts = {};  // points per host (one polyline each)
+    svg.querySelectorAll('polyline[data-host]').forEach((line) => {
+      hosts[line.dataset.host] = Number(line.dataset.points);
+    });
+    charts[svg.dataset.metric] = {points: Number(svg.dataset.points), epochs: Number(svg.dataset.epochs), hosts};
   });
   const job = document.querySelector('.job');
   const verdict = document.getElementById('gate-verdict');
@@ -133,7 +138,9 @@ def main() -> int:
 
     repo = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as shots:
-        test = "tests/e2e/test_training_view_e2e.py::test_training_view_shows_live_curves_then_gate_and_version"
+        test = (
+            "tests/e2e/test_training_view_e2e.py::test_training_view_shows_live_curves_then_gate_and_version"
+        )
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
             cwd=repo,

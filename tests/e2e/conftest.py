@@ -16,14 +16,21 @@ from pathlib import Path
 
 import pytest
 
+from airflow_dist_training.emulator.pytest_plugin import EmulatorProcess
 from tests.e2e.airflow_services import AirflowApi, AirflowServices
 from tests.paths import REPO
 
+FAULT_MOTO_CONN_ID = "adt_e2e_fault_moto"  # tests/e2e/dags/adt_e2e_kill.py uses it
+
 
 @pytest.fixture(scope="session")
-def airflow_services_extra_env(tmp_path_factory: pytest.TempPathFactory, moto_server: str) -> dict[str, str]:
-    """Extra environment for the services: the retraining DAG's workspace, with its demo dataset,
-    and this session's moto server as AWS."""
+def airflow_services_extra_env(
+    tmp_path_factory: pytest.TempPathFactory, moto_server: str, sagemaker_emulator: EmulatorProcess
+) -> dict[str, str]:
+    """Extra environment for the services: the retraining DAG's workspace, with its demo dataset;
+    the session's SageMaker test endpoint as AWS (it runs real jobs in the default job
+    environment); and the connection ``adt_e2e_fault_moto`` to this session's moto server, for the
+    DAGs whose test injects faults into moto in this process (``FakeTrainingLifecycle``)."""
     import subprocess
     import sys
 
@@ -44,8 +51,16 @@ def airflow_services_extra_env(tmp_path_factory: pytest.TempPathFactory, moto_se
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "adt-e2e",
         "ADT_DEMO_DIR": str(demo),
         "ADT_LOCAL_ROOT": str(demo / "jobs"),
-        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ENDPOINT_URL": sagemaker_emulator.endpoint,
         "AWS_DEFAULT_REGION": "us-east-1",
+        f"AIRFLOW_CONN_{FAULT_MOTO_CONN_ID.upper()}": json.dumps(
+            {
+                "conn_type": "aws",
+                "login": "testing",
+                "password": "testing",
+                "extra": {"endpoint_url": moto_server, "region_name": "us-east-1"},
+            }
+        ),
     }
 
 

@@ -10,6 +10,11 @@ be watched while it trains):
 * the view's routes refuse requests without Airflow auth (401) and with a bad token (403);
 * the run's OpenLineage events (file transport, configured in conftest) chain
   source data -> staged data -> training -> model -> model package version.
+
+And one run of ``adt_e2e_sagemaker_view`` (the demo job on the SageMaker backend, against the
+session's SageMaker test endpoint), triggered first so that it trains while the local run is
+watched: its Training view shows the job's status and the loss curve the endpoint published to
+CloudWatch, >= 2 one-minute points per host.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
+from airflow_dist_training.emulator.pytest_plugin import EmulatorProcess
 from tests.e2e.airflow_services import AirflowApi, AirflowServices
 
 # the module fixture starts the services (if first) and watches one whole run
@@ -36,11 +42,32 @@ pytestmark = [
     pytest.mark.timeout(1800),
 ]
 DAG_ID = "adt_e2e_training_view"  # the demo's local group, 8 epochs of >= 1.5 s (tests/e2e/dags)
+SAGEMAKER_DAG_ID = "adt_e2e_sagemaker_view"  # the demo job on SageMaker, > 60 s of epochs
+
+
+@pytest.fixture(scope="module")
+def sagemaker_run(
+    airflow_services: AirflowServices, airflow_api: AirflowApi, sagemaker_emulator: EmulatorProcess
+) -> dict[str, Any]:
+    """Upload the demo's training data to the endpoint and trigger the SageMaker run (it trains
+    while ``watched_run`` watches the local one)."""
+    from tests.e2e.dags.adt_e2e_sagemaker_view import BUCKET
+
+    demo = Path(airflow_services.extra_env["ADT_DEMO_DIR"])
+    s3 = sagemaker_emulator.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.upload_file(str(demo / "source" / "train" / "data.csv"), BUCKET, "data/train/data.csv")
+    airflow_api.wait_for_dag(SAGEMAKER_DAG_ID)
+    airflow_api.unpause(SAGEMAKER_DAG_ID)
+    return {"run_id": airflow_api.trigger_run(SAGEMAKER_DAG_ID, {}), "triggered_at": time.monotonic()}
 
 
 @pytest.fixture(scope="module")
 def watched_run(
-    airflow_services: AirflowServices, airflow_api: AirflowApi, tmp_path_factory: Any
+    airflow_services: AirflowServices,
+    airflow_api: AirflowApi,
+    tmp_path_factory: Any,
+    sagemaker_run: dict[str, Any],  # triggered first: both runs train at once
 ) -> Iterator[dict[str, Any]]:
     """Trigger the run and watch it in Chromium; yields what was seen (the tests assert on it)."""
     if shutil.which("chromium") is None:
@@ -51,12 +78,16 @@ def watched_run(
     # The repo's scheduled DAGs start runs as soon as they are parsed; on a small box they starve
     # the api-server this run needs. Pause them (the tests that need one unpause it).
     for dag in airflow_api.get("/dags", params={"limit": 100})["dags"]:
-        if dag["dag_id"] != DAG_ID and not dag["is_paused"]:
+        if dag["dag_id"] not in (DAG_ID, SAGEMAKER_DAG_ID) and not dag["is_paused"]:
             airflow_api.request("PATCH", f"/dags/{dag['dag_id']}", json={"is_paused": True})
     airflow_api.unpause(DAG_ID)
     run_id = airflow_api.trigger_run(DAG_ID, {})
     # scripts/screenshot_training_view.py names a folder (outside the repository) to keep them from
-    shots = Path(os.environ["ADT_SCREENSHOTS_DIR"]) if os.environ.get("ADT_SCREENSHOTS_DIR") else tmp_path_factory.mktemp("training-view")
+    shots = (
+        Path(os.environ["ADT_SCREENSHOTS_DIR"])
+        if os.environ.get("ADT_SCREENSHOTS_DIR")
+        else tmp_path_factory.mktemp("training-view")
+    )
     seen: dict[str, Any] = {"run_id": run_id, "shots": shots}
 
     async def watch() -> None:
@@ -121,6 +152,57 @@ def test_training_view_shows_live_curves_then_gate_and_version(watched_run: dict
     else:  # a champion from an earlier run may win the no-regression check
         assert "Not registered (gate rejected)" in after["text"]
     assert f"/dist-training/view?dag_id={DAG_ID}" in watched_run["tab"]
+
+
+def test_training_view_shows_the_cloudwatch_curves_of_a_sagemaker_job(
+    airflow_services: AirflowServices,
+    airflow_api: AirflowApi,
+    sagemaker_run: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    """The SageMaker backend's curves come from CloudWatch (one point per host and minute): the
+    view of the finished job shows its status and a loss curve of >= 2 points on its host."""
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian chromium is not installed (scripts/setup.sh installs it)")
+    from scripts.screenshot_training_view import TrainingViewBrowser
+
+    run_id = sagemaker_run["run_id"]
+    run = airflow_api.wait_for_run(SAGEMAKER_DAG_ID, run_id, timeout=900)
+    print(f"SageMaker run: {time.monotonic() - sagemaker_run['triggered_at']:.0f} s from trigger to success")
+    assert run["state"] == "success"
+
+    async def look() -> dict[str, Any]:
+        async with TrainingViewBrowser(airflow_services.base_url, airflow_api.token) as browser:
+            await browser.open_view(SAGEMAKER_DAG_ID, run_id)
+            deadline = time.monotonic() + 60
+            while True:
+                state = await browser.state()
+                loss = state.get("charts", {}).get("train:loss", {})
+                if (
+                    state.get("job_status") == "Completed" and loss.get("hosts")
+                ) or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(1)
+            await browser.screenshot(tmp_path / "training-view-sagemaker.png")
+            return state
+
+    state = asyncio.run(look())
+    assert state["job_status"] == "Completed", state["text"]
+    loss = state["charts"]["train:loss"]
+    print(f"SageMaker job's loss chart: {loss}")
+    assert list(loss["hosts"]) == ["algo-1"], loss  # the demo job: 1 instance
+    assert loss["hosts"]["algo-1"] >= 2 and loss["epochs"] >= 2, loss  # >= 2 one-minute points
+    assert (tmp_path / "training-view-sagemaker.png").stat().st_size > 10_000
+    # the card is the SageMaker job the task ran, read through the endpoint
+    (job,) = airflow_api.client.get(
+        "/dist-training/api/run",
+        params={"dag_id": SAGEMAKER_DAG_ID, "run_id": run_id},
+        headers={"Authorization": f"Bearer {airflow_api.token}"},
+    ).json()["jobs"]
+    assert job["backend"] == "sagemaker" and job["task_id"] == "sagemaker.train", job
+    assert job["error"] is None and job["metrics"]["axis"] == "seconds"  # CloudWatch has no epoch
+    assert "train:loss" in job["metric_definitions"]
+    assert job["job_name"] == airflow_api.xcom(SAGEMAKER_DAG_ID, run_id, "sagemaker.train")["job_name"]
 
 
 def test_training_view_requires_airflow_auth(

@@ -25,7 +25,8 @@
   }
   function badge(v) { return `<span class="badge ${esc(v)}">${esc(v || "-")}</span>`; }
 
-  // One line chart per metric; a polyline per host. data-points / data-epochs are read by tests.
+  // One line chart per metric; a polyline per host. data-points / data-epochs (and each polyline's
+  // data-host / data-points) are read by tests.
   function chart(name, points, axis) {
     const W = 420, H = 220, L = 52, R = 12, T = 24, B = 34;
     const xs = points.map((p) => p.x), ys = points.map((p) => p.value);
@@ -53,7 +54,7 @@
     hosts.forEach((host, i) => {
       const pts = points.filter((p) => p.host === host);
       const color = COLORS[i % COLORS.length];
-      svg += `<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${sx(p.x).toFixed(1)},${sy(p.value).toFixed(1)}`).join(" ")}"/>`;
+      svg += `<polyline data-host="${esc(host)}" data-points="${pts.length}" fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${sx(p.x).toFixed(1)},${sy(p.value).toFixed(1)}`).join(" ")}"/>`;
       pts.forEach((p) => { svg += `<circle class="pt" cx="${sx(p.x).toFixed(1)}" cy="${sy(p.value).toFixed(1)}" r="2.5" fill="${color}"><title>${esc(host)} ${axis} ${p.x}: ${p.value}</title></circle>`; });
       svg += `<text x="${W - R}" y="${16 + i * 12}" font-size="10" text-anchor="end" fill="${color}">${esc(host)}</text>`;
     });

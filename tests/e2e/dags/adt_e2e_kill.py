@@ -1,7 +1,9 @@
 """Two training tasks for the kill test: one waits on a worker, one in the triggerer.
 
-SageMaker is the moto server of the test session (``AWS_ENDPOINT_URL``), whose lifecycle fake keeps
-jobs InProgress, so both tasks wait until the test marks them failed or success.
+SageMaker is the moto server of the test session, reached through the connection
+``adt_e2e_fault_moto`` (its ``endpoint_url`` extra; tests/e2e/conftest.py), whose lifecycle fake
+keeps jobs InProgress, so both tasks wait until the test marks them failed or success. (The
+services' ``AWS_ENDPOINT_URL`` is the SageMaker test endpoint, which runs real jobs.)
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ with DAG("adt_e2e_kill", schedule=None, start_date=pendulum.datetime(2026, 1, 1)
         DistributedTrainingOperator(
             task_id=f"train_{mode}",
             spec=spec(f"kill-{mode}"),
-            aws_conn_id=None,
+            aws_conn_id="adt_e2e_fault_moto",
             region_name="us-east-1",
             deferrable=mode == "deferred",
             poll_interval=1,

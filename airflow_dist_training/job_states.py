@@ -11,7 +11,9 @@ from __future__ import annotations
 STOPPABLE_STATES = frozenset({"InProgress"})
 ACTIVE_STATES = STOPPABLE_STATES | {"Stopping"}
 SUCCESS_STATES = frozenset({"Completed"})
-FAILED_STATES = frozenset({"Failed", "Stopped", "MaxRuntimeExceeded"})
+#: Stopped: by a StopXJob call (ours or the console's); never a success.
+STOPPED_STATES = frozenset({"Stopped"})
+FAILED_STATES = frozenset({"Failed", "MaxRuntimeExceeded"}) | STOPPED_STATES
 TERMINAL_STATES = SUCCESS_STATES | FAILED_STATES
 
 

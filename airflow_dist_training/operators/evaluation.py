@@ -351,15 +351,14 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         import time as _time
 
         from airflow_dist_training.hooks.evaluation import join_uri
-        from airflow_dist_training.triggers.processing import ProcessingJobTrigger
 
         assert self._runner is not None
         name = self._runner.start(request, retry_names)
         self._started(name)
         output = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
         self.defer(
-            trigger=ProcessingJobTrigger(
-                job_name=name,
+            trigger=self._runner.jobs.trigger(
+                name,
                 aws_conn_id=self.aws_conn_id,
                 region_name=self.region_name,
                 poll_interval=self.poll_interval,
@@ -393,7 +392,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
             raise EvaluationScriptError(str(event.get("message")))
         store = _store(self.aws_conn_id, self.region_name)
         result = store.load_evaluation(evaluation_uri)
-        arn = runner.client.describe_processing_job(ProcessingJobName=name).get("ProcessingJobArn")
+        arn = runner.jobs.describe(name).get("ProcessingJobArn")
         self.log.info("Evaluation metrics: %s", result.metrics)
         return {
             **result.model_dump(mode="json"),

@@ -98,6 +98,7 @@ def _print_folders(backend: Any, name: str, stream: Any) -> None:
 
 def _follow_remote(backend: Any, name: str, follow: bool, poll: float = 30.0) -> None:
     from airflow_dist_training.hooks.training import LogCursor
+    from airflow_dist_training.job_states import TERMINAL_STATES
 
     cursor = LogCursor()
     while True:
@@ -105,6 +106,6 @@ def _follow_remote(backend: Any, name: str, follow: bool, poll: float = 30.0) ->
         if follow:
             for event in backend.hook.fetch_log_events(name, cursor):
                 print(event.format(), flush=True)
-        if desc.get("TrainingJobStatus") in ("Completed", "Failed", "Stopped"):
+        if desc.get("TrainingJobStatus") in TERMINAL_STATES:
             return
         time.sleep(poll)

@@ -54,7 +54,7 @@ from airflow_dist_training.hooks.cloudwatch_logs import merge_log_events as merg
 from airflow_dist_training.hooks.sagemaker_jobs import TAG_STOP_REQUESTED as TAG_STOP_REQUESTED
 from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
 from airflow_dist_training.hooks.sagemaker_jobs import JobAlreadyExistsError as JobAlreadyExistsError
-from airflow_dist_training.job_states import STOPPABLE_STATES
+from airflow_dist_training.job_states import STOPPABLE_STATES, STOPPED_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
 from airflow_dist_training.sagemaker.job_kinds import TRAINING
 
@@ -157,7 +157,7 @@ def error_for_terminal_state(
     status = str(description.get("TrainingJobStatus", "?"))
     reason = description.get("FailureReason")
     secondary = description.get("SecondaryStatus")
-    if status == "Stopped" and stop_requested:
+    if status in STOPPED_STATES and stop_requested:
         return TrainingJobError(
             f"Training job {name} was stopped on request (task killed, cleared or marked); it did not complete.",
             job_name=name,
@@ -177,7 +177,7 @@ def error_for_terminal_state(
         detail += (
             " (managed spot: capacity was reclaimed and the job did not finish within MaxWaitTimeInSeconds)"
         )
-    elif status == "Stopped":
+    elif status in STOPPED_STATES:
         detail = detail or " (stopped outside Airflow, e.g. in the console or by StopTrainingJob)"
     return training_job_error(
         f"Training job {name} ended {status}{detail}", job_name=name, status=status, failure_reason=reason

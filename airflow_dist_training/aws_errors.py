@@ -51,6 +51,11 @@ ACCESS_DENIED_CODES = frozenset(
 #: Codes meaning "no such resource" across the services we call.
 NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ResourceNotFoundException", "404", "NotFound", "NoSuchKey"})
 
+#: Codes of a create call that found the name taken: the job exists (reattach to it).
+ALREADY_EXISTS_CODES = frozenset({"ResourceInUse", "ResourceInUseException"})
+#: Codes of a create call refused for want of capacity or quota: retry later (``CapacityError``).
+CAPACITY_CODES = frozenset({"ResourceLimitExceeded", "InsufficientCapacityError", "CapacityError"})
+
 #: Fragments (lowercase) of a finished job's FailureReason or SecondaryStatus that mean "no capacity",
 #: not "your code is broken": retryable (``CapacityError``), counted against the interruption budget.
 CAPACITY_MARKERS = (
@@ -75,7 +80,12 @@ IAM_ACTIONS = {
     "DescribeTrainingJob": "sagemaker:DescribeTrainingJob",
     "StopTrainingJob": "sagemaker:StopTrainingJob",
     "ListTrainingJobs": "sagemaker:ListTrainingJobs",
+    "CreateProcessingJob": "sagemaker:CreateProcessingJob",
+    "DescribeProcessingJob": "sagemaker:DescribeProcessingJob",
+    "StopProcessingJob": "sagemaker:StopProcessingJob",
+    "ListProcessingJobs": "sagemaker:ListProcessingJobs",
     "AddTags": "sagemaker:AddTags",
+    "ListTags": "sagemaker:ListTags",
     "DescribeLogStreams": "logs:DescribeLogStreams",
     "GetLogEvents": "logs:GetLogEvents",
     "PutObject": "s3:PutObject",
@@ -136,6 +146,16 @@ def is_not_found(exc: BaseException) -> bool:
     return code in NOT_FOUND_CODES or (
         code == "ValidationException" and ("not found" in message or "could not find" in message)
     )
+
+
+def is_already_exists(exc: BaseException) -> bool:
+    """A create call answered "a resource of this name exists"."""
+    return error_code(exc) in ALREADY_EXISTS_CODES or "already exists" in error_message(exc).lower()
+
+
+def is_capacity_refusal(exc: BaseException) -> bool:
+    """A create call refused for want of capacity or an account limit (not a bad request)."""
+    return error_code(exc) in CAPACITY_CODES
 
 
 def _failure_text(failure_reason: object, secondary_status: object) -> str:

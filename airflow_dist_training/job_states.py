@@ -7,9 +7,13 @@ counts as terminal and failed.
 
 from __future__ import annotations
 
-ACTIVE_STATES = frozenset({"InProgress", "Stopping"})
+#: A job in these states can still be stopped (``Stopping`` is already on its way out).
+STOPPABLE_STATES = frozenset({"InProgress"})
+ACTIVE_STATES = STOPPABLE_STATES | {"Stopping"}
 SUCCESS_STATES = frozenset({"Completed"})
-FAILED_STATES = frozenset({"Failed", "Stopped", "MaxRuntimeExceeded"})
+#: Stopped: by a StopXJob call (ours or the console's); never a success.
+STOPPED_STATES = frozenset({"Stopped"})
+FAILED_STATES = frozenset({"Failed", "MaxRuntimeExceeded"}) | STOPPED_STATES
 TERMINAL_STATES = SUCCESS_STATES | FAILED_STATES
 
 

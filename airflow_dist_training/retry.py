@@ -186,3 +186,41 @@ async def call_with_retry(
             delay = backoff.failure()
             (logger or log).info("%s: transient error (%s), retrying in %.2fs", what, exc, delay)
             await asyncio.sleep(delay)
+
+
+# ---------------------------------------------------------------------------------------------
+# The one synchronous wait: poll until done, or until a deadline.
+# ---------------------------------------------------------------------------------------------
+
+
+class PollTimeout(TimeoutError):
+    """``poll_until`` reached its timeout; ``last`` is the last value read."""
+
+    def __init__(self, message: str, last: Any) -> None:
+        super().__init__(message)
+        self.last = last
+
+
+def poll_until(
+    read: Callable[[], T],
+    done: Callable[[T], bool],
+    *,
+    interval: float,
+    timeout: float | None = None,
+    timeout_message: Callable[[T], str] = lambda last: f"still waiting: {last!r}",
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call ``read()`` every ``interval`` seconds until ``done(value)``; returns that value.
+
+    ``read`` may raise to end the wait (a failed resource). Past ``timeout`` seconds (``None``: no
+    limit) a value that is not done raises ``PollTimeout(timeout_message(value))``: a resource that
+    has just finished is never reported as timed out.
+    """
+    started = time.monotonic()
+    while True:
+        value = read()
+        if done(value):
+            return value
+        if timeout is not None and time.monotonic() - started > timeout:
+            raise PollTimeout(timeout_message(value), value)
+        sleep(interval)

@@ -102,6 +102,7 @@ def _print_folders(backend: Any, name: str, stream: Any) -> None:
 
 def _follow_remote(backend: Any, name: str, follow: bool, poll: float = FOLLOW_POLL_SECONDS) -> None:
     from airflow_dist_training.hooks.training import LogCursor
+    from airflow_dist_training.job_states import TERMINAL_STATES
 
     cursor = LogCursor()
     while True:
@@ -109,6 +110,6 @@ def _follow_remote(backend: Any, name: str, follow: bool, poll: float = FOLLOW_P
         if follow:
             for event in backend.hook.fetch_log_events(name, cursor):
                 print(event.format(), flush=True)
-        if desc.get("TrainingJobStatus") in ("Completed", "Failed", "Stopped"):
+        if desc.get("TrainingJobStatus") in TERMINAL_STATES:
             return
         time.sleep(poll)

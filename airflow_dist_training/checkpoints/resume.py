@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from airflow_dist_training.aws_errors import is_capacity_failure, is_interruption
 from airflow_dist_training.errors import CapacityError, SpecValidationError
+from airflow_dist_training.job_states import SUCCESS_STATES
 
 ResumePolicy = Literal["fresh", "latest", "none"]
 RESUME_POLICIES: tuple[str, ...] = ("fresh", "latest", "none")
@@ -40,7 +41,7 @@ def classify_outcome(
     status: str | None = None, failure_reason: str | None = None, secondary_status: str | None = None
 ) -> AttemptOutcome:
     """Classify a finished SageMaker attempt from ``DescribeTrainingJob`` fields."""
-    if status == "Completed":
+    if status in SUCCESS_STATES:
         return AttemptOutcome.SUCCEEDED
     if is_capacity_failure(failure_reason, secondary_status):
         return AttemptOutcome.CAPACITY

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin, task_region
+from airflow_dist_training.job_states import SUCCESS_STATES
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -121,7 +122,7 @@ class SageMakerBackend(AwsConnectionMixin):
         from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
 
         desc = self.hook.describe_training_job(job_name)
-        if desc.get("TrainingJobStatus") != "Completed":
+        if desc.get("TrainingJobStatus") not in SUCCESS_STATES:
             raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
         return result_from_description(desc)
 

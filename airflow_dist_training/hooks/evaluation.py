@@ -15,7 +15,6 @@ import subprocess
 import tarfile
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -40,9 +39,12 @@ from airflow_dist_training.evaluation.schema import (
     parse_evaluation_text,
 )
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
+from airflow_dist_training.job_states import STOPPED_STATES
 from airflow_dist_training.local.contract import last_error_line
 from airflow_dist_training.local.job_env import inherited_environ, job_python
+from airflow_dist_training.retry import PollTimeout
+from airflow_dist_training.sagemaker.job_kinds import PROCESSING
 
 log = logging.getLogger(__name__)
 
@@ -359,13 +361,18 @@ def _tail_text(tail: collections.deque[str]) -> str:
     return f"; last {len(tail)} stderr line(s):\n" + "\n".join(f"  {line}" for line in tail)
 
 
-class SageMakerEvaluationRunner(AwsConnectionMixin):
+class SageMakerEvaluationRunner(SageMakerApi, AwsConnectionMixin):
     """Run the evaluation script as a SageMaker processing job and read its ``evaluation.json``.
+
+    The job is a ``DurableJob`` of kind ``processing`` (``hooks/sagemaker_jobs.py``): throttled,
+    error-translating calls, describe before create over the run's names, one wait with a deadline.
 
     :param aws_conn_id: Airflow AWS connection.
     :param region_name: AWS region; defaults to the connection's.
     :param poll_interval: seconds between ``DescribeProcessingJob`` calls.
     """
+
+    log = log
 
     def __init__(
         self,
@@ -382,14 +389,13 @@ class SageMakerEvaluationRunner(AwsConnectionMixin):
     def client(self) -> Any:
         return self.aws_client("sagemaker")
 
-    def status(self, name: str) -> str | None:
-        """The job's ``ProcessingJobStatus``, or None when there is no job of that name."""
-        try:
-            return str(self.client.describe_processing_job(ProcessingJobName=name)["ProcessingJobStatus"])
-        except Exception as exc:
-            if error_code(exc) not in {"ValidationException", "ResourceNotFound"}:
-                raise
-            return None
+    @property
+    def sagemaker_client(self) -> Any:
+        return self.client
+
+    @cached_property
+    def jobs(self) -> DurableJob:
+        return DurableJob(self, PROCESSING)
 
     def start(self, request: Mapping[str, Any], retry_names: Sequence[str] = ()) -> str:
         """Create the job, or attach to this run's job when a retry finds it running or completed.
@@ -398,59 +404,55 @@ class SageMakerEvaluationRunner(AwsConnectionMixin):
         ``retry_names`` (the run's next generations) is created instead.
         """
         names = [str(request["ProcessingJobName"]), *retry_names]
-        for name in names:
-            status = self.status(name)
-            if status is None:
-                self.client.create_processing_job(**{**request, "ProcessingJobName": name})
-                log.info("Started processing job %s", name)
-                return name
-            if status in {"Failed", "Stopped"}:
-                log.warning("This run's evaluation job %s ended %s: trying the next one", name, status)
-                continue
-            log.info("Processing job %s already exists (%s): attaching to it", name, status)
-            return name
-        raise EvaluationScriptError(
-            f"every evaluation job of this run ended Failed or Stopped ({', '.join(names)}); "
-            "not starting another"
+
+        def ended(name: str, desc: Mapping[str, Any], _next: int) -> None:
+            status = desc.get("ProcessingJobStatus")
+            log.warning("This run's evaluation job %s ended %s: trying the next one", name, status)
+
+        ref = self.jobs.find_or_create(
+            names,
+            lambda name, _ended: {**request, "ProcessingJobName": name},
+            exhausted=lambda: EvaluationScriptError(
+                f"every evaluation job of this run ended Failed or Stopped ({', '.join(names)}); "
+                "not starting another"
+            ),
+            on_ended=ended,
         )
+        return ref.name
 
     def stop(self, name: str) -> bool:
         """Stop the job; False when it had already ended."""
         # recorded before the call: a waiting thread may see "Stopped" before the call returns
         self.stopped.add(name)
         try:
-            self.client.stop_processing_job(ProcessingJobName=name)
-        except Exception as exc:
+            sent = self.jobs.stop(name, reason="evaluation task killed or timed out")
+        except BaseException:
             self.stopped.discard(name)
-            if error_code(exc) != "ValidationException":
-                raise
-            log.info("Processing job %s was not running: %s", name, exc)
-            return False
-        log.info("Stopped processing job %s", name)
-        return True
+            raise
+        if not sent:
+            self.stopped.discard(name)
+            log.info("Processing job %s was not running", name)
+        return sent
 
     def wait(self, name: str, timeout: float | None = None) -> dict[str, Any]:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        last = None
-        while True:
-            desc = self.client.describe_processing_job(ProcessingJobName=name)
-            status = desc["ProcessingJobStatus"]
-            if status != last:
-                log.info("Processing job %s: %s", name, status)
-                last = status
-            if status in TERMINAL_STATES:
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                self.stop(name)  # a timed-out task must not leave the job billing
-                raise EvaluationScriptError(
-                    f"processing job {name} still {status} after {timeout:g}s; the job was stopped"
-                )
-            time.sleep(self.poll_interval)
-        if status == "Stopped" and name in self.stopped:
+        last: list[object] = [None]
+
+        def report(desc: Mapping[str, Any]) -> None:
+            if desc.get("ProcessingJobStatus") != last[0]:
+                last[0] = desc.get("ProcessingJobStatus")
+                log.info("Processing job %s: %s", name, last[0])
+
+        try:
+            desc = self.jobs.wait(name, poll_interval=self.poll_interval, timeout=timeout, on_poll=report)
+        except PollTimeout as exc:
+            self.stop(name)  # a timed-out task must not leave the job billing
+            raise EvaluationScriptError(f"{exc}; the job was stopped") from None
+        status = desc["ProcessingJobStatus"]
+        if status in STOPPED_STATES and name in self.stopped:
             raise EvaluationScriptError(
                 f"evaluation processing job {name} was stopped on request (task killed, cleared or timed out)"
             )
-        if status != "Completed":
+        if not self.jobs.kind.succeeded(desc):
             reason = desc.get("FailureReason") or desc.get("ExitMessage") or "no reason given"
             raise processing_failure(
                 f"evaluation processing job {name} ended {status}: {reason}", desc.get("FailureReason")

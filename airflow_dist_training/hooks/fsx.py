@@ -20,6 +20,7 @@ from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.preflight import PreflightFacts
 from airflow_dist_training.fsx.progress import FILE_SYSTEM_FAILED, NON_TERMINAL
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.retry import poll_until
 
 
 def _clean(value: Any) -> Any:
@@ -31,6 +32,13 @@ def _clean(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value
+
+
+def _raise_if_failed(resource: dict[str, Any], what: str) -> None:
+    lifecycle = resource.get("Lifecycle")
+    if lifecycle in FILE_SYSTEM_FAILED:
+        message = (resource.get("FailureDetails") or {}).get("Message", "")
+        raise RuntimeError(f"{what} is {lifecycle}: {message}".rstrip(": "))
 
 
 class FSxHook(AwsConnectionMixin, BaseHook):
@@ -97,23 +105,25 @@ class FSxHook(AwsConnectionMixin, BaseHook):
     def wait_file_system_available(
         self, file_system_id: str, poll_interval: float = 30, timeout: float = 3600
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
+        def read() -> dict[str, Any]:
             fs = self.describe_file_system(file_system_id)
             if fs is None:
                 raise RuntimeError(f"file system {file_system_id} disappeared while being created")
-            lifecycle = fs.get("Lifecycle")
-            if lifecycle == "AVAILABLE":
-                return fs
-            if lifecycle in FILE_SYSTEM_FAILED:
-                message = (fs.get("FailureDetails") or {}).get("Message", "")
-                raise RuntimeError(f"file system {file_system_id} is {lifecycle}: {message}".rstrip(": "))
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"file system {file_system_id} not AVAILABLE after {timeout:.0f}s ({lifecycle})"
-                )
-            self.log.info("File system %s is %s; waiting", file_system_id, lifecycle)
-            self.sleep(poll_interval)
+            _raise_if_failed(fs, f"file system {file_system_id}")
+            if fs.get("Lifecycle") != "AVAILABLE":
+                self.log.info("File system %s is %s; waiting", file_system_id, fs.get("Lifecycle"))
+            return fs
+
+        return poll_until(
+            read,
+            lambda fs: fs.get("Lifecycle") == "AVAILABLE",
+            interval=poll_interval,
+            timeout=timeout,
+            timeout_message=lambda fs: (
+                f"file system {file_system_id} not AVAILABLE after {timeout:.0f}s ({fs.get('Lifecycle')})"
+            ),
+            sleep=self.sleep,
+        )
 
     def delete_file_system(self, file_system_id: str) -> str | None:
         """Delete; returns the new lifecycle, or ``None`` if it was already gone (idempotent)."""
@@ -186,18 +196,20 @@ class FSxHook(AwsConnectionMixin, BaseHook):
     def wait_association_available(
         self, association_id: str, poll_interval: float, timeout: float, current: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        assoc = current or self.describe_association(association_id)
-        while assoc.get("Lifecycle") != "AVAILABLE":
-            lifecycle = assoc.get("Lifecycle")
-            if lifecycle in FILE_SYSTEM_FAILED:
-                message = (assoc.get("FailureDetails") or {}).get("Message", "")
-                raise RuntimeError(f"data repository association {association_id} is {lifecycle}: {message}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"association {association_id} not AVAILABLE after {timeout:.0f}s")
-            self.sleep(poll_interval)
-            assoc = self.describe_association(association_id)
-        return assoc
+        def read() -> dict[str, Any]:
+            nonlocal current  # the first poll reads the association the caller already has
+            assoc, current = current or self.describe_association(association_id), None
+            _raise_if_failed(assoc, f"data repository association {association_id}")
+            return assoc
+
+        return poll_until(
+            read,
+            lambda assoc: assoc.get("Lifecycle") == "AVAILABLE",
+            interval=poll_interval,
+            timeout=timeout,
+            timeout_message=lambda _assoc: f"association {association_id} not AVAILABLE after {timeout:.0f}s",
+            sleep=self.sleep,
+        )
 
     # ---- data repository tasks ----------------------------------------------------------------
     def prepare_task(
@@ -244,20 +256,24 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         """Poll until the task is terminal, logging progress when it changes; returns the task."""
         from airflow_dist_training.fsx.progress import format_progress, task_progress
 
-        deadline = time.monotonic() + timeout
-        last = None
-        while True:
+        last: list[str | None] = [None]
+
+        def read() -> dict[str, Any]:
             task = self.describe_task(task_id)
-            progress = task_progress(task)
-            line = format_progress(progress)
-            if line != last:
+            line = format_progress(task_progress(task))
+            if line != last[0]:
                 self.log.info("%s", line)
-                last = line
-            if task["Lifecycle"] not in NON_TERMINAL:
-                return task
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"FSx task {task_id} still {task['Lifecycle']} after {timeout:.0f}s")
-            self.sleep(poll_interval)
+                last[0] = line
+            return task
+
+        return poll_until(
+            read,
+            lambda task: task["Lifecycle"] not in NON_TERMINAL,
+            interval=poll_interval,
+            timeout=timeout,
+            timeout_message=lambda task: f"FSx task {task_id} still {task['Lifecycle']} after {timeout:.0f}s",
+            sleep=self.sleep,
+        )
 
     # ---- pre-flight reads ---------------------------------------------------------------------
     def describe_subnets(self, subnet_ids: list[str]) -> list[dict[str, Any]]:

@@ -27,46 +27,36 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import tarfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_dist_training.aws_errors import (
-    THROTTLING_CODES as THROTTLING_CODES,
-)
-from airflow_dist_training.aws_errors import (
-    error_code,
-    error_message,
-    is_access_denied,
-    is_capacity_failure,
-    is_not_found,
-    permission_error,
-)
+from airflow_dist_training.aws_errors import THROTTLING_CODES as THROTTLING_CODES
+from airflow_dist_training.aws_errors import is_capacity_failure
+from airflow_dist_training.aws_errors import permission_error as permission_error
 from airflow_dist_training.errors import (
-    AwsPermissionError,
     CapacityError,
-    Problem,
     SpecValidationError,
     TrainingJobError,
     training_job_error,
 )
 from airflow_dist_training.hooks import cloudwatch_logs as _logs
-from airflow_dist_training.hooks.aws import cached_aws_hook, environment_region
+from airflow_dist_training.hooks.aws import cached_aws_hook
 
 # the tail's cursor, events and merge live in hooks/cloudwatch_logs.py (shared with the triggers)
 from airflow_dist_training.hooks.cloudwatch_logs import LogCursor as LogCursor
 from airflow_dist_training.hooks.cloudwatch_logs import LogEvent as LogEvent
 from airflow_dist_training.hooks.cloudwatch_logs import merge_log_events as merge_log_events
-from airflow_dist_training.job_states import ACTIVE_STATES as ACTIVE_STATES
-from airflow_dist_training.job_states import FAILED_STATES as FAILED_STATES
-from airflow_dist_training.job_states import SUCCESS_STATES as SUCCESS_STATES
-from airflow_dist_training.job_states import TERMINAL_STATES as TERMINAL_STATES
+from airflow_dist_training.hooks.sagemaker_jobs import TAG_STOP_REQUESTED as TAG_STOP_REQUESTED
+from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
+from airflow_dist_training.hooks.sagemaker_jobs import JobAlreadyExistsError as JobAlreadyExistsError
+from airflow_dist_training.job_states import STOPPABLE_STATES, STOPPED_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
-from airflow_dist_training.retry import call_throttled
+from airflow_dist_training.sagemaker.job_kinds import TRAINING
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -77,20 +67,11 @@ if TYPE_CHECKING:
 # Constants shared with the operator, the sensor and the trigger.
 # ---------------------------------------------------------------------------------------------
 
-LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+LOG_GROUP = str(TRAINING.log_group)
 TAG_RUN_IDENTITY = "airflow-dist-training:run-identity"
 TAG_GENERATION = "airflow-dist-training:generation"
-TAG_STOP_REQUESTED = "airflow-dist-training:stop-requested"
 
 
-
-
-class JobAlreadyExistsError(RuntimeError):
-    """CreateTrainingJob answered ResourceInUse: a job with this name exists (reattach to it)."""
-
-    def __init__(self, job_name: str):
-        self.job_name = job_name
-        super().__init__(f"training job {job_name} already exists")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +157,7 @@ def error_for_terminal_state(
     status = str(description.get("TrainingJobStatus", "?"))
     reason = description.get("FailureReason")
     secondary = description.get("SecondaryStatus")
-    if status == "Stopped" and stop_requested:
+    if status in STOPPED_STATES and stop_requested:
         return TrainingJobError(
             f"Training job {name} was stopped on request (task killed, cleared or marked); it did not complete.",
             job_name=name,
@@ -196,7 +177,7 @@ def error_for_terminal_state(
         detail += (
             " (managed spot: capacity was reclaimed and the job did not finish within MaxWaitTimeInSeconds)"
         )
-    elif status == "Stopped":
+    elif status in STOPPED_STATES:
         detail = detail or " (stopped outside Airflow, e.g. in the console or by StopTrainingJob)"
     return training_job_error(
         f"Training job {name} ended {status}{detail}", job_name=name, status=status, failure_reason=reason
@@ -269,7 +250,7 @@ def _fault_point(name: str) -> None:
 DEFAULT_MAX_ATTEMPTS = 10
 
 
-class _TrainingHookMethods:
+class _TrainingHookMethods(SageMakerApi):
     # SageMakerTrainingHook = this class + the Amazon provider's AwsBaseHook, assembled on first
     # use (module __getattr__), so importing this module imports neither boto3 nor the provider.
     """SageMaker training API with throttling-aware retries, error translation and merged logs.
@@ -290,11 +271,6 @@ class _TrainingHookMethods:
     aws_conn_id: str | None
     conn: Any
     log: Any
-
-    throttle_retries: int = 8
-    throttle_base_delay: float = 0.5
-    throttle_max_delay: float = 20.0
-    _sleep: Callable[[float], None] = staticmethod(time.sleep)
 
     def __init__(
         self,
@@ -343,157 +319,48 @@ class _TrainingHookMethods:
     def s3_conn(self) -> Any:
         return self._sibling("s3").conn
 
-    # --- throttling-aware call ------------------------------------------------------------------
+    # --- SageMaker (one DurableJob of kind "training": sagemaker/job_kinds.py) -----------------
 
-    def _call(self, client: Any, operation: str, resource: str, **kwargs: Any) -> Any:
-        """Call ``client.<snake operation>(**kwargs)`` with throttling backoff and error translation."""
-        method = getattr(client, re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower())
-        try:
-            return call_throttled(
-                lambda: method(**kwargs),
-                what=operation,
-                retries=self.throttle_retries,
-                base=self.throttle_base_delay,
-                cap=self.throttle_max_delay,
-                sleep=self._sleep,
-                logger=self.log,
-            )
-        except Exception as exc:
-            if is_access_denied(exc):
-                raise permission_error(exc, operation=operation, resource=resource, conn_id=self.aws_conn_id) from None
-            if error_code(exc) == "NoSuchBucket":  # bad input, not transient: fail at once, naming it
-                bucket = kwargs.get("Bucket") or resource
-                raise SpecValidationError(
-                    [Problem("", f"{operation} {resource}: bucket {bucket} does not exist")]
-                ) from None
-            raise
+    @property
+    def sagemaker_client(self) -> Any:
+        return self.conn
 
-    # --- SageMaker ------------------------------------------------------------------------------
-
-    def _job_arn_hint(self, job_name: str) -> str:
-        region = getattr(self, "_region_name", None) or environment_region() or "<region>"
-        return f"arn:aws:sagemaker:{region}:<account>:training-job/{job_name}"
+    @cached_property
+    def jobs(self) -> DurableJob:
+        return DurableJob(self, TRAINING)
 
     def create_training_job(self, request: Mapping[str, Any]) -> str:
-        """CreateTrainingJob with ``request`` (the planner's kwargs); returns the job ARN.
-
-        Raises ``JobAlreadyExistsError`` on ResourceInUse (reattach instead), ``CapacityError`` on
-        ResourceLimitExceeded, ``AwsPermissionError`` on AccessDenied and ``SpecValidationError``
-        on ValidationException (SageMaker rejected the request: nothing was launched).
-        """
-        name = str(request["TrainingJobName"])
-        try:
-            response = self._call(self.conn, "CreateTrainingJob", self._job_arn_hint(name), **request)
-        except AwsPermissionError:
-            raise
-        except Exception as exc:
-            code, message = error_code(exc), error_message(exc)
-            if code in {"ResourceInUse", "ResourceInUseException"} or "already exists" in message.lower():
-                raise JobAlreadyExistsError(name) from None
-            if code in {"ResourceLimitExceeded", "InsufficientCapacityError", "CapacityError"}:
-                raise CapacityError(
-                    f"SageMaker refused CreateTrainingJob for {name}: {code}: {message}. Retry later, request a "
-                    "service-quota increase, or use another instance type or region.",
-                    job_name=name,
-                    status="NotCreated",
-                    failure_reason=message,
-                ) from None
-            if code == "ValidationException":
-                raise SpecValidationError(
-                    [Problem("", f"SageMaker rejected CreateTrainingJob for {name}: {message}")]
-                ) from None
-            raise
-        return str(response.get("TrainingJobArn", ""))
+        """CreateTrainingJob with ``request`` (the planner's kwargs); returns the job ARN (``DurableJob.create``)."""
+        return self.jobs.create(request)
 
     def describe_training_job(self, job_name: str) -> dict[str, Any]:
-        """DescribeTrainingJob (raw response, datetimes included) plus its tags under ``Tags``."""
-        return dict(
-            self._call(
-                self.conn, "DescribeTrainingJob", self._job_arn_hint(job_name), TrainingJobName=job_name
-            )
-        )
+        """DescribeTrainingJob (raw response, datetimes included)."""
+        return self.jobs.describe(job_name)
 
     def describe_training_job_or_none(self, job_name: str) -> dict[str, Any] | None:
         """The description, or None when no job has this name."""
-        try:
-            return self.describe_training_job(job_name)
-        except AwsPermissionError:
-            raise
-        except Exception as exc:
-            if is_not_found(exc):
-                return None
-            raise
-
-    def list_tags(self, job_arn: str) -> dict[str, str]:
-        tags: dict[str, str] = {}
-        kwargs: dict[str, Any] = {"ResourceArn": job_arn}
-        while True:
-            page = self._call(self.conn, "ListTags", job_arn, **kwargs)
-            tags.update({t["Key"]: t["Value"] for t in page.get("Tags") or []})
-            if not page.get("NextToken"):
-                return tags
-            kwargs["NextToken"] = page["NextToken"]
+        return self.jobs.describe_or_none(job_name)
 
     def stop_requested(self, description: Mapping[str, Any]) -> bool:
         """Did we (Airflow) ask for this job to stop? Looks at the ``stop-requested`` tag."""
-        tags = tags_of(description)
-        if not tags and description.get("TrainingJobArn"):
-            try:
-                tags = self.list_tags(str(description["TrainingJobArn"]))
-            except Exception:  # tags are advisory: never fail a status check on them
-                return False
-        return tags.get(TAG_STOP_REQUESTED) == "true"
+        return self.jobs.stop_requested(description)
 
     def stop_training_job(self, job_name: str, *, reason: str = "airflow") -> bool:
-        """Stop the job; idempotent. Tags it ``stop-requested`` first. Returns True if a stop was sent.
-
-        A job that is already Stopping, Stopped, Completed or Failed is fine (returns False).
-        """
-        desc = self.describe_training_job_or_none(job_name)
-        if desc is None or desc.get("TrainingJobStatus") not in {"InProgress"}:
-            return False
-        arn = str(desc.get("TrainingJobArn", ""))
-        if arn:
-            try:
-                self._call(
-                    self.conn,
-                    "AddTags",
-                    arn,
-                    ResourceArn=arn,
-                    Tags=[{"Key": TAG_STOP_REQUESTED, "Value": "true"}],
-                )
-            except Exception as exc:  # a missing tag only changes how the stop is reported
-                self.log.warning("Could not tag %s as stop-requested: %s", job_name, exc)
-        try:
-            self._call(self.conn, "StopTrainingJob", self._job_arn_hint(job_name), TrainingJobName=job_name)
-        except AwsPermissionError:
-            raise
-        except Exception as exc:
-            if error_code(exc) == "ValidationException":  # already terminal / stopping
-                self.log.info("StopTrainingJob %s: %s (nothing to stop)", job_name, error_message(exc))
-                return False
-            raise
-        self.log.info("Requested StopTrainingJob for %s (%s)", job_name, reason)
-        return True
+        """Stop the job; idempotent; tags it ``stop-requested`` first. True if a stop was sent."""
+        return self.jobs.stop(job_name, reason=reason)
 
     def list_training_jobs(self, **filters: Any) -> list[dict[str, Any]]:
         """ListTrainingJobs, following NextToken (100 per page)."""
-        out: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"MaxResults": 100, **filters}
-        while True:
-            page = self._call(self.conn, "ListTrainingJobs", "*", **kwargs)
-            out.extend(page.get("TrainingJobSummaries") or [])
-            if not page.get("NextToken"):
-                return out
-            kwargs["NextToken"] = page["NextToken"]
+        return self.jobs.list(**filters)
 
     def stop_run_jobs(self, identity_hash: str, *, reason: str) -> list[str]:
         """Stop every InProgress job of one run (its names carry ``identity_hash``); returns their names."""
         stopped = []
-        for job in self.list_training_jobs(NameContains=identity_hash, StatusEquals="InProgress"):
-            name = str(job["TrainingJobName"])
-            if identity_hash in name and self.stop_training_job(name, reason=reason):
-                stopped.append(name)
+        for status in sorted(STOPPABLE_STATES):
+            for job in self.list_training_jobs(NameContains=identity_hash, StatusEquals=status):
+                name = str(job["TrainingJobName"])
+                if identity_hash in name and self.stop_training_job(name, reason=reason):
+                    stopped.append(name)
         return stopped
 
     def find_job_by_run_identity(self, job_name: str, identity_hash: str) -> dict[str, Any] | None:
@@ -527,9 +394,9 @@ class _TrainingHookMethods:
         emit = log or self.log.info
         cursor = LogCursor()
         seen_transitions = 0
-        started = time.monotonic()
-        while True:
-            desc = self.describe_training_job(job_name)
+
+        def report(desc: dict[str, Any]) -> None:
+            nonlocal seen_transitions
             transitions = desc.get("SecondaryStatusTransitions") or []
             for t in transitions[seen_transitions:]:
                 emit(
@@ -539,14 +406,15 @@ class _TrainingHookMethods:
             if stream_logs:
                 for event in self.fetch_log_events(job_name, cursor):
                     emit(event.format())
-            status = desc.get("TrainingJobStatus")
-            if status in TERMINAL_STATES:
-                return desc
-            if max_wait_seconds is not None and time.monotonic() - started > max_wait_seconds:
-                raise TimeoutError(
-                    f"training job {job_name} still {status} after max_wait_seconds={max_wait_seconds}"
-                )
-            sleep(poll_interval)
+
+        return self.jobs.wait(
+            job_name,
+            poll_interval=poll_interval,
+            timeout=max_wait_seconds,
+            limit=f"max_wait_seconds={max_wait_seconds}",
+            on_poll=report,
+            sleep=sleep,
+        )
 
     # --- CloudWatch logs --------------------------------------------------------------------------
 

@@ -351,15 +351,14 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         import time as _time
 
         from airflow_dist_training.hooks.evaluation import join_uri
-        from airflow_dist_training.triggers.processing import ProcessingJobTrigger
 
         assert self._runner is not None
         name = self._runner.start(request, retry_names)
         self._started(name)
         output = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
         self.defer(
-            trigger=ProcessingJobTrigger(
-                job_name=name,
+            trigger=self._runner.jobs.trigger(
+                name,
                 aws_conn_id=self.aws_conn_id,
                 region_name=self.region_name,
                 poll_interval=self.poll_interval,
@@ -394,7 +393,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
             raise EvaluationScriptError(str(event.get("message")))
         # the job says where its evaluation.json is: defer kwargs do not survive every resume
         # (dag.test() resumes with the event only)
-        job = runner.client.describe_processing_job(ProcessingJobName=name)
+        job = runner.jobs.describe(name)
         evaluation_uri = evaluation_uri or join_uri(
             job["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"], EVALUATION_FILE_NAME
         )

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -50,7 +50,7 @@ from airflow_dist_training.compat import (
 )
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
 
@@ -485,38 +485,44 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     # ResumableJobMixin: submit_job is "ensure the run's job exists" (idempotent).
     def submit_job(self, context: Context) -> str:
-        from airflow_dist_training.checkpoints.resume import classify_outcome
-        from airflow_dist_training.hooks.training import ACTIVE_STATES, SUCCESS_STATES, JobAlreadyExistsError
-
+        """Describe before create over the run's generations (``DurableJob.find_or_create``)."""
         if self._spec_obj is None:
             self._spec_obj = self._load_spec(context)
-        generation = 1
-        outcomes: list[AttemptOutcome] = []
-        while True:
-            name = self._name(context, generation)
-            desc = self.hook.describe_training_job_or_none(name)
-            if desc is None:
-                break
-            status = desc.get("TrainingJobStatus")
-            if status in ACTIVE_STATES or status in SUCCESS_STATES:
-                self.log.info(
-                    "Found this run's training job %s (%s): reattaching, not creating.", name, status
-                )
-                self._job_name = name
-                return name
-            outcomes.append(classify_outcome(status, desc.get("FailureReason"), desc.get("SecondaryStatus")))
-            self.log.warning(
-                "This run's earlier job %s ended %s%s (%s); starting generation %d.",
-                name,
-                status,
-                f" ({desc.get('FailureReason')})" if desc.get("FailureReason") else "",
-                outcomes[-1].value,
-                generation + 1,
-            )
-            generation += 1
-            if generation > MAX_GENERATIONS:
-                raise AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another")
 
+        def names() -> Iterator[str]:
+            return (self._name(context, generation) for generation in range(1, MAX_GENERATIONS + 1))
+
+        ref = self.hook.jobs.find_or_create(
+            names(),
+            partial(self._launch_request, context),
+            exhausted=lambda: AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another"),
+            on_ended=self._log_ended_job,
+        )
+        if ref.created:
+            _fault_point("after_create")
+        self._job_name = ref.name
+        return ref.name
+
+    def _log_ended_job(self, name: str, desc: dict[str, Any], next_generation: int) -> None:
+        from airflow_dist_training.checkpoints.resume import classify_outcome
+
+        outcome = classify_outcome(desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus"))
+        self.log.warning(
+            "This run's earlier job %s ended %s%s (%s); starting generation %d.",
+            name,
+            desc.get("TrainingJobStatus"),
+            f" ({desc.get('FailureReason')})" if desc.get("FailureReason") else "",
+            outcome.value,
+            next_generation,
+        )
+
+    def _launch_request(self, context: Context, name: str, ended: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The request of the run's next job ``name`` (after its ``ended`` ones); its uploads are put first."""
+        from airflow_dist_training.checkpoints.resume import classify_outcome
+
+        outcomes = [
+            classify_outcome(d.get("TrainingJobStatus"), d.get("FailureReason"), d.get("SecondaryStatus")) for d in ended
+        ]
         on_demand = self._next_job_on_demand(outcomes)
         planned = self._launch or self._planned_launch(context)
         launch = self._launch = self._launch_for(name, context, planned=planned, on_demand=on_demand)
@@ -527,14 +533,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             "Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str)
         )
         _fault_point("before_create")
-        try:
-            arn = self.hook.create_training_job(launch.request)
-            self.log.info("Created training job %s (%s)", name, arn)
-        except JobAlreadyExistsError:
-            self.log.info("Training job %s appeared concurrently (ResourceInUse): reattaching.", name)
-        _fault_point("after_create")
-        self._job_name = name
-        return name
+        return launch.request
 
     def _next_job_on_demand(self, outcomes: list[AttemptOutcome]) -> bool:
         """Apply the spot budget to the run's earlier jobs: refuse, or say whether to leave spot.
@@ -586,10 +585,10 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return str(desc.get("TrainingJobStatus")) if desc else "Unknown"
 
     def is_job_active(self, status: str) -> bool:
-        return status in {"InProgress", "Stopping"}
+        return status in ACTIVE_STATES
 
     def is_job_succeeded(self, status: str) -> bool:
-        return status == "Completed"
+        return status in SUCCESS_STATES
 
     def poll_until_complete(self, external_id: Any, context: Context) -> Any:
         """Wait for the job (sync or deferred); returns its result (also on the reconnect path)."""
@@ -675,8 +674,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
 
         self._description = desc
-        status = desc.get("TrainingJobStatus")
-        if status != "Completed":
+        if desc.get("TrainingJobStatus") not in SUCCESS_STATES:
             raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
         result = dict(result_from_description(desc))
         self.log.info(

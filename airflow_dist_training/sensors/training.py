@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.compat import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.job_states import ACTIVE_STATES
+from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES
 from airflow_dist_training.links import sagemaker as links
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
     def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
         from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
 
-        if desc.get("TrainingJobStatus") != "Completed":
+        if desc.get("TrainingJobStatus") not in SUCCESS_STATES:
             raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
         return dict(result_from_description(desc))
 

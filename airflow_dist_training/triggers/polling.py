@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_dist_training.aws_errors import is_access_denied, is_throttling, is_transient
-from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.job_states import ACTIVE_STATES, TERMINAL_STATES
 from airflow_dist_training.retry import Backoff as Backoff  # re-exported: the poller's backoff
 
 log = logging.getLogger(__name__)
@@ -450,7 +450,7 @@ class TrainingJobPoller:
 
     async def _running_summaries(self) -> dict[str, dict[str, Any]]:
         running: dict[str, dict[str, Any]] = {}
-        for status in ("InProgress", "Stopping"):
+        for status in sorted(ACTIVE_STATES):
             for summary in await self._list(StatusEquals=status):
                 running[summary["TrainingJobName"]] = summary
                 lmt = _as_utc(summary.get("LastModifiedTime"))

@@ -1,4 +1,5 @@
-"""Deferrable wait for a SageMaker processing job (the evaluation job), with its logs in the task log.
+"""Deferrable wait for a SageMaker job of any kind in the job-kind table (the evaluation's processing job
+among them), with its logs in the task log.
 
 The evaluation operator starts the processing job and defers to this trigger, so the wait holds no
 worker slot. While it waits, the job's CloudWatch logs (``/aws/sagemaker/ProcessingJobs``, one
@@ -22,29 +23,137 @@ from typing import Any
 
 from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.compat import TriggerEvent
-from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.hooks.sagemaker_jobs import snake_case
+from airflow_dist_training.job_states import STOPPED_STATES
 from airflow_dist_training.retry import call_with_retry
+from airflow_dist_training.sagemaker.job_kinds import PROCESSING, SageMakerJobKind, get_job_kind
 from airflow_dist_training.triggers.base import SageMakerJobTrigger
 from airflow_dist_training.triggers.polling import AsyncClients
 from airflow_dist_training.triggers.training import _LogStreamer
 
-PROCESSING_LOG_GROUP = "/aws/sagemaker/ProcessingJobs"
+PROCESSING_LOG_GROUP = str(PROCESSING.log_group)
 
 
-class ProcessingJobTrigger(SageMakerJobTrigger):
-    """Wait for a SageMaker processing job; stream its logs while waiting.
+class SageMakerJobKindTrigger(SageMakerJobTrigger):
+    """Wait for a SageMaker job of any kind in ``sagemaker/job_kinds.py``; stream its logs while waiting.
 
-    :param job_name: the processing job.
+    One describe per poll (the row's ``describe``), its log group's streams merged by timestamp,
+    the row's terminal states. ``DurableJob.trigger`` builds it for a kind without its own trigger.
+
+    :param job_name: the job.
+    :param kind: the job kind (a key of the job-kind table).
     :param aws_conn_id: Airflow AWS connection.
     :param region_name: AWS region (default: the connection's).
-    :param poll_interval: seconds between ``DescribeProcessingJob`` calls.
+    :param poll_interval: seconds between describe calls.
     :param deadline: POSIX time after which the wait ends with a ``"timeout"`` event (the operator
         then stops the job); ``None`` waits for as long as the job runs.
     :param stream_logs: copy the job's CloudWatch logs into the task log.
     """
 
-    _fields = ("job_name",)
+    _fields: tuple[str, ...] = ("job_name", "kind")
     _common_fields = ("aws_conn_id", "region_name", "poll_interval", "deadline", "stream_logs")
+
+    def __init__(
+        self,
+        job_name: str,
+        kind: str,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        poll_interval: float = 30,
+        deadline: float | None = None,
+        stream_logs: bool = True,
+    ) -> None:
+        super().__init__(
+            poll_interval=poll_interval, deadline=deadline, aws_conn_id=aws_conn_id, region_name=region_name
+        )
+        self.job_name = job_name
+        self.kind = kind
+        self.stream_logs = stream_logs
+
+    @property
+    def row(self) -> SageMakerJobKind:
+        return get_job_kind(self.kind)
+
+    @property
+    def what(self) -> str:
+        """The job as messages name it."""
+        return self.row.label.capitalize()
+
+    def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
+        row = self.row
+        status = row.status(desc)
+        reason = desc.get(row.failure_reason_key) or desc.get("ExitMessage")
+        if status in row.success_states:
+            return self._event("success", f"{self.what} {self.job_name} completed.", status)
+        if status not in STOPPED_STATES:
+            why = reason or "no reason given"
+            return self._event("failed", f"{self.what} {self.job_name} ended {status}: {why}", status, reason)
+        return self._event(
+            "stopped", f"{self.what} {self.job_name} was stopped" + (f": {reason}" if reason else "."), status, reason
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        row = self.row
+        clients = AsyncClients(self.aws_conn_id, self.region_name)
+        streamer = (
+            _LogStreamer(self.job_name, clients, self.log.info, log_group=row.log_group)
+            if self.stream_logs and row.log_group
+            else None
+        )
+        self.log.info("Waiting for SageMaker %s %s (poll interval %ss).", row.label, self.job_name, self.poll_interval)
+        try:
+            while True:
+                sm = await clients.client("sagemaker")
+                try:
+                    desc = await call_with_retry(
+                        functools.partial(getattr(sm, snake_case(row.describe)), **{row.name_key: self.job_name}),
+                        what=row.describe,
+                        max_attempts=None,
+                        logger=None,
+                    )
+                except Exception as exc:
+                    code = error_code(exc)
+                    yield self._event(
+                        "error", f"Cannot watch {row.label} {self.job_name}: {code + ': ' if code else ''}{exc}"
+                    )
+                    return
+                status = row.status(desc)
+                self.log_change("status", status, "%s %s is %s.", self.what, self.job_name, status)
+                if streamer is not None:
+                    await self.stream_best_effort(streamer, desc, self.job_name)
+                if row.is_terminal(desc):
+                    yield self._terminal_event(desc)
+                    return
+                wait = self.next_wait()
+                if wait is None:
+                    yield self._event(
+                        "timeout", f"{self.what} {self.job_name} still {status} at the deadline.", status
+                    )
+                    return
+                await asyncio.sleep(wait)
+        finally:
+            await clients.aclose()
+
+    async def stop_resource(self) -> None:
+        """Stop the job (the user killed the deferred task)."""
+        row = self.row
+        clients = AsyncClients(self.aws_conn_id, self.region_name)
+        try:
+            sm = await clients.client("sagemaker")
+            await getattr(sm, snake_case(row.stop))(**{row.name_key: self.job_name})
+            self.log.info("Requested %s for %s (task killed while deferred).", row.stop, self.job_name)
+        except Exception as exc:
+            if error_code(exc) != "ValidationException":
+                raise
+            self.log.info("%s %s was not running: nothing to stop.", self.what, self.job_name)
+        finally:
+            await clients.aclose()
+
+
+class ProcessingJobTrigger(SageMakerJobKindTrigger):
+    """Wait for the evaluation's SageMaker processing job (``SageMakerJobKindTrigger`` of kind ``processing``)."""
+
+    _fields = ("job_name",)
 
     def __init__(
         self,
@@ -56,84 +165,15 @@ class ProcessingJobTrigger(SageMakerJobTrigger):
         stream_logs: bool = True,
     ) -> None:
         super().__init__(
-            poll_interval=poll_interval, deadline=deadline, aws_conn_id=aws_conn_id, region_name=region_name
-        )
-        self.job_name = job_name
-        self.stream_logs = stream_logs
-
-    def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
-        status = desc.get("ProcessingJobStatus")
-        reason = desc.get("FailureReason") or desc.get("ExitMessage")
-        if status == "Completed":
-            return self._event("success", f"Processing job {self.job_name} completed.", status)
-        if status == "Failed":
-            return self._event(
-                "failed",
-                f"Evaluation processing job {self.job_name} ended Failed: {reason or 'no reason given'}",
-                status,
-                reason,
-            )
-        return self._event(
-            "stopped",
-            f"Evaluation processing job {self.job_name} was stopped" + (f": {reason}" if reason else "."),
-            status,
-            reason,
+            job_name,
+            PROCESSING.kind,
+            aws_conn_id=aws_conn_id,
+            region_name=region_name,
+            poll_interval=poll_interval,
+            deadline=deadline,
+            stream_logs=stream_logs,
         )
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        clients = AsyncClients(self.aws_conn_id, self.region_name)
-        streamer = (
-            _LogStreamer(self.job_name, clients, self.log.info, log_group=PROCESSING_LOG_GROUP)
-            if self.stream_logs
-            else None
-        )
-        self.log.info(
-            "Waiting for SageMaker processing job %s (poll interval %ss).", self.job_name, self.poll_interval
-        )
-        try:
-            while True:
-                sm = await clients.client("sagemaker")
-                try:
-                    desc = await call_with_retry(
-                        functools.partial(sm.describe_processing_job, ProcessingJobName=self.job_name),
-                        what="DescribeProcessingJob",
-                        max_attempts=None,
-                        logger=None,
-                    )
-                except Exception as exc:
-                    code = error_code(exc)
-                    yield self._event(
-                        "error",
-                        f"Cannot watch processing job {self.job_name}: {code + ': ' if code else ''}{exc}",
-                    )
-                    return
-                status = str(desc.get("ProcessingJobStatus"))
-                self.log_change("status", status, "Processing job %s is %s.", self.job_name, status)
-                if streamer is not None:
-                    await self.stream_best_effort(streamer, desc, self.job_name)
-                if status in TERMINAL_STATES:
-                    yield self._terminal_event(desc)
-                    return
-                wait = self.next_wait()
-                if wait is None:
-                    yield self._event(
-                        "timeout", f"Processing job {self.job_name} still {status} at the deadline.", status
-                    )
-                    return
-                await asyncio.sleep(wait)
-        finally:
-            await clients.aclose()
-
-    async def stop_resource(self) -> None:
-        """Stop the processing job (the user killed the deferred task)."""
-        clients = AsyncClients(self.aws_conn_id, self.region_name)
-        try:
-            sm = await clients.client("sagemaker")
-            await sm.stop_processing_job(ProcessingJobName=self.job_name)
-            self.log.info("Requested StopProcessingJob for %s (task killed while deferred).", self.job_name)
-        except Exception as exc:
-            if error_code(exc) != "ValidationException":
-                raise
-            self.log.info("Processing job %s was not running: nothing to stop.", self.job_name)
-        finally:
-            await clients.aclose()
+    @property
+    def what(self) -> str:
+        return "Evaluation processing job"

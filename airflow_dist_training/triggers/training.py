@@ -32,9 +32,9 @@ from typing import Any
 from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.compat import TriggerEvent
 from airflow_dist_training.hooks.cloudwatch_logs import LogTail, tail_async
-from airflow_dist_training.hooks.training import LOG_GROUP
-from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.job_states import STOPPED_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.retry import call_with_retry
+from airflow_dist_training.sagemaker.job_kinds import TRAINING
 from airflow_dist_training.triggers.base import SageMakerJobTrigger
 from airflow_dist_training.triggers.polling import JobWatch, TrainingJobPoller, get_poller
 
@@ -65,7 +65,7 @@ class _LogStreamer:
     the async driver of ``hooks/cloudwatch_logs.LogTail`` (the hook drives the same tail sync)."""
 
     def __init__(
-        self, job_name: str, poller: TrainingJobPoller | Any, emit: Any, log_group: str = LOG_GROUP
+        self, job_name: str, poller: TrainingJobPoller | Any, emit: Any, log_group: str = str(TRAINING.log_group)
     ) -> None:
         self.poller = poller  # anything with ``async client("logs")``
         self.emit = emit
@@ -138,9 +138,9 @@ class TrainingJobTrigger(SageMakerJobTrigger):
         status = desc.get("TrainingJobStatus")
         secondary = desc.get("SecondaryStatus")
         reason = desc.get("FailureReason")
-        if status == "Completed":
+        if status in SUCCESS_STATES:
             return self._event("success", f"Training job {self.job_name} completed.", status)
-        if status == "Failed" or secondary in FAILED_SECONDARY:
+        if status not in STOPPED_STATES or secondary in FAILED_SECONDARY:
             why = reason or secondary or "no FailureReason given"
             return self._event(
                 "failed", f"Training job {self.job_name} {status}: {why}", status, reason or secondary

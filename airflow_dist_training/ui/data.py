@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_dist_training.job_states import TERMINAL_STATES
+from airflow_dist_training.job_states import ACTIVE_STATES, TERMINAL_STATES
 
 LINK_KEY = "sagemaker_training_job"  # links.sagemaker.XCOM_KEY (not imported: no Airflow here)
 PLAN_KEYS = ("cost_bound_usd", "request", "spec", "backend", "job_name", "dry_run")
@@ -201,7 +201,7 @@ def build_run_view(
         for group in sorted(job_groups or {""})
         if (section := _section(group, xcoms, states, render_plot, has_jobs=group in job_groups)) is not None
     ]
-    running = [j for j in jobs if j["status"] in ("InProgress", "Stopping", "Pending")]
+    running = [j for j in jobs if j["status"] in ACTIVE_STATES]
     return {
         "dag_id": dag_id,
         "run_id": run_id,

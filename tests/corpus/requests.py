@@ -55,18 +55,43 @@ class _TaskInstance:
         return self.xcom.get((task_ids, key))
 
 
-class _RecordingSageMaker:
-    """What the training task sends; no job of the run exists yet."""
+class _RecordingClient:
+    """The SageMaker client the training task's hook calls: no job of the run exists yet; a create is recorded."""
 
     def __init__(self) -> None:
         self.created: list[dict[str, Any]] = []
 
-    def describe_training_job_or_none(self, name: str) -> None:
-        return None
+    def describe_training_job(self, TrainingJobName: str) -> None:
+        from botocore.exceptions import ClientError
 
-    def create_training_job(self, request: dict[str, Any]) -> str:
+        error = {"Code": "ValidationException", "Message": f"Could not find job {TrainingJobName}"}
+        raise ClientError({"Error": error}, "DescribeTrainingJob")
+
+    def create_training_job(self, **request: Any) -> dict[str, str]:
         self.created.append(request)
-        return f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{request['TrainingJobName']}"
+        return {"TrainingJobArn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{request['TrainingJobName']}"}
+
+
+class _RecordingSageMaker:
+    """The training hook as the task uses it (its ``DurableJob``), over the recording client: what it sends."""
+
+    aws_conn_id = None
+    region_name = REGION
+
+    def __init__(self) -> None:
+        import logging
+
+        from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
+
+        class Api(SageMakerApi):
+            log = logging.getLogger("corpus")
+            aws_conn_id = None
+            region_name = REGION
+            sagemaker_client = _RecordingClient()
+
+        self.api = Api()
+        self.jobs = DurableJob(self.api, "training")
+        self.created = self.api.sagemaker_client.created
 
     def put_uploads(self, uploads: Any) -> None:
         pass

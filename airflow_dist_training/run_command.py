@@ -103,13 +103,15 @@ def _print_folders(backend: Any, name: str, stream: Any) -> None:
 def _follow_remote(backend: Any, name: str, follow: bool, poll: float = FOLLOW_POLL_SECONDS) -> None:
     from airflow_dist_training.hooks.training import LogCursor
     from airflow_dist_training.job_states import TERMINAL_STATES
+    from airflow_dist_training.retry import poll_until
 
     cursor = LogCursor()
-    while True:
+
+    def read() -> dict[str, Any]:
         desc = backend.describe(name)
         if follow:
             for event in backend.hook.fetch_log_events(name, cursor):
                 print(event.format(), flush=True)
-        if desc.get("TrainingJobStatus") in TERMINAL_STATES:
-            return
-        time.sleep(poll)
+        return dict(desc)
+
+    poll_until(read, lambda desc: desc.get("TrainingJobStatus") in TERMINAL_STATES, interval=poll)

@@ -72,7 +72,7 @@ class _RecordingClient:
         return {"TrainingJobArn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{request['TrainingJobName']}"}
 
 
-class _RecordingSageMaker:
+class RecordingSageMaker:
     """The training hook as the task uses it (its ``DurableJob``), over the recording client: what it sends."""
 
     aws_conn_id = None
@@ -92,9 +92,10 @@ class _RecordingSageMaker:
         self.api = Api()
         self.jobs = DurableJob(self.api, "training")
         self.created = self.api.sagemaker_client.created
+        self.put: list[str] = []
 
     def put_uploads(self, uploads: Any) -> None:
-        pass
+        self.put += [u.s3_uri for u in uploads]
 
 
 class _NoCheckpoints:
@@ -149,7 +150,7 @@ def _plan_then_send(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             aws_conn_id=None,
             region_name=REGION,
         )
-    sagemaker = _RecordingSageMaker()
+    sagemaker = RecordingSageMaker()
     # the FSx pre-flight reads the file system on AWS; it adds nothing to the request
     op.__dict__.update(hook=sagemaker, checkpoint_hook=_NoCheckpoints(), _fsx_preflight=lambda: None)
     op._spec_obj = op._load_spec(context)

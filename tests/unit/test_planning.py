@@ -14,6 +14,7 @@ from airflow_dist_training.hooks.backends import SageMakerBackend
 from airflow_dist_training.planning import PLAN_XCOM_KEYS, plan_run
 from airflow_dist_training.spec.overrides import apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
+from tests.corpus.requests import RecordingSageMaker
 from tests.unit.sagemaker.specs import example
 
 
@@ -169,24 +170,6 @@ class _TaskInstance:
         return self.xcom.get((task_ids, key))
 
 
-class _SageMaker:
-    """Records what the training task sends; no job of this run exists yet."""
-
-    def __init__(self) -> None:
-        self.created: list[dict[str, Any]] = []
-        self.put: list[str] = []
-
-    def describe_training_job_or_none(self, name: str) -> None:
-        return None
-
-    def create_training_job(self, request: dict[str, Any]) -> str:
-        self.created.append(request)
-        return f"arn:aws:sagemaker:us-east-1:1:training-job/{request['TrainingJobName']}"
-
-    def put_uploads(self, uploads: Any) -> None:
-        self.put += [u.s3_uri for u in uploads]
-
-
 class _NoCheckpoints:
     def latest_complete(self, uri: str) -> None:
         return None
@@ -222,7 +205,7 @@ def _plan_then_train(spec: TrainingJobSpec, *, warm_start_uri: str | None = None
                 region_name="us-east-1",
                 warm_start_uri=warm_start_uri,
             )
-        sagemaker = _SageMaker()
+        sagemaker = RecordingSageMaker()
         op.__dict__.update(hook=sagemaker, checkpoint_hook=_NoCheckpoints())
         op._spec_obj = op._load_spec(context)
         op._launch = op._launch_for(op._name(context, 1), context, planned=op._planned_launch(context))

@@ -102,7 +102,7 @@ def stage_train_evaluate(
         _stop_orphaned_teardown(g, plan_task, train)
         _checkpoint_tasks(g, train, checkpoints)
         if evaluation is not None:
-            evaluate = _evaluation_task(g, train, evaluation)
+            evaluate = _evaluation_task(g, plan_task, train, evaluation)
             if gate is not None:
                 _gate_and_register(g, train, evaluate, check_task, gate, registry, fail_on_reject)
         _teardowns_last(group)
@@ -178,11 +178,12 @@ def _plan_task(
             for line in result["summary"].splitlines():
                 print(line)
             result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
+            run_evaluation = _evaluation_for_run(evaluation, params, g.base)
             # every later step's inputs too: nothing is launched when one of them cannot work
             _check_run_steps(
                 g.spec,
                 g.backend,
-                evaluation,
+                run_evaluation,
                 gate,
                 registry,
                 params,
@@ -194,6 +195,9 @@ def _plan_task(
             )
             for key in PLAN_XCOM_KEYS:
                 context["ti"].xcom_push(key=key, value=result[key])
+            if run_evaluation is not None:  # what the evaluation ships this run (the form may choose)
+                deps = [g.resolve(d) for d in run_evaluation.dependencies]
+                context["ti"].xcom_push(key="evaluation_dependencies", value=deps)
             return not result["dry_run"]
 
     return plan().operator  # type: ignore[attr-defined]
@@ -327,7 +331,9 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
         retention >> promote
 
 
-def _evaluation_task(g: _Group, train: Any, evaluation: EvaluationStep) -> Any:
+def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: EvaluationStep) -> Any:
+    from airflow.sdk import XComArg
+
     from airflow_dist_training.operators.evaluation import EvaluationOperator
 
     data_uri = evaluation.channel_source
@@ -347,7 +353,7 @@ def _evaluation_task(g: _Group, train: Any, evaluation: EvaluationStep) -> Any:
         model_uri=_xcom_field(f"{g.prefix}train", "model_artifact_uri"),
         data_uri=g.resolve(data_uri) if data_uri else data_uri,
         arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
-        dependencies=[g.resolve(d) for d in evaluation.dependencies],
+        dependencies=XComArg(plan_task, key="evaluation_dependencies"),  # type: ignore[arg-type]
         backend="sagemaker" if g.remote else "local",
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
@@ -426,6 +432,36 @@ def _inference_image(registry: RegistryStep, spec: TrainingJobSpec, prefix: str)
             f"ti.xcom_pull(task_ids='{prefix}plan', key='request')['AlgorithmSpecification']['TrainingImage']"
         )
     return f"{{{{ params.get('inference_image') or {fallback} }}}}"
+
+
+def _evaluation_for_run(
+    evaluation: EvaluationStep | None, params: Mapping[str, Any], base: Path
+) -> EvaluationStep | None:
+    """The evaluation step with the trigger form's ``evaluation_dependencies`` (files or folders
+    of the project, relative to its folder), refused with the param's path when one is not."""
+    chosen = params.get("evaluation_dependencies")
+    if evaluation is None or chosen is None:
+        return evaluation
+    from pydantic import ValidationError
+
+    from airflow_dist_training.errors import Problem, SpecValidationError
+
+    field = "params.evaluation_dependencies"
+    if not isinstance(chosen, list) or not all(isinstance(d, str) for d in chosen):
+        raise SpecValidationError([Problem(field, "must be a list of paths")], source="trigger form")
+    project = base.resolve()
+    problems = [
+        Problem(f"{field}[{i}]", f"{d!r} must be a path inside the project folder {project}")
+        for i, d in enumerate(chosen)
+        if Path(d).is_absolute() or "://" in d or not (project / d).resolve().is_relative_to(project)
+    ]
+    if problems:
+        raise SpecValidationError(problems, source="trigger form")
+    try:
+        return type(evaluation).model_validate({**evaluation.model_dump(), "dependencies": chosen})
+    except ValidationError as exc:
+        message = "; ".join(str(e["msg"]) for e in exc.errors())
+        raise SpecValidationError([Problem(field, message)], source="trigger form") from None
 
 
 def _check_run_steps(

@@ -127,6 +127,14 @@ with DAG(
             title="Force training",
             description="Train even when data, code and spec equal the champion's (otherwise skipped)",
         ),
+        "evaluation_dependencies": Param(
+            ["airflow_dist_training/checkpointing.py"],
+            type="array",
+            items={"type": "string"},
+            title="Evaluation dependencies",
+            description="Files or folders of this project (relative to its folder) shipped with the "
+            "evaluation script, as the training code ships its own; the image has nothing else",
+        ),
         "warm_start": Param(
             "none",
             enum=["none", "champion", "promoted"],

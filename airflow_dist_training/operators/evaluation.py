@@ -202,14 +202,16 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
             ]
             if missing:
                 raise SpecValidationError([(m, "is required for backend='sagemaker'") for m in missing])
-        _check_dependencies(script, dependencies)
+        if isinstance(dependencies, list | tuple | str):  # else resolved at run time (the plan task's XCom)
+            _check_dependencies(script, dependencies)
+            dependencies = [str(d) for d in dependencies]
         self.script = script
         self.model_uri = model_uri
         self.backend = backend
         self.output_uri = output_uri
         self.data_uri = data_uri
         self.arguments = list(arguments)
-        self.dependencies = [str(d) for d in dependencies]
+        self.dependencies = dependencies
         self.env = dict(env or {})
         self.python = python
         self.timeout = timeout

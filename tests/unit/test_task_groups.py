@@ -100,3 +100,24 @@ def test_a_sagemaker_group_waits_in_the_worker_only_when_told(deferrable: bool |
     assert _build(spec=example("smddp_p4d"), backend="sagemaker", training_kwargs={"deferrable": False}).get_task(
         f"{G}.train"
     ).deferrable is False
+
+
+def test_the_forms_evaluation_dependencies_replace_the_steps_and_stay_inside_the_project(tmp_path: Any) -> None:
+    from airflow_dist_training.task_groups import _evaluation_for_run
+
+    step = EvaluationStep(script="examples/evaluate.py", dependencies=["/opt/helpers/checkpointing.py"])
+    assert _evaluation_for_run(step, {}, tmp_path) is step  # no form value: the step's own
+    chosen = _evaluation_for_run(step, {"evaluation_dependencies": ["lib/helper.py", "pkg"]}, tmp_path)
+    assert chosen is not None and list(chosen.dependencies) == ["lib/helper.py", "pkg"]
+    assert chosen.script == step.script
+    for bad, what in (
+        (["/etc/passwd"], "'/etc/passwd' must be a path inside the project folder"),
+        (["lib/../../x"], "'lib/../../x' must be a path inside the project folder"),
+        (["s3://b/k.py"], "'s3://b/k.py' must be a path inside the project folder"),
+    ):
+        with pytest.raises(SpecValidationError, match=r"trigger form: params\.evaluation_dependencies\[0\]: " + what):
+            _evaluation_for_run(step, {"evaluation_dependencies": bad}, tmp_path)
+    with pytest.raises(SpecValidationError, match=r"params\.evaluation_dependencies: must be a list of paths"):
+        _evaluation_for_run(step, {"evaluation_dependencies": "lib/helper.py"}, tmp_path)
+    with pytest.raises(SpecValidationError, match=r"params\.evaluation_dependencies: .*helper\.py"):
+        _evaluation_for_run(step, {"evaluation_dependencies": ["a/helper.py", "b/helper.py"]}, tmp_path)

@@ -75,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(str(exc), file=sys.stderr)  # the failing host and its last lines
         _print_folders(backend, name, sys.stderr)
         return EXIT_FAILED
-    print(f"Training job {name} Completed")
+    print(f"Training job {name} Completed", flush=True)
     print(f"  model artifact: {result['model_artifact_uri']}")
     print(f"  output:         {result['output_uri']}")
     if result["checkpoint_uri"]:

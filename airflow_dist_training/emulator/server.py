@@ -423,11 +423,34 @@ def _install_patches() -> None:
     _ORIGINALS["create_processing"] = SageMakerResponse.create_processing_job
     _ORIGINALS["stop_processing"] = SageMakerResponse.stop_processing_job
     _install_fsx_patches()
+    _jobs_start_in_progress()
     SageMakerResponse.create_training_job = _sagemaker_create_training_job  # type: ignore[method-assign]
     SageMakerResponse.stop_training_job = _sagemaker_stop_training_job  # type: ignore[attr-defined]
     SageMakerResponse.create_processing_job = _sagemaker_create_processing_job  # type: ignore[method-assign]
     SageMakerResponse.stop_processing_job = _sagemaker_stop_processing_job  # type: ignore[method-assign]
     _PATCHED = True
+
+
+def _jobs_start_in_progress() -> None:
+    """moto makes every job record ``Completed`` at creation. The emulator then runs it, but a
+    describe between moto's insert and the run's first update would see a job that never ran end
+    ``Completed`` (a poller would take it for a finished job). Records start ``InProgress``."""
+    from moto.sagemaker.models import FakeProcessingJob, FakeTrainingJob
+
+    training_init, processing_init = FakeTrainingJob.__init__, FakeProcessingJob.__init__
+
+    def training(self: Any, *args: Any, **kwargs: Any) -> None:
+        training_init(self, *args, **kwargs)
+        if _ACTIVE is not None:
+            self.training_job_status, self.secondary_status = "InProgress", "Starting"
+
+    def processing(self: Any, *args: Any, **kwargs: Any) -> None:
+        processing_init(self, *args, **kwargs)
+        if _ACTIVE is not None:
+            self.processing_job_status = "InProgress"
+
+    FakeTrainingJob.__init__ = training  # type: ignore[method-assign]
+    FakeProcessingJob.__init__ = processing  # type: ignore[method-assign]
 
 
 def _install_fsx_patches() -> None:

@@ -139,3 +139,38 @@ def test_the_documented_fault_calls_are_the_admin_api(sagemaker_endpoint: Any) -
         "throttle": {"throttle_share": 0.3},
     }
     sagemaker_endpoint.reset()  # disarm what the doc's calls armed
+
+
+def test_a_new_job_is_never_seen_completed_before_it_ran(sagemaker_endpoint: Any, tmp_path: Path) -> None:
+    """moto makes a job record ``Completed`` when it is created; a poller that read it before the
+    emulator's run took over would count a job that never ran as finished (a run once noticed its
+    job's "end" 6 s early this way). Describes every 10 ms from before the create."""
+    import threading
+
+    from .conftest import script_job_spec
+
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    name = "emu-first-status"
+    spec_dict = script_job_spec(tmp_path, name, "import time\ntime.sleep(2)\n")
+    sm = sagemaker_endpoint.client("sagemaker")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            jobs = sm.list_training_jobs()["TrainingJobSummaries"]  # the run's job, whatever its name
+            status = jobs[0]["TrainingJobStatus"] if jobs else None
+            if status and (not seen or seen[-1] != status):
+                seen.append(status)
+            if status in ("Completed", "Failed", "Stopped"):
+                return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        run_task(operator(spec_dict), make_context("run-first-status"))
+    finally:
+        watcher.join(60)
+        done.set()
+    assert seen == ["InProgress", "Completed"], seen

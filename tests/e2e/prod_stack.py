@@ -75,6 +75,7 @@ def prerequisites_missing() -> str | None:
     for module, dist in (
         ("airflow.providers.celery", "apache-airflow-providers-celery"),
         ("psycopg2", "psycopg2-binary"),
+        ("asyncpg", "asyncpg"),
     ):
         try:
             found = importlib.util.find_spec(module) is not None

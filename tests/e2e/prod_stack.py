@@ -289,12 +289,14 @@ class ProdStack(AirflowServices):
         pythonpath = self.home / "pythonpath"
         pythonpath.mkdir(parents=True, exist_ok=True)
         (pythonpath / "adt_stack_hostname.py").write_text(HOSTNAME_MODULE)
-        result_backend = "db+" + self.database_url.replace("+psycopg2", "")
+        result_backend = "db+" + self.database_url  # the driver named: SQLAlchemy 2.1 defaults to psycopg 3
         env.update(
             {
                 "PYTHONPATH": os.pathsep.join(p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p),
                 "AIRFLOW__CORE__HOSTNAME_CALLABLE": "adt_stack_hostname.hostname",
                 "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                # the repo's scheduled DAGs would start runs of their own: each test unpauses its DAG
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
                 "AIRFLOW__CORE__PARALLELISM": "32",
                 "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "32",
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url,
@@ -316,7 +318,12 @@ class ProdStack(AirflowServices):
             # logs are read from the shared AIRFLOW_HOME; one log server port per host would clash
             commands[name] = [airflow, "triggerer", "--skip-serve-logs"]
         for name in WORKERS:
+            # The worker leads its own process group, so its pid ($$, kept by exec) is the group's
+            # id: a fault point (ADT_CRASH_AT) kills the whole worker with it, as a lost machine.
             commands[name] = [
+                "sh",
+                "-c",
+                'export ADT_CRASH_KILL_PGID=$$; exec "$0" "$@"',
                 airflow,
                 "celery",
                 "worker",

@@ -32,6 +32,7 @@ def test_a_training_task_runs_on_a_celery_worker_and_waits_in_a_triggerer(
     prod_stack: ProdStack, prod_api: AirflowApi, endpoint: Any
 ) -> None:
     prod_api.wait_for_dag("adt_prod_training")
+    prod_api.unpause("adt_prod_training")
     run_id = prod_api.trigger_run("adt_prod_training", {"seconds": 5})
     prod_api.wait_for_run("adt_prod_training", run_id, timeout=300)
     (ti,) = prod_api.task_instances("adt_prod_training", run_id)

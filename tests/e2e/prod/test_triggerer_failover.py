@@ -42,6 +42,7 @@ def test_triggers_of_a_killed_triggerer_resume_on_the_other(
     prod_stack: ProdStack, prod_api: AirflowApi, endpoint: Any
 ) -> None:
     prod_api.wait_for_dag(DAG_ID)
+    prod_api.unpause(DAG_ID)
     prod_stack.kill_service("triggerer-2", signal.SIGTERM)
     try:
         run_ids = [prod_api.trigger_run(DAG_ID, {"seconds": JOB_SECONDS}) for _ in range(TASKS)]

@@ -60,7 +60,7 @@ def parse_dags(dags: Path) -> list[str]:
     code = (
         "import json, sys\n"
         "from airflow.dag_processing.dagbag import DagBag\n"
-        "bag = DagBag(dag_folder=sys.argv[1], include_examples=False)\n"
+        "bag = DagBag(dag_folder=sys.argv[1])\n"
         "print(json.dumps({'dags': sorted(bag.dag_ids), 'errors': bag.import_errors}, default=str))\n"
     )
     env = {**os.environ, "AIRFLOW_HOME": home, "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}

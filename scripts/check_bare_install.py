@@ -95,7 +95,7 @@ def extras_size(full_venv: Path) -> dict[str, int]:
     )
     # the extras' requirements and everything they pull, closed over full_venv's metadata
     requires = installed.get("airflow-dist-training", [0, []])[1]
-    todo = [r for r in requires if any(f'extra == "{e}"' in r for e in EXTRAS)]
+    todo = [r for r in requires if any(re.search(rf"extra == [\"']{e}[\"']", r) for e in EXTRAS)]
     added: set[str] = set()
     while todo:
         name = re.split(r"[\s\[<>=!~;(]", todo.pop(), maxsplit=1)[0].lower().replace("_", "-")

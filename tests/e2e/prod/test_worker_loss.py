@@ -8,8 +8,9 @@ try lands on it. At the point the task SIGKILLs the worker's whole process group
 ``[scheduler] task_instance_heartbeat_timeout`` (20 s in this stack; Airflow's default is 300 s) and
 the retry (``retries=1``) runs on ``worker-2``. The task runs synchronously (``deferrable=False``)
 so that all four points are on the worker: ``before_create`` (nothing created yet: the retry
-creates), ``after_create`` (created, name not persisted), ``after_persist``, ``wait`` (waiting on the
-job): the retry finds the run's job by its deterministic name and reattaches.
+creates the run's one job), ``after_create`` (created, name not persisted: the retry finds the job
+by its deterministic name and reattaches), ``after_persist`` and ``wait`` (waiting on the job; the
+name is in ``task_state_store``: Airflow's ``ResumableJobMixin`` reconnects to it).
 """
 
 from __future__ import annotations
@@ -68,9 +69,17 @@ def test_a_worker_lost_at_a_crash_point_is_retried_on_the_other_without_a_duplic
     assert len(jobs) == 1, [j["TrainingJobName"] for j in jobs]  # 0 duplicates
     assert jobs[0]["TrainingJobStatus"] == "Completed"
     retry_log = prod_api.task_log(DAG_ID, run_id, "train", try_number=2)
-    if point == "before_create":
-        assert f"Created training job {jobs[0]['TrainingJobName']}" in retry_log
-    else:
-        assert f"Found this run's training job {jobs[0]['TrainingJobName']}" in retry_log
+    name = jobs[0]["TrainingJobName"]
+    if point == "before_create":  # nothing was created: the retry creates the run's one job
+        assert f"Created training job {name}" in retry_log
+    elif point == "after_create":  # created, name not persisted: found by its deterministic name
+        assert f"Found this run's training job {name}" in retry_log
         assert "reattaching, not creating" in retry_log
+    else:  # the name was persisted in task_state_store: Airflow's ResumableJobMixin reconnects
+        assert (
+            "Reconnecting to existing job" in retry_log or "Job already completed successfully" in retry_log
+        )
+        assert name in retry_log
+    if point != "before_create":
+        assert "Creating training job" not in retry_log
     print(f"\n{point}: run succeeded {recovered:.0f} s after worker-1 was lost")

@@ -37,9 +37,10 @@ def tree_size(path: Path) -> int:
 
 
 def import_operators_and_triggers() -> dict[str, list[str]]:
-    import airflow_dist_training
     from airflow.models.baseoperator import BaseOperator
     from airflow.triggers.base import BaseTrigger
+
+    import airflow_dist_training
 
     found: dict[str, list[str]] = {"operators": [], "triggers": []}
     for kind, base in (("operators", BaseOperator), ("triggers", BaseTrigger)):

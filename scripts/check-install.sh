@@ -46,5 +46,5 @@ if [ "$FRESH" = "--fresh" ]; then
   repo=$PWD
   full=$(cd "$VENV" && pwd)
   # from outside the checkout, so that the installed wheel is what imports
-  (cd "$wheels" && "$wheels"/bare/bin/python "$repo/scripts/check_bare_install.py" --dags "$repo/dags" --full-venv "$full")
+  (cd "$wheels" && env -u PYTHONPATH "$wheels"/bare/bin/python "$repo/scripts/check_bare_install.py" --dags "$repo/dags" --full-venv "$full")
 fi

@@ -37,7 +37,7 @@ def tree_size(path: Path) -> int:
 
 
 def import_operators_and_triggers() -> dict[str, list[str]]:
-    from airflow.models.baseoperator import BaseOperator
+    from airflow.sdk import BaseOperator
     from airflow.triggers.base import BaseTrigger
 
     import airflow_dist_training

@@ -298,7 +298,7 @@ class ProdStack(AirflowServices):
                 # the repo's scheduled DAGs would start runs of their own: each test unpauses its DAG
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
                 "AIRFLOW__CORE__PARALLELISM": "32",
-                "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "32",
+                "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "64",
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url,
                 "AIRFLOW__CELERY__BROKER_URL": self.broker_url,
                 "AIRFLOW__CELERY__RESULT_BACKEND": result_backend,

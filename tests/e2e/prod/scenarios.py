@@ -28,7 +28,15 @@ def wait_until(
 
 
 def task_instance(api: AirflowApi, dag_id: str, run_id: str, task_id: str = "train") -> dict[str, Any]:
-    return dict(api.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"))
+    """The task instance as REST returns it; ``{"state": None}`` until the scheduler has created it."""
+    response = api.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+    if response.status_code == 404:
+        return {"state": None}
+    if response.status_code != 200:
+        raise AssertionError(
+            f"GET task instance {dag_id}/{run_id}/{task_id}: {response.status_code} {response.text}"
+        )
+    return dict(response.json())
 
 
 def triggerer_hostnames(api: AirflowApi) -> dict[int, str]:

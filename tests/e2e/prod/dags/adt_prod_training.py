@@ -39,7 +39,7 @@ for dag_id, deferrable in (("adt_prod_training", True), ("adt_prod_training_sync
         start_date=pendulum.datetime(2026, 1, 1),
         catchup=False,
         params={"seconds": Param(20, type="integer", minimum=1, maximum=600)},
-        max_active_runs=32,
+        max_active_runs=64,
         default_args={"retries": 1, "retry_delay": timedelta(seconds=0)},
     ):
         DistributedTrainingOperator(

@@ -43,6 +43,8 @@ def prod_stack(tmp_path_factory: pytest.TempPathFactory, sagemaker_emulator: Any
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": "us-east-1",
             "ADT_PROD_BUCKET": BUCKET,
+            # the shipped retraining DAG's workspace (run summaries; local jobs if backend=local)
+            "ADT_DEMO_DIR": str(tmp_path_factory.mktemp("prod-demo")),
         },
         database_url=postgres.url,
         broker_url=redis.url,

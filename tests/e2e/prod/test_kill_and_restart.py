@@ -77,11 +77,11 @@ def test_marking_failed_or_clearing_stops_the_job(
             "PATCH", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/train", json={"new_state": "failed"}
         )
         assert response.status_code == 200, response.text
-    dag_id, run_id = runs["deferred-cleared"]
+    cleared = runs["deferred-cleared"][1]
     response = prod_api.request(
         "POST",
-        f"/dags/{dag_id}/clearTaskInstances",
-        json={"dry_run": False, "dag_run_id": run_id, "task_ids": ["train"], "only_failed": False},
+        f"/dags/{DEFERRED}/clearTaskInstances",
+        json={"dry_run": False, "dag_run_id": cleared, "task_ids": ["train"], "only_failed": False},
     )
     assert response.status_code == 200, response.text
 
@@ -101,15 +101,16 @@ def test_marking_failed_or_clearing_stops_the_job(
         "the cleared task starts its next job",
         lambda: (
             len(training_jobs(endpoint)) == 4
-            and task_instance(prod_api, DEFERRED, run_id)["state"] == "deferred"
+            and task_instance(prod_api, DEFERRED, cleared)["state"] == "deferred"
         ),
         240,
         prod_stack,
         poll=2,
     )
-    prod_api.request(
-        "PATCH", f"/dags/{DEFERRED}/dagRuns/{run_id}/taskInstances/train", json={"new_state": "failed"}
+    response = prod_api.request(
+        "PATCH", f"/dags/{DEFERRED}/dagRuns/{cleared}/taskInstances/train", json={"new_state": "failed"}
     )
+    assert response.status_code == 200, response.text
     wait_until(
         "no job is left running",
         lambda: {j["TrainingJobStatus"] for j in training_jobs(endpoint)} == {"Stopped"},

@@ -107,6 +107,9 @@ def test_marking_failed_or_clearing_stops_the_job(
         prod_stack,
         poll=2,
     )
+    # the rerun is try 2 whether it reattached before the stop landed or found the job stopped:
+    # the stop of the try it replaced does not use up a retry
+    assert task_instance(prod_api, DEFERRED, cleared)["try_number"] == 2
     response = prod_api.request(
         "PATCH", f"/dags/{DEFERRED}/dagRuns/{cleared}/taskInstances/train", json={"new_state": "failed"}
     )

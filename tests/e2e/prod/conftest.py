@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.datasets import make_dataset
 from tests.e2e.airflow_services import E2E_DAGS, AirflowApi
 from tests.e2e.prod_stack import PostgresCluster, ProdStack, RedisServer, prerequisites_missing
 
@@ -30,6 +31,10 @@ def prod_stack(tmp_path_factory: pytest.TempPathFactory, sagemaker_emulator: Any
     reason = prerequisites_missing()
     if reason:
         pytest.skip(reason)
+    # the shipped retraining DAG's workspace: its demo dataset (the evaluation's test split is read
+    # from here; the training data goes to the endpoint's S3 in the test), run summaries
+    demo = tmp_path_factory.mktemp("prod-demo")
+    make_dataset(demo / "source", train=400, test=200, seed=0)
     postgres = PostgresCluster().start()
     atexit.register(postgres.stop)
     redis = RedisServer().start()
@@ -43,8 +48,7 @@ def prod_stack(tmp_path_factory: pytest.TempPathFactory, sagemaker_emulator: Any
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": "us-east-1",
             "ADT_PROD_BUCKET": BUCKET,
-            # the shipped retraining DAG's workspace (run summaries; local jobs if backend=local)
-            "ADT_DEMO_DIR": str(tmp_path_factory.mktemp("prod-demo")),
+            "ADT_DEMO_DIR": str(demo),
         },
         database_url=postgres.url,
         broker_url=redis.url,

@@ -3,7 +3,8 @@ SageMaker test endpoint, on the production-like stack (PostgreSQL, Celery worker
 
 The same versions and skips as on the local stack (tests/integration/retraining/): run 1 (new data)
 trains, passes the gate and registers ``adt-demo/1``; run 2 (the same data, code and spec) is skipped
-with the reason, no job, no version; run 3 (new data) trains again and registers ``adt-demo/2``.
+with the reason, no job, no version; run 3 (new data, warm start from the champion) trains again
+and registers ``adt-demo/2`` if its gate passes against the champion (else nothing is registered).
 
 Heavy (three real torch jobs and evaluation jobs on 2 cores): runs only with ``ADT_PRODSTACK_HEAVY=1``.
 """
@@ -85,8 +86,12 @@ def test_three_retraining_runs_on_sagemaker(
 
     make_dataset(tmp_path / "d7", train=400, test=200, seed=7)  # new data arrives
     s3.upload_file(str(tmp_path / "d7" / "train" / "data.csv"), BUCKET, "data/train/data.csv")
-    states = run(CONF)
+    states = run({**CONF, "warm_start": "champion"})  # as the local stack's run 3
     for task in ("check_changes", "train", "evaluate", "gate"):
         assert states[f"sagemaker.{task}"] == "success", (task, states)
     assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 2
-    assert versions() == ([1, 2] if states["sagemaker.register"] == "success" else [1])
+    summary = (demo / "last-run-summary.txt").read_text()
+    if "Quality gate        PASSED" in summary:  # the gate compares with the champion, v1
+        assert states["sagemaker.register"] == "success" and versions() == [1, 2], summary
+    else:
+        assert "REJECTED" in summary and versions() == [1], summary

@@ -32,4 +32,6 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "warning: could not install chromium; the trigger-form screenshot test will be skipped" >&2
   fi
 fi
+# PostgreSQL and Redis (Debian) for the production-like stack's tests (tests/e2e/prod_stack.py)
+scripts/setup-prod-stack.sh || echo "warning: could not install postgresql/redis-server; the prod-stack tests will be skipped" >&2
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$PWD/.airflow}"

@@ -23,6 +23,7 @@ One emulator per process (moto's backends are process-wide). ``Emulator`` is a c
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -70,6 +71,8 @@ class Emulator:
             Path(root).absolute() if root is not None else Path(tempfile.mkdtemp(prefix="adt-emulator-"))
         )
         self.faults = Faults(throttle_share=throttle_share, capacity_failures=capacity_failures)
+        self.sagemaker_calls: collections.Counter[str] = collections.Counter()
+        self._calls_lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._clients: dict[str, Any] = {}
@@ -161,6 +164,7 @@ class Emulator:
             self.fsx.shutdown()
             shutil.rmtree(self.fsx.root, ignore_errors=True)
             self.fsx = FileSystems(self.root, self.client, REGION)
+        self.sagemaker_calls.clear()
         self.faults.throttle_share = 0.0
         self.faults.capacity_failures = 0
         self.faults.host_failures = 0
@@ -220,6 +224,9 @@ class Emulator:
             "processing_jobs": {n: r.record.processing_job_status for n, r in processing.items()},
             "fsx_tasks": {t: v["Lifecycle"] for t, v in (self.fsx.tasks.items() if self.fsx else ())},
             "throttled_calls": self.faults.throttled_calls,
+            # every SageMaker API request received since the last reset (throttled ones too), by
+            # operation: calls per job-hour, what a deployment spends of its API rate limits
+            "sagemaker_calls": dict(self.sagemaker_calls.copy()),
         }
 
 
@@ -235,6 +242,9 @@ class _EmulatorApp:
         if path.startswith("/_emulator/"):
             return self._admin(path, environ, start_response)
         target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if target.startswith("SageMaker."):
+            with self.emulator._calls_lock:
+                self.emulator.sagemaker_calls[target.removeprefix("SageMaker.")] += 1
         if target.startswith("SageMaker.") and self.emulator.faults.should_throttle():
             body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
             start_response(

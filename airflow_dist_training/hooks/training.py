@@ -236,9 +236,16 @@ def _fault_point(name: str) -> None:
     """Crash-injection hook for the fault-injection tests and bench/crash_retry.py.
 
     When ``ADT_CRASH_AT`` equals ``name`` the process dies at once (``os._exit``), like a worker
-    killed by the OOM killer or a node loss. Costs one environment lookup otherwise.
+    killed by the OOM killer or a node loss. With ``ADT_CRASH_KILL_PGID`` it first SIGKILLs that
+    process group: a Celery worker with its pool and task supervisors, as when its machine is lost
+    (the task process runs in a group of its own). Costs one environment lookup otherwise.
     """
     if os.environ.get("ADT_CRASH_AT") == name:
+        group = os.environ.get("ADT_CRASH_KILL_PGID")
+        if group:
+            import signal
+
+            os.killpg(int(group), signal.SIGKILL)
         os._exit(int(os.environ.get("ADT_CRASH_EXIT_CODE", "137")))
 
 

@@ -27,7 +27,9 @@ The order of things in ``execute`` is the design:
    try, resuming from the run's latest complete checkpoint. Interruptions have their own budget
    (``spot.max_interruptions``) and never use up the task's ``retries``; after
    ``spot.on_demand_after_interruptions`` the next generation runs on on-demand instances.
-6. ``on_kill`` stops the job (sync mode; in deferred mode the trigger's ``on_kill`` does).
+6. ``on_kill`` stops the job (sync mode; in deferred mode the trigger's ``on_kill`` does). A
+   cleared task's rerun may reattach to the job before the replaced try's stop lands: a job
+   stopped on request that this try did not stop is replaced by the run's next job, not a failure.
 """
 
 from __future__ import annotations
@@ -191,6 +193,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._spec_changed = False  # the run's channels or warm start changed the planned spec
         self._launch: Launch | None = None
         self._description: dict[str, Any] | None = None
+        self._stopped_here = False  # this try asked for the stop (on_kill)
 
     # --- hooks -------------------------------------------------------------------------------------
 
@@ -415,7 +418,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             return self._replacing_interrupted_jobs(context, lambda: self.execute_resumable(context))
 
     def _replacing_interrupted_jobs(self, context: Context, attempt: Callable[[], Any]) -> Any:
-        """Run ``attempt``; while its job ends interrupted (spot), go on with the run's next job.
+        """Run ``attempt``; while its job ends interrupted (spot), or stopped by an earlier try of
+        the task (a clear's ``on_kill`` that landed after this try reattached), go on with the
+        run's next job.
 
         ``submit_job`` creates that job (or refuses once the interruption budget is spent), so a
         crash in between is as safe as anywhere else.
@@ -430,17 +435,23 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 outcome = classify_outcome(
                     desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus")
                 )
-                if (
-                    outcome is not AttemptOutcome.INTERRUPTED
-                    or not desc.get("EnableManagedSpotTraining")  # only spot capacity is reclaimed
-                    or desc.get("TrainingJobName") != exc.job_name
-                ):
+                if desc.get("TrainingJobName") != exc.job_name:
                     raise
-                self.log.warning(
-                    "%s Replacing it with the run's next job, which resumes from the latest complete "
-                    "checkpoint (interruptions do not use up the task's retries).",
-                    exc,
-                )
+                if self._stopped_by_an_earlier_try(desc):
+                    self.log.warning(
+                        "%s The stop was not this try's: an earlier try of the task asked for it when "
+                        "it was cleared or killed, after this try had reattached. Going on with the "
+                        "run's next job.",
+                        exc,
+                    )
+                elif outcome is AttemptOutcome.INTERRUPTED and desc.get("EnableManagedSpotTraining"):
+                    self.log.warning(  # only spot capacity is reclaimed
+                        "%s Replacing it with the run's next job, which resumes from the latest complete "
+                        "checkpoint (interruptions do not use up the task's retries).",
+                        exc,
+                    )
+                else:
+                    raise
                 self._description = None
                 attempt = partial(self.execute_resumable, context)
 
@@ -534,6 +545,15 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         )
         _fault_point("before_create")
         return launch.request
+
+    def _stopped_by_an_earlier_try(self, desc: dict[str, Any]) -> bool:
+        """A job Airflow stopped (``stop-requested``) though this try, still running, did not: the
+        ``on_kill`` of the try that a clear replaced landed after this try reattached to the job."""
+        return (
+            desc.get("TrainingJobStatus") == "Stopped"
+            and not self._stopped_here
+            and self.hook.stop_requested(desc)
+        )
 
     def _next_job_on_demand(self, outcomes: list[AttemptOutcome]) -> bool:
         """Apply the spot budget to the run's earlier jobs: refuse, or say whether to leave spot.
@@ -716,6 +736,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         name = self._job_name
         if not name:
             return
+        self._stopped_here = True
         if not self.training_backend.remote:
             self.training_backend.stop(name, reason="task killed")
             return

@@ -20,6 +20,7 @@ This module does not import Airflow, so ``scripts/screenshot_trigger_form.py`` c
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
@@ -76,6 +77,7 @@ class AirflowServices:
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     pgid: int | None = None
+    own_groups: dict[str, int] = field(default_factory=dict)  # services with their own process group
     startup_seconds: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -155,8 +157,21 @@ class AirflowServices:
         candidate = Path(sys.executable).parent / "airflow"
         return str(candidate) if candidate.exists() else "airflow"
 
+    def commands(self) -> dict[str, list[str]]:
+        """The services to start, name -> command line (subclasses add triggerers and workers)."""
+        return {name: [self._airflow(), name] for name in SERVICES}
+
+    def service_env(self, name: str) -> dict[str, str]:
+        """Extra environment for one service (subclasses: a hostname per triggerer and worker)."""
+        return {}
+
+    def own_process_group(self, name: str) -> bool:
+        """Whether ``name`` runs in its own process group, so that it can be killed with its
+        children (a lost machine) while the others keep running."""
+        return False
+
     def start(self, timeout: float = 180.0) -> AirflowServices:
-        """Migrate the DB, start the four services, and wait until ``/api/v2/monitor/health`` is all healthy."""
+        """Migrate the DB, start the services, and wait until ``/api/v2/monitor/health`` is all healthy."""
         t0 = time.monotonic()
         self.home.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -172,24 +187,8 @@ class AirflowServices:
         self.startup_seconds["db_migrate"] = time.monotonic() - t0
         t1 = time.monotonic()
         try:
-            for name in SERVICES:
-                out = open(self.log_dir / f"{name}.log", "wb")
-                # The first service leads a new process group; the others join it (same session,
-                # which setpgid requires), so one killpg reaches all of them and their children.
-                kwargs: dict[str, Any] = {"process_group": 0 if self.pgid is None else self.pgid}
-                proc = subprocess.Popen(
-                    [self._airflow(), name],
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    cwd=str(self.home),
-                    **kwargs,
-                )
-                out.close()
-                self.processes[name] = proc
-                if self.pgid is None:
-                    self.pgid = os.getpgid(proc.pid)
+            for name in self.commands():
+                self.start_service(name)
             self.wait_healthy(timeout=timeout)
         except BaseException:
             self.stop()
@@ -197,6 +196,41 @@ class AirflowServices:
         self.startup_seconds["services"] = time.monotonic() - t1
         self.startup_seconds["total"] = time.monotonic() - t0
         return self
+
+    def start_service(self, name: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start (or restart) one service; its output is appended to ``service-logs/<name>.log``."""
+        env = {**self._env, **self.service_env(name), **(extra_env or {})}
+        # The first service leads a new process group; the others join it (same session, which
+        # setpgid requires), so one killpg reaches all of them and their children.
+        own = self.pgid is None or self.own_process_group(name)
+        with open(self.log_dir / f"{name}.log", "ab") as out:
+            proc = subprocess.Popen(
+                self.commands()[name],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=str(self.home),
+                process_group=0 if own else self.pgid,
+            )
+        self.processes[name] = proc
+        if self.pgid is None:
+            self.pgid = os.getpgid(proc.pid)
+        elif own:
+            self.own_groups[name] = os.getpgid(proc.pid)
+        return proc
+
+    def kill_service(self, name: str, sig: signal.Signals = signal.SIGKILL, timeout: float = 60.0) -> None:
+        """Send ``sig`` to one service (to its whole process group if it has its own) and wait
+        until its main process has exited."""
+        proc = self.processes[name]
+        group = self.own_groups.pop(name, None)
+        if group is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, sig)
+        else:
+            proc.send_signal(sig)
+        proc.wait(timeout=timeout)
 
     def health(self) -> dict[str, Any] | None:
         try:
@@ -227,24 +261,24 @@ class AirflowServices:
         )
 
     def stop(self, grace: float = 20.0) -> None:
-        """SIGTERM the whole process group, then SIGKILL whatever is left after ``grace`` seconds."""
+        """SIGTERM every process group, then SIGKILL whatever is left after ``grace`` seconds."""
         if self.pgid is None:
             return
-        pgid, self.pgid = self.pgid, None
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
+        groups = [self.pgid, *self.own_groups.values()]
+        self.pgid = None
+        self.own_groups.clear()
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for proc in self.processes.values():
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        try:
-            os.killpg(pgid, signal.SIGKILL)  # stragglers: task runners, gunicorn/uvicorn workers
-        except ProcessLookupError:
-            pass
+        for group in groups:  # stragglers: task runners, gunicorn/uvicorn workers, Celery pool processes
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         for proc in self.processes.values():
             try:
                 proc.wait(timeout=5)
@@ -267,7 +301,7 @@ class AirflowServices:
         return "\n".join(text[-lines:])
 
     def all_log_tails(self, lines: int = 30) -> str:
-        return "\n".join(f"--- {name} ---\n{self.log_tail(name, lines)}" for name in SERVICES)
+        return "\n".join(f"--- {name} ---\n{self.log_tail(name, lines)}" for name in self.commands())
 
     def api(self) -> AirflowApi:
         """A REST client logged in as the admin user."""

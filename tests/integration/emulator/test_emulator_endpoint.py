@@ -174,3 +174,16 @@ def test_a_new_job_is_never_seen_completed_before_it_ran(sagemaker_endpoint: Any
         watcher.join(60)
         done.set()
     assert seen == ["InProgress", "Completed"], seen
+
+
+def test_sagemaker_calls_are_counted_by_operation_until_reset(sagemaker_endpoint: Any) -> None:
+    client = sagemaker_endpoint.client("sagemaker")
+    client.list_training_jobs()
+    client.list_training_jobs()
+    with pytest.raises(client.exceptions.ClientError):
+        client.describe_training_job(TrainingJobName="no-such-job")
+    sagemaker_endpoint.client("s3").list_buckets()  # not SageMaker: not counted
+
+    assert sagemaker_endpoint.state()["sagemaker_calls"] == {"ListTrainingJobs": 2, "DescribeTrainingJob": 1}
+    sagemaker_endpoint.reset()
+    assert sagemaker_endpoint.state()["sagemaker_calls"] == {}

@@ -416,3 +416,47 @@ def test_stop_orphaned_jobs_teardown_stops_only_this_runs_running_jobs(fake: Fak
     assert fake.job(other_run).training_job_status == "InProgress"
     assert stop.execute(make_context("run_a")) == []  # nothing left: a no-op
     assert stop.is_teardown and stop.trigger_rule == "all_done_setup_success"
+
+
+def test_a_rerun_whose_job_the_cleared_try_stops_goes_on_with_the_runs_next_job(fake: FakeTrainingLifecycle) -> None:
+    """Clearing a task: the rerun can reattach to the job before the earlier try's ``on_kill``
+    (the triggerer cancelling its trigger) stops it. Seen on the production-like stack
+    (tests/e2e/prod/test_kill_and_restart.py): the rerun then failed "stopped on request" and used
+    up a retry. The stop was not this try's: it goes on with the run's next job instead."""
+    import threading
+    import time
+
+    fake.complete_after = None
+    ctx = make_context()
+    name = make_op().submit_job(ctx)
+    ctx["task_state_store"].set("sagemaker_training_job_name", name)  # the first try persisted it
+    rerun = make_op()
+
+    def earlier_try_killed() -> None:
+        deadline = time.monotonic() + 30
+        while rerun._job_name != name and time.monotonic() < deadline:  # the rerun reattached
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert make_op().hook.stop_training_job(name, reason="task killed")
+        fake.complete_after = 0.0
+
+    killer = threading.Thread(target=earlier_try_killed)
+    killer.start()
+    try:
+        result = rerun.execute(make_context(store=ctx["task_state_store"]))
+    finally:
+        killer.join()
+    assert fake.job(name).training_job_status == "Stopped"
+    assert result["job_name"] == f"{name}-r2" and result["status"] == "Completed"
+    assert fake.create_log == [name, f"{name}-r2"]
+
+
+def test_a_job_this_try_stopped_is_not_replaced(fake: FakeTrainingLifecycle) -> None:
+    fake.complete_after = None
+    op = make_op()
+    ctx = make_context()
+    name = op.submit_job(ctx)
+    op.on_kill()  # the task is being killed: its own stop
+    with pytest.raises(TrainingJobError, match="stopped on request"):
+        op.poll_until_complete(name, ctx)
+    assert fake.create_log == [name]

@@ -1,0 +1,66 @@
+"""Helpers shared by the production-like stack's scenarios: waiting, the runs' task instances, jobs."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.e2e.airflow_services import AirflowApi
+from tests.e2e.prod_stack import ProdStack
+
+STEP = re.compile(r"adt-step (\d+)/(\d+) job=(\S+)")
+
+
+def wait_until(
+    what: str, check: Callable[[], bool], timeout: float, stack: ProdStack, poll: float = 1.0
+) -> float:
+    """Poll ``check`` until true; returns the time it took (monotonic seconds). Fails with service logs."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting until {what}\n{stack.all_log_tails(40)}")
+        time.sleep(poll)
+    return time.monotonic() - start
+
+
+def task_instance(api: AirflowApi, dag_id: str, run_id: str, task_id: str = "train") -> dict[str, Any]:
+    """The task instance as REST returns it; ``{"state": None}`` until the scheduler has created it."""
+    response = api.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+    if response.status_code == 404:
+        return {"state": None}
+    if response.status_code != 200:
+        raise AssertionError(
+            f"GET task instance {dag_id}/{run_id}/{task_id}: {response.status_code} {response.text}"
+        )
+    return dict(response.json())
+
+
+def triggerer_hostnames(api: AirflowApi) -> dict[int, str]:
+    """Triggerer job id -> its hostname (every triggerer job, alive or not)."""
+    jobs = api.get("/jobs", params={"job_type": "TriggererJob", "limit": 100})["jobs"]
+    return {int(job["id"]): str(job["hostname"]) for job in jobs}
+
+
+def training_jobs(endpoint: Any) -> list[dict[str, Any]]:
+    """Every training job the endpoint holds (ListTrainingJobs, all pages)."""
+    client = endpoint.client("sagemaker")
+    jobs: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"MaxResults": 100}
+    while True:
+        page = client.list_training_jobs(**kwargs)
+        jobs += page["TrainingJobSummaries"]
+        if not page.get("NextToken"):
+            return jobs
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def step_counts(log: str) -> dict[int, int]:
+    """How many times each ``adt-step i/N`` line of the job shows in a task log."""
+    counts: dict[int, int] = {}
+    for match in STEP.finditer(log):
+        counts[int(match.group(1))] = counts.get(int(match.group(1)), 0) + 1
+    return counts

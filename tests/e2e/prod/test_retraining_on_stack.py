@@ -1,0 +1,97 @@
+"""Scenario 6: the shipped ``distributed_retraining`` DAG, three runs, ``backend=sagemaker`` against the
+SageMaker test endpoint, on the production-like stack (PostgreSQL, Celery workers, two triggerers).
+
+The same versions and skips as on the local stack (tests/integration/retraining/): run 1 (new data)
+trains, passes the gate and registers ``adt-demo/1``; run 2 (the same data, code and spec) is skipped
+with the reason, no job, no version; run 3 (new data, warm start from the champion) trains again
+and registers ``adt-demo/2`` if its gate passes against the champion (else nothing is registered).
+
+Heavy (three real torch jobs and evaluation jobs on 2 cores): runs only with ``ADT_PRODSTACK_HEAVY=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.datasets import make_dataset
+from tests.e2e.airflow_services import AirflowApi
+from tests.e2e.prod_stack import ProdStack
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.prodstack,
+    pytest.mark.xdist_group("airflow-prodstack"),
+    pytest.mark.timeout(2400),
+    pytest.mark.skipif(
+        os.environ.get("ADT_PRODSTACK_HEAVY") != "1", reason="heavy: set ADT_PRODSTACK_HEAVY=1"
+    ),
+]
+DAG_ID = "distributed_retraining"
+BUCKET = "adt-demo-bucket"
+CONF = {"backend": "sagemaker", "epochs": 3}
+
+
+def test_three_retraining_runs_on_sagemaker(
+    prod_stack: ProdStack, prod_api: AirflowApi, endpoint: Any, tmp_path: Path
+) -> None:
+    s3, sm = endpoint.client("s3"), endpoint.client("sagemaker")
+    s3.create_bucket(Bucket=BUCKET)
+    demo = Path(prod_stack.extra_env["ADT_DEMO_DIR"])  # its dataset (seed 0) came with the stack
+    s3.upload_file(str(demo / "source" / "train" / "data.csv"), BUCKET, "data/train/data.csv")
+    prod_api.wait_for_dag(DAG_ID)
+    prod_api.unpause(DAG_ID)
+    # unpausing starts the latest scheduled run (backend=local, max_active_runs=1): not this
+    # scenario's; fail it so that it neither holds the run slot nor registers a model
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        scheduled = prod_api.get(f"/dags/{DAG_ID}/dagRuns", params={"run_type": "scheduled"})["dag_runs"]
+        for found in scheduled:
+            prod_api.request(
+                "PATCH", f"/dags/{DAG_ID}/dagRuns/{found['dag_run_id']}", json={"state": "failed"}
+            )
+        if scheduled:
+            break
+        time.sleep(2)
+
+    run_ids: list[str] = []
+
+    def run(conf: dict[str, Any]) -> dict[str, str]:
+        run_ids.append(prod_api.trigger_run(DAG_ID, conf))
+        prod_api.wait_for_run(DAG_ID, run_ids[-1], timeout=1200)
+        return {ti["task_id"]: ti["state"] for ti in prod_api.task_instances(DAG_ID, run_ids[-1])}
+
+    def versions() -> list[int]:
+        found = sm.list_model_packages(ModelPackageGroupName="adt-demo")["ModelPackageSummaryList"]
+        return sorted(p["ModelPackageVersion"] for p in found)
+
+    states = run(CONF)
+    for task in ("check_changes", "train", "evaluate", "gate", "register"):
+        assert states[f"sagemaker.{task}"] == "success", (task, states)
+    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 1
+    assert versions() == [1]
+
+    states = run(CONF)  # the same data, code and spec
+    assert states["sagemaker.check_changes"] == "success"
+    reason = prod_api.task_log(DAG_ID, run_ids[-1], "sagemaker.check_changes")
+    assert "no new data or code since champion adt-demo/1" in reason, reason[-3000:]
+    for task in ("train", "evaluate", "gate", "register"):
+        assert states[f"sagemaker.{task}"] == "skipped", (task, states)
+    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 1
+    assert versions() == [1]
+
+    make_dataset(tmp_path / "d7", train=400, test=200, seed=7)  # new data arrives
+    s3.upload_file(str(tmp_path / "d7" / "train" / "data.csv"), BUCKET, "data/train/data.csv")
+    states = run({**CONF, "warm_start": "champion"})  # as the local stack's run 3
+    for task in ("check_changes", "train", "evaluate", "gate"):
+        assert states[f"sagemaker.{task}"] == "success", (task, states)
+    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 2
+    summary = (demo / "last-run-summary.txt").read_text()
+    if "Quality gate        PASSED" in summary:  # the gate compares with the champion, v1
+        assert states["sagemaker.register"] == "success" and versions() == [1, 2], summary
+    else:
+        assert "REJECTED" in summary and versions() == [1], summary

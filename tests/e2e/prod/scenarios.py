@@ -12,6 +12,23 @@ import pytest
 from tests.e2e.airflow_services import AirflowApi
 from tests.e2e.prod_stack import ProdStack
 
+
+def heavy_scenario_marks() -> list[Any]:
+    """The marks of a heavy scenario: on the stack's worker, long, and run only with
+    ``ADT_PRODSTACK_HEAVY=1`` (``scripts/test-prod-stack.sh``)."""
+    import os
+
+    import pytest
+
+    return [
+        pytest.mark.e2e,
+        pytest.mark.prodstack,
+        pytest.mark.xdist_group("airflow-prodstack"),
+        pytest.mark.timeout(2400),
+        pytest.mark.skipif(os.environ.get("ADT_PRODSTACK_HEAVY") != "1", reason="heavy: set ADT_PRODSTACK_HEAVY=1"),
+    ]
+
+
 STEP = re.compile(r"adt-step (\d+)/(\d+) job=(\S+)")
 
 

@@ -11,25 +11,22 @@ Heavy (80 jobs on the endpoint, several minutes on 2 cores): it runs only with
 
 from __future__ import annotations
 
-import os
 import signal
 from typing import Any
 
 import pytest
 
 from tests.e2e.airflow_services import AirflowApi
-from tests.e2e.prod.scenarios import task_instance, training_jobs, triggerer_hostnames, wait_until
+from tests.e2e.prod.scenarios import (
+    heavy_scenario_marks,
+    task_instance,
+    training_jobs,
+    triggerer_hostnames,
+    wait_until,
+)
 from tests.e2e.prod_stack import HOSTNAMES, ProdStack
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.prodstack,
-    pytest.mark.xdist_group("airflow-prodstack"),
-    pytest.mark.timeout(2400),
-    pytest.mark.skipif(
-        os.environ.get("ADT_PRODSTACK_HEAVY") != "1", reason="heavy: set ADT_PRODSTACK_HEAVY=1"
-    ),
-]
+pytestmark = heavy_scenario_marks()
 
 DAG_ID = "adt_prod_training"
 TASKS = 40

@@ -11,26 +11,16 @@ Heavy (three real torch jobs and evaluation jobs on 2 cores): runs only with ``A
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.datasets import make_dataset
 from tests.e2e.airflow_services import AirflowApi
+from tests.e2e.prod.scenarios import heavy_scenario_marks
 from tests.e2e.prod_stack import ProdStack
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.prodstack,
-    pytest.mark.xdist_group("airflow-prodstack"),
-    pytest.mark.timeout(2400),
-    pytest.mark.skipif(
-        os.environ.get("ADT_PRODSTACK_HEAVY") != "1", reason="heavy: set ADT_PRODSTACK_HEAVY=1"
-    ),
-]
+pytestmark = heavy_scenario_marks()
 DAG_ID = "distributed_retraining"
 BUCKET = "adt-demo-bucket"
 CONF = {"backend": "sagemaker", "epochs": 3}

@@ -114,16 +114,7 @@ class FSxHook(AwsConnectionMixin, BaseHook):
                 self.log.info("File system %s is %s; waiting", file_system_id, fs.get("Lifecycle"))
             return fs
 
-        return poll_until(
-            read,
-            lambda fs: fs.get("Lifecycle") == "AVAILABLE",
-            interval=poll_interval,
-            timeout=timeout,
-            timeout_message=lambda fs: (
-                f"file system {file_system_id} not AVAILABLE after {timeout:.0f}s ({fs.get('Lifecycle')})"
-            ),
-            sleep=self.sleep,
-        )
+        return self._wait_available(read, f"file system {file_system_id}", poll_interval, timeout)
 
     def delete_file_system(self, file_system_id: str) -> str | None:
         """Delete; returns the new lifecycle, or ``None`` if it was already gone (idempotent)."""
@@ -202,12 +193,18 @@ class FSxHook(AwsConnectionMixin, BaseHook):
             _raise_if_failed(assoc, f"data repository association {association_id}")
             return assoc
 
+        return self._wait_available(read, f"association {association_id}", poll_interval, timeout)
+
+    def _wait_available(
+        self, read: Callable[[], dict[str, Any]], what: str, poll_interval: float, timeout: float
+    ) -> dict[str, Any]:
+        """Poll ``read`` until its resource's ``Lifecycle`` is ``AVAILABLE`` (``read`` raises on FAILED)."""
         return poll_until(
             read,
-            lambda assoc: assoc.get("Lifecycle") == "AVAILABLE",
+            lambda resource: resource.get("Lifecycle") == "AVAILABLE",
             interval=poll_interval,
             timeout=timeout,
-            timeout_message=lambda _assoc: f"association {association_id} not AVAILABLE after {timeout:.0f}s",
+            timeout_message=lambda last: f"{what} not AVAILABLE after {timeout:.0f}s ({last.get('Lifecycle')})",
             sleep=self.sleep,
         )
 

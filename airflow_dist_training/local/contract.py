@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -650,10 +651,40 @@ def script_lines(lines: list[str]) -> list[str]:
     return lines[:mark]
 
 
+# an exception's name alone on a line (``ModuleNotFoundError``, ``torch.OutOfMemoryError:``)
+_BARE_EXCEPTION = re.compile(r"(?:\w+\.)*\w*(?:Error|Exception|Interrupt|Exit)\s*:?")
+
+
+def rejoined_exception_lines(lines: list[str]) -> list[str]:
+    """Non-empty ``lines``, with an exception line that reached the log in pieces put back together.
+
+    The toolkit prints what it reads from the script in chunks, one printed line per chunk
+    (TT:process.py#watch reads 4 KiB at a time); on a busy host the traceback's last line,
+    written in pieces, comes out as ``ModuleNotFoundError`` / ``:`` / ``No module named 'x'``.
+    """
+    own = [line.strip() for line in lines if line.strip()]
+    out: list[str] = []
+    i = 0
+    while i < len(own):
+        line, j = own[i], i + 1
+        if not _BARE_EXCEPTION.fullmatch(line):
+            out.append(line)
+            i = j
+            continue
+        name, colon, message = line.rstrip(": "), line.endswith(":"), ""
+        if not colon and j < len(own) and own[j].startswith(":"):
+            colon, message, j = True, own[j][1:].strip(), j + 1
+        if colon and not message and j < len(own):
+            message, j = own[j], j + 1
+        out.append(f"{name}: {message}" if colon else line)
+        i = j
+    return out
+
+
 def last_error_line(lines: list[str]) -> str:
     """The last line naming an exception (``ModuleNotFoundError: No module named 'x'``), before
     torchrun's own failure report; else the last non-empty line; else ``(no output)``."""
-    own = [line.strip() for line in script_lines(lines) if line.strip()]
+    own = rejoined_exception_lines(script_lines(lines))
     named = [line for line in own if any(name in line for name in _EXCEPTION_NAMES) or "Error:" in line]
     return (named or own or ["(no output)"])[-1][:500]
 

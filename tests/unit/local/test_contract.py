@@ -18,6 +18,7 @@ from airflow_dist_training.local.contract import (
     decode_hyperparameter,
     error_excerpt,
     failure_text,
+    last_error_line,
     to_cmd_args,
     to_env_value,
     validate_local,
@@ -350,3 +351,22 @@ def test_failure_text_and_excerpt_follow_the_toolkit() -> None:
     assert failure_text(2, "ValueError: boom", ["python", "t.py"]) == (
         'ExecuteUserScriptError:\nExitCode 2\nErrorMessage "ValueError: boom"\nCommand "python t.py"'
     )
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ["ModuleNotFoundError", ":", "No module named 'x'"],  # as a busy host's toolkit printed it
+        ["ModuleNotFoundError", ": No module named 'x'"],
+        ["ModuleNotFoundError:", "", "No module named 'x'"],
+        ["ModuleNotFoundError: No module named 'x'"],
+    ],
+)
+def test_the_last_error_line_is_whole_when_the_toolkit_printed_it_in_pieces(pieces: list[str]) -> None:
+    lines = ["Traceback (most recent call last):", '  File "/opt/ml/code/t.py", line 1', *pieces, ""]
+    assert last_error_line(lines) == "ModuleNotFoundError: No module named 'x'"
+
+
+def test_an_exception_name_alone_with_no_message_stays_as_it_is() -> None:
+    assert last_error_line(["Traceback (most recent call last):", "KeyboardInterrupt"]) == "KeyboardInterrupt"
+    assert last_error_line(["step 3", "torch.OutOfMemoryError", "done"]) == "torch.OutOfMemoryError"

@@ -79,6 +79,10 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
         """The job as messages name it."""
         return self.row.label.capitalize()
 
+    def progress(self, desc: dict[str, Any]) -> str | None:
+        """A kind's progress beyond its status, logged when it changes (default: none)."""
+        return None
+
     def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
         row = self.row
         status = row.status(desc)
@@ -119,6 +123,9 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
                     return
                 status = row.status(desc)
                 self.log_change("status", status, "%s %s is %s.", self.what, self.job_name, status)
+                progress = self.progress(desc)
+                if progress:
+                    self.log_change("progress", progress, "%s %s: %s", self.what, self.job_name, progress)
                 if streamer is not None:
                     await self.stream_best_effort(streamer, desc, self.job_name)
                 if row.is_terminal(desc):

@@ -41,7 +41,12 @@ from airflow_dist_training.emulator.faults import Faults
 from airflow_dist_training.emulator.fsx import FileSystems, FSxError
 from airflow_dist_training.emulator.processing import ProcessingJobs
 from airflow_dist_training.emulator.training import TrainingJobs
-from airflow_dist_training.emulator.tuning import TuningJobs, sample_configurations, training_job_name, training_request
+from airflow_dist_training.emulator.tuning import (
+    TuningJobs,
+    sample_configurations,
+    training_job_name,
+    training_request,
+)
 
 log = logging.getLogger(__name__)
 REGION = "us-east-1"
@@ -213,11 +218,12 @@ class Emulator:
             run = self.training.get(name) if self.training is not None else None
             return run.record if run is not None else None
 
+        def sagemaker() -> Any:
+            return self.client("sagemaker", internal=True)
+
         return TuningJobs(
-            create_training_job=lambda request: self.client("sagemaker", internal=True).create_training_job(**request),
-            stop_training_job=lambda name: self.client("sagemaker", internal=True).stop_training_job(
-                TrainingJobName=name
-            ),
+            create_training_job=lambda request: sagemaker().create_training_job(**request),
+            stop_training_job=lambda name: sagemaker().stop_training_job(TrainingJobName=name),
             training_record=record,
         )
 

@@ -81,7 +81,10 @@ def sample_configurations(
     if strategy == "Grid":
         categorical = ranges.get("CategoricalParameterRanges") or []
         names = [r["Name"] for r in categorical]
-        grid = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(r["Values"] for r in categorical))]
+        grid = [
+            dict(zip(names, combo, strict=True))
+            for combo in itertools.product(*(r["Values"] for r in categorical))
+        ]
         return grid[:count] if count is not None else grid
     rng = random.Random(seed)
     configs = []
@@ -107,12 +110,16 @@ def training_request(request: dict[str, Any], name: str, tuned: dict[str, str]) 
     """The ``CreateTrainingJob`` request of one of the tuning job's training jobs."""
     definition = request["TrainingJobDefinition"]
     algorithm = definition["AlgorithmSpecification"]
-    resource = dict(definition.get("HyperParameterTuningResourceConfig") or definition.get("ResourceConfig") or {})
+    resource = dict(
+        definition.get("HyperParameterTuningResourceConfig") or definition.get("ResourceConfig") or {}
+    )
     job: dict[str, Any] = {
         "TrainingJobName": name,
         "AlgorithmSpecification": {k: v for k, v in algorithm.items() if k != "AlgorithmName"},
         "ResourceConfig": {
-            k: resource[k] for k in ("InstanceType", "InstanceCount", "VolumeSizeInGB", "VolumeKmsKeyId") if k in resource
+            k: resource[k]
+            for k in ("InstanceType", "InstanceCount", "VolumeSizeInGB", "VolumeKmsKeyId")
+            if k in resource
         },
         "HyperParameters": {**(definition.get("StaticHyperParameters") or {}), **tuned},
     }
@@ -133,12 +140,16 @@ class TuningRun:
         self.strategy = str(config["Strategy"])
         limits = config["ResourceLimits"]
         self.max_parallel = int(limits["MaxParallelTrainingJobs"])
-        self.max_jobs = int(limits["MaxNumberOfTrainingJobs"]) if limits.get("MaxNumberOfTrainingJobs") else None
+        self.max_jobs = (
+            int(limits["MaxNumberOfTrainingJobs"]) if limits.get("MaxNumberOfTrainingJobs") else None
+        )
         objective = config.get("HyperParameterTuningJobObjective") or {}
         self.metric = str(objective.get("MetricName") or "")
         self.objective_type = str(objective.get("Type") or "Maximize")
         seed = config.get("RandomSeed")
-        self.seed = int(seed) if seed is not None else int(hashlib.sha256(self.name.encode()).hexdigest()[:8], 16)
+        self.seed = (
+            int(seed) if seed is not None else int(hashlib.sha256(self.name.encode()).hexdigest()[:8], 16)
+        )
         self.jobs: list[tuple[str, dict[str, str]]] = []  # (training job name, tuned hyperparameters)
         self.stop_requested = threading.Event()
         self.done = threading.Event()
@@ -186,7 +197,9 @@ class TuningJobs:
         )
         with self._lock:
             self.runs[run.name] = run
-        threading.Thread(target=self._main, args=(run,), name=f"emulator-tuning-{run.name}", daemon=True).start()
+        threading.Thread(
+            target=self._main, args=(run,), name=f"emulator-tuning-{run.name}", daemon=True
+        ).start()
 
     def get(self, name: str) -> TuningRun | None:
         with self._lock:
@@ -308,12 +321,18 @@ class TuningJobs:
                 "TrainingJobStatus": status,
                 "TunedHyperParameters": dict(tuned),
             }
-            for key, attr in (("TrainingStartTime", "training_start_time"), ("TrainingEndTime", "training_end_time")):
+            for key, attr in (
+                ("TrainingStartTime", "training_start_time"),
+                ("TrainingEndTime", "training_end_time"),
+            ):
                 if getattr(record, attr, None) is not None:
                     summary[key] = getattr(record, attr)
             if getattr(record, "failure_reason", None):
                 summary["FailureReason"] = record.failure_reason
-            final = {m.get("MetricName"): m.get("Value") for m in getattr(record, "final_metric_data_list", None) or []}
+            final = {
+                m.get("MetricName"): m.get("Value")
+                for m in getattr(record, "final_metric_data_list", None) or []
+            }
             value = final.get(run.metric) if status not in RUNNING else None
             if value is not None:
                 summary["FinalHyperParameterTuningJobObjectiveMetric"] = {
@@ -340,8 +359,8 @@ class TuningJobs:
             "CreationTime": lambda j: j["CreationTime"],
             "Status": lambda j: j["TrainingJobStatus"],
             "FinalObjectiveMetricValue": lambda j: (
-                (j.get("FinalHyperParameterTuningJobObjectiveMetric") or {}).get("Value", -math.inf)
-            ),
+                j.get("FinalHyperParameterTuningJobObjectiveMetric") or {}
+            ).get("Value", -math.inf),
         }
         descending = (params.get("SortOrder") or "Descending") == "Descending"
         jobs.sort(key=keys[sort_by], reverse=descending)

@@ -113,7 +113,10 @@ def plan_tuning_job(
         )
     if len(job_name) > TUNING_JOB_NAME_MAX_LENGTH:
         problems.append(
-            Problem("tuning.name", f"tuning job name {job_name!r} is longer than {TUNING_JOB_NAME_MAX_LENGTH} characters")
+            Problem(
+                "tuning.name",
+                f"tuning job name {job_name!r} is longer than {TUNING_JOB_NAME_MAX_LENGTH} characters",
+            )
         )
     if problems:
         raise SpecValidationError(problems, source=spec.source_file)
@@ -125,7 +128,9 @@ def plan_tuning_job(
     }
     if training.request.get("Tags"):
         request["Tags"] = list(training.request["Tags"])
-    return TuningPlan(job_name=job_name, region=region, request=request, training=training, warnings=training.warnings)
+    return TuningPlan(
+        job_name=job_name, region=region, request=request, training=training, warnings=training.warnings
+    )
 
 
 def tuning_config(tuning: TuningSpec, *, script_mode: bool = True) -> dict[str, Any]:
@@ -142,7 +147,10 @@ def tuning_config(tuning: TuningSpec, *, script_mode: bool = True) -> dict[str, 
     }
     if tuning.random_seed is not None:
         config["RandomSeed"] = tuning.random_seed
-    config["HyperParameterTuningJobObjective"] = {"Type": tuning.objective.type, "MetricName": tuning.objective.metric}
+    config["HyperParameterTuningJobObjective"] = {
+        "Type": tuning.objective.type,
+        "MetricName": tuning.objective.metric,
+    }
     config["ParameterRanges"] = parameter_ranges(tuning, script_mode=script_mode)
     return config
 
@@ -161,15 +169,24 @@ def parameter_ranges(tuning: TuningSpec, *, script_mode: bool = True) -> dict[st
                 values = [json.dumps(v) for v in values]
             out["CategoricalParameterRanges"].append({"Name": name, "Values": values})
         else:
-            key = "ContinuousParameterRanges" if isinstance(rng, ContinuousRange) else "IntegerParameterRanges"
+            key = (
+                "ContinuousParameterRanges" if isinstance(rng, ContinuousRange) else "IntegerParameterRanges"
+            )
             assert isinstance(rng, ContinuousRange | IntegerRange)
             out[key].append(
-                {"Name": name, "MinValue": str(rng.min_value), "MaxValue": str(rng.max_value), "ScalingType": rng.scaling_type}
+                {
+                    "Name": name,
+                    "MinValue": str(rng.min_value),
+                    "MaxValue": str(rng.max_value),
+                    "ScalingType": rng.scaling_type,
+                }
             )
     return out
 
 
-def static_hyperparameters(spec: TrainingJobSpec, tuning: TuningSpec, training: dict[str, Any]) -> dict[str, str]:
+def static_hyperparameters(
+    spec: TrainingJobSpec, tuning: TuningSpec, training: dict[str, Any]
+) -> dict[str, str]:
     """The training request's hyperparameters minus the tuned ones (+ the SDK's estimator class in script mode)."""
     static = {k: v for k, v in (training.get("HyperParameters") or {}).items() if k not in tuning.ranges}
     if record_for(spec.distribution.strategy).script_mode:
@@ -179,7 +196,9 @@ def static_hyperparameters(spec: TrainingJobSpec, tuning: TuningSpec, training: 
     return static
 
 
-def training_job_definition(spec: TrainingJobSpec, tuning: TuningSpec, training: dict[str, Any]) -> dict[str, Any]:
+def training_job_definition(
+    spec: TrainingJobSpec, tuning: TuningSpec, training: dict[str, Any]
+) -> dict[str, Any]:
     """``TrainingJobDefinition`` from the planned ``CreateTrainingJob`` request (``Session._map_training_config``)."""
     resource = training["ResourceConfig"]
     hpo_resource: dict[str, Any] = {}
@@ -191,7 +210,9 @@ def training_job_definition(spec: TrainingJobSpec, tuning: TuningSpec, training:
         VolumeSizeInGB=resource["VolumeSizeInGB"],
     )
     stopping = {
-        k: v for k, v in training["StoppingCondition"].items() if k in ("MaxRuntimeInSeconds", "MaxWaitTimeInSeconds")
+        k: v
+        for k, v in training["StoppingCondition"].items()
+        if k in ("MaxRuntimeInSeconds", "MaxWaitTimeInSeconds")
     }
     algorithm = training["AlgorithmSpecification"]
     hpo_algorithm: dict[str, Any] = {"TrainingInputMode": algorithm["TrainingInputMode"]}

@@ -82,7 +82,9 @@ class CategoricalRange(_Model):
         return values
 
 
-HyperparameterRange = Annotated[ContinuousRange | IntegerRange | CategoricalRange, Field(discriminator="type")]
+HyperparameterRange = Annotated[
+    ContinuousRange | IntegerRange | CategoricalRange, Field(discriminator="type")
+]
 
 
 def _check_bounds(low: float, high: float, scaling: str) -> None:
@@ -99,7 +101,9 @@ def _check_bounds(low: float, high: float, scaling: str) -> None:
 class TuningObjective(_Model):
     """What the tuning job optimises: one of the training spec's metric definitions."""
 
-    metric: str = Field(min_length=1, max_length=255, description="A metric_definitions name of the training spec.")
+    metric: str = Field(
+        min_length=1, max_length=255, description="A metric_definitions name of the training spec."
+    )
     type: Literal["Maximize", "Minimize"]
 
 
@@ -115,9 +119,14 @@ class TuningSpec(_Model):
     max_parallel_jobs: int = Field(default=1, ge=1, le=100, description="MaxParallelTrainingJobs.")
     early_stopping: Literal["Off", "Auto"] = Field(default="Off", description="TrainingJobEarlyStoppingType.")
     max_runtime_seconds: int | None = Field(
-        default=None, ge=120, le=15768000, description="ResourceLimits.MaxRuntimeInSeconds of the whole tuning job."
+        default=None,
+        ge=120,
+        le=15768000,
+        description="ResourceLimits.MaxRuntimeInSeconds of the whole tuning job.",
     )
-    random_seed: int | None = Field(default=None, ge=0, description="RandomSeed: reproducible configurations.")
+    random_seed: int | None = Field(
+        default=None, ge=0, description="RandomSeed: reproducible configurations."
+    )
     name: str | None = Field(
         default=None, min_length=1, description="Tuning job name base (default: the training spec's name)."
     )
@@ -129,7 +138,9 @@ class TuningSpec(_Model):
             if not name.strip() or len(name) > 256:
                 raise ValueError(f"hyperparameter name {name!r} must be 1 to 256 characters")
             if name.startswith(RESERVED_PREFIX):
-                raise ValueError(f"{name!r}: hyperparameters starting with {RESERVED_PREFIX!r} are SageMaker's own")
+                raise ValueError(
+                    f"{name!r}: hyperparameters starting with {RESERVED_PREFIX!r} are SageMaker's own"
+                )
         return value
 
     @model_validator(mode="after")
@@ -149,7 +160,9 @@ class TuningSpec(_Model):
         if self.strategy == "Hyperband" and self.early_stopping != "Off":
             raise ValueError("strategy Hyperband stops jobs itself: early_stopping must be Off")
         if self.max_parallel_jobs > self.total_jobs:
-            raise ValueError(f"max_parallel_jobs ({self.max_parallel_jobs}) exceeds max_jobs ({self.total_jobs})")
+            raise ValueError(
+                f"max_parallel_jobs ({self.max_parallel_jobs}) exceeds max_jobs ({self.total_jobs})"
+            )
         return self
 
     @property

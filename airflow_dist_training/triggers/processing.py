@@ -51,7 +51,7 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
     """
 
     _fields: tuple[str, ...] = ("job_name", "kind")
-    _common_fields = ("aws_conn_id", "region_name", "poll_interval", "deadline", "stream_logs")
+    _common_fields: tuple[str, ...] = ("aws_conn_id", "region_name", "poll_interval", "deadline", "stream_logs")
 
     def __init__(
         self,

@@ -33,7 +33,7 @@ class TuningJobTrigger(SageMakerJobKindTrigger):
     """Wait for a hyperparameter tuning job; log its training jobs' progress while waiting."""
 
     _fields = ("job_name",)
-    _common_fields = ("aws_conn_id", "region_name", "poll_interval", "deadline")
+    _common_fields: tuple[str, ...] = ("aws_conn_id", "region_name", "poll_interval", "deadline")
 
     def __init__(
         self,

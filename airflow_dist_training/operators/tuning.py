@@ -125,9 +125,11 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.sagemaker.naming import run_identity
         from airflow_dist_training.sagemaker.tuning import tuning_job_name
 
-        ti = context["ti"]
+        ti = context.get("ti")
         map_index = getattr(ti, "map_index", None)
-        identity = run_identity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+        run_id = context.get("run_id") or getattr(ti, "run_id", None) or "manual"
+        dag_id = self.dag_id if self.has_dag() else "no-dag"
+        identity = run_identity(dag_id, self.task_id, str(run_id), -1 if map_index is None else int(map_index))
         self._identity = identity
         return [tuning_job_name(base, identity, g) for g in range(1, MAX_GENERATIONS + 1)]
 

@@ -1,0 +1,171 @@
+"""Hyperparameter tuning jobs on the test endpoint, end to end through ``DistributedTuningOperator``.
+
+The training script prints an objective that depends on its ``--lr`` (best at 0.1), so the best
+training job is known in advance. Its training jobs really run (script mode, the toolkit in the
+job environment), at most ``max_parallel_jobs`` at a time.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_dist_training.errors import TrainingJobError
+from airflow_dist_training.operators.tuning import DistributedTuningOperator
+from tests.paths import REPO
+
+from .conftest import BUCKET, script_job_spec
+from .test_training_on_emulator import run_task
+
+sys.path.insert(0, str(REPO / "tests" / "integration" / "training"))
+from fake_sagemaker_training import make_context
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# objective 1 - |lr - 0.1|: lr=0.1 wins; the toolkit passes the tuned value as --lr
+TRAIN = """\
+import argparse, time
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float)
+parser.add_argument("--sleep", type=float, default=0)
+args, _ = parser.parse_known_args()
+time.sleep(args.sleep)
+print(f"validation:score={1.0 - abs(args.lr - 0.1):.4f}", flush=True)
+"""
+LEARNING_RATES = [0.5, 0.1, 0.01, 0.3]
+
+
+def tuning_operator(tmp_path: Path, *, sleep: float, **kwargs: Any) -> DistributedTuningOperator:
+    spec = script_job_spec(
+        tmp_path,
+        "emu-tune",
+        TRAIN,
+        distribution={"strategy": "none"},
+        hyperparameters={"sleep": sleep},
+        metric_definitions=[{"name": "validation:score", "regex": "validation:score=([0-9.]+)"}],
+    )
+    tuning = {
+        "strategy": "Grid",
+        "objective": {"metric": "validation:score", "type": "Maximize"},
+        "max_parallel_jobs": 2,
+        "ranges": {"lr": {"type": "categorical", "values": LEARNING_RATES}},
+    }
+    op = DistributedTuningOperator(
+        task_id="tune",
+        spec=spec,
+        tuning=tuning,
+        aws_conn_id=None,
+        region_name="us-east-1",
+        poll_interval=0.5,
+        **kwargs,
+    )
+    op.hook.throttle_base_delay = 0.05
+    return op
+
+
+def test_a_tuning_job_of_four_training_jobs_runs_two_at_a_time_and_reports_the_best(
+    sagemaker_endpoint: Any, tmp_path: Path
+) -> None:
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    op = tuning_operator(tmp_path, sleep=2, deferrable=True)
+    ctx = make_context("run-tune")
+    start = time.monotonic()
+    result = run_task(op, ctx)
+    elapsed = time.monotonic() - start
+
+    sm = sagemaker_endpoint.client("sagemaker")
+    tuning = result["tuning"]
+    desc = sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName=tuning["job_name"])
+    assert desc["HyperParameterTuningJobStatus"] == "Completed"
+    assert desc["TrainingJobStatusCounters"] == {
+        "Completed": 4,
+        "InProgress": 0,
+        "RetryableError": 0,
+        "NonRetryableError": 0,
+        "Stopped": 0,
+    }
+    assert desc["ObjectiveStatusCounters"] == {"Succeeded": 4, "Pending": 0, "Failed": 0}
+    # the best job is the one with lr=0.1 (the script's optimum), and the operator hands it on
+    jobs = sm.list_training_jobs_for_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName=tuning["job_name"], SortBy="FinalObjectiveMetricValue", SortOrder="Descending"
+    )["TrainingJobSummaries"]
+    assert [j["TunedHyperParameters"]["lr"] for j in jobs] == ['"0.1"', '"0.01"', '"0.3"', '"0.5"']
+    assert [j["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] for j in jobs] == [1.0, 0.91, 0.8, 0.6]
+    best = desc["BestTrainingJob"]
+    assert best["TrainingJobName"] == jobs[0]["TrainingJobName"] == result["job_name"]
+    assert tuning["objective_value"] == 1.0 and tuning["tuned_hyperparameters"] == {"lr": '"0.1"'}
+    assert result["model_artifact_uri"] == f"s3://{BUCKET}/models/{result['job_name']}/output/model.tar.gz"
+    assert result["final_metrics"]["validation:score"] == 1.0
+    bucket, key = result["model_artifact_uri"][5:].split("/", 1)
+    sagemaker_endpoint.client("s3").head_object(Bucket=bucket, Key=key)
+    # each training job: SageMaker's naming, the tuning job's ARN, static + tuned hyperparameters
+    training = sm.describe_training_job(TrainingJobName=result["job_name"])
+    assert result["job_name"].startswith(f"{tuning['job_name']}-00")
+    assert training["TuningJobArn"] == desc["HyperParameterTuningJobArn"]
+    assert training["HyperParameters"]["lr"] == '"0.1"' and training["HyperParameters"]["sleep"] == "2"
+
+    state = sagemaker_endpoint.state()
+    run = state["tuning_jobs"][tuning["job_name"]]
+    assert len(run["training_jobs"]) == 4
+    assert run["max_running"] == 2, "MaxParallelTrainingJobs is 2: two jobs ran at once, never more"
+    assert state["sagemaker_calls"]["CreateHyperParameterTuningJob"] == 1
+    print(f"\ntuning e2e: 4 training jobs, max parallel {run['max_running']}, {elapsed:.1f} s")
+
+    # a retry of the task reattaches to the completed tuning job: no second one
+    (tmp_path / "retry").mkdir()
+    again = run_task(tuning_operator(tmp_path / "retry", sleep=2, deferrable=True), ctx)
+    assert again["job_name"] == result["job_name"]
+    assert sagemaker_endpoint.state()["sagemaker_calls"]["CreateHyperParameterTuningJob"] == 1
+
+
+def test_killing_the_task_mid_tuning_stops_the_tuning_job_and_its_training_jobs(
+    sagemaker_endpoint: Any, tmp_path: Path
+) -> None:
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    op = tuning_operator(tmp_path, sleep=120, deferrable=False)
+    outcome: dict[str, Any] = {}
+
+    def execute() -> None:
+        try:
+            outcome["result"] = op.execute(make_context("run-kill"))
+        except Exception as exc:
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    sm = sagemaker_endpoint.client("sagemaker")
+    deadline = time.monotonic() + 120
+    training: list[str] = []
+    while time.monotonic() < deadline:  # until both first training jobs run their script
+        running = sm.list_training_jobs(StatusEquals="InProgress")["TrainingJobSummaries"]
+        training = [
+            j["TrainingJobName"]
+            for j in running
+            if sm.describe_training_job(TrainingJobName=j["TrainingJobName"])["SecondaryStatus"] == "Training"
+        ]
+        if len(training) == 2:
+            break
+        time.sleep(0.5)
+    assert len(training) == 2, "the tuning job's first two training jobs never started training"
+    op.on_kill()
+    worker.join(120)
+    assert not worker.is_alive()
+
+    error = outcome.get("error")
+    assert isinstance(error, TrainingJobError), outcome
+    assert "ended Stopped (stopped on request)" in str(error)
+    name = error.job_name
+    desc = sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)
+    assert desc["HyperParameterTuningJobStatus"] == "Stopped"
+    assert desc["TrainingJobStatusCounters"]["Stopped"] == 2
+    jobs = sm.list_training_jobs_for_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)[
+        "TrainingJobSummaries"
+    ]
+    assert sorted(j["TrainingJobName"] for j in jobs) == sorted(training), "no training job after the stop"
+    assert [j["TrainingJobStatus"] for j in jobs] == ["Stopped", "Stopped"]
+    assert sagemaker_endpoint.state()["training_jobs"] == {j["TrainingJobName"]: "Stopped" for j in jobs}

@@ -19,10 +19,15 @@ from tests.parity.tuning_cases import TUNING_CASES, TuningCase
 
 ALLOWED: dict[str, dict[str, tuple[Any, Any]]] = {
     # we tag the tuning job with its Airflow run identity (as its training jobs): a retry finds it
-    "run_identity_tag": {"Tags[1].Key": (RUN_IDENTITY_TAG, MISSING), "Tags[1].Value": (RUN_IDENTITY, MISSING)},
+    "run_identity_tag": {
+        "Tags[1].Key": (RUN_IDENTITY_TAG, MISSING),
+        "Tags[1].Value": (RUN_IDENTITY, MISSING),
+    },
     # Grid without max_jobs: the SDK sends MaxNumberOfTrainingJobs=None, which botocore's parameter
     # validation rejects before any call; we leave it out (SageMaker then tries every combination)
-    "grid_every_combination": {"HyperParameterTuningJobConfig.ResourceLimits.MaxNumberOfTrainingJobs": (MISSING, None)},
+    "grid_every_combination": {
+        "HyperParameterTuningJobConfig.ResourceLimits.MaxNumberOfTrainingJobs": (MISSING, None)
+    },
 }
 
 

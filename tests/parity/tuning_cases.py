@@ -22,7 +22,12 @@ METRICS = [
 EVERY_RANGE = {
     "lr": {"type": "continuous", "min_value": 0.0001, "max_value": 0.1, "scaling_type": "Logarithmic"},
     "momentum": {"type": "continuous", "min_value": 0, "max_value": 1},
-    "dropout": {"type": "continuous", "min_value": 0.5, "max_value": 0.99, "scaling_type": "ReverseLogarithmic"},
+    "dropout": {
+        "type": "continuous",
+        "min_value": 0.5,
+        "max_value": 0.99,
+        "scaling_type": "ReverseLogarithmic",
+    },
     "layers": {"type": "integer", "min_value": 1, "max_value": 8, "scaling_type": "Linear"},
     "optimizer": {"type": "categorical", "values": ["sgd", "adam"]},
     "batch-size": {"type": "categorical", "values": [32, 64, 128]},
@@ -76,7 +81,10 @@ TUNING_CASES = [
             "objective": {"metric": "train_loss", "type": "Minimize"},
             "max_jobs": 4,
             "max_parallel_jobs": 4,
-            "ranges": {"optimizer": {"type": "categorical", "values": ["sgd", "adam"]}, "width": {"type": "categorical", "values": [1, 2]}},
+            "ranges": {
+                "optimizer": {"type": "categorical", "values": ["sgd", "adam"]},
+                "width": {"type": "categorical", "values": [1, 2]},
+            },
         },
     ),
     TuningCase(

@@ -92,7 +92,9 @@ def test_a_tuning_job_of_four_training_jobs_runs_two_at_a_time_and_reports_the_b
     assert desc["ObjectiveStatusCounters"] == {"Succeeded": 4, "Pending": 0, "Failed": 0}
     # the best job is the one with lr=0.1 (the script's optimum), and the operator hands it on
     jobs = sm.list_training_jobs_for_hyper_parameter_tuning_job(
-        HyperParameterTuningJobName=tuning["job_name"], SortBy="FinalObjectiveMetricValue", SortOrder="Descending"
+        HyperParameterTuningJobName=tuning["job_name"],
+        SortBy="FinalObjectiveMetricValue",
+        SortOrder="Descending",
     )["TrainingJobSummaries"]
     assert [j["TunedHyperParameters"]["lr"] for j in jobs] == ['"0.1"', '"0.01"', '"0.3"', '"0.5"']
     assert [j["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] for j in jobs] == [1.0, 0.91, 0.8, 0.6]
@@ -169,3 +171,39 @@ def test_killing_the_task_mid_tuning_stops_the_tuning_job_and_its_training_jobs(
     assert sorted(j["TrainingJobName"] for j in jobs) == sorted(training), "no training job after the stop"
     assert [j["TrainingJobStatus"] for j in jobs] == ["Stopped", "Stopped"]
     assert sagemaker_endpoint.state()["training_jobs"] == {j["TrainingJobName"]: "Stopped" for j in jobs}
+
+
+def test_killing_the_deferred_task_stops_the_tuning_job_from_the_trigger(
+    sagemaker_endpoint: Any, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from airflow_dist_training.compat import TaskDeferred
+    from airflow_dist_training.triggers.tuning import TuningJobTrigger
+
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    op = tuning_operator(tmp_path, sleep=120, deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(make_context("run-deferred-kill"))
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, TuningJobTrigger)
+    name = trigger.job_name
+    sm = sagemaker_endpoint.client("sagemaker")
+    deadline = time.monotonic() + 60
+    while (
+        sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)["TrainingJobStatusCounters"][
+            "InProgress"
+        ]
+        < 2
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.3)
+    asyncio.run(trigger.on_kill())  # what the triggerer runs when the user kills the deferred task
+    while time.monotonic() < deadline:
+        desc = sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)
+        if desc["HyperParameterTuningJobStatus"] == "Stopped":
+            break
+        time.sleep(0.3)
+    assert desc["HyperParameterTuningJobStatus"] == "Stopped"
+    assert desc["TrainingJobStatusCounters"]["Stopped"] == 2
+    assert desc["TrainingJobStatusCounters"]["InProgress"] == 0

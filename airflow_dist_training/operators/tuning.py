@@ -113,13 +113,16 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.spec.loading import load_spec
         from airflow_dist_training.spec.tuning import load_tuning_spec
 
-        source = self.spec
+        return load_spec(self._beside_dag(self.spec)), load_tuning_spec(self._beside_dag(self.tuning))
+
+    def _beside_dag(self, source: Any) -> Any:
+        """A relative ``.yaml`` path is looked up next to the DAG file first."""
         if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
-            path = Path(source)
+            path = Path(source.strip())
             if not path.is_absolute() and self.dag is not None and getattr(self.dag, "fileloc", None):
                 candidate = Path(self.dag.fileloc).parent / path
-                source = str(candidate) if candidate.exists() else source
-        return load_spec(source), load_tuning_spec(self.tuning)  # type: ignore[arg-type]
+                return str(candidate) if candidate.exists() else source
+        return source
 
     def _names(self, context: Context, base: str) -> list[str]:
         from airflow_dist_training.sagemaker.naming import run_identity

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -206,12 +207,17 @@ def tuning_problems(training: TrainingJobSpec, tuning: TuningSpec, prefix: str =
     return problems
 
 
-def load_tuning_spec(source: TuningSpec | Mapping[str, Any] | str) -> TuningSpec:
-    """A tuning section from an object, a dict or YAML text; ``SpecValidationError`` names each field."""
-    from airflow_dist_training.spec.loading import parse_yaml, validate_model
+def load_tuning_spec(source: TuningSpec | Mapping[str, Any] | str | Path) -> TuningSpec:
+    """A tuning section from an object, a dict, a ``.yaml``/``.yml`` path or YAML text;
+    ``SpecValidationError`` names each field (and the file)."""
+    from airflow_dist_training.spec.loading import parse_yaml, read_yaml_file, validate_model
 
     if isinstance(source, TuningSpec):
         return source
+    if isinstance(source, Path) or (
+        isinstance(source, str) and "\n" not in source and source.strip().endswith((".yaml", ".yml"))
+    ):
+        return validate_model(TuningSpec, read_yaml_file(source, kind="tuning"), source=str(source), prefix="tuning")
     if isinstance(source, str):
         source = parse_yaml(source, source="<tuning yaml>")
     return validate_model(TuningSpec, source, prefix="tuning")

@@ -29,13 +29,27 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # objective 1 - |lr - 0.1|: lr=0.1 wins; the toolkit passes the tuned value as --lr
 TRAIN = """\
-import argparse, time
+import argparse, json, os, time
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float)
 parser.add_argument("--sleep", type=float, default=0)
 args, _ = parser.parse_known_args()
 time.sleep(args.sleep)
-print(f"validation:score={1.0 - abs(args.lr - 0.1):.4f}", flush=True)
+score = round(1.0 - abs(args.lr - 0.1), 4)
+print(f"validation:score={score:.4f}", flush=True)
+with open(os.path.join(os.environ["SM_MODEL_DIR"], "score.json"), "w") as fh:
+    json.dump({"lr": args.lr, "score": score}, fh)
+"""
+# the evaluation script reads the model the best training job saved
+EVALUATE = """\
+import argparse, json, os
+parser = argparse.ArgumentParser()
+parser.add_argument("--model-dir")
+parser.add_argument("--output-dir")
+args = parser.parse_args()
+model = json.load(open(os.path.join(args.model_dir, "score.json")))
+with open(os.path.join(args.output_dir, "evaluation.json"), "w") as fh:
+    json.dump({"metrics": {"score": model["score"], "lr": model["lr"]}}, fh)
 """
 LEARNING_RATES = [0.5, 0.1, 0.01, 0.3]
 
@@ -207,3 +221,72 @@ def test_killing_the_deferred_task_stops_the_tuning_job_from_the_trigger(
     assert desc["HyperParameterTuningJobStatus"] == "Stopped"
     assert desc["TrainingJobStatusCounters"]["Stopped"] == 2
     assert desc["TrainingJobStatusCounters"]["InProgress"] == 0
+
+
+class _TI:
+    dag_id, run_id, map_index, try_number = "tune_dag", "run-chain", -1, 1
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def test_the_best_training_job_feeds_evaluation_gate_and_registry(
+    sagemaker_endpoint: Any, tmp_path: Path
+) -> None:
+    from airflow_dist_training.operators.evaluation import (
+        EvaluationOperator,
+        QualityGateOperator,
+        RegisterModelOperator,
+    )
+
+    def ctx(task_id: str) -> Any:
+        return {"ti": _TI(task_id), "run_id": _TI.run_id}
+
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    best = run_task(tuning_operator(tmp_path, sleep=0, deferrable=True), ctx("tune"))
+    script = tmp_path / "evaluate.py"
+    script.write_text(EVALUATE)
+    evaluate = EvaluationOperator(
+        task_id="evaluate",
+        backend="sagemaker",
+        script=str(script),
+        model_uri=best["model_artifact_uri"],
+        output_uri=f"s3://{BUCKET}/evaluation/run-chain",
+        image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312",
+        role_arn="arn:aws:iam::123456789012:role/SageMakerTrainingRole",
+        deferrable=True,
+        poll_interval=0.5,
+        aws_conn_id=None,
+        region_name="us-east-1",
+    )
+    evaluation = run_task(evaluate, ctx("evaluate"))
+    assert evaluation["metrics"] == {"score": 1.0, "lr": 0.1}, "the evaluated model is the best job's"
+    common: dict[str, Any] = {
+        "registry": "sagemaker",
+        "model_package_group_name": "tuned",
+        "aws_conn_id": None,
+    }
+    gate = QualityGateOperator(
+        task_id="gate", evaluation=evaluation, training=best, thresholds={"score": {"min": 0.95}}, **common
+    )
+    decision = gate.execute(ctx("gate"))
+    assert decision["passed"] is True
+    register = RegisterModelOperator(
+        task_id="register",
+        evaluation=evaluation,
+        decision=decision,
+        training=best,
+        image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/inference:1",
+        auto_approve=True,
+        **common,
+    )
+    registered = register.execute(ctx("register"))
+    assert registered["approval_status"] == "Approved"
+    package = sagemaker_endpoint.client("sagemaker").describe_model_package(
+        ModelPackageName=registered["package_id"]
+    )
+    assert package["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == best["model_artifact_uri"]

@@ -15,10 +15,19 @@ from airflow_dist_training.sagemaker.job_kinds import TUNING
 from airflow_dist_training.triggers.processing import SageMakerJobKindTrigger
 
 
+_COUNTER_WORDS = {
+    "Completed": "completed",
+    "InProgress": "in progress",
+    "RetryableError": "failed (retryable)",
+    "NonRetryableError": "failed",
+    "Stopped": "stopped",
+}
+
+
 def tuning_progress(desc: dict[str, Any]) -> str | None:
     """``"training jobs: 2 completed, 2 in progress; best: <job> validation:acc=0.93"``, or None."""
     counters = desc.get("TrainingJobStatusCounters") or {}
-    parts = [f"{n} {key.lower().replace('inprogress', 'in progress')}" for key, n in counters.items() if n]
+    parts = [f"{n} {_COUNTER_WORDS.get(key, key)}" for key, n in counters.items() if n]
     if not parts:
         return None
     text = "training jobs: " + ", ".join(parts)

@@ -14,7 +14,6 @@ from typing import Any
 from airflow_dist_training.sagemaker.job_kinds import TUNING
 from airflow_dist_training.triggers.processing import SageMakerJobKindTrigger
 
-
 _COUNTER_WORDS = {
     "Completed": "completed",
     "InProgress": "in progress",

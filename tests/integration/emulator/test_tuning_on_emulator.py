@@ -197,11 +197,19 @@ def test_killing_the_deferred_task_stops_the_tuning_job_from_the_trigger(
 
     sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
     op = tuning_operator(tmp_path, sleep=120, deferrable=True)
+    (tmp_path / "retry").mkdir()
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(make_context("run-deferred-kill"))
     trigger = deferred.value.trigger
     assert isinstance(trigger, TuningJobTrigger)
     name = trigger.job_name
+    # a retried try (another worker) reattaches to the running tuning job: no second one
+    with pytest.raises(TaskDeferred) as again:
+        tuning_operator(tmp_path / "retry", sleep=120, deferrable=True).execute(
+            make_context("run-deferred-kill")
+        )
+    assert again.value.trigger.job_name == name
+    assert sagemaker_endpoint.state()["sagemaker_calls"]["CreateHyperParameterTuningJob"] == 1
     sm = sagemaker_endpoint.client("sagemaker")
     deadline = time.monotonic() + 60
     while (
@@ -290,3 +298,28 @@ def test_the_best_training_job_feeds_evaluation_gate_and_registry(
         ModelPackageName=registered["package_id"]
     )
     assert package["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == best["model_artifact_uri"]
+
+
+def test_a_wait_past_max_wait_seconds_stops_the_tuning_job_and_fails(
+    sagemaker_endpoint: Any, tmp_path: Path
+) -> None:
+    from airflow_dist_training.compat import AirflowException
+
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    op = tuning_operator(tmp_path, sleep=120, deferrable=False, max_wait_seconds=3)
+    with pytest.raises(
+        AirflowException, match=r"still InProgress after 3s\. The tuning job was stopped\."
+    ) as err:
+        op.execute(make_context("run-timeout"))
+    name = str(op._job_name)
+    assert name in str(err.value)
+    sm = sagemaker_endpoint.client("sagemaker")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)[
+            "HyperParameterTuningJobStatus"
+        ]
+        if status == "Stopped":
+            break
+        time.sleep(0.3)
+    assert status == "Stopped"

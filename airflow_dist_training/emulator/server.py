@@ -429,6 +429,13 @@ def _sagemaker_create_tuning_job(self: Any) -> Any:
     if "TrainingJobDefinition" not in request:
         raise ValidationError("the emulator runs tuning jobs with one TrainingJobDefinition")
     config = request.get("HyperParameterTuningJobConfig") or {}
+    objective = (config.get("HyperParameterTuningJobObjective") or {}).get("MetricName")
+    metrics = request["TrainingJobDefinition"].get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
+    if objective not in {m.get("Name") for m in metrics}:  # SageMaker's own answer
+        raise ValidationError(
+            "A metric is required for this hyperparameter tuning job objective. "
+            "Provide a metric in the metric definitions."
+        )
     first = sample_configurations(config.get("ParameterRanges") or {}, str(config.get("Strategy")), 1, 0)
     if not first:
         raise ValidationError("ParameterRanges: Grid needs at least one categorical range")

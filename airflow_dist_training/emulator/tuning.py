@@ -11,8 +11,10 @@ the emulator then runs the tuning job as SageMaker does:
 2. it launches the training jobs through the emulator's own ``CreateTrainingJob`` (the same path
    as a user's job: real processes in the job environment, logs, metrics), at most
    ``MaxParallelTrainingJobs`` at a time, ``MaxNumberOfTrainingJobs`` in all. Each job is named
-   ``<tuning job>-<NNN>-<8 hex>`` as SageMaker names them, has the static hyperparameters plus its
-   tuned ones, the tuning job's tags, and ``TuningJobArn`` in its description;
+   ``<tuning job>-<NNN>-<8 hex>`` as SageMaker names them, has the static hyperparameters, the
+   ``_tuning_objective_metric`` SageMaker adds (a script sees ``--_tuning_objective_metric``: parse
+   its arguments with ``parse_known_args``) and its tuned ones, the tuning job's tags, and
+   ``TuningJobArn`` in its description;
 3. a job's objective is the final value of the objective metric (``FinalMetricDataList``, parsed
    from its output by the ``MetricDefinitions``);
 4. the description reports ``HyperParameterTuningJobStatus``, ``TrainingJobStatusCounters``,
@@ -28,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import itertools
+import json
 import logging
 import math
 import random
@@ -106,6 +109,21 @@ def training_job_name(tuning_job: str, index: int) -> str:
     return f"{tuning_job}-{index:03d}-{digest}"
 
 
+OBJECTIVE_HYPERPARAMETER = "_tuning_objective_metric"
+
+
+def objective_hyperparameter(request: dict[str, Any]) -> dict[str, str]:
+    """What SageMaker adds to a tuning job's static hyperparameters: ``_tuning_objective_metric``,
+    JSON-quoted for a framework (script-mode) container, whose hyperparameters are all JSON."""
+    definition = request.get("TrainingJobDefinition") or {}
+    objective = (request.get("HyperParameterTuningJobConfig") or {}).get(
+        "HyperParameterTuningJobObjective"
+    ) or {}
+    metric = str(objective.get("MetricName") or "")
+    script_mode = "sagemaker_program" in (definition.get("StaticHyperParameters") or {})
+    return {OBJECTIVE_HYPERPARAMETER: json.dumps(metric) if script_mode else metric}
+
+
 def training_request(request: dict[str, Any], name: str, tuned: dict[str, str]) -> dict[str, Any]:
     """The ``CreateTrainingJob`` request of one of the tuning job's training jobs."""
     definition = request["TrainingJobDefinition"]
@@ -121,7 +139,11 @@ def training_request(request: dict[str, Any], name: str, tuned: dict[str, str]) 
             for k in ("InstanceType", "InstanceCount", "VolumeSizeInGB", "VolumeKmsKeyId")
             if k in resource
         },
-        "HyperParameters": {**(definition.get("StaticHyperParameters") or {}), **tuned},
+        "HyperParameters": {
+            **(definition.get("StaticHyperParameters") or {}),
+            **objective_hyperparameter(request),
+            **tuned,
+        },
     }
     job.update({k: definition[k] for k in _PASSED_ON if k in definition})
     if request.get("Tags"):  # the tuning job's tags go to every training job it launches
@@ -184,7 +206,13 @@ class TuningJobs:
 
     def start(self, record: Any, request: dict[str, Any]) -> None:
         run = TuningRun(record, request)
+        definition = dict(record.training_job_definition or {})
+        definition["StaticHyperParameters"] = {
+            **(definition.get("StaticHyperParameters") or {}),
+            **objective_hyperparameter(request),
+        }
         run.set(
+            training_job_definition=definition,
             hyper_parameter_tuning_job_status="InProgress",
             hyper_parameter_tuning_end_time=None,
             failure_reason=None,

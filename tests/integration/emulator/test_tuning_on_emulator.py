@@ -124,6 +124,11 @@ def test_a_tuning_job_of_four_training_jobs_runs_two_at_a_time_and_reports_the_b
     assert result["job_name"].startswith(f"{tuning['job_name']}-00")
     assert training["TuningJobArn"] == desc["HyperParameterTuningJobArn"]
     assert training["HyperParameters"]["lr"] == '"0.1"' and training["HyperParameters"]["sleep"] == "2"
+    assert (
+        training["HyperParameters"]["_tuning_objective_metric"] == '"validation:score"'
+    )  # as SageMaker adds it
+    static = desc["TrainingJobDefinition"]["StaticHyperParameters"]
+    assert static["_tuning_objective_metric"] == '"validation:score"' and "lr" not in static
 
     state = sagemaker_endpoint.state()
     run = state["tuning_jobs"][tuning["job_name"]]
@@ -323,3 +328,22 @@ def test_a_wait_past_max_wait_seconds_stops_the_tuning_job_and_fails(
             break
         time.sleep(0.3)
     assert status == "Stopped"
+
+
+def test_an_objective_outside_the_metric_definitions_is_refused_as_sagemaker_does(
+    sagemaker_endpoint: Any, tmp_path: Path
+) -> None:
+    from botocore.exceptions import ClientError
+
+    from airflow_dist_training.sagemaker.tuning import plan_tuning_job
+
+    op = tuning_operator(tmp_path, sleep=0)
+    spec, tuning = op._load()
+    request = plan_tuning_job(spec, tuning, job_name="emu-bad-objective", region="us-east-1").request
+    request["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]["MetricName"] = "val:acc"
+    with pytest.raises(
+        ClientError, match="A metric is required for this hyperparameter tuning job objective"
+    ):
+        sagemaker_endpoint.client("sagemaker").create_hyper_parameter_tuning_job(**request)
+    # (our planner refuses such a spec before any call: tests/unit/tuning); nothing was recorded
+    assert sagemaker_endpoint.state()["tuning_jobs"] == {}

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import math
 
-from airflow_dist_training.emulator.tuning import sample_configurations, training_job_name, training_request
+from airflow_dist_training.emulator.tuning import (
+    objective_hyperparameter,
+    sample_configurations,
+    training_job_name,
+    training_request,
+)
 
 RANGES = {
     "ContinuousParameterRanges": [
@@ -55,6 +60,7 @@ def test_training_jobs_are_named_and_built_as_sagemaker_does() -> None:
     assert name.startswith("tune-abc-007-") and len(name.rsplit("-", 1)[1]) == 8
     request = {
         "HyperParameterTuningJobName": "tune-abc",
+        "HyperParameterTuningJobConfig": {"HyperParameterTuningJobObjective": {"MetricName": "val:acc"}},
         "Tags": [{"Key": "team", "Value": "ml"}],
         "TrainingJobDefinition": {
             "StaticHyperParameters": {"epochs": "3", "lr": "0.5"},
@@ -71,7 +77,16 @@ def test_training_jobs_are_named_and_built_as_sagemaker_does() -> None:
         },
     }
     job = training_request(request, name, {"lr": "0.1"})
-    assert job["HyperParameters"] == {"epochs": "3", "lr": "0.1"}, "the tuned value wins over a static one"
+    # SageMaker adds the objective (raw here: not a script-mode container); the tuned value wins
+    assert job["HyperParameters"] == {"epochs": "3", "_tuning_objective_metric": "val:acc", "lr": "0.1"}
     assert job["ResourceConfig"] == {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30}
     assert job["Tags"] == request["Tags"] and job["Environment"] == {"A": "1"}
     assert not math.isnan(float(job["HyperParameters"]["lr"]))
+
+
+def test_a_script_mode_container_gets_the_objective_json_quoted() -> None:
+    request = {
+        "HyperParameterTuningJobConfig": {"HyperParameterTuningJobObjective": {"MetricName": "val:acc"}},
+        "TrainingJobDefinition": {"StaticHyperParameters": {"sagemaker_program": '"train.py"'}},
+    }
+    assert objective_hyperparameter(request) == {"_tuning_objective_metric": '"val:acc"'}

@@ -347,3 +347,53 @@ def test_an_objective_outside_the_metric_definitions_is_refused_as_sagemaker_doe
         sagemaker_endpoint.client("sagemaker").create_hyper_parameter_tuning_job(**request)
     # (our planner refuses such a spec before any call: tests/unit/tuning); nothing was recorded
     assert sagemaker_endpoint.state()["tuning_jobs"] == {}
+
+
+DAG_TEMPLATE = """
+from airflow.sdk import DAG
+
+from airflow_dist_training.operators.tuning import DistributedTuningOperator
+
+with DAG("tuning_on_endpoint", schedule=None) as dag:
+    DistributedTuningOperator(
+        task_id="tune", spec=SPEC, tuning=TUNING, deferrable=True, poll_interval=1, region_name="us-east-1"
+    )
+"""
+
+
+def test_a_dag_run_defers_the_tuning_task_and_pushes_the_best_job(
+    sagemaker_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
+) -> None:
+    """A real ``dag.test()`` run: the trigger is serialised, run and resumed by Airflow itself, and the
+    ``aws_default`` connection points at the endpoint (its ``endpoint_url`` extra), as a user sets it up."""
+    import json
+
+    from airflow_dist_training.compat import DagBag
+
+    from .conftest import serve_dags_folder
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    conn = {
+        "conn_type": "aws",
+        "login": "testing",
+        "password": "testing",
+        "extra": {"endpoint_url": sagemaker_endpoint.endpoint, "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    op = tuning_operator(tmp_path, sleep=0)
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    source = f"SPEC = {op.spec!r}\nTUNING = {op.tuning!r}\n" + DAG_TEMPLATE
+    (dags / "tuning_on_endpoint.py").write_text(source)
+    serve_dags_folder(dags, monkeypatch)
+    bag = DagBag(dag_folder=str(dags), safe_mode=False)
+    assert bag.import_errors == {}
+
+    run = bag.dags["tuning_on_endpoint"].test()
+    [ti] = run.get_task_instances()
+    assert str(run.state) == "success", str(ti.state)
+    result = ti.xcom_pull(task_ids="tune")
+    assert result["tuning"]["tuned_hyperparameters"] == {"lr": '"0.1"'}
+    assert result["model_artifact_uri"].endswith(f"/{result['job_name']}/output/model.tar.gz")
+    assert sagemaker_endpoint.state()["sagemaker_calls"]["CreateHyperParameterTuningJob"] == 1

@@ -361,6 +361,7 @@ with DAG("tuning_on_endpoint", schedule=None) as dag:
 """
 
 
+@pytest.mark.xdist_group("sagemaker-emulator")  # a dag.test() run, as test_dags_on_emulator.py
 def test_a_dag_run_defers_the_tuning_task_and_pushes_the_best_job(
     sagemaker_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
 ) -> None:

@@ -107,6 +107,12 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
 
         return DurableJob(self.hook, TUNING)
 
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        from airflow_dist_training.operators.training import mask_spec_secrets
+
+        super().render_template_fields(context, jinja_env)
+        mask_spec_secrets(self.spec)  # secret-looking environment values never reach the task log
+
     # --- planning ----------------------------------------------------------------------------------------
 
     def _load(self) -> tuple[TrainingJobSpec, TuningSpec]:

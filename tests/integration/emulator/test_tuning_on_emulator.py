@@ -398,3 +398,20 @@ def test_a_dag_run_defers_the_tuning_task_and_pushes_the_best_job(
     assert result["tuning"]["tuned_hyperparameters"] == {"lr": '"0.1"'}
     assert result["model_artifact_uri"].endswith(f"/{result['job_name']}/output/model.tar.gz")
     assert sagemaker_endpoint.state()["sagemaker_calls"]["CreateHyperParameterTuningJob"] == 1
+
+
+def test_a_tuning_job_whose_training_jobs_all_fail_fails_the_task_with_their_reason(
+    sagemaker_endpoint: Any, tmp_path: Path
+) -> None:
+    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
+    op = tuning_operator(tmp_path, sleep=0, deferrable=True)
+    assert isinstance(op.spec, dict)
+    (tmp_path / "code" / "train.py").write_text("raise ValueError('no data for this lr')\n")
+    op.tuning = {**op.tuning, "ranges": {"lr": {"type": "categorical", "values": [0.1, 0.2]}}}  # type: ignore[dict-item]
+    with pytest.raises(TrainingJobError) as err:
+        run_task(op, make_context("run-all-fail"))
+    message = str(err.value)
+    assert f"Hyperparameter tuning job {err.value.job_name} ended Failed" in message
+    assert "No training job reported the objective metric 'validation:score' (2 training jobs)" in message
+    assert "no data for this lr" in message, "the first training job's own failure reason is shown"
+    assert "'NonRetryableError': 2" in message

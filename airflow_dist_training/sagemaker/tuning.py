@@ -118,9 +118,14 @@ def plan_tuning_job(
                 f"tuning job name {job_name!r} is longer than {TUNING_JOB_NAME_MAX_LENGTH} characters",
             )
         )
+    try:
+        training = plan_training_job(spec, job_name=job_name, region=region, run_identity=run_identity)
+    except SpecValidationError as exc:  # the training spec's problems and the tuning section's, together
+        seen = {p.path for p in problems}  # one message per field: the tuning one says what tuning needs
+        problems += [p for p in exc.problems if p.path not in seen]
+        raise SpecValidationError(problems, source=spec.source_file) from None
     if problems:
         raise SpecValidationError(problems, source=spec.source_file)
-    training = plan_training_job(spec, job_name=job_name, region=region, run_identity=run_identity)
     request: dict[str, Any] = {
         "HyperParameterTuningJobName": job_name,
         "HyperParameterTuningJobConfig": tuning_config(tuning, script_mode=record.script_mode),

@@ -135,7 +135,10 @@ def test_a_tuning_job_of_four_training_jobs_runs_two_at_a_time_and_reports_the_b
     assert len(run["training_jobs"]) == 4
     assert run["max_running"] == 2, "MaxParallelTrainingJobs is 2: two jobs ran at once, never more"
     assert state["sagemaker_calls"]["CreateHyperParameterTuningJob"] == 1
-    print(f"\ntuning e2e: 4 training jobs, max parallel {run['max_running']}, {elapsed:.1f} s")
+    print(
+        f"\ntuning e2e: 4 training jobs, max parallel {run['max_running']}, {elapsed:.1f} s, "
+        f"SageMaker calls {state['sagemaker_calls']}"
+    )
 
     # a retry of the task reattaches to the completed tuning job: no second one
     (tmp_path / "retry").mkdir()

@@ -135,11 +135,15 @@ def test_problems_of_both_specs_are_reported_together_before_anything_launches()
     assert "use a script-mode strategy" in str(err.value)
 
 
-def test_a_training_spec_problem_is_the_training_planner_s_message() -> None:
+def test_a_training_spec_problem_is_the_training_planner_s_message_next_to_the_tuning_ones() -> None:
+    no_output = {k: v for k, v in TRAINING.items() if k != "output"}
     with pytest.raises(
         SpecValidationError, match=re.escape("output.s3_path: is required for SageMaker jobs")
     ):
-        plan({k: v for k, v in TRAINING.items() if k != "output"})
+        plan(no_output)
+    with pytest.raises(SpecValidationError) as err:
+        plan(no_output, objective={"metric": "loss", "type": "Minimize"})
+    assert [p.path for p in err.value.problems] == ["tuning.objective.metric", "output.s3_path"]
 
 
 def test_best_training_job_is_read_from_the_description() -> None:

@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from airflow_dist_training.spec.sweep import sample_in_range
+
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 RUNNING = ("InProgress", "Stopping")
@@ -65,16 +67,11 @@ def _now() -> dt.datetime:
 
 def _sample_number(rng: random.Random, spec: dict[str, Any], integer: bool) -> str:
     low, high = float(spec["MinValue"]), float(spec["MaxValue"])
-    scaling = spec.get("ScalingType") or "Auto"
-    if scaling == "Logarithmic":
-        value = math.exp(rng.uniform(math.log(low), math.log(high)))
-    elif scaling == "ReverseLogarithmic":
-        value = 1 - math.exp(rng.uniform(math.log(1 - high), math.log(1 - low)))
-    else:  # Linear, and Auto (SageMaker picks; uniform here)
-        value = rng.uniform(low, high)
+    # Auto: SageMaker picks the scale; uniform here, as the sweep's draw (spec/sweep.py)
+    value = sample_in_range(rng, low, high, spec.get("ScalingType") or "Auto")
     if integer:
         return str(min(max(round(value), math.ceil(low)), math.floor(high)))
-    return repr(min(max(value, low), high))
+    return repr(value)
 
 
 def sample_configurations(

@@ -107,8 +107,13 @@ def plan_run(
     check_form_limits(context)  # out-of-range form values are refused, never clamped into a run
     effective = apply_overrides(spec, overrides_from_params(overrides))
     ti = context.get("ti")
+    # the training task's map index is the plan task's (both run one member of a mapped group)
+    map_index = getattr(ti, "map_index", None)
     identity = run_identity(
-        getattr(ti, "dag_id", "dag"), train_task_id, str(context.get("run_id", "manual")), -1
+        getattr(ti, "dag_id", "dag"),
+        train_task_id,
+        str(context.get("run_id", "manual")),
+        -1 if map_index is None else int(map_index),
     )
     name = job_name(effective.name, identity)
     # the tag carries the identity's hash, as the training task sends it: the plan shows the request sent

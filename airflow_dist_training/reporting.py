@@ -7,34 +7,27 @@ from pathlib import Path
 from typing import Any
 
 
-def _pull(ti: Any, task_id: str, key: str = "return_value") -> Any:
+def _pull(ti: Any, task_id: str, key: str = "return_value", map_index: int | None = None) -> Any:
     try:
-        return ti.xcom_pull(task_ids=task_id, key=key)
+        if map_index is None:
+            return ti.xcom_pull(task_ids=task_id, key=key)
+        return ti.xcom_pull(task_ids=task_id, key=key, map_indexes=map_index)
     except Exception:  # a skipped or missing task has no XCom
         return None
 
 
-def run_summary(
-    context: Mapping[str, Any], groups: Sequence[str], write_to: str | Path | None = None
+def _group_result(
+    ti: Any, group: str, plan: Mapping[str, Any], map_index: int | None = None
 ) -> dict[str, Any]:
-    """Collect the results of whichever group ran; print them (and write them to ``write_to``)."""
-    ti = context["ti"]
-    from airflow_dist_training.planning import PLAN_XCOM_KEYS
+    """What one group (one member of a mapped group) did, from its tasks' XComs."""
 
-    for group in groups:
-        plan = {key: _pull(ti, f"{group}.plan", key) for key in PLAN_XCOM_KEYS}
-        if plan["summary"]:
-            break
-    else:
-        print("Nothing ran.")
-        return {}
-    skip_reason = _pull(ti, f"{group}.check_changes", "skip_reason")
-    skipped = bool(_pull(ti, f"{group}.check_changes", "skipped"))
-    training = _pull(ti, f"{group}.train") or {}
-    evaluation = _pull(ti, f"{group}.evaluate") or {}
-    decision = _pull(ti, f"{group}.gate") or {}
-    registration = _pull(ti, f"{group}.register") or {}
-    result = {
+    def pull(task: str, key: str = "return_value") -> Any:
+        return _pull(ti, f"{group}.{task}", key, map_index)
+
+    training = pull("train") or {}
+    evaluation = pull("evaluate") or {}
+    decision = pull("gate") or {}
+    return {
         "backend": plan.get("backend"),
         "job_name": training.get("job_name") or plan.get("job_name"),
         "dry_run": bool(plan.get("dry_run")),
@@ -43,16 +36,72 @@ def run_summary(
         "gate_passed": decision.get("passed"),
         "gate_reasons": decision.get("reasons", []),
         "model_artifact_uri": training.get("model_artifact_uri"),
-        "registered": registration or None,
-        "skipped": skipped,
-        "skip_reason": skip_reason,
+        "registered": pull("register") or None,
+        "skipped": bool(pull("check_changes", "skipped")),
+        "skip_reason": pull("check_changes", "skip_reason"),
     }
-    text = render_summary(result, plan)
+
+
+def run_summary(
+    context: Mapping[str, Any],
+    groups: Sequence[str],
+    write_to: str | Path | None = None,
+    members: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Collect the results of whichever group ran; print them (and write them to ``write_to``).
+
+    ``members``: the groups are mapped over these members; every member is listed, and a member
+    whose tasks failed says so (the others' results are still shown)."""
+    ti = context["ti"]
+    from airflow_dist_training.planning import PLAN_XCOM_KEYS
+
+    first = 0 if members else None  # a mapped group's plan runs once per member
+    for group in groups:
+        plan = {key: _pull(ti, f"{group}.plan", key, first) for key in PLAN_XCOM_KEYS}
+        if plan["summary"]:
+            break
+    else:
+        print("Nothing ran.")
+        return {}
+    if not members:
+        result = _group_result(ti, group, plan)
+        text = render_summary(result, plan)
+    else:
+        results = []
+        for index, member in enumerate(members):
+            member_plan = {key: _pull(ti, f"{group}.plan", key, index) for key in PLAN_XCOM_KEYS}
+            results.append({"member": member, **_group_result(ti, group, member_plan, index)})
+            results[-1]["planned"] = bool(member_plan["summary"])
+        result = {"members": results}
+        text = "\n".join(_render_member(r, plan) for r in results)
     print(text)
     if write_to is not None:
         Path(write_to).parent.mkdir(parents=True, exist_ok=True)
         Path(write_to).write_text(text + "\n", encoding="utf-8")
     return result
+
+
+def _render_member(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
+    """One member's summary, headed by its name; a member that did not finish says so."""
+    header = f"Member {result['member']}"
+    if not result.get("planned"):
+        return "\n".join(
+            ["", "=" * 72, header, "=" * 72, "FAILED before planning (see the member's plan task log)"]
+        )
+    text = render_summary(result, plan).replace(
+        "Retraining run summary", f"{header}: retraining run summary", 1
+    )
+    if (
+        not result.get("skipped")
+        and not result.get("dry_run")
+        and not result["training_metrics"]
+        and not result["registered"]
+    ):
+        text = text.replace(
+            f"Training job        {result['job_name']}",
+            f"Training job        {result['job_name']} (did not finish: see the member's train task log)",
+        )
+    return text
 
 
 def render_summary(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:

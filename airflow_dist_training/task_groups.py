@@ -11,12 +11,13 @@ Everything here runs at DAG-parse time: it only constructs operators (no I/O, no
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from airflow_dist_training.spec.members import Member, MemberList
     from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
     from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def _xcom_field(task_id: str, field: str) -> str:
-    return f"{{{{ ti.xcom_pull(task_ids='{task_id}')['{field}'] }}}}"
+    from airflow_dist_training.mapped_groups import xcom_field
+
+    return xcom_field(task_id, field)  # the rendering task's own member's, in a mapped group
 
 
 def stage_train_evaluate(
@@ -48,6 +51,7 @@ def stage_train_evaluate(
     warm_start: str = "none",
     data_asset: Any = None,
     deferrable: bool | None = None,
+    members: MemberList | Sequence[Member | Mapping[str, Any]] | None = None,
 ) -> Any:
     """Build the ``stage_train_evaluate`` task group and return it.
 
@@ -75,6 +79,10 @@ def stage_train_evaluate(
     :param data_asset: an ``Asset`` the staging step updates (its event's extra holds the staged
         data's fingerprint). Use a different asset than the one that schedules the DAG.
     :param deferrable: remote jobs wait in the triggerer (default; no worker slot held); ``False``: in the worker.
+    :param members: train one model per member (``spec/members.py``: a name plus overrides of
+        hyperparameters, channels, environment and instance settings): the group becomes an Airflow
+        mapped task group, one map index per member, each with its own job name, checkpoints,
+        champion, skip-unchanged decision, gate and model package group (``<group>-<member>``).
     """
     from airflow.sdk import TaskGroup
 
@@ -85,6 +93,7 @@ def stage_train_evaluate(
     from airflow_dist_training.spec.pipeline import CheckpointStep
 
     spec_obj = load_spec(spec)
+    member_list = _members(spec_obj, members)
     # the backend's capabilities decide the shape of the group (no I/O here)
     remote = get_backend(backend, aws_conn_id=aws_conn_id, region_name=region_name).remote
     warm_start = parse_warm_start(warm_start)
@@ -92,13 +101,27 @@ def stage_train_evaluate(
     checkpoints = checkpoints or CheckpointStep()
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
-    with TaskGroup(group_id=group_id or "stage_train_evaluate", default_args=group_defaults) as group:
-        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable)
+
+    def build(group: Any) -> None:
+        g = _Group(
+            spec_obj,
+            backend,
+            remote,
+            base,
+            f"{group.group_id}.",
+            aws_conn_id,
+            region_name,
+            checkpoints.resume,
+            deferrable,
+            member_list,
+        )
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
         check_task = _changes_step(g, staging, registry, force, warm_start, checkpoints)
         train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
         upstream >> check_task >> train
+        g.skip_if_short_circuited(check_task if upstream is plan_task else upstream, plan_task)
+        g.skip_if_short_circuited(train, check_task)
         _stop_orphaned_teardown(g, plan_task, train)
         _checkpoint_tasks(g, train, checkpoints)
         if evaluation is not None:
@@ -106,7 +129,27 @@ def stage_train_evaluate(
             if gate is not None:
                 _gate_and_register(g, train, evaluate, check_task, gate, registry, fail_on_reject)
         _teardowns_last(group)
-    return group
+
+    if member_list is None:
+        with TaskGroup(group_id=group_id or "stage_train_evaluate", default_args=group_defaults) as group:
+            build(group)
+        return group
+    from airflow_dist_training.mapped_groups import mapped_group
+
+    return mapped_group(group_id or "stage_train_evaluate", group_defaults, member_list.names, build)
+
+
+def _members(
+    spec: TrainingJobSpec, members: MemberList | Sequence[Member | Mapping[str, Any]] | None
+) -> MemberList | None:
+    """The member list, each member's spec validated now (parse time): errors name ``for_each[i]``."""
+    if members is None:
+        return None
+    from airflow_dist_training.spec.members import load_members, member_specs
+
+    member_list = load_members(members)
+    member_specs(spec, member_list)
+    return member_list
 
 
 @dataclass(frozen=True)
@@ -122,6 +165,41 @@ class _Group:
     region_name: str | None
     checkpoint_resume: str | None  # the training task's policy: the plan task plans the same location
     deferrable: bool | None = None
+    members: MemberList | None = None  # a mapped group: map index i trains members[i]
+
+    def spec_for(self, context: Mapping[str, Any]) -> TrainingJobSpec:
+        """The spec the running task instance trains: its member's in a mapped group."""
+        if self.members is None:
+            return self.spec
+        from airflow_dist_training.mapped_groups import map_index_of
+        from airflow_dist_training.spec.members import member_spec
+
+        index = map_index_of(context)
+        return member_spec(self.spec, self.members.members[index], field=f"for_each[{index}]")
+
+    def per_member(self, value: str, sep: str = "-") -> str:
+        """``value`` as is, or in a mapped group a template rendering ``<value><sep><member>`` per member."""
+        if self.members is None:
+            return value
+        from airflow_dist_training.mapped_groups import per_member
+
+        return f"{value}{sep}{per_member(self.members.names)}"
+
+    def member_value(self, context: Mapping[str, Any], value: str, sep: str = "-") -> str:
+        """``value`` as is, or ``<value><sep><member>`` for the running task instance's member."""
+        if self.members is None:
+            return value
+        from airflow_dist_training.mapped_groups import map_index_of
+
+        return f"{value}{sep}{self.members.names[map_index_of(context)]}"
+
+    def skip_if_short_circuited(self, task: Any, short_circuit: Any) -> None:
+        """In a mapped group, ``task`` (directly downstream of ``short_circuit``) skips itself when its
+        member's short circuit says so (``mapped_groups``: Airflow leaves such tasks running)."""
+        if self.members is not None:
+            from airflow_dist_training.mapped_groups import skip_when_short_circuited
+
+            task.pre_execute = skip_when_short_circuited(short_circuit.task_id)
 
     @property
     def defer(self) -> bool:
@@ -136,7 +214,7 @@ class _Group:
     def planned_image(self) -> str:
         """The training image, as planned for this run's region (SageMaker evaluation and registry)."""
         return self.spec.image.uri or (
-            f"{{{{ ti.xcom_pull(task_ids='{self.prefix}plan', key='request')"
+            f"{{{{ ti.xcom_pull(task_ids='{self.prefix}plan', key='request', map_indexes=ti.map_index)"
             "['AlgorithmSpecification']['TrainingImage'] }}"
         )
 
@@ -164,8 +242,9 @@ def _plan_task(
 
         with failing_fast_without_retry_policy():
             params = dict(context.get("params") or {})
+            spec = g.spec_for(context)
             result = plan_on_backend(
-                g.spec,
+                spec,
                 backend=g.backend,
                 overrides={**dict(overrides or {}), **params},
                 train_task_id=f"{g.prefix}train",
@@ -181,7 +260,7 @@ def _plan_task(
             run_evaluation = _evaluation_for_run(evaluation, params, g.base)
             # every later step's inputs too: nothing is launched when one of them cannot work
             _check_run_steps(
-                g.spec,
+                spec,
                 g.backend,
                 run_evaluation,
                 gate,
@@ -232,6 +311,7 @@ def _changes_step(
 ) -> Any:
     """``check_changes``: skip training when data, code and spec equal the champion's."""
     return _check_changes_task(
+        g,
         prefix=g.prefix,
         backend=g.backend,
         remote=g.remote,
@@ -322,7 +402,7 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
         promote = PromoteCheckpointOperator(
             task_id="promote_checkpoint",
             checkpoint_uri=checkpoint_uri,
-            target_uri=g.resolve(checkpoints.promote_to),
+            target_uri=g.per_member(g.resolve(checkpoints.promote_to), sep="/"),
             which="best" if checkpoints.metric else "latest",
             metric=checkpoints.metric,
             aws_conn_id=g.aws_conn_id,
@@ -343,7 +423,7 @@ def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: Evaluati
         sagemaker_kwargs = {
             "image_uri": g.planned_image,
             "role_arn": g.spec.role_arn,
-            "output_uri": f"{output}/evaluation/{{{{ run_id }}}}",
+            "output_uri": g.per_member(f"{output}/evaluation/{{{{ run_id }}}}", sep="/"),
             "deferrable": g.defer,
         }
     evaluate = EvaluationOperator(
@@ -382,7 +462,7 @@ def _gate_and_register(
         thresholds=dict(gate.get("thresholds", {})),
         require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
         registry=registry_kind,
-        model_package_group_name=_group_name(registry, g.spec),
+        model_package_group_name=g.per_member(_group_name(registry, g.spec)),
         local_registry_dir=_local_registry_dir(registry, g.base),
         fail_on_reject=fail_on_reject,
         training=train.output,  # refuses a model that did not learn
@@ -403,7 +483,7 @@ def _gate_and_register(
         if registry_kind == "sagemaker"
         else (registry.inference_image or g.spec.image.uri),
         registry=registry_kind,
-        model_package_group_name=_group_name(registry, g.spec),
+        model_package_group_name=g.per_member(_group_name(registry, g.spec)),
         local_registry_dir=_local_registry_dir(registry, g.base),
         auto_approve=registry.auto_approve,
         lineage=XComArg(check_task, key="lineage"),
@@ -429,7 +509,8 @@ def _inference_image(registry: RegistryStep, spec: TrainingJobSpec, prefix: str)
         fallback = repr(registry.inference_image or spec.image.uri)
     else:
         fallback = (
-            f"ti.xcom_pull(task_ids='{prefix}plan', key='request')['AlgorithmSpecification']['TrainingImage']"
+            f"ti.xcom_pull(task_ids='{prefix}plan', key='request', map_indexes=ti.map_index)"
+            "['AlgorithmSpecification']['TrainingImage']"
         )
     return f"{{{{ params.get('inference_image') or {fallback} }}}}"
 
@@ -534,6 +615,7 @@ def _asset_kwargs(
 
 
 def _check_changes_task(
+    g: _Group,
     *,
     prefix: str,
     backend: str,
@@ -567,11 +649,11 @@ def _check_changes_task(
             backend=backend,
             base_dir=str(base),
             registry=registry_kind,
-            group=group,
+            group=g.member_value(context, group),  # a member's champion is its own group's
             local_registry_dir=local_dir,
             force=force,
             warm_start=warm_start,
-            promoted_uri=promoted,
+            promoted_uri=g.member_value(context, promoted, sep="/") if promoted else promoted,
             staged_sources=staged_sources,
             aws_conn_id=aws_conn_id,
             region_name=region_name,
@@ -692,7 +774,7 @@ def _scratch_file_system(
         aws_conn_id=aws_conn_id,
         region_name=region_name,
     )
-    file_system_id = f"{{{{ ti.xcom_pull(task_ids='{create.task_id}')['file_system_id'] }}}}"
+    file_system_id = _xcom_field(create.task_id, "file_system_id")
     delete = FSxDeleteFileSystemOperator(
         task_id="delete_file_system",
         file_system_id=file_system_id,

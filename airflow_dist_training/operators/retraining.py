@@ -53,7 +53,9 @@ def check_changes(
     params = dict(context.get("params") or {})
     forced = _truthy(force) or _truthy(params.get("force", False))
     choice = parse_warm_start(params.get("warm_start") or warm_start, "params.warm_start")
-    spec = load_spec(ti.xcom_pull(task_ids=plan_task_id, key="spec"))
+    from airflow_dist_training.mapped_groups import pull_own
+
+    spec = load_spec(pull_own(ti, plan_task_id, "spec"))  # this member's plan in a mapped group
     champion = _champion(registry, group, local_registry_dir, aws_conn_id, region_name)
     lineage = FingerprintHook(aws_conn_id, region_name).lineage(
         spec,

@@ -353,8 +353,10 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         ti = context.get("ti")
         if self.plan_task_id is None or ti is None:
             return None
-        request = ti.xcom_pull(task_ids=self.plan_task_id, key="request")
-        uploads = ti.xcom_pull(task_ids=self.plan_task_id, key="uploads")
+        from airflow_dist_training.mapped_groups import pull_own
+
+        request = pull_own(ti, self.plan_task_id, "request")  # this member's plan in a mapped group
+        uploads = pull_own(ti, self.plan_task_id, "uploads")
         if not isinstance(request, Mapping) or uploads is None:
             return None
         return Launch(str(request.get("TrainingJobName")), dict(request), uploads_from_xcom(list(uploads)))

@@ -36,9 +36,11 @@ def map_index_of(context: Mapping[str, Any]) -> int:
 
 
 def pull_own(ti: Any, task_id: str, key: str = "return_value") -> Any:
-    """``task_id``'s XCom of the calling task's own member (the plain value when nothing is mapped)."""
+    """``task_id``'s XCom of the calling task's own member (the plain pull when it is not mapped)."""
     found = getattr(ti, "map_index", None)
-    return ti.xcom_pull(task_ids=task_id, key=key, map_indexes=-1 if found is None else int(found))
+    if found is None or int(found) < 0:
+        return ti.xcom_pull(task_ids=task_id, key=key)
+    return ti.xcom_pull(task_ids=task_id, key=key, map_indexes=int(found))
 
 
 def pull_all(ti: Any, task_id: str, count: int, key: str = "return_value") -> list[Any]:
@@ -58,32 +60,46 @@ def per_member(values: Sequence[str]) -> str:
     return "{{ " + repr(list(values)) + "[ti.map_index] }}"
 
 
-def skip_when_short_circuited(short_circuit_task_id: str) -> Callable[[Mapping[str, Any]], None]:
-    """A ``pre_execute`` for the direct downstream task of a short circuit in a mapped task group:
+def skip_when_short_circuited(short_circuit_task_ids: Sequence[str]) -> Callable[[Mapping[str, Any]], None]:
+    """A ``pre_execute`` for a task directly downstream of short circuits in a mapped task group:
     it skips itself when its own member's short circuit decided so (see the module docstring)."""
 
     def pre_execute(context: Mapping[str, Any]) -> None:
         ti = context["ti"]
-        decision = pull_own(ti, short_circuit_task_id, _SKIPMIXIN_KEY)
-        if isinstance(decision, Mapping) and ti.task_id in (decision.get("skipped") or ()):
-            from airflow_dist_training.compat import AirflowSkipException
+        for task_id in short_circuit_task_ids:
+            decision = pull_own(ti, task_id, _SKIPMIXIN_KEY)
+            if isinstance(decision, Mapping) and ti.task_id in (decision.get("skipped") or ()):
+                from airflow_dist_training.compat import AirflowSkipException
 
-            raise AirflowSkipException(f"{short_circuit_task_id} short-circuited this member")
+                raise AirflowSkipException(f"{task_id} short-circuited this member")
 
     return pre_execute
 
 
-def mapped_group(
-    group_id: str, default_args: Mapping[str, Any], names: Sequence[str], body: Callable[[Any], None]
-) -> Any:
-    """An Airflow mapped task group over ``names`` (``@task_group(...).expand(member=names)``) whose
-    tasks ``body(group)`` creates; returns the group."""
-    from airflow.sdk import task_group
-    from airflow.sdk.definitions._internal.contextmanager import TaskGroupContext
+def skip_short_circuited_members(group: Any) -> None:
+    """Give each task directly downstream of short circuits of ``group`` (teardowns aside) the
+    ``pre_execute`` of :func:`skip_when_short_circuited`."""
+    upstream: dict[str, list[str]] = {}
+    for task in group.children.values():
+        if getattr(task, "inherits_from_skipmixin", False):
+            for downstream in task.downstream_list:
+                if not getattr(downstream, "is_teardown", False):
+                    upstream.setdefault(downstream.task_id, []).append(task.task_id)
+    for task_id, short_circuits in upstream.items():
+        group.children[task_id].pre_execute = skip_when_short_circuited(short_circuits)
 
-    def member_group(member: Any) -> None:
-        body(TaskGroupContext.get_current())
 
-    member_group.__doc__ = f"One {group_id} per member: {', '.join(names)}"
-    factory: Any = task_group(group_id=group_id, default_args=dict(default_args))
-    return factory(member_group).expand(member=list(names))
+def member_task_group(group_id: str, default_args: Mapping[str, Any], names: Sequence[str]) -> Any:
+    """An Airflow mapped task group over ``names``, one map index per member: the group
+    ``@task_group(group_id=...).expand(member=names)`` builds (Airflow's own classes), usable as a
+    ``with`` block like a ``TaskGroup``, so the group's tasks are built the same way either way."""
+    from airflow.sdk.definitions._internal.expandinput import DictOfListsExpandInput
+    from airflow.sdk.definitions.taskgroup import MappedTaskGroup
+
+    defaults: Any = dict(default_args)
+    return MappedTaskGroup(
+        group_id=group_id,
+        default_args=defaults,
+        tooltip=f"One per member: {', '.join(names)}",
+        expand_input=DictOfListsExpandInput({"member": list(names)}),
+    )

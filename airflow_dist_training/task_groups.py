@@ -79,13 +79,8 @@ def stage_train_evaluate(
     :param data_asset: an ``Asset`` the staging step updates (its event's extra holds the staged
         data's fingerprint). Use a different asset than the one that schedules the DAG.
     :param deferrable: remote jobs wait in the triggerer (default; no worker slot held); ``False``: in the worker.
-    :param members: train one model per member (``spec/members.py``: a name plus overrides of
-        hyperparameters, channels, environment and instance settings): the group becomes an Airflow
-        mapped task group, one map index per member, each with its own job name, checkpoints,
-        champion, skip-unchanged decision, gate and model package group (``<group>-<member>``).
+    :param members: one model per member (``spec/members.py``), a mapped task group (``mapped_groups.py``).
     """
-    from airflow.sdk import TaskGroup
-
     from airflow_dist_training.hooks.backends import get_backend
     from airflow_dist_training.retraining.warm_start import parse_warm_start
     from airflow_dist_training.retry import training_retry_policy
@@ -93,7 +88,6 @@ def stage_train_evaluate(
     from airflow_dist_training.spec.pipeline import CheckpointStep
 
     spec_obj = load_spec(spec)
-    member_list = _members(spec_obj, members)
     # the backend's capabilities decide the shape of the group (no I/O here)
     remote = get_backend(backend, aws_conn_id=aws_conn_id, region_name=region_name).remote
     warm_start = parse_warm_start(warm_start)
@@ -101,42 +95,32 @@ def stage_train_evaluate(
     checkpoints = checkpoints or CheckpointStep()
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
-
-    def build(group: Any) -> None:
-        g = _Group(
-            spec_obj,
-            backend,
-            remote,
-            base,
-            f"{group.group_id}.",
-            aws_conn_id,
-            region_name,
-            checkpoints.resume,
-            deferrable,
-            member_list,
-        )
+    with _task_group(group_id or "stage_train_evaluate", group_defaults, member_list := _members(spec_obj, members)) as group:
+        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list)
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
         check_task = _changes_step(g, staging, registry, force, warm_start, checkpoints)
         train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
         upstream >> check_task >> train
-        g.skip_if_short_circuited(check_task if upstream is plan_task else upstream, plan_task)
-        g.skip_if_short_circuited(train, check_task)
         _stop_orphaned_teardown(g, plan_task, train)
         _checkpoint_tasks(g, train, checkpoints)
         if evaluation is not None:
             evaluate = _evaluation_task(g, plan_task, train, evaluation)
             if gate is not None:
                 _gate_and_register(g, train, evaluate, check_task, gate, registry, fail_on_reject)
-        _teardowns_last(group)
+        _finish(g, group)
+    return group
 
-    if member_list is None:
-        with TaskGroup(group_id=group_id or "stage_train_evaluate", default_args=group_defaults) as group:
-            build(group)
-        return group
-    from airflow_dist_training.mapped_groups import mapped_group
 
-    return mapped_group(group_id or "stage_train_evaluate", group_defaults, member_list.names, build)
+def _task_group(group_id: str, default_args: Any, members: MemberList | None) -> Any:
+    """A task group, or with members an Airflow mapped task group with one map index per member."""
+    if members is None:
+        from airflow.sdk import TaskGroup
+
+        return TaskGroup(group_id=group_id, default_args=default_args)
+    from airflow_dist_training.mapped_groups import member_task_group
+
+    return member_task_group(group_id, default_args, members.names)
 
 
 def _members(
@@ -193,13 +177,6 @@ class _Group:
 
         return f"{value}{sep}{self.members.names[map_index_of(context)]}"
 
-    def skip_if_short_circuited(self, task: Any, short_circuit: Any) -> None:
-        """In a mapped group, ``task`` (directly downstream of ``short_circuit``) skips itself when its
-        member's short circuit says so (``mapped_groups``: Airflow leaves such tasks running)."""
-        if self.members is not None:
-            from airflow_dist_training.mapped_groups import skip_when_short_circuited
-
-            task.pre_execute = skip_when_short_circuited(short_circuit.task_id)
 
     @property
     def defer(self) -> bool:
@@ -491,6 +468,15 @@ def _gate_and_register(
         region_name=g.region_name,
     )
     gate_task >> register
+
+
+def _finish(g: _Group, group: Any) -> None:
+    """Once every task exists: teardowns last; in a mapped group, short circuits skip per member."""
+    _teardowns_last(group)
+    if g.members is not None:
+        from airflow_dist_training.mapped_groups import skip_short_circuited_members
+
+        skip_short_circuited_members(group)
 
 
 def _teardowns_last(group: Any) -> None:

@@ -154,7 +154,7 @@ def test_scratch_file_system_is_created_as_setup_and_deleted_as_teardown(tmp_pat
     stage = dag.get_task("stage_train_evaluate.stage")
     assert create.is_setup and delete.is_teardown
     assert stage.file_system_id == (
-        "{{ ti.xcom_pull(task_ids='stage_train_evaluate.create_file_system')['file_system_id'] }}"
+        "{{ ti.xcom_pull(task_ids='stage_train_evaluate.create_file_system', map_indexes=ti.map_index)['file_system_id'] }}"
     )
     # the delete waits for everything else in the group, even after a failure
     assert {"stage_train_evaluate.train", "stage_train_evaluate.register"} <= {

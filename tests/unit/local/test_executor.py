@@ -167,10 +167,10 @@ def test_hosts_file_maps_every_host_to_its_own_loopback_address() -> None:
 
 
 def test_a_failure_reason_capped_mid_path_keeps_no_piece_of_this_machines_path() -> None:
-    from airflow_dist_training.local.executor import _without_cut_path
+    from airflow_dist_training.local.supervisor import without_cut_path
 
     env = "/root/.cache/airflow-dist-training/job-envs/pytorch"
     capped = 'AlgorithmError: algo-1: boom\n  File "/root/.cache/airflow-dist-training/job-e'
-    assert _without_cut_path(capped, env, "/opt/conda") == 'AlgorithmError: algo-1: boom\n  File "/opt/conda'
+    assert without_cut_path(capped, env, "/opt/conda") == 'AlgorithmError: algo-1: boom\n  File "/opt/conda'
     # a whole path is the caller's plain replace; unrelated text stays as it is
-    assert _without_cut_path("ExecuteUserScriptError: /root is read-only", env, "/opt/conda").endswith("read-only")
+    assert without_cut_path("ExecuteUserScriptError: /root is read-only", env, "/opt/conda").endswith("read-only")

@@ -66,8 +66,6 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------
 
 LOG_GROUP = str(TRAINING.log_group)
-TAG_RUN_IDENTITY = "airflow-dist-training:run-identity"
-TAG_GENERATION = "airflow-dist-training:generation"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,10 +137,6 @@ def result_from_description(description: Mapping[str, Any]) -> TrainingResult:
         training_seconds=int(training_seconds) if training_seconds is not None else None,
         timeline=timeline_from_description(description),
     )
-
-
-def tags_of(description: Mapping[str, Any]) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in description.get("Tags") or [] if "Key" in t}
 
 
 def error_for_terminal_state(

@@ -236,29 +236,15 @@ class LocalJobPlan:
     torchrun_hosts: list[str]
     processes_per_host: int
     entry_point: str
-    source_dir: str | None  # local path or s3:// URI of the code
     hyperparameters_file: dict[str, str]
     input_data_config: dict[str, dict[str, str]]
     user_args: list[str]
-    channel_sources: dict[str, str]  # channel -> local path or s3:// URI
     checkpoint_store: Store | None
     output_store: Store
     output_compression: Literal["GZIP", "NONE"]
     metric_definitions: list[tuple[str, str]]
     host_plans: list[HostPlan]
     warnings: list[str] = field(default_factory=list)
-
-    @property
-    def total_processes(self) -> int:
-        return sum(self.processes_per_host if h.launch == "torchrun" else 1 for h in self.host_plans)
-
-    @property
-    def model_artifact(self) -> Store:
-        return self.output_store.child(self.job_name, "output", "model.tar.gz")
-
-    @property
-    def output_artifact(self) -> Store:
-        return self.output_store.child(self.job_name, "output", "output.tar.gz")
 
     @property
     def job_arn(self) -> str:

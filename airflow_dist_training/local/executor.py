@@ -121,7 +121,3 @@ class LocalExecutor:
     def get(self, name: str) -> LocalTrainingJob | None:
         with self._lock:
             return self._jobs.get(name)
-
-    def jobs(self) -> list[LocalTrainingJob]:
-        with self._lock:
-            return list(self._jobs.values())

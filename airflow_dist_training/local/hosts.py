@@ -182,7 +182,7 @@ _WARNED: set[str] = set()
 _WARN_LOCK = threading.Lock()
 
 
-def warn_fallback_once(isolation: Isolation, log_fn: object = None) -> str | None:
+def warn_fallback_once(isolation: Isolation) -> str | None:
     """The fallback warning, the first time only (per process); None afterwards."""
     with _WARN_LOCK:
         if isolation.namespaces or "fallback" in _WARNED:

@@ -111,14 +111,6 @@ def recipe_for(image_uri: str | None = None, framework: str | None = None) -> Jo
     return RECIPES[DEFAULT_RECIPE]
 
 
-# kept for the CLI and tests that read the default recipe's pins
-PACKAGES = PYTORCH.packages
-
-
-def constraints_text() -> str:
-    return PYTORCH.constraints_text()
-
-
 def envs_home(environ: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if environ is None else environ
     if environ.get("ADT_JOB_ENVS"):

@@ -166,12 +166,17 @@ class RequestPlan:
     channel_uris: dict[str, str]  # channel -> s3:// URI (or mount key)
     checkpoint_uri: str | None
     output_path: str
-    model_uri: str
-    output_uri: str
     torch_distributed: bool
     python: str
-    warnings: list[str] = field(default_factory=list)
-    python_why: str = ""  # which setting chose the interpreter (local/job_env.py)
+    python_why: str  # which setting chose the interpreter (local/job_env.py)
+
+    @property
+    def model_uri(self) -> str:
+        return f"{self.output_path.rstrip('/')}/{self.plan.job_name}/output/model.tar.gz"
+
+    @property
+    def output_uri(self) -> str:
+        return f"{self.output_path.rstrip('/')}/{self.plan.job_name}/output/output.tar.gz"
 
 
 def _groups(resource: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
@@ -204,7 +209,6 @@ def plan_request(
 ) -> RequestPlan:
     """Check the request for this machine and compute the hosts' plan; raises :class:`LocalRequestError`."""
     environ = os.environ if environ is None else environ
-    req: dict[str, Any] = json.loads(json.dumps(request, default=str))
     name = str(request.get("TrainingJobName") or "")
     algorithm = request.get("AlgorithmSpecification") or {}
     hyperparameters = {str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()}
@@ -259,12 +263,21 @@ def plan_request(
         torch_distributed=torch_distributed,
     )  # fmt: skip
     host_plans = _request_host_plans(facts, groups, jobs_root / name, torchrun_hosts, isolation, runner)
-    rp = _request_plan(
-        request, req, jobs_root, store, options, facts, host_plans, runner, mode, torchrun_hosts, isolation,
-        channel_uris, torch_distributed, python,
-    )  # fmt: skip
-    rp.python_why = python_why
-    return rp
+    return RequestPlan(
+        request=json.loads(json.dumps(request, default=str)),
+        mode=runner,
+        plan=_job_plan(request, jobs_root, store, options, facts, host_plans, runner, torch_distributed),
+        isolation=isolation,
+        code_uri=str(reserved["sagemaker_submit_directory"])
+        if "sagemaker_submit_directory" in reserved
+        else None,
+        channel_uris=channel_uris,
+        checkpoint_uri=(request.get("CheckpointConfig") or {}).get("S3Uri"),
+        output_path=_output_path(request),
+        torch_distributed=torch_distributed,
+        python=python,
+        python_why=python_why,
+    )
 
 
 def _request_facts(
@@ -479,22 +492,21 @@ def _request_host_plans(
     return host_plans
 
 
-def _request_plan(
+def _output_path(request: Mapping[str, Any]) -> str:
+    name = request.get("TrainingJobName")
+    return str((request.get("OutputDataConfig") or {}).get("S3OutputPath") or f"s3://local-output/{name}")
+
+
+def _job_plan(
     request: Mapping[str, Any],
-    req: dict[str, Any],
     jobs_root: Path,
     store: ObjectStore,
     options: JobOptions,
     facts: HostFacts,
     host_plans: list[HostPlan],
     runner: str,
-    mode: str,
-    torchrun_hosts: list[str],
-    isolation: Any,
-    channel_uris: dict[str, str],
     torch_distributed: bool,
-    python: str,
-) -> RequestPlan:
+) -> LocalJobPlan:
     """The stores (checkpoints, output) and the whole plan of a checked request."""
     name = facts.job_name
     algorithm = request.get("AlgorithmSpecification") or {}
@@ -505,45 +517,29 @@ def _request_plan(
         warnings.append(
             f"CheckpointConfig.LocalPath {local_path}: the local backend syncs /opt/ml/checkpoints only"
         )
-    output_config = request.get("OutputDataConfig") or {}
-    output_path = str(output_config.get("S3OutputPath") or f"s3://local-output/{name}")
-    base = output_path.rstrip("/")
-    plan = LocalJobPlan(
+    if runner == "container":
+        strategy = Strategy.LAUNCHER
+    else:
+        strategy = Strategy.TORCH_DISTRIBUTED if torch_distributed else Strategy.NONE
+    return LocalJobPlan(
         job_name=name,
         job_dir=jobs_root / name,
         root=jobs_root,
-        strategy=Strategy.LAUNCHER
-        if mode == "container"
-        else (Strategy.TORCH_DISTRIBUTED if torch_distributed else Strategy.NONE),
+        strategy=strategy,
         hosts=facts.hosts,
-        torchrun_hosts=torchrun_hosts,
+        torchrun_hosts=[hp.host for hp in host_plans if hp.launch == "torchrun"],
         processes_per_host=max(1, int(options.processes_per_host or 1)) if runner == "builtin" else 1,
         entry_point=facts.entry,
         hyperparameters_file={str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()},
         input_data_config=facts.input_data_config,
         user_args=facts.user_args,
         checkpoint_store=store.resolve(checkpoint_uri).as_store() if checkpoint_uri else None,
-        output_store=store.resolve(output_path).as_store(),
-        output_compression="NONE" if output_config.get("CompressionType") == "NONE" else "GZIP",
+        output_store=store.resolve(_output_path(request)).as_store(),
+        output_compression="NONE"
+        if (request.get("OutputDataConfig") or {}).get("CompressionType") == "NONE"
+        else "GZIP",
         metric_definitions=[(m["Name"], m["Regex"]) for m in algorithm.get("MetricDefinitions") or []],
         host_plans=host_plans,
-        warnings=warnings,
-    )
-    return RequestPlan(
-        request=req,
-        mode=runner,
-        plan=plan,
-        isolation=isolation,
-        code_uri=str(facts.reserved["sagemaker_submit_directory"])
-        if "sagemaker_submit_directory" in facts.reserved
-        else None,
-        channel_uris=channel_uris,
-        checkpoint_uri=checkpoint_uri,
-        output_path=output_path,
-        model_uri=f"{base}/{name}/output/model.tar.gz",
-        output_uri=f"{base}/{name}/output/output.tar.gz",
-        torch_distributed=torch_distributed,
-        python=python,
         warnings=warnings,
     )
 

@@ -191,6 +191,11 @@ def warn_fallback_once(isolation: Isolation) -> str | None:
     return FALLBACK_WARNING.format(why=isolation.why)
 
 
+def available_cpus() -> int:
+    """The cores this process may run on (its affinity), as a host's ``SM_NUM_CPUS``."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def host_address(index: int) -> str:
     """``algo-1`` is 127.0.0.2, ``algo-2`` 127.0.0.3, ...: one loopback address per host."""
     return f"127.0.0.{index + 2}"

@@ -1,10 +1,5 @@
-"""The handle of one local training job: status, ``describe()``, logs, host folders, stop, result.
-
-``describe()`` reports what SageMaker's ``DescribeTrainingJob`` does: ``TrainingJobStatus``
-(InProgress, Stopping, Completed, Failed, Stopped), ``SecondaryStatus`` and its transitions,
-``FailureReason``, ``FinalMetricDataList`` (from ``MetricDefinitions``), ``ModelArtifacts`` and
-timestamps. The job runs on its own thread, supervised by :class:`~.supervisor.RunSupervisor`.
-"""
+"""The handle of one local training job (``describe()``, logs, host folders, stop, result; see
+``local/executor.py``). The job runs on its own thread, supervised by ``supervisor.RunSupervisor``."""
 
 from __future__ import annotations
 

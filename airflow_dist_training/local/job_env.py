@@ -163,11 +163,6 @@ def why_not_ready(env_dir: Path, recipe: JobEnvRecipe = PYTORCH) -> str | None:
     return None
 
 
-def built_python(env_dir: Path, recipe: JobEnvRecipe = PYTORCH) -> Path | None:
-    """The environment's interpreter when it is built and up to date, else None."""
-    return None if why_not_ready(env_dir, recipe) else env_dir / "bin" / "python"
-
-
 def job_python(
     explicit: str | None,
     environ: Mapping[str, str] | None = None,

@@ -1,17 +1,11 @@
 """What one simulated host runs, and how a job's files move.
 
-One launcher process per simulated host (the supervisor, ``local/supervisor.py``, starts it in
-its own session):
-
-* container mode (``ContainerEntrypoint``, our launcher): that command and its arguments;
-* toolkit mode: AWS's ``train`` entry point, which reads the host's config files;
-* the project's runner: torchrun hosts run ``python -m torch.distributed.run --nnodes=N
-  --nproc-per-node=P --node-rank=i``. One host uses a c10d rendezvous on ``127.0.0.1:0`` (what
-  torchrun itself does for one node). Several hosts use the ``static`` rendezvous with
-  ``--master-addr --master-port``, which is what SageMaker runs (``algo-1:7777``): ranks then
-  follow the host order (algo-1 gets ranks 0..P-1), which a c10d rendezvous does not guarantee.
-  Other hosts (strategy ``none``, or outside the distribution instance group) run ``python
-  <entry> <args>`` once, as the toolkit's Process runner does.
+One launcher process per simulated host: the request's ``ContainerEntrypoint``, AWS's toolkit
+(``train``), or the project's runner. There, torchrun hosts run ``python -m torch.distributed.run
+--nnodes=N --nproc-per-node=P --node-rank=i``: one host with a c10d rendezvous on ``127.0.0.1:0``
+(what torchrun does for one node), several with the ``static`` rendezvous on the master address and
+port, which is what SageMaker runs (``algo-1:7777``): ranks then follow the host order, which a c10d
+rendezvous does not guarantee. Other hosts run ``python <entry> <args>`` once, as the toolkit does.
 
 Files: :func:`sync_dir` restores and syncs checkpoints, :func:`pack_dirs` packs ``model.tar.gz``.
 """

@@ -322,7 +322,7 @@ def _request_facts(
         framework_params=framework,
         reserved=reserved,
         user_args=to_cmd_args(user_hps),
-        cpu_count=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+        cpu_count=nshosts.available_cpus(),
         num_gpus=0,
         nic="lo",
         master_port=nshosts.MASTER_PORT,

@@ -41,19 +41,19 @@ from airflow_dist_training.errors import (
     TrainingJobError,
     training_job_error,
 )
-from airflow_dist_training.hooks import cloudwatch_logs as _logs
 from airflow_dist_training.hooks.aws import cached_aws_hook
-
-# the tail's cursor, events and merge live in hooks/cloudwatch_logs.py (shared with the triggers)
-from airflow_dist_training.hooks.cloudwatch_logs import LogCursor as LogCursor
-from airflow_dist_training.hooks.cloudwatch_logs import LogEvent as LogEvent
-from airflow_dist_training.hooks.cloudwatch_logs import merge_log_events as merge_log_events
 from airflow_dist_training.hooks.sagemaker_jobs import TAG_STOP_REQUESTED as TAG_STOP_REQUESTED
 from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
 from airflow_dist_training.hooks.sagemaker_jobs import JobAlreadyExistsError as JobAlreadyExistsError
 from airflow_dist_training.job_states import STOPPABLE_STATES, STOPPED_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
+from airflow_dist_training.sagemaker import log_tail as _logs
 from airflow_dist_training.sagemaker.job_kinds import TRAINING
+
+# the tail's cursor, events and merge live in sagemaker/log_tail.py (shared with the triggers)
+from airflow_dist_training.sagemaker.log_tail import LogCursor as LogCursor
+from airflow_dist_training.sagemaker.log_tail import LogEvent as LogEvent
+from airflow_dist_training.sagemaker.log_tail import merge_log_events as merge_log_events
 from airflow_dist_training.source_archive import pack_source_dir
 
 if TYPE_CHECKING:

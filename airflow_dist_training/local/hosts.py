@@ -22,6 +22,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,6 +191,16 @@ def warn_fallback_once(isolation: Isolation) -> str | None:
             return None
         _WARNED.add("fallback")
     return FALLBACK_WARNING.format(why=isolation.why)
+
+
+def loopback_ports(environ: Mapping[str, str]) -> list[int]:
+    """Ports of endpoint URLs on 127.0.0.1/localhost (the S3 endpoint, the SageMaker test endpoint)."""
+    ports = []
+    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER"):
+        match = re.match(r"https?://(?:127\.0\.0\.1|localhost):(\d+)", environ.get(key, ""))
+        if match:
+            ports.append(int(match.group(1)))
+    return ports
 
 
 def available_cpus() -> int:

@@ -37,6 +37,7 @@ from airflow_dist_training.local.contract import (
 )
 from airflow_dist_training.local.job_env import job_python
 from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
 from airflow_dist_training.spec.training import Strategy
 
 # Launcher-mode command the planner writes (sagemaker/launcher.py); its config file says the launcher.
@@ -76,15 +77,8 @@ class LocalRequestError(SpecValidationError):
     """The request cannot run on this machine; nothing was launched."""
 
 
-def _decode(value: Any) -> Any:
-    try:
-        return json.loads(value)
-    except (TypeError, ValueError):
-        return value
-
-
 def _truthy(value: Any) -> bool:
-    value = _decode(value)
+    value = decode_hyperparameter(value)
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
@@ -142,16 +136,6 @@ def toolkit_available(python: str) -> bool:
         )
     code = "import importlib.util as u,sys; sys.exit(0 if u.find_spec('sagemaker_training') else 1)"
     return subprocess.run([python, "-c", code], capture_output=True, check=False).returncode == 0
-
-
-def loopback_ports(environ: Mapping[str, str]) -> list[int]:
-    """Ports of endpoint URLs on 127.0.0.1/localhost (the S3 endpoint, the SageMaker test endpoint)."""
-    ports = []
-    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER"):
-        match = re.match(r"https?://(?:127\.0\.0\.1|localhost):(\d+)", environ.get(key, ""))
-        if match:
-            ports.append(int(match.group(1)))
-    return ports
 
 
 @dataclass

@@ -42,7 +42,7 @@ from airflow_dist_training.local.contract import (
 from airflow_dist_training.local.hangs import HangWatch, lost_port_race
 from airflow_dist_training.local.metrics import MetricParser, MetricPoint
 from airflow_dist_training.local.prepare import stage_job
-from airflow_dist_training.local.request_plan import JobOptions, RequestPlan, loopback_ports
+from airflow_dist_training.local.request_plan import JobOptions, RequestPlan
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import StatusTransition, TrainingResult
 
@@ -214,7 +214,7 @@ class RunSupervisor:
     # -- launch
     def _start_network(self) -> None:
         plan = self.plan
-        ports = list(self.options.relay_ports) + loopback_ports(os.environ)
+        ports = list(self.options.relay_ports) + nshosts.loopback_ports(os.environ)
         network = nshosts.JobNetwork(plan.job_dir, plan.hosts, self.rp.isolation, ports)
         self.network = network  # before start: close() cleans up whatever start() got to
         try:

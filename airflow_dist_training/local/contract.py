@@ -1,7 +1,7 @@
 """The SageMaker training-container contract, mapped onto one machine (pure: no I/O, no torch, no boto3).
 
 Runs execute the CreateTrainingJob request: ``local/submit.py`` builds it with the SageMaker
-planner after :func:`validate_local`, and ``local/executor.py`` plans it per host into a
+planner after :func:`validate_local`, and ``local/request_plan.py`` plans it per host into a
 :class:`LocalJobPlan` with :class:`HostFacts` / :func:`host_env` / :class:`HostLayout` /
 :func:`config_files` from here: the ``/opt/ml`` tree of every simulated host under
 ``<root>/<job>/``, the config files, the full ``SM_*`` environment of every host and the user

@@ -164,22 +164,15 @@ class RequestPlan:
 
 
 def _groups(resource: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """``(group name, instance type, hosts)`` of each instance group (one group when homogeneous)."""
+    if not resource.get("InstanceGroups"):
+        hosts = [host_name(i) for i in range(int(resource.get("InstanceCount", 1)))]
+        return [(HOMOGENEOUS_GROUP, str(resource.get("InstanceType", "local")), hosts)]
     out: list[tuple[str, str, list[str]]] = []
-    index = 0
-    if resource.get("InstanceGroups"):
-        for g in resource["InstanceGroups"]:
-            hosts = [host_name(index + i) for i in range(int(g["InstanceCount"]))]
-            index += len(hosts)
-            out.append((str(g["InstanceGroupName"]), str(g["InstanceType"]), hosts))
-    else:
-        count = int(resource.get("InstanceCount", 1))
-        out.append(
-            (
-                HOMOGENEOUS_GROUP,
-                str(resource.get("InstanceType", "local")),
-                [host_name(i) for i in range(count)],
-            )
-        )
+    for g in resource["InstanceGroups"]:
+        first = sum(len(hosts) for _, _, hosts in out)  # host names run on across the groups
+        hosts = [host_name(first + i) for i in range(int(g["InstanceCount"]))]
+        out.append((str(g["InstanceGroupName"]), str(g["InstanceType"]), hosts))
     return out
 
 

@@ -53,7 +53,7 @@ _LAUNCH_ATTEMPTS = 3
 _FAILURE_GRACE_SECONDS = 5.0  # after a host fails, the others may still finish before they are stopped
 
 
-def utc_iso(ts: float | None = None) -> str:
+def _utc_iso(ts: float | None = None) -> str:
     moment = dt.datetime.fromtimestamp(time.time() if ts is None else ts, dt.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
@@ -127,7 +127,7 @@ class RunSupervisor:
             self._log(line)
 
     def transition(self, status: str, message: str) -> None:
-        now = utc_iso()
+        now = _utc_iso()
         if self.timeline and self.timeline[-1]["end"] is None:
             self.timeline[-1]["end"] = now
         self.timeline.append(StatusTransition(status=status, start=now, end=None, message=message))

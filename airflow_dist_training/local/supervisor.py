@@ -412,14 +412,11 @@ class RunSupervisor:
         if self.max_runtime_exceeded:
             self._write_failure_files(codes)
             tail_host = next((h for h, c in codes.items() if c != 0), plan.hosts[0])
-            tail = "\n".join(list(self.tails[tail_host])[-10:])
-            reason = (
-                f"MaxRuntimeExceeded: Training job timed out after {self.max_runtime_seconds:.0f} s. "
-                f"Last lines of {tail_host}:\n{tail}"
-            )
+            limit = f"{self.max_runtime_seconds:.0f} s"
+            last = f"Last lines of {tail_host}:\n" + "\n".join(list(self.tails[tail_host])[-10:])
+            reason = f"MaxRuntimeExceeded: Training job timed out after {limit}. {last}"
             return TrainingJobError(
-                f"Local training job {plan.job_name} exceeded MaxRuntimeInSeconds ({self.max_runtime_seconds:.0f} s). "
-                f"Last lines of {tail_host}:\n{tail}",
+                f"Local training job {plan.job_name} exceeded MaxRuntimeInSeconds ({limit}). {last}",
                 job_name=plan.job_name,
                 status="Stopped",
                 failure_reason=reason[:FAILURE_REASON_LIMIT],

@@ -155,6 +155,10 @@ class RequestPlan:
     python_why: str  # which setting chose the interpreter (local/job_env.py)
 
     @property
+    def warnings(self) -> list[str]:
+        return self.plan.warnings
+
+    @property
     def model_uri(self) -> str:
         return f"{self.output_path.rstrip('/')}/{self.plan.job_name}/output/model.tar.gz"
 

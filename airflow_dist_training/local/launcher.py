@@ -16,7 +16,6 @@ import os
 import shlex
 import shutil
 import socket
-import sys
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,8 +35,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def host_command(plan: LocalJobPlan, host: HostPlan, port: int, python: str = sys.executable) -> list[str]:
-    """The argv that starts one simulated host."""
+def _runner_argv(plan: LocalJobPlan, host: HostPlan, port: int, python: str) -> list[str]:
+    """The argv the project's runner starts one simulated host with."""
     entry = plan.entry_point
     if host.launch == "torchrun":
         nnodes = len(plan.torchrun_hosts)
@@ -126,7 +125,7 @@ def host_process(
     if python_path:
         env["PYTHONPATH"] = f"{hp.env.get('PYTHONPATH', '')}{os.pathsep}{python_path}"
     plan = rp.plan
-    argv = host_command(plan, hp, port, rp.python)
+    argv = _runner_argv(plan, hp, port, rp.python)
     if ns:
         master = plan.torchrun_hosts[0] if plan.torchrun_hosts else plan.hosts[0]
         argv = [f"--master-addr={master}" if a == "--master-addr=127.0.0.1" else a for a in argv]

@@ -256,15 +256,14 @@ class RunSupervisor:
                 env["ADT_SHARED_DATA"] = str(plan.host_plans[0].layout.input_data_dir)
                 cmd = self.network.host_command(hp.index, hp.host, hp.layout.base, cmd)
                 cwd = "/"
-            shown = " ".join(shlex.quote(c) for c in cmd[-8:]) if self.network else " ".join(cmd)
-            if self._spawn(hp.host, cmd, env, cwd, shown, job_cmd) is None:
+            if self._spawn(hp.host, cmd, env, cwd, job_cmd) is None:
                 return
 
     def _spawn(
-        self, host: str, cmd: list[str], env: dict[str, str], cwd: str | Path, shown: str, job_cmd: list[str]
+        self, host: str, cmd: list[str], env: dict[str, str], cwd: str | Path, job_cmd: list[str]
     ) -> subprocess.Popen[bytes] | None:
-        """Start one host's process, log its pid and ``shown`` (its command), then read its
-        output (None once stopped). ``job_cmd``: the command as the job sees it."""
+        """Start one host's process, log its pid and command (the job's end of a namespace wrapper),
+        then read its output (None once stopped). ``job_cmd``: the command as the job sees it."""
         self.job_commands[host] = job_cmd
         with self._proc_lock:
             if self.stop_requested.is_set():
@@ -280,6 +279,7 @@ class RunSupervisor:
                 preexec_fn=_set_parent_death_signal,  # only a prctl call, no locks
             )
             self.processes[host] = proc
+        shown = " ".join(shlex.quote(c) for c in cmd[-8:]) if self.network else " ".join(cmd)
         self.log(f"[local] {host}: pid {proc.pid}: {shown}")
         for stream in (proc.stdout, proc.stderr):
             assert stream is not None

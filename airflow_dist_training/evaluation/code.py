@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from airflow_dist_training.checkpoints.uris import file_uri_path
+from airflow_dist_training.storage.location import file_uri_path
 from airflow_dist_training.errors import Problem, SpecValidationError
 
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", ".venv"})

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from airflow_dist_training.checkpoints.uris import Store, local_path
+from airflow_dist_training.storage.location import Store, local_path
 from airflow_dist_training.errors import KILLED_BY_SIGKILL, Problem
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
 from airflow_dist_training.sagemaker.strategies import LocalRun, record_for
@@ -205,7 +205,7 @@ def host_layout(job_dir: Path, index: int) -> HostLayout:
     return HostLayout(host=host, base=base, shared=job_dir)
 
 
-# --------------------------------------------------------------------------- stores (Store: checkpoints/uris.py)
+# --------------------------------------------------------------------------- stores (Store: storage/location.py)
 
 
 # --------------------------------------------------------------------------- the plan

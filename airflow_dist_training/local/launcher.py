@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from airflow_dist_training.checkpoints.uris import split_s3_uri
+from airflow_dist_training.storage.location import split_s3_uri
 from airflow_dist_training.errors import KILLED_BY_SIGKILL, TrainingJobError, training_job_error
 from airflow_dist_training.local.contract import (
     HostPlan,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_dist_training.checkpoints.uris import Store, split_s3_uri
+from airflow_dist_training.storage.location import Store, split_s3_uri
 
 
 @dataclass(frozen=True)

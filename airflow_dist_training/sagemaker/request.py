@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_dist_training.checkpoints.uris import s3_bucket
+from airflow_dist_training.storage.location import s3_bucket
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.sagemaker import launcher
 from airflow_dist_training.sagemaker.catalog import (

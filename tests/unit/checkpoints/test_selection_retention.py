@@ -15,7 +15,7 @@ from airflow_dist_training.checkpoints.selection import (
     latest_complete,
     select_checkpoint,
 )
-from airflow_dist_training.checkpoints.uris import parse_location
+from airflow_dist_training.storage.location import parse_location
 from airflow_dist_training.errors import SpecValidationError
 
 ROOT = "s3://b/runs/r1/"

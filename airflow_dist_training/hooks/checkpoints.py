@@ -212,9 +212,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             found = self._first_complete(root, candidates, checked)
             if found is not None:
                 return found
-        steps = [
-            s for s in self._steps(root, self._store(root).list_dirs(root, "step-")) if s[0] not in checked
-        ]
+        steps = [s for s in self._steps(root, self._store(root).list_dirs(root, "step-")) if s[0] not in checked]
         return self._first_complete(root, steps, checked)
 
     def _first_complete(
@@ -391,7 +389,5 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         record = self.read_promotions(root_uri)
         record["current"] = entry
         record["history"] = [*record["history"], entry]
-        self._store(root).write(
-            root.join(PROMOTED_NAME), json.dumps(record, indent=2, sort_keys=True).encode()
-        )
+        self._store(root).write(root.join(PROMOTED_NAME), json.dumps(record, indent=2, sort_keys=True).encode())
         return entry

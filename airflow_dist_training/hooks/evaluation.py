@@ -272,13 +272,7 @@ class LocalEvaluationRunner:
         """Run the script, streaming its output; a non-zero exit is an ``EvaluationScriptFailure``."""
         tail: collections.deque[str] = collections.deque(maxlen=self.stderr_tail)
         proc = subprocess.Popen(
-            cmd,
-            cwd=str(cwd),
-            env=dict(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
+            cmd, cwd=str(cwd), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
         )
         readers = [
             threading.Thread(target=_pump, args=(proc.stdout, logging.INFO, None), daemon=True),
@@ -302,9 +296,7 @@ class LocalEvaluationRunner:
         for t in readers:
             t.join(5)
         if rc != 0:
-            reason = (
-                f"AlgorithmError: {Path(script).name} exited with code {rc}: {last_error_line(list(tail))}"
-            )
+            reason = f"AlgorithmError: {Path(script).name} exited with code {rc}: {last_error_line(list(tail))}"
             raise EvaluationScriptFailure(
                 f"evaluation script {script} exited with code {rc}" + _tail_text(tail), reason[:1024]
             )

@@ -74,7 +74,6 @@ from airflow_dist_training.local.contract import (
     HostLayout,
     HostPlan,
     LocalJobPlan,
-    Store,
     config_files,
     host_env,
     host_layout,
@@ -83,7 +82,7 @@ from airflow_dist_training.local.contract import (
     to_cmd_args,
 )
 from airflow_dist_training.local.job_env import inherited_environ, job_python
-from airflow_dist_training.local.launcher import LocalJobRun, host_command, sync_dir
+from airflow_dist_training.local.launcher import LocalJobRun, host_command, local_dir, sync_dir
 from airflow_dist_training.local.metrics import MetricPoint
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import TrainingResult
@@ -599,8 +598,8 @@ def _request_plan(
         input_data_config=facts.input_data_config,
         user_args=facts.user_args,
         channel_sources={},
-        checkpoint_store=store.resolve(checkpoint_uri).as_store() if checkpoint_uri else None,
-        output_store=store.resolve(output_path).as_store(),
+        checkpoint_store=store.resolve(checkpoint_uri) if checkpoint_uri else None,
+        output_store=store.resolve(output_path),
         output_compression="NONE" if output_config.get("CompressionType") == "NONE" else "GZIP",
         metric_definitions=[(m["Name"], m["Regex"]) for m in algorithm.get("MetricDefinitions") or []],
         host_plans=host_plans,
@@ -652,7 +651,7 @@ class _RequestRun(LocalJobRun):
         )
         self.rp = rp
         self.store = store
-        self.checkpoint_client = store.s3_client
+        self.checkpoint_stores = store.stores
         self.options = options
         self.network: nshosts.JobNetwork | None = None
         self.hang_reason: str | None = None
@@ -696,9 +695,9 @@ class _RequestRun(LocalJobRun):
             for hp in plan.host_plans:
                 n = sync_dir(
                     plan.checkpoint_store,
-                    Store("local", str(hp.layout.checkpoint_dir)),
+                    local_dir(hp.layout.checkpoint_dir),
                     self._synced,
-                    client=self.store.s3_client,
+                    self.store.stores,
                 )
                 if n and hp.index == 0:
                     self.log(f"[local] restored {n} checkpoint file(s) from {self.rp.checkpoint_uri}")

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from airflow_dist_training.storage.location import s3_bucket
 from airflow_dist_training.sagemaker.catalog import assumed_instance, lookup_instance
 from airflow_dist_training.sagemaker.uploads import Upload
+from airflow_dist_training.storage.location import s3_bucket
 
 if TYPE_CHECKING:
     from airflow_dist_training.spec.training import TrainingJobSpec

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_dist_training.storage.location import s3_bucket
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.sagemaker import launcher
 from airflow_dist_training.sagemaker.catalog import (
@@ -47,6 +46,7 @@ from airflow_dist_training.spec.training import (
     S3Channel,
     TrainingJobSpec,
 )
+from airflow_dist_training.storage.location import s3_bucket
 
 # The SDK leaves DebugHookConfig/ProfilerConfig out in these regions (fw_utils.DEBUGGER_UNSUPPORTED_REGIONS).
 DEBUGGER_UNSUPPORTED_REGIONS = (

@@ -109,13 +109,18 @@ class Stores:
     options: StoreOptions = field(default_factory=StoreOptions)
     _open: dict[str, ObjectStore] = field(default_factory=dict)
 
-    def __call__(self, loc: Location, field_name: str = "uri") -> ObjectStore:
+    def __call__(self, loc: Location, field_name: str = "uri", uri: str | None = None) -> ObjectStore:
         if loc.scheme not in self._open:
             record = _SCHEMES.get(loc.scheme)
             if record is None:
                 schemes = ", ".join(f"{s}://" for s in registered_schemes() if s != "file")
                 raise SpecValidationError(
-                    [(field_name, f"{loc.uri}: unsupported scheme (use {schemes}, file:///dir or /dir)")]
+                    [
+                        (
+                            field_name,
+                            f"{uri or loc.uri}: unsupported scheme (use {schemes}, file:///dir or /dir)",
+                        )
+                    ]
                 )
             self._open[loc.scheme] = record.open(self.options)
         return self._open[loc.scheme]
@@ -124,7 +129,7 @@ class Stores:
         self, uri: str, field_name: str = "uri", *, directory: bool = True
     ) -> tuple[ObjectStore, Location]:
         loc = parse_location(uri, field_name, directory=directory)
-        store = self(loc, field_name)
+        store = self(loc, field_name, uri.strip())
         store.check(loc)
         return store, loc
 
@@ -147,9 +152,15 @@ def copy_between(
 
 def get_tree(store: ObjectStore, loc: Location, dest: Path) -> int:
     """Copy every file under ``loc`` into ``dest``; returns the number of files."""
-    files = [rel for rel in store.list_tree(loc) if ".." not in rel.split("/") and not rel.endswith("/")]
-    for rel in files:  # "": ``loc`` is one file
-        store.get_file(loc.join(rel) if rel else loc, dest / (rel or posixpath.basename(loc.prefix)))
+    files = [
+        rel
+        for rel in store.list_tree(loc)
+        if ".." not in rel.split("/") and not rel.endswith("/") and (rel or not loc.prefix.endswith("/"))
+    ]
+    for rel in files:  # "": ``loc`` is one file; "/...": ``loc`` is a key prefix without its slash
+        store.get_file(
+            loc.join(rel) if rel else loc, dest / (rel.lstrip("/") or posixpath.basename(loc.prefix))
+        )
     return len(files)
 
 
@@ -220,12 +231,12 @@ class LocalStore:
     def put_file(self, path: Path, loc: Location) -> None:
         loc.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = loc.path.with_name(f".{loc.path.name}.tmp-{os.getpid()}")
-        shutil.copyfile(path, tmp)
+        shutil.copy2(path, tmp)
         os.replace(tmp, loc.path)
 
     def get_file(self, loc: Location, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(loc.path, path)
+        shutil.copy2(loc.path, path)  # keeps the mode: a shell entry point stays executable
 
     def local_path(self, loc: Location) -> Path | None:
         return loc.path

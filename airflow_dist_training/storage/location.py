@@ -43,10 +43,20 @@ class Location:
     def uri(self) -> str:
         return self.prefix if self.is_local else f"{self.scheme}://{self.bucket}/{self.prefix}"
 
+    def as_uri(self) -> str:
+        """A full URI (``file://`` for a local path): what a user can open."""
+        return Path(self.prefix).as_uri() if self.is_local else self.uri
+
     @property
     def path(self) -> Path:
         """The local path (``file`` locations only)."""
         return Path(self.prefix)
+
+    def as_dir(self) -> Location:
+        """This location as a directory (an object-store key prefix ends with ``/``)."""
+        if self.is_local or not self.prefix or self.prefix.endswith("/"):
+            return self
+        return Location(self.scheme, self.bucket, self.prefix + "/")
 
     def child(self, name: str) -> Location:
         """The location of a sub directory ``name`` (no leading/trailing slash needed)."""

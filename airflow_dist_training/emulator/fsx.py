@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.storage.location import split_uri
+
 log = logging.getLogger(__name__)
 ACCOUNT = "123456789012"
 # the create answer of a task is sent once the copy is done or after this long (tiny data: done)
@@ -58,7 +60,7 @@ class FSxError(Exception):
 
 
 def _s3_split(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri[len("s3://") :].partition("/")
+    _, bucket, key = split_uri(uri)
     return bucket, key
 
 

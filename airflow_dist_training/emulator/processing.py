@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.emulator.logs import PROCESSING_LOG_GROUP, JobLogs
+from airflow_dist_training.storage.location import split_uri
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 5.0
@@ -157,7 +158,7 @@ class ProcessingJobs:
                 continue
             dest = Path(run.local(source["LocalPath"]))
             dest.mkdir(parents=True, exist_ok=True)
-            bucket, _, prefix = source["S3Uri"][len("s3://") :].partition("/")
+            _, bucket, prefix = split_uri(source["S3Uri"])
             count = 0
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
                 for obj in page.get("Contents", []):
@@ -259,7 +260,7 @@ class ProcessingJobs:
             if not target:
                 continue
             local = Path(run.local(target["LocalPath"]))
-            bucket, _, prefix = target["S3Uri"][len("s3://") :].partition("/")
+            _, bucket, prefix = split_uri(target["S3Uri"])
             for path in sorted(p for p in local.rglob("*") if p.is_file()):
                 key = f"{prefix.rstrip('/')}/{path.relative_to(local).as_posix()}".lstrip("/")
                 s3.upload_file(str(path), bucket, key)

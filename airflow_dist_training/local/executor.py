@@ -87,6 +87,7 @@ from airflow_dist_training.local.metrics import MetricPoint
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.training import Strategy
+from airflow_dist_training.storage.location import split_uri
 
 LogFn = Callable[[str], None]
 FAILURE_REASON_LIMIT = 1024  # SageMaker truncates FailureReason to 1,024 characters
@@ -751,7 +752,7 @@ class _RequestRun(LocalJobRun):
                 with tarfile.open(archive, "r:*") as tar:
                     tar.extractall(code, filter="data")
             return
-        src = Path(uri[len("file://") :] if uri.startswith("file://") else uri)
+        src = Path(split_uri(uri)[2])
         if src.is_file():
             with tarfile.open(src, "r:*") as tar:
                 tar.extractall(code, filter="data")

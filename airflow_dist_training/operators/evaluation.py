@@ -40,6 +40,7 @@ from airflow_dist_training.evaluation.report import REPORT_HTML, REPORT_MD, rend
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -255,7 +256,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
 
         remote_output = self.output_uri if (self.output_uri or "").startswith("s3://") else None
         out_dir = (
-            Path(self.output_uri.removeprefix("file://"))
+            Path(split_uri(self.output_uri)[2])
             if self.output_uri and not remote_output
             else self._default_output_dir(context)
         )

@@ -46,7 +46,7 @@ from airflow_dist_training.spec.training import (
     S3Channel,
     TrainingJobSpec,
 )
-from airflow_dist_training.storage.location import s3_bucket
+from airflow_dist_training.storage.location import s3_bucket, split_uri
 
 # The SDK leaves DebugHookConfig/ProfilerConfig out in these regions (fw_utils.DEBUGGER_UNSUPPORTED_REGIONS).
 DEBUGGER_UNSUPPORTED_REGIONS = (
@@ -427,14 +427,14 @@ def _source_uri(spec: TrainingJobSpec, job_name: str, uploads: list[Upload]) -> 
     if source_dir.startswith("s3://"):
         return source_dir
     uri = f"s3://{s3_bucket(spec.output.s3_path)}/{job_name}/source/{SOURCE_TARBALL}"
-    local = source_dir[len("file://") :] if source_dir.startswith("file://") else source_dir
+    local = split_uri(source_dir)[2]
     uploads.append(
         Upload(
             s3_uri=uri,
             kind="source",
             local_path=local,
             kms_key=spec.output.kms_key,
-            dependencies=tuple(d.removeprefix("file://") for d in spec.source.dependencies),
+            dependencies=tuple(split_uri(d)[2] for d in spec.source.dependencies),
         )
     )
     return uri

@@ -19,7 +19,8 @@ def split_uri(uri: str) -> tuple[str, str, str]:
     """``scheme://bucket/key`` -> ``(scheme, bucket, key)``; a plain path or ``file://`` URI ->
     ``("file", "", path)``. The only place a URI is taken apart."""
     if uri.startswith("file://"):
-        return "file", "", unquote(urlparse(uri).path)
+        parsed = urlparse(uri)
+        return "file", "", unquote(parsed.netloc + parsed.path)
     if "://" not in uri:
         return "file", "", uri
     parsed = urlparse(uri)

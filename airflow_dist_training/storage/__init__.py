@@ -30,27 +30,21 @@ class ObjectStore(Protocol):
     """Files under a :class:`Location`. Names passed and returned are relative to that location."""
 
     def list_dirs(self, loc: Location, name_prefix: str = "", start_after: str | None = None) -> list[str]:
-        """Names of the sub directories of ``loc`` starting with ``name_prefix`` (one level, sorted),
-        only those after ``start_after`` when given."""
-        ...
+        """Sub directories of ``loc`` named ``name_prefix...`` (one level, sorted; after ``start_after``)."""
 
     def list_tree(self, loc: Location) -> dict[str, FileStat]:
         """Every file under ``loc`` (relative path -> size, modified)."""
-        ...
 
     def read(self, loc: Location) -> tuple[bytes, float] | None:
         """Bytes and modified time of the file at ``loc``, or None when there is none."""
-        ...
 
     def write(self, loc: Location, body: bytes, content_type: str | None = None) -> None: ...
 
     def delete(self, loc: Location, names: Sequence[str]) -> int:
         """Delete files under ``loc`` (missing ones too); returns how many were asked for."""
-        ...
 
     def copy(self, src: Location, dst: Location, size: int) -> None:
         """Copy one file within this store."""
-        ...
 
     def put_file(self, path: Path, loc: Location) -> None: ...
 
@@ -58,11 +52,9 @@ class ObjectStore(Protocol):
 
     def local_path(self, loc: Location) -> Path | None:
         """The file system path of ``loc`` when the store is this machine's file system."""
-        ...
 
     def check(self, loc: Location) -> None:
         """Refuse a location the store cannot serve as configured (e.g. a bucket in another region)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -114,29 +106,19 @@ class Stores:
             record = _SCHEMES.get(loc.scheme)
             if record is None:
                 schemes = ", ".join(f"{s}://" for s in registered_schemes() if s != "file")
-                raise SpecValidationError(
-                    [
-                        (
-                            field_name,
-                            f"{uri or loc.uri}: unsupported scheme (use {schemes}, file:///dir or /dir)",
-                        )
-                    ]
-                )
+                message = f"{uri or loc.uri}: unsupported scheme (use {schemes}, file:///dir or /dir)"
+                raise SpecValidationError([(field_name, message)])
             self._open[loc.scheme] = record.open(self.options)
         return self._open[loc.scheme]
 
-    def parse(
-        self, uri: str, field_name: str = "uri", *, directory: bool = True
-    ) -> tuple[ObjectStore, Location]:
+    def parse(self, uri: str, field_name: str = "uri", *, directory: bool = True) -> tuple[ObjectStore, Location]:
         loc = parse_location(uri, field_name, directory=directory)
         store = self(loc, field_name, uri.strip())
         store.check(loc)
         return store, loc
 
 
-def copy_between(
-    src_store: ObjectStore, src: Location, dst_store: ObjectStore, dst: Location, size: int
-) -> None:
+def copy_between(src_store: ObjectStore, src: Location, dst_store: ObjectStore, dst: Location, size: int) -> None:
     """Copy one file, within a store or across two (through a local file when neither is local)."""
     if src_store is dst_store:
         src_store.copy(src, dst, size)
@@ -158,9 +140,7 @@ def get_tree(store: ObjectStore, loc: Location, dest: Path) -> int:
         if ".." not in rel.split("/") and not rel.endswith("/") and (rel or not loc.prefix.endswith("/"))
     ]
     for rel in files:  # "": ``loc`` is one file; "/...": ``loc`` is a key prefix without its slash
-        store.get_file(
-            loc.join(rel) if rel else loc, dest / (rel.lstrip("/") or posixpath.basename(loc.prefix))
-        )
+        store.get_file(loc.join(rel) if rel else loc, dest / (rel.lstrip("/") or posixpath.basename(loc.prefix)))
     return len(files)
 
 
@@ -221,7 +201,7 @@ class LocalStore:
             path.unlink(missing_ok=True)
             # no empty folder is left behind (a deleted checkpoint's directory goes too)
             for parent in path.parents:
-                if parent == loc.path or not parent.is_relative_to(loc.path) or any(parent.iterdir()):
+                if parent == loc.path or not parent.is_relative_to(loc.path) or not parent.is_dir() or any(parent.iterdir()):
                     break
                 with contextlib.suppress(OSError):  # a writer just put a file there
                     parent.rmdir()

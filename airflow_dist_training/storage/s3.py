@@ -31,12 +31,11 @@ _WRONG_REGION = ("PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLo
 class S3Store(AwsConnectionMixin):
     """S3 objects under ``s3://bucket/key`` locations.
 
-    ``api_calls`` counts the S3 operations made (the cost tests read it)."""
+    ``api_calls`` counts the S3 calls made (the cost tests read it); a transfer (``upload_file``,
+    ``download_file``) counts as one."""
 
     def __init__(self, options: StoreOptions) -> None:
-        self._set_aws_connection(
-            options.aws_conn_id, options.region_name, botocore_config=options.botocore_config
-        )
+        self._set_aws_connection(options.aws_conn_id, options.region_name, botocore_config=options.botocore_config)
         self.verify_region = options.verify_region
         self._given_client = options.s3_client
         self.api_calls: Counter[str] = Counter()
@@ -45,31 +44,23 @@ class S3Store(AwsConnectionMixin):
 
     @cached_property
     def client(self) -> Any:
-        client = self._given_client or self.aws_client("s3")
-        client.meta.events.register("before-call.s3", self._count_call)
-        return client
-
-    def _count_call(self, model: Any = None, **_: Any) -> None:
-        with self._lock:
-            self.api_calls[getattr(model, "name", "?")] += 1
+        return self._given_client or self.aws_client("s3")
 
     # ------------------------------------------------------------------ calls and errors
-    def _call(self, operation: str, loc: Location, fn: Callable[[], T]) -> T:
+    def _call(self, operation: str, loc: Location, fn: Callable[[], T], calls: int = 1) -> T:
         """``fn()`` with throttling backoff; AWS errors become messages naming ``loc``."""
         from botocore.exceptions import ClientError
 
+        with self._lock:
+            self.api_calls[operation] += calls
         try:
             return call_throttled(fn, what=f"S3 {operation} {loc.uri}", retries=THROTTLE_RETRIES)
         except ClientError as exc:
             code = error_code(exc)
             if is_access_denied(exc) or (http_status(exc) == 403 and code != "SignatureDoesNotMatch"):
-                raise s3_permission_error(
-                    exc, operation=operation, uri=loc.uri, conn_id=self.aws_conn_id
-                ) from None
+                raise s3_permission_error(exc, operation=operation, uri=loc.uri, conn_id=self.aws_conn_id) from None
             if code == "NoSuchBucket":
-                raise SpecValidationError(
-                    [("uri", f"{loc.uri}: bucket {loc.bucket} does not exist")]
-                ) from None
+                raise SpecValidationError([("uri", f"{loc.uri}: bucket {loc.bucket} does not exist")]) from None
             if code in _WRONG_REGION:
                 region = exc.response.get("Error", {}).get("Region") or "another region"
                 raise SpecValidationError([("uri", self._region_message(loc, str(region)))]) from None
@@ -102,19 +93,18 @@ class S3Store(AwsConnectionMixin):
     def _pages(self, loc: Location, name_prefix: str = "", **kwargs: Any) -> list[dict[str, Any]]:
         paginator = self.client.get_paginator("list_objects_v2")
         prefix = loc.prefix + name_prefix
-        return self._call(
-            "ListObjectsV2", loc, lambda: list(paginator.paginate(Bucket=loc.bucket, Prefix=prefix, **kwargs))
+        pages = self._call(
+            "ListObjectsV2", loc, lambda: list(paginator.paginate(Bucket=loc.bucket, Prefix=prefix, **kwargs)), 0
         )
+        with self._lock:
+            self.api_calls["ListObjectsV2"] += len(pages)  # one call per page
+        return pages
 
     # ------------------------------------------------------------------ the protocol
     def list_dirs(self, loc: Location, name_prefix: str = "", start_after: str | None = None) -> list[str]:
         extra = {"StartAfter": loc.prefix + start_after} if start_after is not None else {}
         pages = self._pages(loc, name_prefix, Delimiter="/", **extra)
-        return [
-            cp["Prefix"][len(loc.prefix) :].rstrip("/")
-            for page in pages
-            for cp in page.get("CommonPrefixes", [])
-        ]
+        return [cp["Prefix"][len(loc.prefix) :].rstrip("/") for page in pages for cp in page.get("CommonPrefixes", [])]
 
     def list_tree(self, loc: Location) -> dict[str, FileStat]:
         return {
@@ -127,9 +117,7 @@ class S3Store(AwsConnectionMixin):
         from botocore.exceptions import ClientError
 
         try:
-            response = self._call(
-                "GetObject", loc, lambda: self.client.get_object(Bucket=loc.bucket, Key=loc.prefix)
-            )
+            response = self._call("GetObject", loc, lambda: self.client.get_object(Bucket=loc.bucket, Key=loc.prefix))
         except ClientError as exc:
             if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
                 return None
@@ -138,11 +126,7 @@ class S3Store(AwsConnectionMixin):
 
     def write(self, loc: Location, body: bytes, content_type: str | None = None) -> None:
         extra = {"ContentType": content_type} if content_type else {}
-        self._call(
-            "PutObject",
-            loc,
-            lambda: self.client.put_object(Bucket=loc.bucket, Key=loc.prefix, Body=body, **extra),
-        )
+        self._call("PutObject", loc, lambda: self.client.put_object(Bucket=loc.bucket, Key=loc.prefix, Body=body, **extra))
 
     def delete(self, loc: Location, names: Sequence[str]) -> int:
         """``DeleteObjects`` in batches of 1000 keys."""
@@ -162,10 +146,7 @@ class S3Store(AwsConnectionMixin):
                 uri = Location(loc.scheme, loc.bucket, str(first.get("Key"))).uri
                 if first.get("Code") == "AccessDenied":
                     raise s3_permission_error(
-                        RuntimeError(first.get("Message")),
-                        operation="DeleteObjects",
-                        uri=uri,
-                        conn_id=self.aws_conn_id,
+                        RuntimeError(first.get("Message")), operation="DeleteObjects", uri=uri, conn_id=self.aws_conn_id
                     )
                 raise RuntimeError(f"{len(errors)} objects not deleted, first {uri}: {first.get('Message')}")
         return len(keys)
@@ -176,9 +157,7 @@ class S3Store(AwsConnectionMixin):
             self._call("CopyObject", src, lambda: self.client.copy(source, dst.bucket, dst.prefix))
         else:
             self._call(
-                "CopyObject",
-                src,
-                lambda: self.client.copy_object(CopySource=source, Bucket=dst.bucket, Key=dst.prefix),
+                "CopyObject", src, lambda: self.client.copy_object(CopySource=source, Bucket=dst.bucket, Key=dst.prefix)
             )
 
     def put_file(self, path: Path, loc: Location) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores
-from airflow_dist_training.storage.location import Location, s3_bucket
+from airflow_dist_training.storage.location import Location, split_uri
 
 log = logging.getLogger(__name__)
 ACCOUNT = "123456789012"
@@ -225,7 +225,7 @@ class FileSystems:
             raise FSxError(
                 "BadRequest", f"DataRepositoryPath {repo!r} must be an S3 URI (s3://bucket/prefix/)"
             )
-        bucket = s3_bucket(repo)
+        bucket = split_uri(repo)[1]
         try:
             self.clients("s3").head_bucket(Bucket=bucket)
         except Exception:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.emulator.logs import PROCESSING_LOG_GROUP, JobLogs
-from airflow_dist_training.storage import StoreOptions, Stores, get_tree, put_tree
+from airflow_dist_training.storage import StoreOptions, Stores, get_tree, local_files, put_tree
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 5.0
@@ -255,9 +255,7 @@ class ProcessingJobs:
             if not target:
                 continue
             local = Path(run.local(target["LocalPath"]))
-            store, loc = stores.parse(target["S3Uri"])
-            files = [(p, p.relative_to(local).as_posix()) for p in sorted(local.rglob("*")) if p.is_file()]
-            put_tree(store, files, loc)
+            put_tree(*stores.parse(target["S3Uri"]), local_files(local))
 
     # -- API
     def stop(self, name: str) -> bool:

@@ -3,7 +3,7 @@
 Decisions (complete / latest / best / retention) live in :mod:`airflow_dist_training.checkpoints`;
 this module only fetches the facts and carries out the plan.
 
-Cost model, for a checkpoint root with N checkpoints of F files each:
+Cost model (S3 calls; every store does the same operations), for a root with N checkpoints of F files each:
 
 * ``latest_complete``: one GET of the ``_LATEST.json`` hint written by
   :class:`~airflow_dist_training.checkpointing.CheckpointWriter`, one ``ListObjectsV2`` for steps
@@ -44,7 +44,7 @@ from airflow_dist_training.checkpoints.selection import (
 )
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores, copy_between
+from airflow_dist_training.storage import StoreOptions, Stores, copy_between
 from airflow_dist_training.storage.location import Location
 
 PROMOTED_NAME = "_PROMOTED.json"
@@ -81,9 +81,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         super().__init__()
         self._set_aws_connection(aws_conn_id, region_name, botocore_config=botocore_config)
         self.max_workers = max_workers
-        self.stores = Stores(
-            StoreOptions(aws_conn_id, region_name, botocore_config, verify_region=verify_region)
-        )
+        self.stores = Stores(StoreOptions(aws_conn_id, region_name, botocore_config, verify_region=verify_region))
 
     @property
     def _s3(self) -> Any:
@@ -105,14 +103,11 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
     def _loc(self, uri: str, field: str = "uri") -> Location:
         return self.stores.parse(uri, field)[1]
 
-    def _store(self, loc: Location) -> ObjectStore:
-        return self.stores(loc)
-
     def _read(self, loc: Location, name: str) -> tuple[bytes, float] | None:
-        return self._store(loc).read(loc.join(name))
+        return self.stores(loc).read(loc.join(name))
 
     def _list_tree(self, loc: Location) -> dict[str, tuple[int, float]]:
-        return self._store(loc).list_tree(loc)
+        return self.stores(loc).list_tree(loc)
 
     def _parallel(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         items = list(items)
@@ -172,7 +167,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         present: dict[str, int],
         modified: float | None,
     ) -> CheckpointInfo:
-        problems = completeness_problems(manifest, present, loc.uri + "/" if loc.is_local else loc.uri)
+        problems = completeness_problems(manifest, present, loc.uri.rstrip("/") + "/")
         if manifest.get("step") != step:
             problems.append(
                 f"{loc.file_uri(MANIFEST_NAME)}: manifest step {manifest.get('step')} != directory step {step}"
@@ -206,13 +201,13 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         checked: set[int] = set()
         if use_hint and (hint := self._read_hint(root)) is not None:
             # Only steps after the hint: StartAfter skips every key up to step-<hint>0 ("/" < "0").
-            newer = self._store(root).list_dirs(root, "step-", start_after=checkpoint_dir_name(hint) + "0")
+            newer = self.stores(root).list_dirs(root, "step-", start_after=checkpoint_dir_name(hint) + "0")
             candidates = [s for s in self._steps(root, newer) if s[0] > hint]
             candidates.append((hint, root.child(checkpoint_dir_name(hint)).uri))
             found = self._first_complete(root, candidates, checked)
             if found is not None:
                 return found
-        steps = [s for s in self._steps(root, self._store(root).list_dirs(root, "step-")) if s[0] not in checked]
+        steps = [s for s in self._steps(root, self.stores(root).list_dirs(root, "step-")) if s[0] not in checked]
         return self._first_complete(root, steps, checked)
 
     def _first_complete(
@@ -270,7 +265,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             top, _, rest = rel.partition("/")
             if rest and parse_step(top) in wanted:
                 (manifests if rest == MANIFEST_NAME else names).append(rel)
-        return self._store(root).delete(root, manifests) + self._store(root).delete(root, names)
+        return self.stores(root).delete(root, manifests) + self.stores(root).delete(root, names)
 
     def read_promotions(self, root_uri: str) -> dict[str, Any]:
         """The ``_PROMOTED.json`` record at the root (``{"current": ..., "history": [...]}``)."""
@@ -326,9 +321,9 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
                 info.manifest, {p: s for p, (s, _) in self._list_tree(dst).items()}, dst.uri
             ):
                 return self._target_info(dst, info)
-            self._store(dst).delete(dst, [MANIFEST_NAME])  # target is incomplete from here on
+            self.stores(dst).delete(dst, [MANIFEST_NAME])  # target is incomplete from here on
         files = {e["path"]: int(e["size"]) for e in info.manifest["files"]}
-        src_store, dst_store = self._store(src), self._store(dst)
+        src_store, dst_store = self.stores(src), self.stores(dst)
 
         def copy(name: str, size: int) -> None:
             copy_between(src_store, src.join(name), dst_store, dst.join(name), size)
@@ -389,5 +384,5 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         record = self.read_promotions(root_uri)
         record["current"] = entry
         record["history"] = [*record["history"], entry]
-        self._store(root).write(root.join(PROMOTED_NAME), json.dumps(record, indent=2, sort_keys=True).encode())
+        self.stores(root).write(root.join(PROMOTED_NAME), json.dumps(record, indent=2, sort_keys=True).encode())
         return entry

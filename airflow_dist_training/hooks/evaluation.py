@@ -103,21 +103,10 @@ class ArtifactStore(AwsConnectionMixin):
     def write_text(self, uri: str, text: str, content_type: str = "text/plain; charset=utf-8") -> str:
         return self.write_bytes(uri, text.encode("utf-8"), content_type)
 
-    def upload_tree(self, local: Path, prefix: str, pattern: str = "**/*") -> int:
-        """Upload the files of ``local`` matching ``pattern`` under ``prefix``; returns the count.
-
-        Names are relative to ``local``, so a retry overwrites the same objects."""
-        files = [
-            (path, path.relative_to(local).as_posix())
-            for path in sorted(local.glob(pattern))
-            if path.is_file() and "__pycache__" not in path.parts
-        ]
-        return self.upload_files(files, prefix)
-
     def upload_files(self, files: Sequence[tuple[Path, str]], prefix: str) -> int:
         """Upload ``(local file, relative name)`` pairs under ``prefix``; returns the count."""
         store, loc = self.stores.parse(prefix)
-        return put_tree(store, files, loc)
+        return put_tree(store, loc, files)
 
     def download(self, uri: str, dest: Path) -> Path:
         """Copy one file to ``dest``."""

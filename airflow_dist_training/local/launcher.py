@@ -121,9 +121,7 @@ def _manifest_last(rel: str) -> tuple[int, str]:
 SyncState = dict[str, tuple[int, float]]
 
 
-def sync_dir(
-    src: Location, dst: Location, state: SyncState | None = None, stores: Stores | None = None
-) -> int:
+def sync_dir(src: Location, dst: Location, state: SyncState | None = None, stores: Stores | None = None) -> int:
     """Copy files that are missing, differ in size, or were rewritten from ``src`` to ``dst`` (never deletes).
 
     Either side may be in any store. "Rewritten" matters: a script that overwrites ``last.pt`` every
@@ -140,9 +138,7 @@ def sync_dir(
     src_store, dst_store = stores(src), stores(dst)
     existing = dst_store.list_tree(dst)
     copied = 0
-    for rel, (size, modified) in sorted(
-        src_store.list_tree(src).items(), key=lambda kv: _manifest_last(kv[0])
-    ):
+    for rel, (size, modified) in sorted(src_store.list_tree(src).items(), key=lambda kv: _manifest_last(kv[0])):
         if not rel or ".." in rel.split("/") or rel.rsplit("/", 1)[-1].startswith(_SKIP_SYNC_PREFIXES):
             continue
         target = dst.join(rel)

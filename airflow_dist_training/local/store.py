@@ -33,13 +33,7 @@ class ObjectStore:
     :param mounts: ``{uri prefix: local directory}``; the longest matching prefix wins.
     """
 
-    def __init__(
-        self,
-        root: str | Path,
-        *,
-        s3_client: Any = None,
-        mounts: Mapping[str, str | Path] | None = None,
-    ) -> None:
+    def __init__(self, root: str | Path, *, s3_client: Any = None, mounts: Mapping[str, str | Path] | None = None) -> None:
         self.root = Path(root).absolute()
         self.s3_client = s3_client
         self.mounts = {k.rstrip("/"): Path(v).absolute() for k, v in (mounts or {}).items()}

@@ -332,6 +332,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         """Put a local script with the code it ships (the ``*.py`` next to it and its
         ``dependencies``) and local data under the run's S3 prefix."""
         from airflow_dist_training.hooks.evaluation import evaluation_code_files, join_uri, local_path
+        from airflow_dist_training.storage import local_files
 
         script, data = self.script, self.data_uri
         inputs = join_uri(self.output_uri or "", "inputs")
@@ -346,7 +347,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
             if not folder.is_dir():
                 raise SpecValidationError([Problem("data_uri", f"{data} is not a directory")])
             data = join_uri(inputs, "data")
-            count = store.upload_tree(folder, data)
+            count = store.upload_files(local_files(folder), data)
             self.log.info("Uploaded the evaluation data %s (%d file(s)) to %s", folder, count, data)
         return script, data
 

@@ -46,7 +46,7 @@ from airflow_dist_training.spec.training import (
     S3Channel,
     TrainingJobSpec,
 )
-from airflow_dist_training.storage.location import s3_bucket, split_uri
+from airflow_dist_training.storage.location import split_uri
 
 # The SDK leaves DebugHookConfig/ProfilerConfig out in these regions (fw_utils.DEBUGGER_UNSUPPORTED_REGIONS).
 DEBUGGER_UNSUPPORTED_REGIONS = (
@@ -426,7 +426,7 @@ def _source_uri(spec: TrainingJobSpec, job_name: str, uploads: list[Upload]) -> 
     assert source_dir is not None and spec.output is not None
     if source_dir.startswith("s3://"):
         return source_dir
-    uri = f"s3://{s3_bucket(spec.output.s3_path)}/{job_name}/source/{SOURCE_TARBALL}"
+    uri = f"s3://{split_uri(spec.output.s3_path)[1]}/{job_name}/source/{SOURCE_TARBALL}"
     local = split_uri(source_dir)[2]
     uploads.append(
         Upload(

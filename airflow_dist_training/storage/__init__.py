@@ -144,7 +144,14 @@ def get_tree(store: ObjectStore, loc: Location, dest: Path) -> int:
     return len(files)
 
 
-def put_tree(store: ObjectStore, files: Sequence[tuple[Path, str]], loc: Location) -> int:
+def local_files(root: Path) -> list[tuple[Path, str]]:
+    """The files under ``root`` with their names relative to it (sorted; no ``__pycache__``)."""
+    return [
+        (p, p.relative_to(root).as_posix()) for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+    ]
+
+
+def put_tree(store: ObjectStore, loc: Location, files: Sequence[tuple[Path, str]]) -> int:
     """Upload ``(local file, relative name)`` pairs under ``loc``; returns the count."""
     for path, rel in files:
         store.put_file(path, loc.join(rel))

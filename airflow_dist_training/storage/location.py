@@ -61,10 +61,7 @@ class Location:
 
     def child(self, name: str) -> Location:
         """The location of a sub directory ``name`` (no leading/trailing slash needed)."""
-        name = name.strip("/")
-        if self.is_local:
-            return Location("file", "", posixpath.join(self.prefix, name))
-        return Location(self.scheme, self.bucket, f"{self.prefix}{name}/")
+        return self.join(name.strip("/")).as_dir()
 
     def key(self, name: str) -> str:
         """Key (or local path) of a file ``name`` under this directory."""
@@ -89,20 +86,13 @@ def parse_location(uri: str, field: str = "uri", *, directory: bool = True) -> L
     scheme, bucket, key = split_uri(uri)
     if scheme != "file":
         if not bucket:
-            raise SpecValidationError(
-                [(field, f"{uri}: no bucket name (expected {scheme}://bucket/prefix/)")]
-            )
+            raise SpecValidationError([(field, f"{uri}: no bucket name (expected {scheme}://bucket/prefix/)")])
         if directory and key and not key.endswith("/"):
             key += "/"
         return Location(scheme, bucket, key)
     if directory and not key.startswith("/"):
         raise SpecValidationError([(field, f"{uri}: a local checkpoint location must be an absolute path")])
     return Location("file", "", posixpath.normpath(key))
-
-
-def s3_bucket(uri: str) -> str:
-    """The bucket of an ``s3://bucket/key`` URI."""
-    return split_uri(uri)[1]
 
 
 def join_uri(base: str, name: str) -> str:

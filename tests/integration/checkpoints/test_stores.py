@@ -133,7 +133,7 @@ def store_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Checkpoi
                     if rel.partition("/")[2] in truncate:
                         path.write_bytes(path.read_bytes()[:2])
                     written.append((path, rel))
-            put_tree(store, written, loc)
+            put_tree(store, loc, written)
         return hook.stores.parse(where)[1].child(f"step-{step:012d}").uri
 
     return hook, root, put

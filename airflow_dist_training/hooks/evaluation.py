@@ -70,10 +70,6 @@ def processing_failure(message: str, failure_reason: str | None) -> EvaluationSc
     return EvaluationScriptError(message)
 
 
-# URI helpers: one home in storage/location.py; importable from here as before
-local_path = file_uri_path
-
-
 class ArtifactStore(AwsConnectionMixin):
     """Read and write small files by URI in any store: a local path, ``file://...``, ``s3://bucket/key``.
 
@@ -196,7 +192,7 @@ class LocalEvaluationRunner:
     def stage_code(self, script: str, dependencies: Sequence[str], work_dir: Path) -> Path:
         """Copy the code the evaluation ships (``evaluation_code_files``) into ``<work_dir>/code``,
         as a processing job gets it; return the script's path there."""
-        script_path = local_path(script)
+        script_path = file_uri_path(script)
         files = evaluation_code_files(script_path, dependencies)
         code = work_dir / "code"
         if code.exists():
@@ -221,7 +217,7 @@ class LocalEvaluationRunner:
     ) -> Path:
         """Run the script over its shipped code (the ``*.py`` beside it and ``dependencies``, as on
         SageMaker: nothing else of its folder); return the path of the ``evaluation.json`` it wrote."""
-        if not local_path(script).is_file():
+        if not file_uri_path(script).is_file():
             raise SpecValidationError([Problem("script", f"{script} does not exist")])
         python, why = job_python(self.python)  # before anything is staged: a missing environment's error
         log.info("Evaluation Python: %s (%s)", python, why)

@@ -331,19 +331,20 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     def _upload_local_inputs(self, store: ArtifactStore) -> tuple[str, str | None]:
         """Put a local script with the code it ships (the ``*.py`` next to it and its
         ``dependencies``) and local data under the run's S3 prefix."""
-        from airflow_dist_training.hooks.evaluation import evaluation_code_files, join_uri, local_path
+        from airflow_dist_training.hooks.evaluation import evaluation_code_files, join_uri
         from airflow_dist_training.storage import local_files
+        from airflow_dist_training.storage.location import file_uri_path
 
         script, data = self.script, self.data_uri
         inputs = join_uri(self.output_uri or "", "inputs")
         if not script.startswith("s3://"):
-            path = local_path(script)
+            path = file_uri_path(script)
             files = evaluation_code_files(path, self.dependencies)  # every bad entry before any upload
             count = store.upload_files(files, join_uri(inputs, "code"))
             script = join_uri(join_uri(inputs, "code"), path.name)
             self.log.info("Uploaded the evaluation script %s (%d file(s)) to %s", path, count, script)
         if data and "://" not in data.replace("file://", ""):
-            folder = local_path(data)
+            folder = file_uri_path(data)
             if not folder.is_dir():
                 raise SpecValidationError([Problem("data_uri", f"{data} is not a directory")])
             data = join_uri(inputs, "data")

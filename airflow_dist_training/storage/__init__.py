@@ -90,10 +90,6 @@ def unregister_store(scheme: str) -> None:
     _SCHEMES.pop(scheme, None)
 
 
-def registered_schemes() -> list[str]:
-    return sorted(_SCHEMES)
-
-
 @dataclass
 class Stores:
     """One open store per scheme, for one connection (a hook or a run keeps one)."""
@@ -105,7 +101,7 @@ class Stores:
         if loc.scheme not in self._open:
             record = _SCHEMES.get(loc.scheme)
             if record is None:
-                schemes = ", ".join(f"{s}://" for s in registered_schemes() if s != "file")
+                schemes = ", ".join(f"{s}://" for s in sorted(_SCHEMES) if s != "file")
                 message = f"{uri or loc.uri}: unsupported scheme (use {schemes}, file:///dir or /dir)"
                 raise SpecValidationError([(field_name, message)])
             self._open[loc.scheme] = record.open(self.options)

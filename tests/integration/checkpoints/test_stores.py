@@ -209,3 +209,24 @@ def test_an_unknown_scheme_is_a_clear_error() -> None:
     with pytest.raises(SpecValidationError) as info:
         CheckpointHook(aws_conn_id=None).latest_complete("gs://bucket/run/")
     assert str(info.value) == "uri: gs://bucket/run/: unsupported scheme (use s3://, file:///dir or /dir)"
+
+
+def test_the_local_checkpoint_sync_works_with_any_store(memory_store: MemoryStore, tmp_path: Path) -> None:
+    from airflow_dist_training.local.launcher import local_dir, sync_dir
+    from airflow_dist_training.storage import Stores
+    from airflow_dist_training.storage.location import parse_location
+
+    local, remote, stores = local_dir(tmp_path / "ckpt"), parse_location("mem://bucket/sync"), Stores()
+    synced: dict[str, tuple[int, float]] = {}
+    state = tmp_path / "ckpt" / "last.pt"
+    state.parent.mkdir()
+    state.write_bytes(b"epoch-1")
+    assert sync_dir(local, remote, synced, stores) == 1
+    assert sync_dir(local, remote, synced, stores) == 0  # unchanged: not copied again
+    state.write_bytes(b"epoch-2")  # same size, rewritten
+    assert sync_dir(local, remote, synced, stores) == 1
+    assert memory_store.objects[("bucket", "sync/last.pt")][0] == b"epoch-2"
+    restored, memory = local_dir(tmp_path / "restored"), {}
+    assert sync_dir(remote, restored, memory, stores) == 1
+    assert sync_dir(restored, remote, memory, stores) == 0  # restored: not pushed back
+    assert (tmp_path / "restored" / "last.pt").read_bytes() == b"epoch-2"

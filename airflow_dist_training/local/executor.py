@@ -82,12 +82,12 @@ from airflow_dist_training.local.contract import (
     to_cmd_args,
 )
 from airflow_dist_training.local.job_env import inherited_environ, job_python
-from airflow_dist_training.local.launcher import LocalJobRun, host_command, local_dir, sync_dir
+from airflow_dist_training.local.launcher import LocalJobRun, host_command, sync_dir
 from airflow_dist_training.local.metrics import MetricPoint
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.training import Strategy
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import local_location, split_uri
 
 LogFn = Callable[[str], None]
 FAILURE_REASON_LIMIT = 1024  # SageMaker truncates FailureReason to 1,024 characters
@@ -696,7 +696,7 @@ class _RequestRun(LocalJobRun):
             for hp in plan.host_plans:
                 n = sync_dir(
                     plan.checkpoint_store,
-                    local_dir(hp.layout.checkpoint_dir),
+                    local_location(hp.layout.checkpoint_dir),
                     self._synced,
                     self.store.stores,
                 )

@@ -49,7 +49,7 @@ from airflow_dist_training.local.contract import (
 from airflow_dist_training.local.metrics import MetricParser
 from airflow_dist_training.results import StatusTransition, TrainingResult
 from airflow_dist_training.storage import StoreOptions, Stores, copy_between
-from airflow_dist_training.storage.location import Location
+from airflow_dist_training.storage.location import Location, local_location
 
 LogFn = Callable[[str], None]
 _TAIL_LINES = 200
@@ -107,10 +107,6 @@ def host_command(plan: LocalJobPlan, host: HostPlan, port: int, python: str = sy
 
 
 # --------------------------------------------------------------------------- stores
-
-
-def local_dir(path: Path) -> Location:
-    return Location("file", "", str(path))
 
 
 def _manifest_last(rel: str) -> tuple[int, str]:
@@ -353,7 +349,7 @@ class LocalJobRun:
         with self._sync_lock:
             for hp in self.plan.host_plans:
                 try:
-                    copied += sync_dir(local_dir(hp.layout.checkpoint_dir), store, self._synced, self.checkpoint_stores)
+                    copied += sync_dir(local_location(hp.layout.checkpoint_dir), store, self._synced, self.checkpoint_stores)
                 except Exception as exc:  # a failed periodic sync must not kill the run
                     self.log(f"[local] WARNING checkpoint sync to {store.uri} failed: {exc}")
         return copied

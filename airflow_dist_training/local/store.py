@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow_dist_training.storage import ObjectStore as Store
 from airflow_dist_training.storage import StoreOptions, Stores, get_tree
-from airflow_dist_training.storage.location import Location, split_uri
+from airflow_dist_training.storage.location import Location, local_location, split_uri
 
 
 class ObjectStore:
@@ -48,15 +48,15 @@ class ObjectStore:
         for prefix in sorted(self.mounts, key=len, reverse=True):
             if uri == prefix or uri.startswith(prefix + "/"):
                 rest = uri[len(prefix) :].lstrip("/")
-                return _local(self.mounts[prefix] / rest if rest else self.mounts[prefix])
+                return local_location(self.mounts[prefix] / rest if rest else self.mounts[prefix])
         scheme, bucket, key = split_uri(uri)
         if scheme == "file" and uri.startswith("file://"):
-            return _local(Path(key))
+            return local_location(Path(key))
         if scheme != "s3":
             raise ValueError(f"{uri!r} is not an s3:// URI and matches no local mount")
         if self.s3_client is not None:
             return Location("s3", bucket, key)
-        return _local(self.root / bucket / key if key else self.root / bucket)
+        return local_location(self.root / bucket / key if key else self.root / bucket)
 
     def _open(self, uri: str) -> tuple[Store, Location]:
         loc = self.resolve(uri)
@@ -91,7 +91,3 @@ class ObjectStore:
         store, loc = self._open(uri)
         store.write(loc, data)
         return self.local_uri(uri)
-
-
-def _local(path: Path) -> Location:
-    return Location("file", "", str(path))

@@ -75,6 +75,10 @@ class Location:
         return self.join(name).uri
 
 
+def local_location(path: Path | str) -> Location:
+    return Location("file", "", str(path))
+
+
 def parse_location(uri: str, field: str = "uri", *, directory: bool = True) -> Location:
     """Parse ``scheme://bucket/key``, ``file:///dir`` or ``/dir``; errors name ``field`` and the URI.
 

@@ -212,11 +212,11 @@ def test_an_unknown_scheme_is_a_clear_error() -> None:
 
 
 def test_the_local_checkpoint_sync_works_with_any_store(memory_store: MemoryStore, tmp_path: Path) -> None:
-    from airflow_dist_training.local.launcher import local_dir, sync_dir
+    from airflow_dist_training.local.launcher import sync_dir
     from airflow_dist_training.storage import Stores
-    from airflow_dist_training.storage.location import parse_location
+    from airflow_dist_training.storage.location import local_location, parse_location
 
-    local, remote, stores = local_dir(tmp_path / "ckpt"), parse_location("mem://bucket/sync"), Stores()
+    local, remote, stores = local_location(tmp_path / "ckpt"), parse_location("mem://bucket/sync"), Stores()
     synced: dict[str, tuple[int, float]] = {}
     state = tmp_path / "ckpt" / "last.pt"
     state.parent.mkdir()
@@ -226,7 +226,7 @@ def test_the_local_checkpoint_sync_works_with_any_store(memory_store: MemoryStor
     state.write_bytes(b"epoch-2")  # same size, rewritten
     assert sync_dir(local, remote, synced, stores) == 1
     assert memory_store.objects[("bucket", "sync/last.pt")][0] == b"epoch-2"
-    restored, memory = local_dir(tmp_path / "restored"), {}
+    restored, memory = local_location(tmp_path / "restored"), {}
     assert sync_dir(remote, restored, memory, stores) == 1
     assert sync_dir(restored, remote, memory, stores) == 0  # restored: not pushed back
     assert (tmp_path / "restored" / "last.pt").read_bytes() == b"epoch-2"

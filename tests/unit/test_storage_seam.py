@@ -16,8 +16,16 @@ SPLITTING = re.compile(
     r"""len\(["'](s3|file)://["']\)|removeprefix\(["'](s3|file)://["']\)|\burl(parse|split)\b"""
     r"""|\[5:\]|\[7:\]|(partition|split)\(["']://["']"""
 )
-# the store users: checkpoint semantics, evaluation artefacts, the local buckets, the checkpoint sync
-STORE_USERS = ["hooks/checkpoints.py", "hooks/evaluation.py", "local/store.py", "local/launcher.py"]
+# the store users: checkpoint semantics, evaluation artefacts and the local registry, the local buckets,
+# the checkpoint sync, the emulator's processing jobs
+STORE_USERS = [
+    "hooks/checkpoints.py",
+    "hooks/evaluation.py",
+    "hooks/registry.py",
+    "local/store.py",
+    "local/launcher.py",
+    "emulator/processing.py",
+]
 S3_OR_LOCAL = re.compile(r"""startswith\(["']s3://["']\)|\bis_s3\b|kind == ["'](local|s3)["']""")
 
 

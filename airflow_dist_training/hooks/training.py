@@ -55,6 +55,7 @@ from airflow_dist_training.sagemaker.log_tail import LogCursor as LogCursor
 from airflow_dist_training.sagemaker.log_tail import LogEvent as LogEvent
 from airflow_dist_training.sagemaker.log_tail import merge_log_events as merge_log_events
 from airflow_dist_training.source_archive import pack_source_dir
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -174,11 +175,6 @@ def error_for_terminal_state(
     )
 
 
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    if not uri.startswith("s3://"):
-        raise ValueError(f"not an s3:// URI: {uri}")
-    bucket, _, key = uri[5:].partition("/")
-    return bucket, key
 
 
 def _fault_point(name: str) -> None:
@@ -411,7 +407,7 @@ class _TrainingHookMethods(SageMakerApi):
         self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
 
     def _put_object(self, body: bytes, s3_uri: str, kms_key: str | None) -> None:
-        bucket, key = split_s3_uri(s3_uri)
+        _, bucket, key = split_uri(s3_uri)
         extra: dict[str, Any] = {}
         if kms_key:
             extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from airflow_dist_training.checkpoints.uris import Store, local_path
 from airflow_dist_training.errors import KILLED_BY_SIGKILL, Problem
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
 from airflow_dist_training.sagemaker.strategies import LocalRun, record_for
@@ -49,6 +48,7 @@ from airflow_dist_training.spec.training import (
     Strategy,
     TrainingJobSpec,
 )
+from airflow_dist_training.storage.location import Location, local_path
 
 HOST_PREFIX = "algo-"
 HOMOGENEOUS_GROUP = "homogeneousCluster"
@@ -205,9 +205,6 @@ def host_layout(job_dir: Path, index: int) -> HostLayout:
     return HostLayout(host=host, base=base, shared=job_dir)
 
 
-# --------------------------------------------------------------------------- stores (Store: checkpoints/uris.py)
-
-
 # --------------------------------------------------------------------------- the plan
 
 
@@ -239,8 +236,8 @@ class LocalJobPlan:
     hyperparameters_file: dict[str, str]
     input_data_config: dict[str, dict[str, str]]
     user_args: list[str]
-    checkpoint_store: Store | None
-    output_store: Store
+    checkpoint_store: Location | None
+    output_store: Location
     output_compression: Literal["GZIP", "NONE"]
     metric_definitions: list[tuple[str, str]]
     host_plans: list[HostPlan]

@@ -14,10 +14,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from airflow_dist_training.local.contract import HostLayout, HostPlan, Store, config_files
+from airflow_dist_training.local.contract import HostLayout, HostPlan, config_files
 from airflow_dist_training.local.launcher import SyncState, sync_dir
 from airflow_dist_training.local.request_plan import RequestPlan
 from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.storage.location import local_location, split_uri
 
 LogFn = Callable[[str], None]
 
@@ -43,8 +44,9 @@ def stage_job(rp: RequestPlan, store: ObjectStore, log: LogFn, synced: SyncState
         log(f"[local] channel {cname}: {n} file(s) from {uri}")
     if plan.checkpoint_store is not None:
         for hp in plan.host_plans:
-            local = Store("local", str(hp.layout.checkpoint_dir))
-            n = sync_dir(plan.checkpoint_store, local, synced, client=store.s3_client)
+            n = sync_dir(
+                plan.checkpoint_store, local_location(hp.layout.checkpoint_dir), synced, store.stores
+            )
             if n and hp.index == 0:
                 log(f"[local] restored {n} checkpoint file(s) from {rp.checkpoint_uri}")
     return _install_requirements(rp, log)
@@ -100,7 +102,7 @@ def _fetch_code(store: ObjectStore, uri: str, code: Path) -> None:
             with tarfile.open(archive, "r:*") as tar:
                 tar.extractall(code, filter="data")
         return
-    src = Path(uri[len("file://") :] if uri.startswith("file://") else uri)
+    src = Path(split_uri(uri)[2])
     if src.is_file():
         with tarfile.open(src, "r:*") as tar:
             tar.extractall(code, filter="data")

@@ -514,8 +514,8 @@ def _job_plan(
         hyperparameters_file={str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()},
         input_data_config=facts.input_data_config,
         user_args=facts.user_args,
-        checkpoint_store=store.resolve(checkpoint_uri).as_store() if checkpoint_uri else None,
-        output_store=store.resolve(_output_path(request)).as_store(),
+        checkpoint_store=store.resolve(checkpoint_uri) if checkpoint_uri else None,
+        output_store=store.resolve(_output_path(request)),
         output_compression="NONE"
         if (request.get("OutputDataConfig") or {}).get("CompressionType") == "NONE"
         else "GZIP",

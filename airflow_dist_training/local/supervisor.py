@@ -33,7 +33,6 @@ from airflow_dist_training.local import hosts as nshosts
 from airflow_dist_training.local import launcher
 from airflow_dist_training.local.contract import (
     HostPlan,
-    Store,
     error_excerpt,
     failure_reason_text,
     failure_text,
@@ -45,6 +44,7 @@ from airflow_dist_training.local.prepare import stage_job
 from airflow_dist_training.local.request_plan import JobOptions, RequestPlan
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import StatusTransition, TrainingResult
+from airflow_dist_training.storage.location import local_location
 
 LogFn = Callable[[str], None]
 FAILURE_REASON_LIMIT = 1024  # SageMaker truncates FailureReason to 1,024 characters
@@ -167,7 +167,7 @@ class RunSupervisor:
             status="Completed",
             model_artifact_uri=model_uri,
             output_uri=output_uri,
-            checkpoint_uri=plan.checkpoint_store.uri if plan.checkpoint_store is not None else None,
+            checkpoint_uri=plan.checkpoint_store.as_uri() if plan.checkpoint_store is not None else None,
             final_metrics=dict(self.metrics.final),
             billable_seconds=None,
             training_seconds=round(training),
@@ -359,9 +359,9 @@ class RunSupervisor:
         copied = 0
         with self._sync_lock:
             for hp in self.plan.host_plans:
-                local = Store("local", str(hp.layout.checkpoint_dir))
+                local = local_location(hp.layout.checkpoint_dir)
                 try:
-                    copied += launcher.sync_dir(local, store, self._synced, client=self.store.s3_client)
+                    copied += launcher.sync_dir(local, store, self._synced, self.store.stores)
                 except Exception as exc:  # a failed periodic sync must not kill the run
                     self.log(f"[local] WARNING checkpoint sync to {store.uri} failed: {exc}")
         return copied

@@ -145,14 +145,14 @@ def test_the_pure_core_imports_no_adapter() -> None:
 
 
 LOCAL = "airflow_dist_training.local"
-# what the local backend may import besides the standard library and its own modules: the core
-# (spec and planning), and the few leaves every layer shares, each for one reason
+# the core: the local backend checks the spec and executes the planner's request
+LOCAL_CORE = ("airflow_dist_training.spec", "airflow_dist_training.sagemaker")
+# besides the standard library, its own modules and the core, these modules exactly, each for one reason
 LOCAL_MAY_IMPORT = {
-    "airflow_dist_training.spec": "the core: the spec the local backend checks and runs",
-    "airflow_dist_training.sagemaker": "the core: the planner whose request the local backend executes",
     "airflow_dist_training.errors": "a leaf: the error types every layer raises (Problem, TrainingJobError)",
     "airflow_dist_training.results": "a leaf: the result every backend returns (TrainingResult)",
-    "airflow_dist_training.checkpoints.uris": "a leaf: the store value type and the S3 URI split",
+    "airflow_dist_training.storage": "the store seam: one protocol for every store, chosen by a location's scheme",
+    "airflow_dist_training.storage.location": "a leaf: Location, the one value type of a place, and the URI split",
     "airflow_dist_training.source_archive": "a leaf: packs a local source folder, as the SageMaker hook does",
     "boto3": "inside functions only (ruff bans it at module level): a store that uses real S3",
 }
@@ -167,9 +167,9 @@ def _all_imports(module: str, path: Path) -> set[str]:
 
 
 def _allowed_in_local(dep: str) -> bool:
-    if dep.split(".")[0] in sys.stdlib_module_names or dep == LOCAL or dep.startswith(LOCAL + "."):
+    if dep.split(".")[0] in sys.stdlib_module_names or dep in LOCAL_MAY_IMPORT:
         return True
-    return any(dep == allowed or dep.startswith(allowed + ".") for allowed in LOCAL_MAY_IMPORT)
+    return any(dep == package or dep.startswith(package + ".") for package in (LOCAL, *LOCAL_CORE))
 
 
 def test_the_local_backend_imports_only_the_core_and_its_own_modules() -> None:
@@ -189,4 +189,5 @@ def test_the_local_backend_imports_only_the_core_and_its_own_modules() -> None:
 def test_the_local_rule_catches_a_hook_import() -> None:
     assert not _allowed_in_local("airflow_dist_training.hooks.training")
     assert not _allowed_in_local("airflow.sdk")
+    assert not _allowed_in_local("airflow_dist_training.storage.s3")  # the S3 store reaches the AWS hooks
     assert _allowed_in_local("airflow_dist_training.local.store") and _allowed_in_local("json")

@@ -138,10 +138,10 @@ def test_store_resolves_mounts_then_the_bucket_folder(tmp_path: Path) -> None:
         tmp_path / "buckets",
         mounts={"s3://b/data": tmp_path / "data", "s3://b/data/special": tmp_path / "sp"},
     )
-    assert store.resolve("s3://b/data/x/y.csv").local == tmp_path / "data" / "x" / "y.csv"
-    assert store.resolve("s3://b/data/special/z").local == tmp_path / "sp" / "z"  # the longest mount wins
-    assert store.resolve("s3://b/other/k").local == tmp_path / "buckets" / "b" / "other" / "k"
-    assert store.resolve("s3://b/data/").local == tmp_path / "data"
+    assert store.resolve("s3://b/data/x/y.csv").path == tmp_path / "data" / "x" / "y.csv"
+    assert store.resolve("s3://b/data/special/z").path == tmp_path / "sp" / "z"  # the longest mount wins
+    assert store.resolve("s3://b/other/k").path == tmp_path / "buckets" / "b" / "other" / "k"
+    assert store.resolve("s3://b/data/").path == tmp_path / "data"
     store.put_bytes(b"hi", "s3://b/other/k")
     assert store.get_prefix("s3://b/other", tmp_path / "copy") == 1
     assert (tmp_path / "copy" / "k").read_bytes() == b"hi"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.storage.location import split_uri
 
 WarmStart = Literal["none", "champion", "promoted"]
 WARM_START_CHOICES: tuple[str, ...] = ("none", "champion", "promoted")
@@ -52,7 +53,7 @@ def with_warm_start_channel(spec: Any, uri: str) -> Any:
     from airflow_dist_training.spec.loading import load_spec
 
     data = spec.model_dump(mode="json", exclude_unset=True)
-    local = uri.removeprefix("file://")
+    local = split_uri(uri)[2]
     channel: dict[str, Any] = (
         {"type": "s3", "uri": uri}
         if uri.startswith("s3://")

@@ -92,6 +92,7 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
             force=pipeline.force,
             warm_start=pipeline.warm_start,
             deferrable=pipeline.deferrable,
+            members=pipeline.for_each,
         )
     return dag
 

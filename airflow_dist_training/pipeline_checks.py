@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.spec.members import member_problems
 from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ def check_pipeline(
                 "the staged data would never reach the job",
             )
         )
+    problems += member_problems(spec, pipeline.for_each)
     plan = None
     if pipeline.backend == "sagemaker":
         problems += _sagemaker_staging_problems(pipeline)

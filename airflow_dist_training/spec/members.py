@@ -167,6 +167,17 @@ def member_spec(spec: TrainingJobSpec, member: Member, *, field: str = "for_each
     return result
 
 
+def member_problems(spec: TrainingJobSpec, members: Sequence[Member] | None) -> list[Problem]:
+    """What is wrong with each member's spec (empty when nothing), each naming ``for_each[i]``'s field."""
+    if not members:
+        return []
+    try:
+        member_specs(spec, MemberList(members=list(members)))
+    except SpecValidationError as exc:
+        return list(exc.problems)
+    return []
+
+
 def member_specs(
     spec: TrainingJobSpec, members: MemberList, *, field: str = "for_each"
 ) -> list[TrainingJobSpec]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from airflow_dist_training.spec.gate import GateSpec
+from airflow_dist_training.spec.members import Member, MemberList
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, make_scalars_strict
 
 Backend = Literal["local", "sagemaker"]
@@ -144,6 +145,20 @@ class PipelineSpec(_Model):
         description="Wait for SageMaker jobs in the triggerer (default: yes on the sagemaker backend, "
         "so no worker slot is held while a job runs); false waits in the worker",
     )
+    for_each: list[Member] | None = Field(
+        default=None,
+        min_length=1,
+        description="Train one model per member (a mapped task group): each member's name and its "
+        "overrides of hyperparameters, channels, environment and compute; its own job, checkpoints, "
+        "champion, gate and model package group (<group>-<member>)",
+    )
+
+    @field_validator("for_each")
+    @classmethod
+    def _member_names(cls, value: list[Member] | None) -> list[Member] | None:
+        if value is not None:
+            MemberList(members=value)  # unique names, at most MAX_MEMBERS
+        return value
 
     @field_validator("dag_id")
     @classmethod

@@ -159,12 +159,11 @@ def _plan_task(
 
         A dry run stops here: the launch steps are skipped, nothing is launched."""
         from airflow_dist_training.hooks.backends import plan_on_backend
-        from airflow_dist_training.planning import PLAN_XCOM_KEYS
         from airflow_dist_training.retry import failing_fast_without_retry_policy
 
         with failing_fast_without_retry_policy():
             params = dict(context.get("params") or {})
-            result = plan_on_backend(
+            plan = plan_on_backend(
                 g.spec,
                 backend=g.backend,
                 overrides={**dict(overrides or {}), **params},
@@ -175,9 +174,9 @@ def _plan_task(
                 base_dir=str(g.base),
                 checkpoint_resume=g.checkpoint_resume,
             )
-            for line in result["summary"].splitlines():
+            for line in plan.summary.splitlines():
                 print(line)
-            result["dry_run"] = _truthy(dry_run) or _truthy(params.get("dry_run", False))
+            dry = _truthy(dry_run) or _truthy(params.get("dry_run", False))
             run_evaluation = _evaluation_for_run(evaluation, params, g.base)
             # every later step's inputs too: nothing is launched when one of them cannot work
             _check_run_steps(
@@ -188,17 +187,17 @@ def _plan_task(
                 registry,
                 params,
                 g.base,
-                result["dry_run"],
+                dry,
                 g.aws_conn_id,
                 g.region_name,
                 staging=staging,
             )
-            for key in PLAN_XCOM_KEYS:
-                context["ti"].xcom_push(key=key, value=result[key])
+            for key, value in plan.xcoms(dry_run=dry).items():
+                context["ti"].xcom_push(key=key, value=value)
             if run_evaluation is not None:  # what the evaluation ships this run (the form may choose)
                 deps = [g.resolve(d) for d in run_evaluation.dependencies]
                 context["ti"].xcom_push(key="evaluation_dependencies", value=deps)
-            return not result["dry_run"]
+            return not dry
 
     return plan().operator  # type: ignore[attr-defined]
 
@@ -282,19 +281,18 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
     from airflow_dist_training.operators.training import StopOrphanedTrainingJobsOperator
 
     @task(task_id="stop_orphaned_job")
-    def stop_orphaned_job(name: str | None, dry: Any = False) -> list[str]:
+    def stop_orphaned_job(run_hash: str | None, dry: Any = False) -> list[str]:
         """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
         running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
-        if not g.remote or not name or _truthy(dry):
+        if not g.remote or not run_hash or _truthy(dry):
             return []  # nothing was launched on SageMaker
         from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
         hook = SageMakerTrainingHook(aws_conn_id=g.aws_conn_id, region_name=g.region_name)
-        run_hash = name.rsplit("-", 1)[-1]  # the planned job name ends with the run hash
         return StopOrphanedTrainingJobsOperator.stop_run(hook, run_hash, train.task_id, log)
 
-    job_name: Any = XComArg(plan_task, key="job_name")
-    cleanup: Any = stop_orphaned_job(job_name, XComArg(plan_task, key="dry_run"))
+    run_hash: Any = XComArg(plan_task, key="run_hash")
+    cleanup: Any = stop_orphaned_job(run_hash, XComArg(plan_task, key="dry_run"))
     cleanup.operator.as_teardown(setups=plan_task)
     train >> cleanup
 

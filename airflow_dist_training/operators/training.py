@@ -297,7 +297,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     def _run_plan(self, context: Context) -> RunPlan:
         """The run's plan: the plan task's (``plan_task_id``), else planned here, once."""
-        if self._plan is None:
+        if self._plan is None or self._plan.identity != self._identity(context):  # one per run
             self._plan = self._pulled_plan(context) or self._plan_here(context)
         return self._plan
 

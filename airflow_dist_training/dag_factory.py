@@ -16,7 +16,6 @@ no AWS call, no heavy import (``bench/dag_factory.py`` measures it).
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
     """The DAG for ``pipeline``: schedule (cron + time zone, and/or assets) and the task group."""
     import pendulum
 
-    from airflow_dist_training.compat import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable
+    from airflow_dist_training.compat import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param
     from airflow_dist_training.task_groups import stage_train_evaluate
 
     timezone = pendulum.timezone(pipeline.timezone)
@@ -60,20 +59,6 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
         max_active_runs=1,
         tags=["airflow-dist-training", pipeline.backend, *pipeline.tags],
         default_args={"owner": pipeline.owner, "retries": pipeline.retries},
-        params={  # the trigger form: the YAML's values are the defaults
-            "force": _form_param()(
-                pipeline.force,
-                type="boolean",
-                title="Force training",
-                description="Train even when data, code and spec equal the champion's",
-            ),
-            "warm_start": _form_param()(
-                pipeline.warm_start,
-                enum=["none", "champion", "promoted"],
-                title="Warm start",
-                description="Initialise from the champion's model or the last promoted checkpoint",
-            ),
-        },
     )
     if fileloc:
         dag.fileloc = fileloc
@@ -94,23 +79,28 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
             warm_start=pipeline.warm_start,
             deferrable=pipeline.deferrable,
         )
+    # The trigger form, set once the tasks exist: every operator's constructor deep-copies the
+    # DAG's params (once per class in its hierarchy, 4,000 copies for 200 pipelines, a fifth of
+    # their parse). A run merges the DAG's params into each task's, so the tasks need no copy.
+    from airflow.sdk.definitions.param import ParamsDict
+
+    dag.params = ParamsDict(  # the YAML's values are the defaults (validated here, as in the constructor)
+        {
+            "force": Param(
+                pipeline.force,
+                type="boolean",
+                title="Force training",
+                description="Train even when data, code and spec equal the champion's",
+            ),
+            "warm_start": Param(
+                pipeline.warm_start,
+                enum=["none", "champion", "promoted"],
+                title="Warm start",
+                description="Initialise from the champion's model or the last promoted checkpoint",
+            ),
+        }
+    )
     return dag
-
-
-@cache
-def _form_param() -> type:
-    """``Param`` whose copies share its schema and value (never changed in place: the values
-    are a YAML's booleans and strings). Every operator's constructor deep-copies the DAG's params,
-    once per class in its hierarchy: 5,200 copies for 200 pipelines, a fifth of their parse time."""
-    from airflow_dist_training.compat import Param
-
-    class FormParam(Param):  # type: ignore[misc]
-        def __deepcopy__(self, memo: dict[int, Any] | None) -> FormParam:
-            copied = FormParam.__new__(FormParam)
-            copied.__dict__.update(self.__dict__)
-            return copied
-
-    return FormParam
 
 
 def _any(assets: list[Any]) -> Any:

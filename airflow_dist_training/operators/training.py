@@ -38,7 +38,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,7 +62,6 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.backends import TrainingBackend
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.planning import RunJob, RunPlan
-    from airflow_dist_training.sagemaker.uploads import Upload
     from airflow_dist_training.spec.training import TrainingJobSpec
 
 SECRET_KEY = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|KEY|CREDENTIAL", re.IGNORECASE)
@@ -89,15 +87,6 @@ def mask_spec_secrets(spec: Any) -> list[str]:
             mask_secret(str(value), str(key))
             masked.append(str(key))
     return masked
-
-
-@dataclass(frozen=True)
-class Launch:
-    """What ``CreateTrainingJob`` gets for one job name: the request and what to upload first."""
-
-    job_name: str
-    request: dict[str, Any]
-    uploads: list[Upload] = field(default_factory=list)
 
 
 def _fault_point(name: str) -> None:
@@ -191,7 +180,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._job_name: str | None = None
         self._plan: RunPlan | None = None
         self._spec_obj: TrainingJobSpec | None = None  # the spec of the run's current job
-        self._launch: Launch | None = None
+        self._launch: RunJob | None = None  # the job this try creates (or created)
         self._description: dict[str, Any] | None = None
         self._stopped_here = False  # this try asked for the stop (on_kill)
 
@@ -368,10 +357,10 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             )
         return job
 
-    def _launch_for(self, context: Context, generation: int = 1, *, on_demand: bool = False) -> Launch:
+    def _launch_for(self, context: Context, generation: int = 1, *, on_demand: bool = False) -> RunJob:
         job = self._run_job(context, generation, on_demand=on_demand)
         assert job.request is not None  # a remote backend's plan has its request
-        return Launch(job.name, job.request, list(job.uploads))
+        return job
 
     # --- execute --------------------------------------------------------------------------------------
 
@@ -498,12 +487,12 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             classify_outcome(d.get("TrainingJobStatus"), d.get("FailureReason"), d.get("SecondaryStatus")) for d in ended
         ]
         on_demand = self._next_job_on_demand(context, outcomes)
-        if self._launch is None or self._launch.job_name != name or on_demand:
+        if self._launch is None or self._launch.name != name or on_demand:
             self._launch = self._launch_for(context, len(ended) + 1, on_demand=on_demand)
         launch = self._launch
-        assert launch.job_name == name, (launch.job_name, name)
+        assert launch.name == name and launch.request is not None, (launch.name, name)
         self._fsx_preflight()
-        self.hook.put_uploads(launch.uploads)
+        self.hook.put_uploads(list(launch.uploads))
         self._log_where_the_job_starts()
         self.log.info(
             "Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str)
@@ -726,7 +715,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         if self.backend == "local":
             return self._local_openlineage()
         desc = self._description or {}
-        request = self._launch.request if self._launch is not None else desc
+        request = (self._launch.request if self._launch is not None else None) or desc
         inputs, outputs = lineage_datasets(request, desc)
         return OperatorLineage(
             inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],

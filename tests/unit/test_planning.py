@@ -241,3 +241,88 @@ def test_a_warm_start_changes_the_request_and_the_training_task_logs_the_differe
     assert any(c["ChannelName"] == "warm_start" for c in sent["InputDataConfig"])
     assert f"The run's state changed the request planned for {result.job_name_base}" in log
     assert "InputDataConfig: [" in log  # request_changes names the field and both values
+
+
+def _run_plan(spec: TrainingJobSpec, policy: str | None = "latest") -> Any:
+    return plan_run(
+        spec,
+        backend=SageMakerBackend(aws_conn_id=None),
+        region="us-east-1",
+        overrides={},
+        train_task_id="train",
+        context={"run_id": "manual__2026-01-01", "ti": _TaskInstance()},
+        checkpoint_resume=policy,
+    )
+
+
+def test_a_run_plan_goes_through_xcom_as_json_unchanged() -> None:
+    import json
+
+    from airflow_dist_training.planning import RunPlan
+
+    plan = _run_plan(example("launcher_any_image", checkpoint={"s3_uri": "s3://my-ml-bucket/ckpt"}))
+    assert RunPlan.from_xcom(json.loads(json.dumps(plan.to_xcom()))) == plan
+    assert plan.identity == "dag:train:manual__2026-01-01:-1"
+    assert plan.job_name_base.endswith(f"-{plan.identity_hash}") and plan.uploads  # launcher files
+    assert plan.run_checkpoint_uri == f"s3://my-ml-bucket/ckpt/{plan.job_name_base}"
+
+
+def test_applying_no_state_sends_the_plan_and_plans_nothing() -> None:
+    from airflow_dist_training.planning import RunState, apply_run_state
+
+    plan = _run_plan(example("torch_distributed_p4d"))
+    counts = _Counts()
+    with counts.patches():
+        job = apply_run_state(plan, RunState())
+    assert counts.calls == {"spec": 1, "plan": 0, "check_spec": 0}
+    assert job.request is plan.request and job.name == plan.job_name_base
+    assert not job.planned_again and job.changes == ()
+
+
+def test_the_next_generation_on_demand_names_every_change_and_keeps_the_runs_checkpoints() -> None:
+    from airflow_dist_training.planning import RunState, apply_run_state
+
+    plan = _run_plan(example("torch_distributed_p4d"))
+    job = apply_run_state(plan, RunState(generation=3, on_demand=True))
+    assert job.name == f"{plan.job_name_base}-r3" and job.planned_again
+    assert job.request is not None and "EnableManagedSpotTraining" not in job.request
+    # every generation of the run resumes from the run's own checkpoints
+    assert job.request["CheckpointConfig"]["S3Uri"] == plan.run_checkpoint_uri
+    assert list(job.changes) == [
+        f"TrainingJobName: {plan.job_name_base!r} -> '{plan.job_name_base}-r3'",
+        "StoppingCondition.MaxWaitTimeInSeconds: removed (was 172800)",
+        f"HyperParameters.sagemaker_job_name: '\"{plan.job_name_base}\"' -> '\"{plan.job_name_base}-r3\"'",
+        "EnableManagedSpotTraining: removed (was True)",
+    ]
+
+
+def test_staged_channels_and_a_warm_start_are_validated_once_with_the_spec() -> None:
+    from airflow_dist_training.planning import RunState, apply_run_state
+
+    network = {"subnets": ["subnet-0123456789abcdef0"], "security_group_ids": ["sg-0123456789abcdef0"]}
+    plan = _run_plan(example("launcher_any_image", network=network))
+    staged = {"type": "fsx", "file_system_id": "fs-0123456789abcdef0", "directory_path": "/fsx/data"}
+    counts = _Counts()
+    with counts.patches():
+        job = apply_run_state(plan, RunState(channels={"train": staged}, warm_start_uri="s3://my-ml-bucket/model.tar.gz"))
+    assert counts.calls == {"spec": 1, "plan": 1, "check_spec": 1}
+    assert job.request is not None
+    sources = {c["ChannelName"]: c["DataSource"] for c in job.request["InputDataConfig"]}
+    assert sources["train"]["FileSystemDataSource"]["FileSystemId"] == "fs-0123456789abcdef0"
+    assert sources["warm_start"]["S3DataSource"]["S3Uri"] == "s3://my-ml-bucket/model.tar.gz"
+    assert any(change.startswith("InputDataConfig") for change in job.changes)
+
+
+def test_a_training_task_refuses_the_plan_of_another_task() -> None:
+    from airflow.sdk import DAG
+
+    from airflow_dist_training.compat import AirflowFailException
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+
+    plan = _run_plan(example("launcher_any_image"), policy=None)
+    ti = _TaskInstance()
+    ti.xcom.update({("plan", key): value for key, value in plan.xcoms(dry_run=False).items()})
+    with DAG("dag", schedule=None):
+        op = DistributedTrainingOperator(task_id="train_other", spec=plan.spec, plan_task_id="plan", aws_conn_id=None)
+    with pytest.raises(AirflowFailException, match="planned the run dag:train:manual__2026-01-01:-1"):
+        op.submit_job({"run_id": "manual__2026-01-01", "ti": ti})  # type: ignore[arg-type]

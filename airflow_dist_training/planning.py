@@ -249,6 +249,7 @@ class RunJob:
 
     name: str
     spec: TrainingJobSpec  # checkpoints under the run's prefix, the state's channels and spot
+    state_spec: TrainingJobSpec  # the plan's spec with the state's channels: the run's later jobs reuse it
     request: dict[str, Any] | None  # None: a local plan, its request planned when the job runs
     uploads: tuple[Upload, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -256,13 +257,41 @@ class RunJob:
     changes: tuple[str, ...] = ()  # how the request differs from the plan's (``request_changes``)
 
 
-def apply_run_state(plan: RunPlan, state: RunState) -> RunJob:
+def apply_run_state(plan: RunPlan, state: RunState, *, state_spec: TrainingJobSpec | None = None) -> RunJob:
     """The run's job in ``state``: the plan's own request when the state changes nothing, else
     planned again from the plan's spec (SageMaker's request), with the difference named.
 
-    Validates the spec once; a local plan (``remote`` False) is not planned again here: the local
-    backend plans the job's request when it runs it.
+    Validates the spec with the state's channels once (``state_spec``: an earlier job's of the
+    same state, not validated again); a local plan (``remote`` False) is not planned again here:
+    the local backend plans the job's request when it runs it.
     """
+    if state_spec is None:
+        state_spec = _with_channels(plan, state)
+    name = plan.job_name(state.generation)
+    spec, _ = _run_scoped(
+        state_spec, plan.checkpoint_resume, plan.job_name_base, name, remote=plan.remote, base_dir=plan.base_dir
+    )
+    if state.on_demand:
+        spec = spec.model_copy(update={"spot": type(spec.spot)()})
+    if state == RunState() or not plan.remote:
+        return RunJob(name, spec, state_spec, plan.request, plan.uploads, plan.warnings)
+    from airflow_dist_training.sagemaker.request import plan_training_job, request_changes
+
+    planned = plan_training_job(spec, job_name=name, region=plan.region, run_identity=plan.identity_hash)
+    return RunJob(
+        name,
+        spec,
+        state_spec,
+        planned.request,
+        tuple(planned.uploads),
+        tuple(str(w) for w in planned.warnings),
+        planned_again=True,
+        changes=tuple(request_changes(plan.request, planned.request) if plan.request is not None else ()),
+    )
+
+
+def _with_channels(plan: RunPlan, state: RunState) -> TrainingJobSpec:
+    """The plan's spec with the state's channels (staged, warm start), validated."""
     from airflow_dist_training.spec.loading import load_spec
 
     data = dict(plan.spec)
@@ -273,27 +302,7 @@ def apply_run_state(plan: RunPlan, state: RunState) -> RunJob:
         channels[CHANNEL] = warm_start_channel(state.warm_start_uri)
     if channels:
         data["channels"] = {**data.get("channels", {}), **channels}
-    spec = load_spec(data)  # the one validation of the spec in the training task
-    name = plan.job_name(state.generation)
-    spec, _ = _run_scoped(
-        spec, plan.checkpoint_resume, plan.job_name_base, name, remote=plan.remote, base_dir=plan.base_dir
-    )
-    if state.on_demand:
-        spec = spec.model_copy(update={"spot": type(spec.spot)()})
-    if state == RunState() or not plan.remote:
-        return RunJob(name, spec, plan.request, plan.uploads, plan.warnings)
-    from airflow_dist_training.sagemaker.request import plan_training_job, request_changes
-
-    planned = plan_training_job(spec, job_name=name, region=plan.region, run_identity=plan.identity_hash)
-    return RunJob(
-        name,
-        spec,
-        planned.request,
-        tuple(planned.uploads),
-        tuple(str(w) for w in planned.warnings),
-        planned_again=True,
-        changes=tuple(request_changes(plan.request, planned.request) if plan.request is not None else ()),
-    )
+    return load_spec(data)
 
 
 def _run_scoped(

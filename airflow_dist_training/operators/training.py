@@ -180,6 +180,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._job_name: str | None = None
         self._plan: RunPlan | None = None
         self._spec_obj: TrainingJobSpec | None = None  # the spec of the run's current job
+        self._loaded_spec: TrainingJobSpec | None = None  # the spec as loaded, when planned here
         self._launch: RunJob | None = None  # the job this try creates (or created)
         self._description: dict[str, Any] | None = None
         self._stopped_here = False  # this try asked for the stop (on_kill)
@@ -287,6 +288,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     def _run_plan(self, context: Context) -> RunPlan:
         """The run's plan: the plan task's (``plan_task_id``), else planned here, once."""
         if self._plan is None or self._plan.identity != self._identity(context):  # one per run
+            self._launch = self._loaded_spec = None
             self._plan = self._pulled_plan(context) or self._plan_here(context)
         return self._plan
 
@@ -315,8 +317,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         from airflow_dist_training.planning import plan_spec
 
         backend = self.training_backend
+        self._loaded_spec = self._load_spec(context)
         return plan_spec(
-            self._load_spec(context),
+            self._loaded_spec,
             backend=backend,
             region=self._region() if backend.remote else "us-east-1",
             identity=self._identity(context),
@@ -337,7 +340,10 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             warm_start_uri=warm_start if warm_start not in ("", "None") else None,
         )
         plan = self._run_plan(context)
-        job = apply_run_state(plan, state)
+        validated = self._launch.state_spec if self._launch is not None else self._loaded_spec
+        if self._launch is None and (state.channels or state.warm_start_uri):
+            validated = None  # the loaded spec has not got the state's channels
+        job = apply_run_state(plan, state, state_spec=validated)
         self._spec_obj = job.spec
         if state.warm_start_uri:
             self.log.info("Warm start: the script gets %s as channel warm_start", state.warm_start_uri)

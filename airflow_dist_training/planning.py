@@ -28,21 +28,10 @@ from airflow_dist_training.sagemaker.uploads import Upload
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 
-# What the plan task shares with the rest of the run (XCom keys): the typed plan (the training
-# task's), and the fields the UI, the reports and the later steps' templates read on their own.
+# What the plan task shares (XCom keys): the typed plan, the training task's, and the fields the
+# UI, the reports and the later steps' templates read on their own.
 RUN_PLAN_XCOM_KEY = "run_plan"
-PLAN_XCOM_KEYS = (
-    "spec",
-    "job_name",
-    "run_hash",
-    "backend",
-    "dry_run",
-    "summary",
-    "request",
-    "uploads",
-    "cost_bound_usd",
-    "warnings",
-)
+PLAN_XCOM_KEYS = ("spec", "job_name", "run_hash", "backend", "dry_run", "summary", "request", "cost_bound_usd")
 # Params of a trigger form that are not spec overrides.
 _NON_SPEC_PARAMS = {"backend", "dry_run"}
 _HASH_TAIL = 11  # "-<run hash>": kept whole when a long name is shortened
@@ -109,19 +98,9 @@ class RunPlan:
 
     def xcoms(self, *, dry_run: bool) -> dict[str, Any]:
         """What the plan task pushes: the plan, and ``PLAN_XCOM_KEYS``."""
-        return {
-            RUN_PLAN_XCOM_KEY: self.to_xcom(),
-            "spec": self.spec,
-            "job_name": self.job_name_base,
-            "run_hash": self.identity_hash,
-            "backend": self.backend,
-            "dry_run": dry_run,
-            "summary": self.summary,
-            "request": self.request,
-            "uploads": uploads_to_xcom(list(self.uploads)),
-            "cost_bound_usd": self.cost_bound_usd,
-            "warnings": list(self.warnings),
-        }
+        data = self.to_xcom()
+        read_alone = {"job_name": self.job_name_base, "run_hash": self.identity_hash, "dry_run": dry_run}
+        return {RUN_PLAN_XCOM_KEY: data, **{k: read_alone.get(k, data.get(k)) for k in PLAN_XCOM_KEYS}}
 
 
 @dataclass(frozen=True)
@@ -144,32 +123,21 @@ def overrides_from_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def uploads_to_xcom(uploads: list[Upload]) -> list[dict[str, Any]]:
     """The plan's uploads as JSON for XCom (file contents base64), so the training task sends them."""
-    return [
-        {
-            "s3_uri": u.s3_uri,
-            "kind": u.kind,
-            "local_path": u.local_path,
-            "content": base64.b64encode(u.content).decode("ascii") if u.content is not None else None,
-            "kms_key": u.kms_key,
-            "dependencies": list(u.dependencies),
-        }
-        for u in uploads
-    ]
+    return [{**asdict(u), "content": _b64(u.content), "dependencies": list(u.dependencies)} for u in uploads]
 
 
 def uploads_from_xcom(data: list[Mapping[str, Any]]) -> list[Upload]:
     """The inverse of :func:`uploads_to_xcom`."""
     return [
-        Upload(
-            s3_uri=str(d["s3_uri"]),
-            kind=str(d["kind"]),
-            local_path=d.get("local_path"),
-            content=base64.b64decode(d["content"]) if d.get("content") is not None else None,
-            kms_key=d.get("kms_key"),
-            dependencies=tuple(d.get("dependencies") or ()),
-        )
+        Upload(**{**d, "content": _b64(d.get("content"), decode=True), "dependencies": tuple(d.get("dependencies") or ())})
         for d in data
     ]
+
+
+def _b64(value: Any, *, decode: bool = False) -> Any:
+    if value is None:
+        return None
+    return base64.b64decode(value) if decode else base64.b64encode(value).decode("ascii")
 
 
 def plan_run(

@@ -348,7 +348,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         if state.warm_start_uri:
             self.log.info("Warm start: the script gets %s as channel warm_start", state.warm_start_uri)
         if not job.planned_again:
-            if self.plan_task_id is not None:
+            if self.plan_task_id is not None and plan.remote:  # a local job plans its request as it runs
                 self.log.info("Sending the request planned by %s (not planned again).", self.plan_task_id)
             return job
         for warning in job.warnings:

@@ -52,17 +52,22 @@ def run_identity_hash(identity: str) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:_HASH_LENGTH]
 
 
-def job_name(base: str, identity: str, generation: int = 1) -> str:
-    """The job name for ``identity``; ``generation`` > 1 after an earlier job of this run failed."""
+def job_name(base: str, identity: str, generation: int = 1, *, max_length: int = MAX_NAME_LENGTH) -> str:
+    """The job name for ``identity``; ``generation`` > 1 after an earlier job of this run failed.
+
+    ``max_length``: 63 for training and processing jobs, 32 for hyperparameter tuning jobs.
+    """
     digest = run_identity_hash(identity)
-    return generation_name(f"{sanitise_base(base)}-{digest}", generation, keep_tail=_HASH_LENGTH + 1)
+    return generation_name(
+        f"{sanitise_base(base)}-{digest}", generation, keep_tail=_HASH_LENGTH + 1, max_length=max_length
+    )
 
 
-def generation_name(name: str, generation: int, *, keep_tail: int = 0) -> str:
+def generation_name(name: str, generation: int, *, keep_tail: int = 0, max_length: int = MAX_NAME_LENGTH) -> str:
     """``name`` for the run's ``generation``-th job: ``<name>-r<generation>`` from the second on.
 
     Shortens the head (never the last ``keep_tail`` characters, e.g. a run hash) to stay within
-    the API's 63 characters.
+    ``max_length`` characters (the API's 63 by default).
     """
     if generation < 1:
         raise ValueError("generation must be >= 1")
@@ -70,7 +75,7 @@ def generation_name(name: str, generation: int, *, keep_tail: int = 0) -> str:
     suffix = name[len(name) - keep_tail :] if keep_tail else ""
     suffix += f"-r{generation}" if generation > 1 else ""
     head = name[: len(name) - keep_tail] if keep_tail else name
-    head = head[: MAX_NAME_LENGTH - len(suffix)].rstrip("-") or "job"
+    head = head[: max_length - len(suffix)].rstrip("-") or "job"
     result = head + suffix
     assert NAME_PATTERN.match(result), result
     return result

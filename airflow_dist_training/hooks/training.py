@@ -57,6 +57,7 @@ from airflow_dist_training.hooks.sagemaker_jobs import JobAlreadyExistsError as 
 from airflow_dist_training.job_states import STOPPABLE_STATES, STOPPED_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
 from airflow_dist_training.sagemaker.job_kinds import TRAINING
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -223,13 +224,6 @@ def pack_source_dir(source_dir: str | os.PathLike[str], dependencies: Sequence[s
             else:
                 tar.addfile(info)
     return gzip.compress(raw.getvalue(), mtime=0)
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    if not uri.startswith("s3://"):
-        raise ValueError(f"not an s3:// URI: {uri}")
-    bucket, _, key = uri[5:].partition("/")
-    return bucket, key
 
 
 def _fault_point(name: str) -> None:
@@ -462,7 +456,7 @@ class _TrainingHookMethods(SageMakerApi):
         self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
 
     def _put_object(self, body: bytes, s3_uri: str, kms_key: str | None) -> None:
-        bucket, key = split_s3_uri(s3_uri)
+        _, bucket, key = split_uri(s3_uri)
         extra: dict[str, Any] = {}
         if kms_key:
             extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from airflow_dist_training.checkpoints.uris import Store, local_path
 from airflow_dist_training.errors import KILLED_BY_SIGKILL, Problem
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
 from airflow_dist_training.sagemaker.strategies import LocalRun, record_for
@@ -49,6 +48,7 @@ from airflow_dist_training.spec.training import (
     Strategy,
     TrainingJobSpec,
 )
+from airflow_dist_training.storage.location import Location, local_path
 
 HOST_PREFIX = "algo-"
 HOMOGENEOUS_GROUP = "homogeneousCluster"
@@ -205,9 +205,6 @@ def host_layout(job_dir: Path, index: int) -> HostLayout:
     return HostLayout(host=host, base=base, shared=job_dir)
 
 
-# --------------------------------------------------------------------------- stores (Store: checkpoints/uris.py)
-
-
 # --------------------------------------------------------------------------- the plan
 
 
@@ -241,8 +238,8 @@ class LocalJobPlan:
     input_data_config: dict[str, dict[str, str]]
     user_args: list[str]
     channel_sources: dict[str, str]  # channel -> local path or s3:// URI
-    checkpoint_store: Store | None
-    output_store: Store
+    checkpoint_store: Location | None
+    output_store: Location
     output_compression: Literal["GZIP", "NONE"]
     metric_definitions: list[tuple[str, str]]
     host_plans: list[HostPlan]
@@ -251,14 +248,6 @@ class LocalJobPlan:
     @property
     def total_processes(self) -> int:
         return sum(self.processes_per_host if h.launch == "torchrun" else 1 for h in self.host_plans)
-
-    @property
-    def model_artifact(self) -> Store:
-        return self.output_store.child(self.job_name, "output", "model.tar.gz")
-
-    @property
-    def output_artifact(self) -> Store:
-        return self.output_store.child(self.job_name, "output", "output.tar.gz")
 
     @property
     def job_arn(self) -> str:

@@ -74,7 +74,6 @@ from airflow_dist_training.local.contract import (
     HostLayout,
     HostPlan,
     LocalJobPlan,
-    Store,
     config_files,
     host_env,
     host_layout,
@@ -88,6 +87,7 @@ from airflow_dist_training.local.metrics import MetricPoint
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.training import Strategy
+from airflow_dist_training.storage.location import local_location, split_uri
 
 LogFn = Callable[[str], None]
 FAILURE_REASON_LIMIT = 1024  # SageMaker truncates FailureReason to 1,024 characters
@@ -599,8 +599,8 @@ def _request_plan(
         input_data_config=facts.input_data_config,
         user_args=facts.user_args,
         channel_sources={},
-        checkpoint_store=store.resolve(checkpoint_uri).as_store() if checkpoint_uri else None,
-        output_store=store.resolve(output_path).as_store(),
+        checkpoint_store=store.resolve(checkpoint_uri) if checkpoint_uri else None,
+        output_store=store.resolve(output_path),
         output_compression="NONE" if output_config.get("CompressionType") == "NONE" else "GZIP",
         metric_definitions=[(m["Name"], m["Regex"]) for m in algorithm.get("MetricDefinitions") or []],
         host_plans=host_plans,
@@ -652,7 +652,7 @@ class _RequestRun(LocalJobRun):
         )
         self.rp = rp
         self.store = store
-        self.checkpoint_client = store.s3_client
+        self.checkpoint_stores = store.stores
         self.options = options
         self.network: nshosts.JobNetwork | None = None
         self.hang_reason: str | None = None
@@ -696,9 +696,9 @@ class _RequestRun(LocalJobRun):
             for hp in plan.host_plans:
                 n = sync_dir(
                     plan.checkpoint_store,
-                    Store("local", str(hp.layout.checkpoint_dir)),
+                    local_location(hp.layout.checkpoint_dir),
                     self._synced,
-                    client=self.store.s3_client,
+                    self.store.stores,
                 )
                 if n and hp.index == 0:
                     self.log(f"[local] restored {n} checkpoint file(s) from {self.rp.checkpoint_uri}")
@@ -752,7 +752,7 @@ class _RequestRun(LocalJobRun):
                 with tarfile.open(archive, "r:*") as tar:
                     tar.extractall(code, filter="data")
             return
-        src = Path(uri[len("file://") :] if uri.startswith("file://") else uri)
+        src = Path(split_uri(uri)[2])
         if src.is_file():
             with tarfile.open(src, "r:*") as tar:
                 tar.extractall(code, filter="data")

@@ -26,7 +26,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -38,12 +37,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from airflow_dist_training.checkpoints.uris import split_s3_uri
 from airflow_dist_training.errors import KILLED_BY_SIGKILL, TrainingJobError, training_job_error
 from airflow_dist_training.local.contract import (
     HostPlan,
     LocalJobPlan,
-    Store,
     error_excerpt,
     failure_reason_text,
     failure_text,
@@ -51,6 +48,8 @@ from airflow_dist_training.local.contract import (
 )
 from airflow_dist_training.local.metrics import MetricParser
 from airflow_dist_training.results import StatusTransition, TrainingResult
+from airflow_dist_training.storage import StoreOptions, Stores, copy_between
+from airflow_dist_training.storage.location import Location, local_location
 
 LogFn = Callable[[str], None]
 _TAIL_LINES = 200
@@ -110,139 +109,50 @@ def host_command(plan: LocalJobPlan, host: HostPlan, port: int, python: str = sy
 # --------------------------------------------------------------------------- stores
 
 
-def _s3_client() -> Any:
-    import boto3
-
-    return boto3.client("s3")
-
-
-def _split_s3(uri: str) -> tuple[str, str]:
-    bucket, key = split_s3_uri(uri)
-    return bucket, key.strip("/")
-
-
-def _local_files(root: Path) -> dict[str, Path]:
-    if not root.is_dir():
-        return {}
-    return {
-        p.relative_to(root).as_posix(): p
-        for p in root.rglob("*")
-        if p.is_file() and not p.name.startswith(_SKIP_SYNC_PREFIXES)
-    }
-
-
 def _manifest_last(rel: str) -> tuple[int, str]:
     return (1 if rel.rsplit("/", 1)[-1] == "_MANIFEST.json" else 0, rel)
 
 
-# what a sync last copied, per local path: (size, mtime_ns); a run keeps one across its syncs
-SyncState = dict[str, tuple[int, int]]
+# what a sync last copied, per local path (or target URI): (size, modified); a run keeps one across its syncs
+SyncState = dict[str, tuple[int, float]]
 
 
-def sync_dir(src: Store, dst: Store, state: SyncState | None = None, client: Any = None) -> int:
+def sync_dir(src: Location, dst: Location, state: SyncState | None = None, stores: Stores | None = None) -> int:
     """Copy files that are missing, differ in size, or were rewritten from ``src`` to ``dst`` (never deletes).
 
-    "Rewritten" matters: a script that overwrites ``last.pt`` every epoch writes the same size each
-    time. Uploads remember each file's size and mtime in ``state``. Without a memory of a file,
-    an object that is as large and not older than the file counts as the same. S3 times have
-    second resolution, so they cannot tell a rewrite within the same second.
-    Checkpoint manifests are copied last, so a checkpoint never looks complete before its files.
-    Returns the number of files copied.
+    Either side may be in any store. "Rewritten" matters: a script that overwrites ``last.pt`` every
+    epoch writes the same size each time, so each copy is remembered in ``state`` by its local path
+    with the source's size and modified time. Without a memory of a file, a target that is as large
+    and not older counts as the same (S3 times have second resolution, so they cannot tell a rewrite
+    within the same second). A local target gets the source's modified time, so a restored file is
+    not pushed back. Checkpoint manifests are copied last, so a checkpoint never looks complete
+    before its files. Returns the number of files copied.
     """
     state = {} if state is None else state
-    if src.kind == "local" and dst.kind == "local":
-        return _copy_local(src, dst)
-    client = client or _s3_client()
-    if src.kind == "local":
-        return _upload(src, dst, state, client)
-    return _download(src, dst, state, client)
-
-
-def _copy_local(src: Store, dst: Store) -> int:
-    """local -> local: copy what is missing or older."""
+    stores = stores or Stores(StoreOptions(aws_conn_id=None))
+    src, dst = src.as_dir(), dst.as_dir()
+    src_store, dst_store = stores(src), stores(dst)
+    existing = dst_store.list_tree(dst)
     copied = 0
-    dst_root = Path(dst.location)
-    for rel, path in sorted(_local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])):
-        target = dst_root / rel
-        stat = path.stat()
-        if target.is_file():
-            tstat = target.stat()
-            if tstat.st_size == stat.st_size and tstat.st_mtime_ns >= stat.st_mtime_ns:
-                continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.sync-tmp")
-        shutil.copy2(path, tmp)
-        os.replace(tmp, target)
+    for rel, (size, modified) in sorted(src_store.list_tree(src).items(), key=lambda kv: _manifest_last(kv[0])):
+        if not rel or ".." in rel.split("/") or rel.rsplit("/", 1)[-1].startswith(_SKIP_SYNC_PREFIXES):
+            continue
+        target = dst.join(rel)
+        source_path, target_path = src_store.local_path(src.join(rel)), dst_store.local_path(target)
+        memory = str(source_path or target_path or target.uri)
+        remembered = state.get(memory)
+        if remembered == (size, modified):
+            continue
+        there_size, there_modified = existing.get(rel, (-1, 0.0))
+        if remembered is None and there_size == size and there_modified >= modified:
+            state[memory] = (size, modified)
+            continue
+        copy_between(src_store, src.join(rel), dst_store, target, size)
+        if target_path is not None and source_path is None:  # a local copy keeps its time already
+            os.utime(target_path, (modified, modified))
+        state[memory] = (size, modified)
         copied += 1
     return copied
-
-
-def _upload(src: Store, dst: Store, state: SyncState, client: Any) -> int:
-    """local -> S3: upload what changed since the last sync (``state``) or is missing."""
-    copied = 0
-    bucket, prefix = _split_s3(dst.location)
-    remote = _s3_objects(client, bucket, prefix)
-    for rel, path in sorted(_local_files(Path(src.location)).items(), key=lambda kv: _manifest_last(kv[0])):
-        key = f"{prefix}/{rel}" if prefix else rel
-        stat = path.stat()
-        signature = (stat.st_size, stat.st_mtime_ns)
-        remembered = state.get(str(path))
-        if remembered == signature:
-            continue
-        size, modified = remote.get(key, (-1, 0.0))
-        if remembered is None and size == stat.st_size and modified >= stat.st_mtime:
-            state[str(path)] = signature
-            continue
-        client.upload_file(str(path), bucket, key)
-        state[str(path)] = signature
-        copied += 1
-    return copied
-
-
-def _download(src: Store, dst: Store, state: SyncState, client: Any) -> int:
-    """S3 -> local: download what is missing or older; remember it so it is not pushed back."""
-    copied = 0
-    bucket, prefix = _split_s3(src.location)
-    dst_root = Path(dst.location)
-    objects = _s3_objects(client, bucket, prefix)
-    for key, (size, modified) in sorted(objects.items(), key=lambda kv: _manifest_last(kv[0])):
-        rel = key[len(prefix) :].lstrip("/") if prefix else key
-        if not rel or ".." in rel.split("/"):
-            continue
-        target = dst_root / rel
-        if target.is_file():
-            tstat = target.stat()
-            if tstat.st_size == size and tstat.st_mtime >= modified:
-                continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        client.download_file(bucket, key, str(target))
-        os.utime(target, (modified, modified))
-        tstat = target.stat()
-        state[str(target)] = (tstat.st_size, tstat.st_mtime_ns)  # restored: not pushed back
-        copied += 1
-    return copied
-
-
-def _s3_objects(client: Any, bucket: str, prefix: str) -> dict[str, tuple[int, float]]:
-    """``key -> (size, LastModified as a POSIX timestamp)`` under ``prefix``."""
-    objects: dict[str, tuple[int, float]] = {}
-    paginator = client.get_paginator("list_objects_v2")
-    for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else ""):
-        for obj in page.get("Contents", []):
-            objects[obj["Key"]] = (int(obj["Size"]), obj["LastModified"].timestamp())
-    return objects
-
-
-def put_file(path: Path, dst: Store) -> None:
-    if dst.kind == "local":
-        target = Path(dst.location)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        shutil.copyfile(path, tmp)
-        os.replace(tmp, target)
-    else:
-        bucket, key = _split_s3(dst.location)
-        _s3_client().upload_file(str(path), bucket, key)
 
 
 def pack_dirs(dirs: list[Path], archive: Path) -> None:
@@ -413,7 +323,7 @@ class LocalJobRun:
 
     max_runtime_exceeded = False
     first_failed: str | None = None
-    checkpoint_client: Any = None  # the S3 client of the checkpoint store (None: boto3's default)
+    checkpoint_stores: Stores | None = None  # how to reach the checkpoint store (None: boto3's defaults)
 
     def _watch(self, now: float) -> None:
         """A subclass's extra check on each pass of the wait loop (the request executor's hang watchdog)."""
@@ -439,9 +349,7 @@ class LocalJobRun:
         with self._sync_lock:
             for hp in self.plan.host_plans:
                 try:
-                    copied += sync_dir(
-                        Store("local", str(hp.layout.checkpoint_dir)), store, self._synced, client=self.checkpoint_client
-                    )
+                    copied += sync_dir(local_location(hp.layout.checkpoint_dir), store, self._synced, self.checkpoint_stores)
                 except Exception as exc:  # a failed periodic sync must not kill the run
                     self.log(f"[local] WARNING checkpoint sync to {store.uri} failed: {exc}")
         return copied
@@ -604,7 +512,7 @@ class LocalJobRun:
             status="Completed",
             model_artifact_uri=model_uri,
             output_uri=output_uri,
-            checkpoint_uri=plan.checkpoint_store.uri if plan.checkpoint_store is not None else None,
+            checkpoint_uri=plan.checkpoint_store.as_uri() if plan.checkpoint_store is not None else None,
             final_metrics=dict(self.metrics.final),
             billable_seconds=None,
             training_seconds=round(training),

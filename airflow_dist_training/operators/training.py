@@ -54,6 +54,7 @@ from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.sagemaker.naming import identity_from_context, run_identity_hash
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -809,7 +810,7 @@ def lineage_datasets(
             continue
         source = channel.get("DataSource") or {}
         if "S3DataSource" in source:
-            bucket, _, key = str(source["S3DataSource"]["S3Uri"])[5:].partition("/")
+            _, bucket, key = split_uri(str(source["S3DataSource"]["S3Uri"]))
             inputs.append((f"s3://{bucket}", key or "/"))
         elif "FileSystemDataSource" in source:
             fs = source["FileSystemDataSource"]
@@ -818,6 +819,6 @@ def lineage_datasets(
     outputs: list[tuple[str, str]] = []
     artifact = (description.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
     if artifact and str(artifact).startswith("s3://"):
-        bucket, _, key = str(artifact)[5:].partition("/")
+        _, bucket, key = split_uri(str(artifact))
         outputs.append((f"s3://{bucket}", key))
     return inputs, outputs

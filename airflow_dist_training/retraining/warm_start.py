@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.storage.location import split_uri
 
 WarmStart = Literal["none", "champion", "promoted"]
 WARM_START_CHOICES: tuple[str, ...] = ("none", "champion", "promoted")
@@ -51,7 +52,7 @@ def warm_start_channel(uri: str) -> dict[str, Any]:
     """The ``warm_start`` input channel (spec fields) reading ``uri``."""
     if uri.startswith("s3://"):
         return {"type": "s3", "uri": uri}
-    return {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": uri.removeprefix("file://")}
+    return {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": split_uri(uri)[2]}
 
 
 def with_warm_start_channel(spec: Any, uri: str) -> Any:

@@ -138,10 +138,10 @@ def test_store_resolves_mounts_then_the_bucket_folder(tmp_path: Path) -> None:
         tmp_path / "buckets",
         mounts={"s3://b/data": tmp_path / "data", "s3://b/data/special": tmp_path / "sp"},
     )
-    assert store.resolve("s3://b/data/x/y.csv").local == tmp_path / "data" / "x" / "y.csv"
-    assert store.resolve("s3://b/data/special/z").local == tmp_path / "sp" / "z"  # the longest mount wins
-    assert store.resolve("s3://b/other/k").local == tmp_path / "buckets" / "b" / "other" / "k"
-    assert store.resolve("s3://b/data/").local == tmp_path / "data"
+    assert store.resolve("s3://b/data/x/y.csv").path == tmp_path / "data" / "x" / "y.csv"
+    assert store.resolve("s3://b/data/special/z").path == tmp_path / "sp" / "z"  # the longest mount wins
+    assert store.resolve("s3://b/other/k").path == tmp_path / "buckets" / "b" / "other" / "k"
+    assert store.resolve("s3://b/data/").path == tmp_path / "data"
     store.put_bytes(b"hi", "s3://b/other/k")
     assert store.get_prefix("s3://b/other", tmp_path / "copy") == 1
     assert (tmp_path / "copy" / "k").read_bytes() == b"hi"
@@ -173,4 +173,6 @@ def test_a_failure_reason_capped_mid_path_keeps_no_piece_of_this_machines_path()
     capped = 'AlgorithmError: algo-1: boom\n  File "/root/.cache/airflow-dist-training/job-e'
     assert _without_cut_path(capped, env, "/opt/conda") == 'AlgorithmError: algo-1: boom\n  File "/opt/conda'
     # a whole path is the caller's plain replace; unrelated text stays as it is
-    assert _without_cut_path("ExecuteUserScriptError: /root is read-only", env, "/opt/conda").endswith("read-only")
+    assert _without_cut_path("ExecuteUserScriptError: /root is read-only", env, "/opt/conda").endswith(
+        "read-only"
+    )

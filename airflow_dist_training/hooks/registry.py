@@ -149,14 +149,6 @@ class LocalModelRegistry:
     def versions(self) -> list[dict[str, Any]]:
         return list(self._read_index()["versions"])
 
-    def get_version(self, version: int) -> dict[str, Any]:
-        for entry in self.versions():
-            if entry["version"] == version:
-                return entry
-        raise SpecValidationError(
-            [Problem("version", f"no version {version} in local registry group {self.group}")]
-        )
-
     def get_champion(self) -> Champion | None:
         approved = [v for v in self.versions() if v.get("approval_status") == APPROVED]
         if not approved:

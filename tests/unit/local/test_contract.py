@@ -331,6 +331,7 @@ def test_checkpoint_and_output_stores(tmp_path: Path) -> None:
     )
     p = plan(tmp_path, spec)
     assert p.checkpoint_store.as_uri() == (tmp_path / "ck").as_uri()
+    # the model goes to <output>/<job>/output/model.tar.gz: a folder standing in for the bucket, or S3
     assert p.output_store.as_uri() == (tmp_path / "root" / "_s3" / "bkt" / "models").as_uri()
     p3 = plan(tmp_path, spec, s3_available=True)
     assert p3.output_store.as_uri() == "s3://bkt/models"

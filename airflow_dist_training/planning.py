@@ -18,12 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from airflow_dist_training.sagemaker.naming import (
-    generation_name,
-    identity_from_context,
-    job_name,
-    run_identity_hash,
-)
+from airflow_dist_training.sagemaker import naming
 from airflow_dist_training.sagemaker.uploads import Upload
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
@@ -34,7 +29,6 @@ RUN_PLAN_XCOM_KEY = "run_plan"
 PLAN_XCOM_KEYS = ("spec", "job_name", "run_hash", "backend", "dry_run", "summary", "request", "cost_bound_usd")
 # Params of a trigger form that are not spec overrides.
 _NON_SPEC_PARAMS = {"backend", "dry_run"}
-_HASH_TAIL = 11  # "-<run hash>": kept whole when a long name is shortened
 
 
 class PlanningBackend(Protocol):
@@ -62,7 +56,6 @@ class RunPlan:
     remote: bool
     region: str
     identity: str
-    job_name_base: str  # the run's first job; later generations add "-r<n>"
     checkpoint_resume: str | None = None
     run_checkpoint_uri: str | None = None
     base_dir: str | None = None
@@ -75,10 +68,15 @@ class RunPlan:
     @property
     def identity_hash(self) -> str:
         """The hash every job name of the run ends with (and its run-identity tag carries)."""
-        return run_identity_hash(self.identity)
+        return naming.run_identity_hash(self.identity)
+
+    @property
+    def job_name_base(self) -> str:
+        """The run's first job; later generations add ``-r<n>``."""
+        return self.job_name(1)
 
     def job_name(self, generation: int = 1) -> str:
-        return generation_name(self.job_name_base, generation, keep_tail=_HASH_TAIL)
+        return naming.job_name(str(self.spec["name"]), self.identity, generation)
 
     def to_xcom(self) -> dict[str, Any]:
         data = asdict(self)
@@ -164,7 +162,7 @@ def plan_run(
         apply_overrides(spec, overrides_from_params(overrides)),
         backend=backend,
         region=region,
-        identity=identity_from_context(context, train_task_id, map_index=-1),
+        identity=naming.identity_from_context(context, train_task_id, map_index=-1),
         checkpoint_resume=checkpoint_resume,
         base_dir=base_dir,
     )
@@ -182,7 +180,7 @@ def plan_spec(
 ) -> RunPlan:
     """The run's plan for a validated spec; ``plan_request=False`` leaves the request to the
     backend that runs it (a local training task without a plan task)."""
-    name = job_name(spec.name, identity)
+    name = naming.job_name(spec.name, identity)
     run_spec, run_uri = _run_scoped(spec, checkpoint_resume, name, name, remote=backend.remote, base_dir=base_dir)
     plan = RunPlan(
         spec=spec.model_dump(mode="json", exclude_unset=True),
@@ -190,7 +188,6 @@ def plan_spec(
         remote=backend.remote,
         region=region,
         identity=identity,
-        job_name_base=name,
         checkpoint_resume=checkpoint_resume,
         run_checkpoint_uri=run_uri,
         base_dir=base_dir,

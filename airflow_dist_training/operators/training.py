@@ -364,11 +364,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             )
         return job
 
-    def _launch_for(self, context: Context, generation: int = 1, *, on_demand: bool = False) -> RunJob:
-        job = self._run_job(context, generation, on_demand=on_demand)
-        assert job.request is not None  # a remote backend's plan has its request
-        return job
-
     # --- execute --------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
@@ -378,7 +373,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             if not self.training_backend.remote:  # the job lives in this process: run it attached
                 return self._execute_local(context)
             # The first generation's request now: a spec the planner rejects fails before any AWS call.
-            self._launch = self._launch_for(context)
+            self._launch = self._run_job(context)
             return self._replacing_interrupted_jobs(context, lambda: self.execute_resumable(context))
 
     def _replacing_interrupted_jobs(self, context: Context, attempt: Callable[[], Any]) -> Any:
@@ -495,7 +490,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         ]
         on_demand = self._next_job_on_demand(context, outcomes)
         if self._launch is None or self._launch.name != name or on_demand:
-            self._launch = self._launch_for(context, len(ended) + 1, on_demand=on_demand)
+            self._launch = self._run_job(context, len(ended) + 1, on_demand=on_demand)
         launch = self._launch
         assert launch.name == name and launch.request is not None, (launch.name, name)
         self._fsx_preflight()

@@ -20,8 +20,8 @@ def _plan_and_submit_images() -> tuple[str, str]:
         spec, backend="sagemaker", overrides=None, train_task_id="train", context={}, aws_conn_id=None
     )
     op = DistributedTrainingOperator(task_id="train", spec=spec, aws_conn_id=None)
-    submitted = op._launch_for({})  # type: ignore[arg-type]
-    assert planned.request is not None
+    submitted = op._run_job({})  # type: ignore[arg-type]
+    assert planned.request is not None and submitted.request is not None
     return (
         planned.request["AlgorithmSpecification"]["TrainingImage"],
         submitted.request["AlgorithmSpecification"]["TrainingImage"],

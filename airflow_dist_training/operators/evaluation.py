@@ -55,11 +55,9 @@ _EXTRA_EVALUATION_KEYS = {"evaluation_uri", "backend", "job_name", "job_arn"}
 
 
 def _run_identity(context: Context) -> str:
-    from airflow_dist_training.sagemaker.naming import run_identity
+    from airflow_dist_training.sagemaker.naming import identity_from_context
 
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", None)
-    return run_identity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+    return identity_from_context(context, context["ti"].task_id)
 
 
 def _safe(part: str) -> str:

@@ -131,15 +131,11 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         return source
 
     def _names(self, context: Context, base: str) -> list[str]:
-        from airflow_dist_training.sagemaker.naming import run_identity
+        from airflow_dist_training.sagemaker.naming import identity_from_context
         from airflow_dist_training.sagemaker.tuning import tuning_job_name
 
-        ti = context.get("ti")
-        map_index = getattr(ti, "map_index", None)
-        run_id = context.get("run_id") or getattr(ti, "run_id", None) or "manual"
         dag_id = self.dag_id if self.has_dag() else "no-dag"
-        identity = run_identity(dag_id, self.task_id, str(run_id), -1 if map_index is None else int(map_index))
-        self._identity = identity
+        identity = self._identity = identity_from_context(context, self.task_id, dag_id=dag_id)
         return [tuning_job_name(base, identity, g) for g in range(1, MAX_GENERATIONS + 1)]
 
     def _plan(self, spec: TrainingJobSpec, tuning: TuningSpec, name: str) -> TuningPlan:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
+from typing import Any
 
 MAX_NAME_LENGTH = 63
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -22,6 +24,21 @@ _HASH_LENGTH = 10
 def run_identity(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
     """The stable identity of one task in one DAG run (the same across its tries)."""
     return f"{dag_id}:{task_id}:{run_id}:{map_index}"
+
+
+def identity_from_context(
+    context: Mapping[str, Any], task_id: str, *, dag_id: str | None = None, map_index: int | None = None
+) -> str:
+    """The run identity of ``task_id`` in the DAG run of an Airflow ``context``: the one home of
+    this rule (the plan task computes its training task's, the evaluation and teardown tasks theirs)."""
+    ti = context.get("ti")
+    if dag_id is None:
+        dag_id = str(getattr(ti, "dag_id", None) or "no-dag")
+    if map_index is None:
+        found = getattr(ti, "map_index", None)
+        map_index = -1 if found is None else int(found)
+    run_id = context.get("run_id") or getattr(ti, "run_id", None) or "manual"
+    return run_identity(dag_id, task_id, str(run_id), map_index)
 
 
 def sanitise_base(base: str) -> str:

@@ -144,3 +144,41 @@ def render_summary(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
         lines.append("Registered          no (gate rejected or no registry)")
     lines.append("=" * 72)
     return "\n".join(lines)
+
+
+def sweep_summary(
+    context: Mapping[str, Any], group: str, write_to: str | Path | None = None
+) -> dict[str, Any]:
+    """A sweep's summary (``sweep_groups``): every member's metrics and status, the winner, the
+    gate's decision on it and where it was registered; printed (and written to ``write_to``)."""
+    ti = context["ti"]
+    selection = _pull(ti, f"{group}.best_of_sweep", "selection") or {}
+    rows = _pull(ti, f"{group}.best_of_sweep", "members") or []
+    decision = _pull(ti, f"{group}.gate") or {}
+    registration = _pull(ti, f"{group}.register") or None
+    lines = ["", "=" * 72, f"Sweep summary ({len(rows)} members)", "=" * 72]
+    for row in rows:
+        metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(row["metrics"].items())) or "-"
+        mark = "WINNER " if row["member"] == selection.get("winner") else ""
+        state = row["status"] if row["status"] != "succeeded" else "finished"
+        chosen = " ".join(f"{k}={v}" for k, v in (row.get("hyperparameters") or {}).items())
+        lines.append(
+            f"{mark}{row['member']:<12} {chosen} {state:<9} {metrics}"
+            + (f" ({row['reason']})" if row.get("reason") else "")
+        )
+    lines += (selection.get("summary") or "no member could be picked").splitlines()[:1]
+    gate = decision.get("passed")
+    lines.append(f"Quality gate        {'PASSED' if gate else 'REJECTED' if gate is False else 'not run'}")
+    lines += [f"                    {reason}" for reason in decision.get("reasons", [])]
+    if registration:
+        where = registration.get("model_package_arn") or registration.get("package_id") or "?"
+        lines.append(f"Registered          {where} ({registration.get('approval_status', 'unknown status')})")
+    else:
+        lines.append("Registered          no (gate rejected, no winner or no registry)")
+    lines.append("=" * 72)
+    text = "\n".join(lines)
+    print(text)
+    if write_to is not None:
+        Path(write_to).parent.mkdir(parents=True, exist_ok=True)
+        Path(write_to).write_text(text + "\n", encoding="utf-8")
+    return {"selection": selection, "members": rows, "gate_passed": gate, "registered": registration}

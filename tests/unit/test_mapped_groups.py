@@ -1,0 +1,190 @@
+"""A ``stage_train_evaluate`` group mapped over members: its shape at parse time, what each member's
+tasks render and pull, and the per-member skip of short circuits (no I/O, no Airflow DB)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+from airflow.sdk import DAG
+
+from airflow_dist_training.compat import AirflowSkipException
+from airflow_dist_training.dag_factory import dag_from_yaml
+from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.mapped_groups import pull_own, skip_when_short_circuited
+from airflow_dist_training.planning import plan_run
+from airflow_dist_training.sagemaker.naming import identity_from_context
+from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
+from airflow_dist_training.task_groups import stage_train_evaluate
+from tests.paths import REPO
+from tests.unit.sagemaker.specs import example
+
+G = "markets"
+MEMBERS = [{"name": "emea"}, {"name": "apac", "hyperparameters": {"lr": 0.1}}, {"name": "amer"}]
+
+
+def _build(**kwargs: Any) -> DAG:
+    with DAG(dag_id="mapped_shape", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
+        stage_train_evaluate(group_id=G, base_dir="/tmp", spec=example("local_demo"), **kwargs)
+    return dag
+
+
+class FakeTI:
+    """What a task instance's XCom pulls answer: ``{(task_id, key, map_index): value}``."""
+
+    def __init__(self, map_index: int, xcoms: dict[tuple[str, str, int], Any], task_id: str = "t") -> None:
+        self.map_index = map_index
+        self.task_id = task_id
+        self.dag_id = "mapped_shape"
+        self.run_id = "manual__1"
+        self.xcoms = xcoms
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value", **kwargs: Any) -> Any:
+        if "map_indexes" not in kwargs:  # Airflow: every map index's values
+            values = [v for (t, k, _), v in self.xcoms.items() if (t, k) == (task_ids, key)]
+            return values[0] if len(values) == 1 else values
+        return self.xcoms.get((task_ids, key, kwargs["map_indexes"]))
+
+
+def test_members_make_the_group_an_airflow_mapped_task_group_one_map_index_each() -> None:
+    from airflow.sdk.definitions.taskgroup import MappedTaskGroup
+
+    dag = _build(
+        members=MEMBERS,
+        evaluation=EvaluationStep(script="examples/evaluate.py"),
+        gate={"thresholds": {"accuracy": {"min": 0.5}}},
+        registry=RegistryStep(local_dir="/tmp/registry"),
+    )
+    group = dag.task_group_dict[G]
+    assert isinstance(group, MappedTaskGroup)
+    assert group._expand_input.value == {"member": ["emea", "apac", "amer"]}
+    assert {t.task_group.group_id for t in dag.tasks if t.task_group is not None} == {G}
+    assert {t.removeprefix(f"{G}.") for t in dag.task_ids} >= {
+        "plan",
+        "check_changes",
+        "train",
+        "evaluate",
+        "gate",
+        "register",
+    }
+
+
+def test_each_member_renders_its_own_model_package_group_and_pulls_its_own_results() -> None:
+    dag = _build(
+        members=MEMBERS,
+        evaluation=EvaluationStep(script="examples/evaluate.py"),
+        gate={"thresholds": {"accuracy": {"min": 0.5}}},
+        registry=RegistryStep(local_dir="/tmp/registry"),
+    )
+    gate: Any = dag.get_task(f"{G}.gate")
+    evaluate: Any = dag.get_task(f"{G}.evaluate")
+    xcoms = {(f"{G}.train", "return_value", i): {"model_artifact_uri": f"file:///m/{i}"} for i in range(3)}
+    for index, member in enumerate(["emea", "apac", "amer"]):
+        ti = FakeTI(index, xcoms)
+        assert jinja2.Template(gate.model_package_group_name).render(ti=ti) == f"local-demo-{member}"
+        assert jinja2.Template(evaluate.model_uri).render(ti=ti) == f"file:///m/{index}"
+
+
+def test_a_short_circuit_skips_only_its_own_members_downstream_task() -> None:
+    dag = _build(members=MEMBERS)
+    train: Any = dag.get_task(f"{G}.train")
+    decisions = {(f"{G}.check_changes", "skipmixin_key", 1): {"skipped": [f"{G}.train"]}}
+    with pytest.raises(AirflowSkipException, match=f"{G}.check_changes short-circuited this member"):
+        train.pre_execute({"ti": FakeTI(1, decisions, task_id=f"{G}.train")})
+    for other in (0, 2):  # the members whose short circuit let them through
+        train.pre_execute({"ti": FakeTI(other, decisions, task_id=f"{G}.train")})
+
+
+def test_an_unmapped_group_keeps_airflows_own_short_circuit() -> None:
+    train: Any = _build().get_task(f"{G}.train")
+    assert train.pre_execute.__func__.__qualname__ == "BaseOperator.pre_execute"
+
+
+def test_skip_hook_reads_every_short_circuit_upstream() -> None:
+    hook = skip_when_short_circuited(["g.plan", "g.check_changes"])
+    ti = FakeTI(0, {("g.plan", "skipmixin_key", 0): {"skipped": ["g.train"]}}, task_id="g.train")
+    with pytest.raises(AirflowSkipException, match=r"g\.plan short-circuited"):
+        hook({"ti": ti})
+
+
+def test_an_unmapped_task_pulls_as_before_a_mapped_one_its_own_member() -> None:
+    xcoms = {("g.plan", "spec", 0): "a", ("g.plan", "spec", 1): "b"}
+    assert pull_own(FakeTI(1, xcoms), "g.plan", "spec") == "b"
+    assert pull_own(FakeTI(-1, {("g.plan", "spec", -1): "x"}), "g.plan", "spec") == "x"
+
+
+class LocalPlanner:
+    name = "local"
+    remote = False
+
+    def plan(
+        self, spec: Any, *, job_name: str, region: str, run_identity: str | None = None
+    ) -> dict[str, Any]:
+        return {
+            "request": {"TrainingJobName": job_name},
+            "summary": job_name,
+            "warnings": [],
+            "cost_bound_usd": 0,
+        }
+
+
+def test_the_plan_task_plans_the_job_name_its_members_training_task_computes() -> None:
+    """Issue 26: the plan task used map index -1, the training task its own: names differed."""
+    names = set()
+    for index in range(3):
+        context = {"ti": FakeTI(index, {}), "run_id": "manual__1"}
+        plan = plan_run(
+            example("local_demo"),
+            backend=LocalPlanner(),  # type: ignore[arg-type]
+            region="us-east-1",
+            overrides=None,
+            train_task_id=f"{G}.train",
+            context=context,
+        )
+        assert plan.identity == identity_from_context(context, f"{G}.train", dag_id="mapped_shape")
+        assert plan.identity.endswith(f":{index}")
+        names.add(plan.job_name())
+    assert len(names) == 3
+
+
+def _pipeline(tmp_path: Path, for_each: str) -> Path:
+    text = (REPO / "dags" / "pipelines" / "markets_local.yaml").read_text()
+    head = text[: text.index("for_each:")]
+    tail = text[text.index("checkpoints:") :]
+    path = tmp_path / "markets.yaml"
+    path.write_text(head.replace("../../", f"{REPO}/") + for_each + tail.replace("../../", f"{REPO}/"))
+    (tmp_path / "markets.py").write_text("")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("for_each", "field", "message"),
+    [
+        (
+            "for_each:\n  - {name: a}\n  - {name: b, compute: {instance_count: 0}}\n",
+            "for_each[1].compute.instance_count",
+            "greater than or equal to 1",
+        ),
+        ("for_each:\n  - {name: a}\n  - {name: A}\n", "for_each", "'A' is used twice"),
+        ("for_each:\n  - {name: a_b}\n", "for_each[0].name", "does not match the required pattern"),
+        (
+            "for_each:\n  - {name: a, channels: {train: {uri: 'http://x'}}}\n",
+            "for_each[0].channels.train.uri",
+            "does not match",
+        ),
+        ("for_each: []\n", "for_each", "at least 1 item"),
+    ],
+)
+def test_a_bad_member_in_yaml_is_the_files_import_error_naming_the_field(
+    tmp_path: Path, for_each: str, field: str, message: str
+) -> None:
+    path = _pipeline(tmp_path, for_each)
+    with pytest.raises(SpecValidationError) as exc:
+        dag_from_yaml(str(tmp_path / "markets.py"), str(path))
+    found = {p.path: p.message for p in exc.value.problems}
+    assert field in found, found
+    assert message in found[field]
+    assert str(path) in str(exc.value)

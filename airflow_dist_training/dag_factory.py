@@ -64,8 +64,14 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
     )
     if fileloc:
         dag.fileloc = fileloc
+    group: Any = stage_train_evaluate
+    fan_out: dict[str, Any] = {"members": pipeline.for_each}  # one model per member, or one
+    if pipeline.sweep is not None:  # members from hyperparameter sets, the best one registered
+        from airflow_dist_training.sweep_groups import sweep_train_evaluate
+
+        group, fan_out = sweep_train_evaluate, {"sweep": pipeline.sweep, "group_id": "stage_train_evaluate"}
     with dag:
-        stage_train_evaluate(
+        group(
             spec=pipeline.training,
             backend=pipeline.backend,
             staging=pipeline.staging,
@@ -80,7 +86,7 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
             force=pipeline.force,
             warm_start=pipeline.warm_start,
             deferrable=pipeline.deferrable,
-            members=pipeline.for_each,
+            **fan_out,
         )
     # The trigger form, set once the tasks exist: every operator's constructor deep-copies the
     # DAG's params (once per class in its hierarchy, 4,000 copies for 200 pipelines, a fifth of

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.members import Member, MemberList
+from airflow_dist_training.spec.sweep import SweepSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, make_scalars_strict
 
 Backend = Literal["local", "sagemaker"]
@@ -153,6 +154,12 @@ class PipelineSpec(_Model):
         "champion, gate and model package group (<group>-<member>)",
     )
 
+    sweep: SweepSpec | None = Field(
+        default=None,
+        description="Train a grid or random sample of hyperparameter sets as members; only the best "
+        "(the objective metric) is gated and registered",
+    )
+
     @field_validator("for_each")
     @classmethod
     def _member_names(cls, value: list[Member] | None) -> list[Member] | None:
@@ -208,6 +215,8 @@ class PipelineSpec(_Model):
 
     @model_validator(mode="after")
     def _steps_fit(self) -> PipelineSpec:
+        if self.for_each is not None and self.sweep is not None:
+            raise ValueError("give for_each (named members) or sweep (members from hyperparameter sets), not both")
         if self.gate is not None and self.evaluation is None:
             raise ValueError("gate needs an evaluation step (the gate reads its evaluation.json)")
         if self.registry is not None:

@@ -188,3 +188,39 @@ def test_a_bad_member_in_yaml_is_the_files_import_error_naming_the_field(
     assert field in found, found
     assert message in found[field]
     assert str(path) in str(exc.value)
+
+
+SWEEP = (
+    "sweep:\n"
+    "  strategy: grid\n"
+    "  ranges: {lr: [0.01, 0.1], hidden: [8, 32]}\n"
+    "  objective: {metric: accuracy, type: Maximize}\n"
+)
+
+
+def test_a_yaml_sweep_trains_each_set_as_a_member_and_gates_and_registers_the_best_only(
+    tmp_path: Path,
+) -> None:
+    from airflow.sdk.definitions.taskgroup import MappedTaskGroup
+
+    dag = dag_from_yaml(str(tmp_path / "markets.py"), str(_pipeline(tmp_path, SWEEP)))
+    members = dag.task_group_dict["stage_train_evaluate.members"]
+    assert isinstance(members, MappedTaskGroup)
+    assert members._expand_input.value == {"member": ["trial-00", "trial-01", "trial-02", "trial-03"]}
+    tasks = set(dag.task_ids)
+    assert {
+        "stage_train_evaluate.best_of_sweep",
+        "stage_train_evaluate.gate",
+        "stage_train_evaluate.register",
+    } <= tasks
+    assert not {"stage_train_evaluate.members.gate", "stage_train_evaluate.members.register"} & tasks
+    gate: Any = dag.get_task("stage_train_evaluate.gate")
+    assert gate.model_package_group_name == "local-markets"  # one group: the sweep's
+    assert dag.get_task("stage_train_evaluate.best_of_sweep").trigger_rule == "all_done"
+
+
+def test_for_each_and_sweep_together_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SpecValidationError, match=r"give for_each .* or sweep .*, not both"):
+        dag_from_yaml(
+            str(tmp_path / "markets.py"), str(_pipeline(tmp_path, "for_each:\n  - {name: a}\n" + SWEEP))
+        )

@@ -67,3 +67,36 @@ def test_for_each_trains_every_member_then_only_the_member_whose_data_changed(ya
     assert "no new data or code since champion local-markets-apac/1" in out
     assert "no new data or code since champion local-markets-amer/1" in out
     assert len(_versions(demo, "apac")) == len(_versions(demo, "amer")) == 1
+
+
+def test_one_member_failing_does_not_stop_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
+):
+    """apac's script fails at its first epoch: its train fails (no retry: a script failure), emea and
+    amer train, evaluate and register; the run is failed, naming the member's task."""
+    from airflow_dist_training.compat import DagBag
+
+    demo = tmp_path / "demo"
+    for seed, member in enumerate(MEMBERS):
+        make_dataset(demo / "markets" / member, train=500, test=64, seed=seed)
+    make_dataset(demo / "markets" / "holdout", train=64, test=400, seed=99)
+    text = PIPELINE.read_text().replace("../../.adt-demo", str(demo)).replace("../../", f"{REPO}/")
+    text = text.replace("hyperparameters: {lr: 0.1}", "hyperparameters: {lr: 0.1, fail-at-epoch: 0}")
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "markets_local.yaml").write_text(text)
+    (dags / "markets_local.py").write_text(STUB)
+    monkeypatch.setenv("ADT_LOCAL_ROOT", str(demo / "jobs"))
+    bag = DagBag(dag_folder=str(dags), safe_mode=False)
+    assert bag.import_errors == {}
+    run = bag.dags["markets_local_yaml"].test()
+    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "failed"
+    apac = MEMBERS.index("apac")
+    assert states[("stage_train_evaluate.train", apac)] == "failed", states
+    assert states[("stage_train_evaluate.register", apac)] == "upstream_failed", states
+    for index, member in enumerate(MEMBERS):
+        if member != "apac":
+            assert states[("stage_train_evaluate.register", index)] == "success", (member, states)
+            assert len(_versions(demo, member)) == 1
+    assert _versions(demo, "apac") == []

@@ -15,7 +15,9 @@ DAG folder with ``crash_dag.py``), imports Airflow once, then for each of ``--ru
    0 only if the task instance ends ``success`` in the metadata DB.
 
 ``--impl ours`` runs task ``train`` (``DistributedTrainingOperator``, Airflow 3.3 durable execution
-+ deterministic names); ``--impl amazon`` runs task ``train_amazon`` (the Amazon provider's
++ deterministic names); ``--impl mapped`` runs ``train_mapped``, the same operator mapped over three
+members (``.partial().expand(spec=...)``), each map index crashed and retried (``--map-index``);
+``--impl amazon`` runs task ``train_amazon`` (the Amazon provider's
 ``SageMakerTrainingOperator`` with its defaults, ``action_if_job_exists="timestamp"``).
 Prints one JSON line per run: ``{"run": i, "prefix": ..., "point": ..., "retry_ok": bool}``; the
 jobs a run created are the ones whose names start with ``prefix``.
@@ -38,7 +40,8 @@ from pathlib import Path
 
 POINTS = ["before_create", "after_create", "after_persist", "wait"]
 DAG_ID = "adt_crash_retry"
-TASKS = {"ours": "train", "amazon": "train_amazon"}
+TASKS = {"ours": "train", "amazon": "train_amazon", "mapped": "train_mapped"}
+MEMBERS = 3  # map indexes of train_mapped
 HERE = Path(__file__).resolve().parent
 
 CRASH_DAG = textwrap.dedent(
@@ -69,6 +72,24 @@ CRASH_DAG = textwrap.dedent(
             poll_interval=0.05,
             stream_logs=False,
             retries=3,
+        )
+        # three members, one map index each: the job names start with the run id and the member
+        DistributedTrainingOperator.partial(
+            task_id="train_mapped",
+            aws_conn_id=None,
+            region_name="us-east-1",
+            deferrable=False,
+            poll_interval=0.05,
+            stream_logs=False,
+            retries=3,
+        ).expand(
+            spec=[
+                spec_dict(
+                    name="{{{{ run_id }}}}-m" + str(member),
+                    channels={{"train": {{"type": "s3", "uri": "s3://my-ml-bucket/datasets/train/"}}}},
+                )
+                for member in range({MEMBERS})
+            ]
         )
         SageMakerTrainingOperator(
             task_id="train_amazon",
@@ -147,7 +168,7 @@ def start_runs(run_ids: list[str]) -> None:
             run.set_state(DagRunState.RUNNING)
 
 
-def task_state(task_id: str, run_id: str) -> str | None:
+def task_state(task_id: str, run_id: str, map_index: int = -1) -> str | None:
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -155,21 +176,26 @@ def task_state(task_id: str, run_id: str) -> str | None:
     with create_session() as session:
         state = session.scalar(
             select(TaskInstance.state).where(
-                TaskInstance.dag_id == DAG_ID, TaskInstance.task_id == task_id, TaskInstance.run_id == run_id
+                TaskInstance.dag_id == DAG_ID,
+                TaskInstance.task_id == task_id,
+                TaskInstance.run_id == run_id,
+                TaskInstance.map_index == map_index,
             )
         )
     return None if state is None else str(state)
 
 
-_TI_STATE = "SELECT state FROM task_instance WHERE dag_id = ? AND task_id = ? AND run_id = ?"
+_TI_STATE = (
+    "SELECT state FROM task_instance WHERE dag_id = ? AND task_id = ? AND run_id = ? AND map_index = ?"
+)
 # what the operator persisted in Airflow's task_state_store table (JSON-encoded)
 _STORED_JOB = (
     "SELECT value FROM task_state_store WHERE dag_id = ? AND task_id = ? AND run_id = ?"
-    " AND key = 'sagemaker_training_job_name'"
+    " AND map_index = ? AND key = 'sagemaker_training_job_name'"
 )
 
 
-def sql_value(db: Path, query: str, params: tuple[str, ...]) -> str | None:
+def sql_value(db: Path, query: str, params: tuple[str | int, ...]) -> str | None:
     """One value from the metadata DB, read with plain sqlite3 (this process never opens Airflow's ORM)."""
     with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
         row = conn.execute(query, params).fetchone()
@@ -269,9 +295,10 @@ def main() -> None:
 
     assert wait_child(in_child(lambda: airflow_cli("dags", "reserialize"))) == 0, "dags reserialize failed"
 
-    def run_task(run_id: str) -> int:
-        airflow_cli("tasks", "test", DAG_ID, task_id, run_id)
-        return 0 if task_state(task_id, run_id) == "success" else 1
+    def run_task(run_id: str, map_index: int = -1) -> int:
+        mapped = ("--map-index", str(map_index)) if map_index >= 0 else ()
+        airflow_cli("tasks", "test", DAG_ID, task_id, run_id, *mapped)
+        return 0 if task_state(task_id, run_id, map_index) == "success" else 1
 
     run_ids = [f"crash{i}" for i in range(args.first, args.first + args.runs)]
 
@@ -284,30 +311,36 @@ def main() -> None:
     assert wait_child(in_child(trigger_all)) == 0, "dags trigger failed"
     db = args.home / "airflow.db"
 
-    def is_running(run_id: str) -> bool:
-        return sql_value(db, _TI_STATE, (DAG_ID, task_id, run_id)) == "running"
+    def is_running(run_id: str, map_index: int) -> bool:
+        return sql_value(db, _TI_STATE, (DAG_ID, task_id, run_id, map_index)) == "running"
 
-    for i, run_id in zip(range(args.first, args.first + args.runs), run_ids, strict=True):
-        if args.impl == "ours" and rng.random() < 0.6:
+    trials = [
+        (i, run_id, member)
+        for i, run_id in zip(range(args.first, args.first + args.runs), run_ids, strict=True)
+        for member in (range(MEMBERS) if args.impl == "mapped" else (-1,))
+    ]
+    for i, run_id, member in trials:
+        if args.impl in ("ours", "mapped") and rng.random() < 0.6:
             point = crash_at = rng.choice(POINTS)
             kill_after = None
         else:
             kill_after = rng.uniform(0.0, args.max_kill_delay)
             point, crash_at = f"sigkill@{kill_after:.2f}s", None
-        logs = {attempt: args.home / f"{run_id}.{attempt}.log" for attempt in ("crash", "retry")}
-        pid = in_child(functools.partial(run_task, run_id), crash_at, logs["crash"])
+        logs = {attempt: args.home / f"{run_id}.{member}.{attempt}.log" for attempt in ("crash", "retry")}
+        pid = in_child(functools.partial(run_task, run_id, member), crash_at, logs["crash"])
         exited = None
         if kill_after is not None:  # count from the moment the task runner has the task running
-            exited = wait_until(functools.partial(is_running, run_id), pid)
+            exited = wait_until(functools.partial(is_running, run_id, member), pid)
         crash_rc = exited if exited is not None else wait_child(pid, kill_after)
-        retry_rc = wait_child(in_child(functools.partial(run_task, run_id), log=logs["retry"]))
+        retry_rc = wait_child(in_child(functools.partial(run_task, run_id, member), log=logs["retry"]))
         try:
-            stored = sql_value(db, _STORED_JOB, (DAG_ID, task_id, run_id))
+            stored = sql_value(db, _STORED_JOB, (DAG_ID, task_id, run_id, member))
         except sqlite3.OperationalError:  # no task_state_store table: Airflow before 3.3
             stored = None
         record = {
             "run": i,
-            "prefix": f"{run_id}-",
+            "map_index": member,
+            "prefix": f"{run_id}-m{member}-" if member >= 0 else f"{run_id}-",
             "point": point,
             "crash_rc": crash_rc,
             "retry_ok": retry_rc == 0,

@@ -107,3 +107,40 @@ def test_crash_at_random_points_then_retry_creates_exactly_one_job(
         "retry found its job by:",
         dict(Counter(r["retry_found_job_by"] for r in records)),
     )
+
+
+def test_crash_at_random_points_on_a_mapped_task_creates_exactly_one_job_per_member(
+    fake: FakeTrainingLifecycle, airflow_db: Path, tmp_path: Path
+) -> None:
+    """Issue 26: the same guarantee per map index. Three members per DAG run, each map index killed
+    at a random point and retried: one job per member, none created twice, each retry finds its own
+    member's job (never a sibling's)."""
+    fake.complete_after = 2.0
+    runs = max(4, RUNS // 6)  # 3 members each: at least 12 trials
+    proc = run_driver(tmp_path, airflow_db / "airflow.db", runs=runs, first=1000, seed=1, impl="mapped")
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    records = [json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT ")]
+    assert len(records) == 3 * runs >= 12
+    assert sorted({r["map_index"] for r in records}) == [0, 1, 2]
+    if runs == 4:  # seed 1 draws every crash point within the 12 trials
+        points = {r["point"].split("@")[0] for r in records}
+        assert points == {"before_create", "after_create", "after_persist", "wait", "sigkill"}, points
+    assert [r for r in records if not r["retry_ok"]] == []
+    per_member = {
+        r["prefix"]: sum(n for name, n in fake.creates.items() if name.startswith(r["prefix"]))
+        for r in records
+    }
+    assert all(n == 1 for n in per_member.values()), {k: v for k, v in per_member.items() if v != 1}
+    mapped_creates = {name: n for name, n in fake.creates.items() if name.startswith("crash1")}
+    assert sum(mapped_creates.values()) == 3 * runs and all(n == 1 for n in mapped_creates.values())
+    from airflow_dist_training.compat import HAS_RESUMABLE_JOBS
+
+    if HAS_RESUMABLE_JOBS:  # each map index stored its own member's job
+        assert all(r["stored_job"] and r["stored_job"].startswith(r["prefix"]) for r in records)
+    print(
+        "mapped crash points:",
+        dict(Counter(r["point"].split("@")[0] for r in records)),
+        "retry found its job by:",
+        dict(Counter(r["retry_found_job_by"] for r in records)),
+    )

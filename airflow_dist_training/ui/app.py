@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from airflow_dist_training.ui.data import LINK_KEY, build_run_view
+from airflow_dist_training.ui.data import LINK_KEY, build_run_view, member_task_id
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -67,7 +67,7 @@ def run_view(session: Any, dag_id: str, run_id: str) -> dict[str, Any]:
     ).all()
     task_instances = [
         {
-            "task_id": ti.task_id,
+            "task_id": member_task_id(ti.task_id, ti.map_index),
             "map_index": ti.map_index,
             "state": str(ti.state.value if hasattr(ti.state, "value") else ti.state) if ti.state else None,
             "start": ti.start_date.isoformat() if ti.start_date else None,
@@ -78,9 +78,8 @@ def run_view(session: Any, dag_id: str, run_id: str) -> dict[str, Any]:
     ]
     xcoms: dict[tuple[str, str], Any] = {}
     for row in session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id)):
-        if row.map_index not in (-1, None):
-            continue
-        xcoms.setdefault((row.task_id, row.key), XComModel.deserialize_value(row))
+        # a mapped group's member is a group of its own in the view (members side by side)
+        xcoms.setdefault((member_task_id(row.task_id, row.map_index), row.key), XComModel.deserialize_value(row))
     state = dag_run.state
     return build_run_view(
         dag_id,

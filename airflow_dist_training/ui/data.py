@@ -48,6 +48,16 @@ def _iso_to_epoch(value: Any) -> float | None:
     return None
 
 
+def member_task_id(task_id: str, map_index: int | None) -> str:
+    """A mapped task instance's id in the view: ``<group>[<map index>].<task>``, so each member of a
+    mapped group (``stage_train_evaluate(members=...)``) is a group of its own, its job card and
+    after-training card side by side with the other members'."""
+    if map_index is None or map_index < 0:
+        return task_id
+    group, _, name = task_id.rpartition(".")
+    return f"{group}[{map_index}].{name}" if group else f"[{map_index}].{name}"
+
+
 def _group(task_id: str) -> str:
     return task_id.rsplit(".", 1)[0] if "." in task_id else ""
 

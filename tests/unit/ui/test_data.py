@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow_dist_training.evaluation.report import render_svg
 from airflow_dist_training.links.sagemaker import ALL_LINKS, job_links
-from airflow_dist_training.ui.data import build_run_view, local_job_view, metric_curves
+from airflow_dist_training.ui.data import build_run_view, local_job_view, member_task_id, metric_curves
 from airflow_dist_training.ui.sagemaker_source import curves_from_metric_data, metric_queries
 from airflow_dist_training.ui.urls import training_view_url
 
@@ -168,3 +168,44 @@ def test_get_link_reads_the_operator_and_never_xcom_before_the_job_is_known(monk
         "file:///m",
         "",
     ]
+
+
+def test_a_mapped_groups_members_are_side_by_side_each_with_its_own_plan_and_gate(tmp_path: Path) -> None:
+    """Issue 26: ``stage_train_evaluate(members=...)`` runs every task once per map index; the view
+    shows one job card and one after-training card per member, each reading its own plan."""
+    rows = []  # (task_id, map_index, key, value) as the XCom table holds them
+    for index, member in enumerate(["emea", "apac"]):
+        job_dir = tmp_path / member
+        job_dir.mkdir()
+        (job_dir / "metrics.jsonl").write_text("".join(json.dumps(p) + "\n" for p in _points(2)))
+        rows += [
+            (
+                "m.train",
+                index,
+                "sagemaker_training_job",
+                {"backend": "local", "job_name": f"mlp-{member}-1", "job_dir": str(job_dir)},
+            ),
+            (
+                "m.train",
+                index,
+                "return_value",
+                {"status": "Completed", "final_metrics": {"train:loss": 0.1 * (index + 1)}},
+            ),
+            (
+                "m.plan",
+                index,
+                "spec",
+                {"compute": {"instance_type": f"ml.m5.{index + 1}xlarge", "instance_count": 1}},
+            ),
+            ("m.gate", index, "return_value", {"passed": index == 0, "reasons": [], "checks": []}),
+        ]
+    xcoms = {(member_task_id(t, i), k): v for t, i, k, v in rows}
+    tis = [{"task_id": member_task_id("m.train", i), "state": "success"} for i in (0, 1)]
+    view = build_run_view("d", "r", run_state="success", task_instances=tis, xcoms=xcoms, now=2000.0)
+    assert [(j["task_id"], j["job_name"], j["instance_type"]) for j in view["jobs"]] == [
+        ("m[0].train", "mlp-emea-1", "ml.m5.1xlarge"),
+        ("m[1].train", "mlp-apac-1", "ml.m5.2xlarge"),
+    ]
+    assert [(s["group"], s["gate"]["passed"]) for s in view["sections"]] == [("m[0]", True), ("m[1]", False)]
+    assert all(len(j["metrics"]["series"]["train:loss"]) == 2 for j in view["jobs"])
+    assert member_task_id("m.train", -1) == "m.train"

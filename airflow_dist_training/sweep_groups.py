@@ -100,6 +100,7 @@ def pick_winner(
     trainings = pull_all(ti, f"{prefix}train", len(names))
     evaluations = pull_all(ti, f"{prefix}evaluate", len(names))
     lineages = pull_all(ti, f"{prefix}check_changes", len(names), key="lineage")
+    requests = pull_all(ti, f"{prefix}plan", len(names), key="request")
     outcomes = [_outcome(n, t, e) for n, t, e in zip(names, trainings, evaluations, strict=True)]
     try:
         selection = pick_best_member(outcomes, sweep.objective)
@@ -111,6 +112,7 @@ def pick_winner(
     ti.xcom_push(key="winner", value=selection.winner)
     ti.xcom_push(key="training", value=trainings[winner])
     ti.xcom_push(key="lineage", value=lineages[winner])
+    ti.xcom_push(key="request", value=requests[winner])  # its image: the registered model's default
     rows = [{**_member_row(o), "hyperparameters": dict(sets[o.member])} for o in outcomes]
     ti.xcom_push(key="members", value=rows)
     return dict(evaluations[winner])
@@ -170,3 +172,9 @@ def _winner_gate_and_register(
     prefix = best.task_id.rsplit(".", 1)[0] + f".{MEMBERS_GROUP}."
     g = _Group(spec, backend, remote, base, prefix, aws_conn_id, region_name, None)
     _gate_and_register(g, _WinnerTraining(best), best, best, gate, registry, fail_on_reject)
+    register = best.dag.task_dict.get(best.task_id.replace("best_of_sweep", "register"))
+    if register is not None and "key='request'" in str(register.image_uri):  # the planned image: the winner's
+        register.image_uri = (
+            f"{{{{ params.get('inference_image') or ti.xcom_pull(task_ids='{best.task_id}', key='request')"
+            "['AlgorithmSpecification']['TrainingImage'] }}"
+        )

@@ -50,6 +50,8 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 

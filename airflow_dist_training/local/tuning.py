@@ -57,7 +57,9 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def local_parallelism(max_parallel_jobs: int, processes_per_job: int, cpus: int | None = None) -> tuple[int, str]:
+def local_parallelism(
+    max_parallel_jobs: int, processes_per_job: int, cpus: int | None = None
+) -> tuple[int, str]:
     """How many training jobs run at once here: the tuning job's ``MaxParallelTrainingJobs``, lowered
     so that the jobs' processes fit this machine's cores (at least one job). Returns it and why."""
     cpus = available_cpus() if cpus is None else cpus
@@ -107,7 +109,9 @@ class LocalTuningJob:
         bound, self.parallel_why = local_parallelism(tuning.max_parallel_jobs, processes)
         self.parallel = min(parallel, tuning.max_parallel_jobs) if parallel else bound
         if parallel:
-            self.parallel_why = f"{self.parallel} (asked {parallel}, MaxParallelTrainingJobs {tuning.max_parallel_jobs})"
+            self.parallel_why = (
+                f"{self.parallel} (asked {parallel}, MaxParallelTrainingJobs {tuning.max_parallel_jobs})"
+            )
         self.dir = Path(hook.job_dir(name))
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -159,7 +163,10 @@ class LocalTuningJob:
                 summary["FailureReason"] = job["FailureReason"]
             summary.update(
                 objective_fields(
-                    job["TrainingJobStatus"], job.get("FinalMetrics") or {}, metric["MetricName"], metric["Type"]
+                    job["TrainingJobStatus"],
+                    job.get("FinalMetrics") or {},
+                    metric["MetricName"],
+                    metric["Type"],
                 )
             )
             out.append(summary)
@@ -245,7 +252,9 @@ class LocalTuningJob:
         request = tuning_request(self.spec, self.tuning, self.name, sub.request)
         first = tuning_configurations(request)[0]
         self.hook.executor().plan(
-            training_request(request, training_job_name(self.name, 1), first), store=sub.store, options=sub.options
+            training_request(request, training_job_name(self.name, 1), first),
+            store=sub.store,
+            options=sub.options,
         )
         return request, sub.store, sub.options
 
@@ -275,7 +284,9 @@ class LocalTuningJob:
         pending = tuning_configurations(request)[len(self.ledger["TrainingJobs"]) :]
         for job in self.ledger["TrainingJobs"]:  # their process died with the earlier try
             if job["TrainingJobStatus"] in RUNNING:
-                self.log(f"Training job {job['TrainingJobName']} ended with the earlier try: running it again")
+                self.log(
+                    f"Training job {job['TrainingJobName']} ended with the earlier try: running it again"
+                )
                 self._launch(job, request, store, options)
         self.log(
             f"Local tuning job {self.name}: {len(pending) + len(self._handles)} training jobs to run, "
@@ -336,7 +347,9 @@ class LocalTuningJob:
                     continue
                 job = next(j for j in self.ledger["TrainingJobs"] if j["TrainingJobName"] == name)
                 job["TrainingJobStatus"] = desc["TrainingJobStatus"]
-                job["FinalMetrics"] = {m["MetricName"]: m["Value"] for m in desc.get("FinalMetricDataList") or []}
+                job["FinalMetrics"] = {
+                    m["MetricName"]: m["Value"] for m in desc.get("FinalMetricDataList") or []
+                }
                 if desc.get("FailureReason"):
                     job["FailureReason"] = desc["FailureReason"]
                 if desc["TrainingJobStatus"] == "Completed":
@@ -354,7 +367,9 @@ class LocalTuningJob:
             assert self.ledger is not None
             if self.ledger["HyperParameterTuningJobStatus"] in TERMINAL:
                 return
-            metric = self.ledger["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]["MetricName"]
+            metric = self.ledger["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"][
+                "MetricName"
+            ]
             status, reason = tuning_outcome(self.summaries(), metric, stop_requested=self._stop.is_set())
             self.ledger.update(
                 HyperParameterTuningJobStatus=status,

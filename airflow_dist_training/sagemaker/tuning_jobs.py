@@ -45,7 +45,6 @@ _PASSED_ON = (
 )
 
 
-
 def _sample_number(rng: random.Random, spec: dict[str, Any], integer: bool) -> str:
     low, high = float(spec["MinValue"]), float(spec["MaxValue"])
     scaling = spec.get("ScalingType") or "Auto"
@@ -199,6 +198,21 @@ def tuning_outcome(
     reason = f"No training job reported the objective metric {metric!r} ({len(summaries)} training jobs)"
     reason += f"; first failure: {reasons[0]}" if reasons else ""
     return "Failed", reason[:1024]
+
+
+def job_table(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The training jobs as the operator's result lists them: name, status, tuned hyperparameters
+    (as passed), objective value and failure reason, in launch order."""
+    return [
+        {
+            "job_name": s["TrainingJobName"],
+            "status": s["TrainingJobStatus"],
+            "tuned_hyperparameters": dict(s.get("TunedHyperParameters") or {}),
+            "objective_value": objective_value(s),
+            "failure_reason": s.get("FailureReason"),
+        }
+        for s in summaries
+    ]
 
 
 def job_counters(summaries: Any) -> dict[str, int]:

@@ -294,3 +294,37 @@ def test_killing_the_task_stops_the_running_training_jobs_and_a_retry_starts_the
     assert result["tuning"]["job_name"] == retry._names(context(run_id="run-kill"), "local-tune")[1]
     assert result["tuning"]["job_name"] != name
     assert result["tuning"]["tuned_hyperparameters"] == {"lr": '"0.1"'}
+
+
+def test_the_best_training_job_feeds_evaluation_gate_and_registry(tmp_path: Path, job_env_python: Path) -> None:
+    from airflow_dist_training.operators.evaluation import (
+        EvaluationOperator,
+        QualityGateOperator,
+        RegisterModelOperator,
+    )
+
+    best = tuning_operator(tmp_path, sleep=0).execute(context("tune", "run-chain"))
+    script = tmp_path / "evaluate.py"
+    script.write_text(EVALUATE)
+    evaluation = EvaluationOperator(
+        task_id="evaluate",
+        backend="local",
+        script=str(script),
+        model_uri=best["model_artifact_uri"],
+        output_uri=str(tmp_path / "evaluation"),
+    ).execute(context("evaluate", "run-chain"))
+    assert evaluation["metrics"] == {"score": 1.0, "lr": 0.1}, "the evaluated model is the best job's"
+    common: dict[str, Any] = {
+        "registry": "local",
+        "model_package_group_name": "tuned",
+        "local_registry_dir": str(tmp_path / "registry"),
+    }
+    decision = QualityGateOperator(
+        task_id="gate", evaluation=evaluation, training=best, thresholds={"score": {"min": 0.95}}, **common
+    ).execute(context("gate", "run-chain"))
+    assert decision["passed"] is True
+    registered = RegisterModelOperator(
+        task_id="register", evaluation=evaluation, decision=decision, training=best, auto_approve=True, **common
+    ).execute(context("register", "run-chain"))
+    assert registered["approval_status"] == "Approved"
+    assert registered["model_data_uri"] == best["model_artifact_uri"]

@@ -342,8 +342,8 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             "tuned_hyperparameters": best["tuned_hyperparameters"],
             "training_job_counts": counters,
         }
-        if "TrainingJobSummaries" in desc:
-            result["tuning"]["training_jobs"] = job_table(desc["TrainingJobSummaries"])
+        summaries = desc["TrainingJobSummaries"] if self._local is not None else self._training_jobs(name)
+        result["tuning"]["training_jobs"] = job_table(summaries)
         self.log.info(
             "Tuning job %s: best training job %s, %s = %s, model %s",
             name,
@@ -353,6 +353,23 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             result.get("model_artifact_uri"),
         )
         return result
+
+    def _training_jobs(self, name: str) -> list[dict[str, Any]]:
+        """The tuning job's training job summaries in launch order (``ListTrainingJobsForHyperParameterTuningJob``)."""
+        summaries: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"SortBy": "CreationTime", "SortOrder": "Ascending", "MaxResults": 100}
+        while True:
+            page = self.hook._call(
+                self.hook.sagemaker_client,
+                "ListTrainingJobsForHyperParameterTuningJob",
+                name,
+                HyperParameterTuningJobName=name,
+                **kwargs,
+            )
+            summaries += page.get("TrainingJobSummaries") or []
+            if not page.get("NextToken"):
+                return summaries
+            kwargs["NextToken"] = page["NextToken"]
 
     # --- kill -------------------------------------------------------------------------------------------------
 

@@ -76,7 +76,7 @@ class _TI:
         self.xcom[key] = value
 
 
-def context(task_id: str = "tune", run_id: str = "run-1") -> dict[str, Any]:
+def context(task_id: str = "tune", run_id: str = "run-1") -> Any:
     ti = _TI(task_id)
     ti.run_id = run_id
     return {"ti": ti, "run_id": run_id}
@@ -296,7 +296,9 @@ def test_killing_the_task_stops_the_running_training_jobs_and_a_retry_starts_the
     assert result["tuning"]["tuned_hyperparameters"] == {"lr": '"0.1"'}
 
 
-def test_the_best_training_job_feeds_evaluation_gate_and_registry(tmp_path: Path, job_env_python: Path) -> None:
+def test_the_best_training_job_feeds_evaluation_gate_and_registry(
+    tmp_path: Path, job_env_python: Path
+) -> None:
     from airflow_dist_training.operators.evaluation import (
         EvaluationOperator,
         QualityGateOperator,
@@ -324,7 +326,12 @@ def test_the_best_training_job_feeds_evaluation_gate_and_registry(tmp_path: Path
     ).execute(context("gate", "run-chain"))
     assert decision["passed"] is True
     registered = RegisterModelOperator(
-        task_id="register", evaluation=evaluation, decision=decision, training=best, auto_approve=True, **common
+        task_id="register",
+        evaluation=evaluation,
+        decision=decision,
+        training=best,
+        auto_approve=True,
+        **common,
     ).execute(context("register", "run-chain"))
     assert registered["approval_status"] == "Approved"
     assert registered["model_data_uri"] == best["model_artifact_uri"]

@@ -214,7 +214,11 @@ class LocalTuningJob:
                 return self.describe()
             request, store, options = self._plan()
             self._start_ledger(request)
-            self._loop(request, store, options)
+            try:
+                self._loop(request, store, options)
+            except BaseException as exc:  # never leave training jobs running behind a failed task
+                self._abandon(exc)
+                raise
             return self.describe()
 
     @contextlib.contextmanager
@@ -378,6 +382,25 @@ class LocalTuningJob:
             )
             if reason:
                 self.ledger["FailureReason"] = reason
+            self._write()
+
+    def _abandon(self, exc: BaseException) -> None:
+        """The loop itself failed (not a training job): stop what runs; the tuning job ends Failed
+        with the cause, unless a stop (``on_kill``) ended it already."""
+        for handle in list(self._handles.values()):
+            with contextlib.suppress(Exception):
+                handle.stop(self.hook.stop_grace_seconds, wait=True)
+        with contextlib.suppress(Exception):
+            self._collect()
+        with self._lock:
+            if self.ledger is None or self.ledger["HyperParameterTuningJobStatus"] in TERMINAL:
+                return
+            self.ledger.update(
+                HyperParameterTuningJobStatus="Stopped" if self._stop.is_set() else "Failed",
+                FailureReason=f"InternalServerError: {type(exc).__name__}: {exc}"[:1024],
+                HyperParameterTuningEndTime=_now(),
+                StopRequested=self._stop.is_set(),
+            )
             self._write()
 
     def stop(self, grace_seconds: float | None = None, *, wait: bool = True) -> None:

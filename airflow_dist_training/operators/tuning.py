@@ -98,6 +98,8 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
 
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}")
+        if local_parallel_jobs is not None and local_parallel_jobs < 1:
+            raise ValueError(f"local_parallel_jobs must be at least 1, got {local_parallel_jobs}")
         self.spec = str(spec) if isinstance(spec, Path) else spec
         self.tuning = tuning
         self.backend = backend

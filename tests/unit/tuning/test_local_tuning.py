@@ -80,3 +80,8 @@ def test_a_bad_tuning_spec_is_refused_on_the_local_backend_before_anything_runs(
 def test_the_backend_is_checked_when_the_dag_is_built() -> None:
     with pytest.raises(ValueError, match="backend must be one of 'sagemaker', 'local'"):
         DistributedTuningOperator(task_id="t", spec={}, tuning={}, backend="kubernetes")
+
+
+def test_local_parallel_jobs_is_at_least_one() -> None:
+    with pytest.raises(ValueError, match="local_parallel_jobs must be at least 1, got 0"):
+        DistributedTuningOperator(task_id="t", spec={}, tuning={}, backend="local", local_parallel_jobs=0)

@@ -335,3 +335,13 @@ def test_the_best_training_job_feeds_evaluation_gate_and_registry(
     ).execute(context("register", "run-chain"))
     assert registered["approval_status"] == "Approved"
     assert registered["model_data_uri"] == best["model_artifact_uri"]
+
+
+def test_local_parallel_jobs_one_runs_the_training_jobs_one_after_the_other(
+    tmp_path: Path, job_env_python: Path
+) -> None:
+    result = tuning_operator(tmp_path, sleep=0, local_parallel_jobs=1).execute(context(run_id="run-seq"))
+    ledger = json.loads((tmp_path / "jobs" / result["tuning"]["job_name"] / LEDGER).read_text())
+    assert ledger["MaxRunning"] == 1
+    assert result["tuning"]["tuned_hyperparameters"] == {"lr": '"0.1"'}
+    assert [j["objective_value"] for j in result["tuning"]["training_jobs"]] == [0.6, 1.0, 0.91, 0.8]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.spec.backends import backend_record, runs_on_aws
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
@@ -108,8 +109,8 @@ def check_pipeline(
             )
         )
     plan = None
-    if pipeline.backend == "sagemaker":
-        problems += _sagemaker_staging_problems(pipeline)
+    if backend_record(pipeline.backend).on_aws:
+        problems += _fsx_staging_problems(pipeline)
         if plan_job:
             plan, planned = _planned(pipeline, region)
             problems += planned
@@ -118,19 +119,12 @@ def check_pipeline(
     return problems, plan
 
 
-def _sagemaker_staging_problems(pipeline: PipelineSpec) -> list[Problem]:
-    """FSx staging on SageMaker needs a file system and VPC access (cheap: no planning)."""
+def _fsx_staging_problems(pipeline: PipelineSpec) -> list[Problem]:
+    """FSx staging needs VPC access (its file system: ``StagingStep``; cheap: no planning)."""
     spec, staging = pipeline.training, pipeline.staging
-    if staging is None:
+    if staging is None or staging.kind != "fsx":
         return []
     problems: list[Problem] = []
-    if not staging.file_system_path or not (staging.file_system_id or staging.scratch_file_system):
-        problems.append(
-            Problem(
-                "staging.file_system_id",
-                "SageMaker staging needs file_system_path and file_system_id (or scratch_file_system)",
-            )
-        )
     if not (spec.network.subnets and spec.network.security_group_ids):
         problems.append(
             Problem(
@@ -266,7 +260,7 @@ def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
     """Local pipelines: the staged channel and the registry default to the pipeline's workspace
     (outside the DAGs folder), not to a folder next to the pipeline file."""
     dag_id, training = data.get("dag_id"), data.get("training")
-    if data.get("backend", "local") != "local" or not isinstance(dag_id, str) or not isinstance(training, dict):
+    if runs_on_aws(data.get("backend", "local")) is not False or not isinstance(dag_id, str) or not isinstance(training, dict):
         return data
     workspace = local_workspace(dag_id)
     staging = data.get("staging")
@@ -278,6 +272,14 @@ def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
             channel = {**channel, "local_source": str(workspace / "channels" / str(name))}
             data = {**data, "training": {**training, "channels": {**channels, name: channel}}}
     registry = data.get("registry")
-    if isinstance(registry, dict) and not registry.get("local_dir"):
+    if isinstance(registry, dict) and not registry.get("local_dir") and _local_registry(registry, data):
         data = {**data, "registry": {**registry, "local_dir": str(workspace / "registry")}}
     return data
+
+
+def _local_registry(registry: dict[str, Any], data: dict[str, Any]) -> bool:
+    """The registry step is a local registry (its ``kind``, else the backend's default)."""
+    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+
+    kind = registry.get("kind") or backend_record(data.get("backend", "local")).default_registry
+    return REGISTRY_KINDS.get(kind) is LocalRegistry

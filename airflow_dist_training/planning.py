@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
 from airflow_dist_training.sagemaker.uploads import Upload
+from airflow_dist_training.spec.backends import BackendRecord
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -39,8 +40,7 @@ _NON_SPEC_PARAMS = {"backend", "dry_run"}
 class PlanningBackend(Protocol):
     """What planning needs of a training backend (``hooks/backends.TrainingBackend`` has it)."""
 
-    name: str
-    remote: bool
+    record: BackendRecord
 
     def plan(
         self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
@@ -113,7 +113,7 @@ def plan_run(
     name = job_name(effective.name, identity)
     # the tag carries the identity's hash, as the training task sends it: the plan shows the request sent
     planned = backend.plan(
-        _run_scoped(effective, checkpoint_resume, name, remote=backend.remote, base_dir=base_dir),
+        _run_scoped(effective, checkpoint_resume, name, remote=backend.record.on_aws, base_dir=base_dir),
         job_name=name,
         region=region,
         run_identity=run_identity_hash(identity),
@@ -123,7 +123,7 @@ def plan_run(
     return {
         "spec": effective.model_dump(mode="json", exclude_unset=True),
         "job_name": name,
-        "backend": backend.name,
+        "backend": backend.record.name,
         "request": planned["request"],
         "uploads": uploads_to_xcom(list(planned.get("uploads") or [])),
         "cost_bound_usd": planned["cost_bound_usd"],

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 from airflow_dist_training.errors import Problem, SpecValidationError
 
 if TYPE_CHECKING:
-    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep, StagingStep
+    from airflow_dist_training.spec.backends import BackendRecord
+    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep, StagingStep, TypedRegistry
     from airflow_dist_training.spec.training import TrainingJobSpec
 
-_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 # registry/repository[:tag|@digest]: what CreateModelPackage accepts as an inference image
 _IMAGE = re.compile(r"^[\w.\-]+(:\d+)?/[\w.\-/]+([:@][\w.\-:]+)?$")
 
@@ -57,23 +57,26 @@ def check_steps(
     backend: str,
     evaluation: EvaluationStep | None = None,
     gate: Mapping[str, Any] | None = None,
-    registry: RegistryStep | None = None,
+    registry: RegistryStep | TypedRegistry | None = None,
     inference_image: str | None = None,
     base_dir: str | Path | None = None,
 ) -> list[Problem]:
-    """Every problem of the evaluation, gate and registry steps (errors and warnings)."""
+    """Every problem of the evaluation, gate and registry steps (errors and warnings) on ``backend``."""
+    from airflow_dist_training.spec.backends import backend_record
+
+    record = backend_record(backend)
     problems: list[Problem] = []
     if evaluation is not None:
-        problems += _check_evaluation(spec, evaluation, backend, base_dir)
+        problems += _check_evaluation(spec, evaluation, record, base_dir)
     if gate is not None:
         problems += _check_gate(gate, evaluation)
     if registry is not None:
-        problems += _check_registry(registry, backend, inference_image)
+        problems += _check_registry(registry, record, inference_image)
     return problems
 
 
 def _check_evaluation(
-    spec: TrainingJobSpec, step: EvaluationStep, backend: str, base_dir: str | Path | None
+    spec: TrainingJobSpec, step: EvaluationStep, backend: BackendRecord, base_dir: str | Path | None
 ) -> list[Problem]:
     problems = _evaluation_script_problems(step.script, backend, base_dir)
     if step.dependencies and not problems:
@@ -95,7 +98,7 @@ def _check_evaluation(
             problems.append(
                 Problem("evaluation.channel_source", f"{resolve_local(data, base_dir)} does not exist")
             )
-    if backend == "sagemaker":
+    if backend.evaluation == "processing_job":
         if spec.output is None or not spec.output.s3_path:
             problems.append(
                 Problem(
@@ -110,14 +113,16 @@ def _check_evaluation(
     return problems
 
 
-def _evaluation_script_problems(script: str, backend: str, base_dir: str | Path | None) -> list[Problem]:
+def _evaluation_script_problems(
+    script: str, backend: BackendRecord, base_dir: str | Path | None
+) -> list[Problem]:
     problems: list[Problem] = []
     if not script.endswith(".py"):
         problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
     if is_remote(script):
-        if backend == "local":
+        if backend.evaluation == "process":
             problems.append(
-                Problem("evaluation.script", f"{script}: the local backend runs a local script, not a URI")
+                Problem("evaluation.script", f"{script}: the {backend.name} backend runs a local script, not a URI")
             )
         elif not script.startswith("s3://"):
             problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
@@ -146,27 +151,30 @@ def _check_gate(gate: Mapping[str, Any], evaluation: EvaluationStep | None) -> l
     return problems
 
 
-def _check_registry(registry: RegistryStep, backend: str, inference_image: str | None) -> list[Problem]:
+def _check_registry(
+    registry: RegistryStep | TypedRegistry, backend: BackendRecord, inference_image: str | None
+) -> list[Problem]:
+    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry, RegistryStep
+
     problems: list[Problem] = []
-    if backend == "sagemaker":
-        group = registry.model_package_group
-        if not group:
-            problems.append(Problem("registry.model_package_group", "is required with backend sagemaker"))
-        elif not _GROUP_NAME.match(group):
+    if isinstance(registry, RegistryStep):
+        try:  # the registry's kind and its own rules (spec/pipeline.py)
+            registry.for_backend(backend)
+        except SpecValidationError as exc:
+            problems += exc.problems
+    if REGISTRY_KINDS[registry.kind or backend.default_registry] is LocalRegistry:
+        if not getattr(registry, "local_dir", None):
             problems.append(
-                Problem("registry.model_package_group", f"{group!r}: 1-63 letters, digits and hyphens")
+                Problem("registry.local_dir", "not set: the local registry goes to .adt-demo/registry", "warning")
             )
-        image = inference_image or registry.inference_image
-        if image and not _IMAGE.match(image):
-            problems.append(
-                Problem(
-                    "registry.inference_image",
-                    f"{image!r} is not an image URI (<registry>/<repository>:<tag> or @<digest>)",
-                )
-            )
-    elif not registry.local_dir:
+        return problems
+    image = inference_image or registry.inference_image
+    if image and not _IMAGE.match(image):
         problems.append(
-            Problem("registry.local_dir", "not set: the local registry goes to .adt-demo/registry", "warning")
+            Problem(
+                "registry.inference_image",
+                f"{image!r} is not an image URI (<registry>/<repository>:<tag> or @<digest>)",
+            )
         )
     return problems
 

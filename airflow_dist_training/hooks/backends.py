@@ -1,9 +1,9 @@
 """Training backends: where a training job runs, behind one interface.
 
-``TrainingBackend`` is the seam between the operators/task groups and the place a job runs, in
-the shape of the ``ModelRegistry``/``get_registry`` pair of ``hooks/registry.py``: operators and
-task groups ask :func:`get_backend` for the configured backend and use its methods and
-capabilities; they never compare backend names.
+``TrainingBackend`` is the seam between the operators/task groups and the place a job runs.
+Operators and task groups ask :func:`get_backend` for the configured backend (by its name in the
+registry of ``spec/backends.py``) and use its methods and its record's capabilities; they never
+compare backend names.
 
 * ``SageMakerBackend``: the job runs on SageMaker (``SageMakerTrainingHook``).
 * ``LocalBackend``: the same ``CreateTrainingJob`` request runs on this machine
@@ -20,23 +20,18 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, Protocol
 
-from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin, task_region
 from airflow_dist_training.job_states import SUCCESS_STATES
 from airflow_dist_training.results import TrainingResult
+from airflow_dist_training.spec.backends import BackendRecord, backend_record
 from airflow_dist_training.spec.training import TrainingJobSpec
-
-BACKENDS = ("sagemaker", "local")
 
 
 class TrainingBackend(Protocol):
     """What operators and task groups need from a place that runs training jobs."""
 
-    name: str
-    #: the job runs on AWS, outside the worker's process: the operator persists its name,
-    #: reattaches after a crash, may defer, stages to FSx, evaluates and registers on AWS, and a
-    #: teardown stops orphaned jobs. A non-remote job lives and dies with the task's process.
-    remote: bool
+    #: the backend's name and declared capabilities (``spec/backends.py``)
+    record: BackendRecord
 
     def plan(
         self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
@@ -67,10 +62,15 @@ class TrainingBackend(Protocol):
 class SageMakerBackend(AwsConnectionMixin):
     """Jobs on SageMaker, through ``SageMakerTrainingHook``."""
 
-    name = "sagemaker"
-    remote = True
-
-    def __init__(self, *, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        record: BackendRecord | None = None,
+        **_: Any,
+    ) -> None:
+        self.record = record or backend_record("sagemaker")
         self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
@@ -130,10 +130,10 @@ class SageMakerBackend(AwsConnectionMixin):
 class LocalBackend:
     """The same request on this machine: simulated hosts (``local/executor.py``)."""
 
-    name = "local"
-    remote = False
-
-    def __init__(self, hook_kwargs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, hook_kwargs: Mapping[str, Any] | None = None, *, record: BackendRecord | None = None, **_: Any
+    ) -> None:
+        self.record = record or backend_record("local")
         self.hook_kwargs = dict(hook_kwargs or {})
 
     @cached_property
@@ -229,12 +229,12 @@ def get_backend(
     region_name: str | None = None,
     local_hook_kwargs: Mapping[str, Any] | None = None,
 ) -> TrainingBackend:
-    """The backend an operator or task group was configured with (``sagemaker`` or ``local``)."""
-    if backend == "sagemaker":
-        return SageMakerBackend(aws_conn_id=aws_conn_id, region_name=region_name)
-    if backend == "local":
-        return LocalBackend(local_hook_kwargs)
-    raise SpecValidationError([Problem("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")])
+    """The backend registered as ``backend``; ``SpecValidationError`` naming the registered ones."""
+    record = backend_record(backend)
+    factory = record.load_factory()
+    return factory(  # type: ignore[no-any-return]
+        aws_conn_id=aws_conn_id, region_name=region_name, hook_kwargs=local_hook_kwargs, record=record
+    )
 
 
 def plan_on_backend(
@@ -256,5 +256,5 @@ def plan_on_backend(
     training_backend = get_backend(
         backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs={"base_dir": base_dir}
     )
-    region = region_name or (task_region(aws_conn_id) if training_backend.remote else "us-east-1")
+    region = region_name or (task_region(aws_conn_id) if training_backend.record.on_aws else "us-east-1")
     return plan_run(spec, backend=training_backend, region=region, base_dir=base_dir, **plan_kwargs)

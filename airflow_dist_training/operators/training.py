@@ -164,10 +164,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from airflow_dist_training.hooks.backends import BACKENDS
+        from airflow_dist_training.spec.backends import backend_record
 
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}")
+        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
         self.spec = str(spec) if isinstance(spec, Path) else spec
         self.backend = backend
         self._set_aws_connection(aws_conn_id, region_name)
@@ -282,7 +281,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             self.checkpoint_resume,
             run_key=job_name(self._spec_obj.name, self._identity(context), 1),
             job_name=name,
-            local=not self.training_backend.remote,
+            local=not self.training_backend.record.on_aws,
             base_dir=base_dir,
         )
 
@@ -409,7 +408,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
         with failing_fast_without_retry_policy():
             self._spec_obj = self._load_spec(context)
-            if not self.training_backend.remote:  # the job lives in this process: run it attached
+            if not self.training_backend.record.durable:  # the job lives in this process: run it attached
                 return self._execute_local(context)
             # The first generation's request now: a spec the planner rejects fails before any AWS call.
             self._launch = self._launch_for(
@@ -490,7 +489,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             job_name=name,
             output_uri=result.get("output_uri") or result.get("model_artifact_uri"),
             checkpoint_uri=result.get("checkpoint_uri"),
-            backend="local",
+            backend=self.backend,
             job_dir=str(self.local_hook.job_dir(name)),
         )
 
@@ -737,7 +736,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         if not name:
             return
         self._stopped_here = True
-        if not self.training_backend.remote:
+        if not self.training_backend.record.durable:
             self.training_backend.stop(name, reason="task killed")
             return
         try:
@@ -754,7 +753,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             from airflow.providers.openlineage.extractors import OperatorLineage
         except ImportError:
             return None
-        if self.backend == "local":
+        if not self.training_backend.record.durable:
             return self._local_openlineage()
         desc = self._description or {}
         request = self._launch.request if self._launch is not None else desc

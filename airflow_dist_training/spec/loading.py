@@ -22,6 +22,7 @@ M = TypeVar("M", bound=BaseModel)
 
 # pydantic puts the discriminated-union tag into the location; users never wrote it.
 _UNION_TAGS = {"s3", "fsx", "efs"}
+_STEP_TAGS = {"sagemaker", "local"}  # a pipeline registry step's kind
 
 
 SPEC_SCHEMA_HINT = "airflow-dist-training schema"
@@ -47,6 +48,8 @@ def _message(error: Any, hint: str = SPEC_SCHEMA_HINT) -> str:
     if kind == "string_pattern_mismatch":
         pattern = error.get("ctx", {}).get("pattern", "")
         return f"{error.get('input')!r} does not match the required pattern {pattern}"
+    if kind == "union_tag_invalid" and "kind" in str(error.get("ctx", {}).get("discriminator")):
+        return f"kind must be one of {error['ctx']['expected_tags']} (got {error['ctx']['tag']!r})"
     if kind == "union_tag_invalid":
         return f"type must be one of s3, fsx, efs (got {error.get('input', {}).get('type')!r})"
     return msg
@@ -63,6 +66,8 @@ def problems_from_validation_error(
         cleaned: list[int | str] = []
         for i, part in enumerate(loc):
             if part in _UNION_TAGS and i >= 2 and loc[i - 2] == "channels":
+                continue
+            if i == 1 and loc[0] in ("registry", "staging") and part in _STEP_TAGS:
                 continue
             cleaned.append(part)
         path = ".".join(

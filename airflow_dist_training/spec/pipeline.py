@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from airflow_dist_training.spec.backends import BackendName, BackendRecord, find_backend
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, make_scalars_strict
 
-Backend = Literal["local", "sagemaker"]
 # Airflow's schedule presets (airflow.sdk.definitions.timetables._cron.CRON_PRESETS, plus @once and
 # @continuous of airflow.sdk.definitions.dag); any other "@name" fails at DAG creation.
 SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class _Model(BaseModel):
@@ -42,23 +45,41 @@ class ScratchFileSystem(_Model):
 
 
 class StagingStep(_Model):
-    """Put a dataset where the training channel reads it (FSx on SageMaker, a directory locally)."""
+    """Put a dataset where the training channel reads it, the way the backend stages data
+    (``kind`` defaults to the backend's: FSx on SageMaker, a directory locally)."""
 
+    kind: Literal["directory", "fsx"] | None = Field(
+        default=None, description="directory | fsx (default: how the backend stages data)"
+    )
     channel: str = Field(default="train", description="The training channel the staged data feeds.")
     source: str = Field(description="s3://, file:// or a local path")
-    file_system_id: str | None = Field(default=None, description="SageMaker: the FSx for Lustre file system")
-    file_system_path: str | None = Field(
-        default=None, description="SageMaker: path inside the file system, e.g. /data/train"
+    file_system_id: str | None = Field(
+        default=None,
+        description="fsx: the FSx for Lustre file system (directory: the id the channel's mount emulates)",
     )
+    file_system_path: str | None = Field(default=None, description="fsx: path inside the file system, e.g. /data/train")
     scratch_file_system: ScratchFileSystem | None = Field(
-        default=None, description="SageMaker: create a file system for this run instead of file_system_id"
+        default=None, description="fsx: create a file system for this run instead of file_system_id"
     )
 
     @model_validator(mode="after")
-    def _one_file_system(self) -> StagingStep:
+    def _fits_its_kind(self) -> StagingStep:
         if self.scratch_file_system is not None and self.file_system_id is not None:
             raise ValueError("give file_system_id or scratch_file_system, not both")
+        if self.kind == "fsx":
+            if not self.file_system_path:
+                raise ValueError("fsx staging needs file_system_path (the path inside the file system)")
+            if not (self.file_system_id or self.scratch_file_system):
+                raise ValueError("fsx staging needs file_system_id or scratch_file_system")
+        elif self.kind == "directory" and self.scratch_file_system is not None:
+            raise ValueError("scratch_file_system is for fsx staging; directory staging copies into the channel's folder")
         return self
+
+    def for_backend(self, backend: BackendRecord) -> StagingStep:
+        """This step with its kind decided (the backend's when not given), its rules checked."""
+        if self.kind is not None:
+            return self
+        return checked_step(StagingStep, {**self.model_dump(exclude_unset=True), "kind": backend.staging}, "staging")
 
 
 class CheckpointStep(_Model):
@@ -95,16 +116,76 @@ class EvaluationStep(_Model):
         return self
 
 
-class RegistryStep(_Model):
-    model_package_group: str | None = Field(default=None, description="SageMaker model package group")
-    local_dir: str | None = Field(default=None, description="Local registry directory (local backend)")
+class _Registry(_Model):
     auto_approve: bool = Field(
         default=False, description="Approved when the gate passed; else PendingManualApproval"
     )
     inference_image: str | None = Field(
         default=None,
-        description="SageMaker: the image the registered model is served with (default: the training image)",
+        description="The image the registered model is served with (default: the training image)",
     )
+
+
+class SageMakerRegistry(_Registry):
+    """A SageMaker model package group."""
+
+    kind: Literal["sagemaker"]
+    model_package_group: str = Field(description="SageMaker model package group")
+
+    @field_validator("model_package_group")
+    @classmethod
+    def _group_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", value):
+            raise ValueError(f"{value!r}: 1-63 letters, digits and hyphens")
+        return value
+
+
+class LocalRegistry(_Registry):
+    """A registry in a directory (or S3 prefix) of its own: packages as JSON, no AWS registry."""
+
+    kind: Literal["local"]
+    local_dir: str | None = Field(default=None, description="Registry directory (default .adt-demo/registry)")
+    model_package_group: str | None = Field(default=None, description="The group (default: the spec's name)")
+
+
+REGISTRY_KINDS: dict[str, type[SageMakerRegistry | LocalRegistry]] = {"sagemaker": SageMakerRegistry, "local": LocalRegistry}
+TypedRegistry = Annotated[SageMakerRegistry | LocalRegistry, Field(discriminator="kind")]
+
+
+class RegistryStep(_Registry):
+    """A registry step written for any backend: ``kind`` (default: the backend's default registry)
+    picks a ``SageMakerRegistry`` or a ``LocalRegistry``; fields of the other kind are not used."""
+
+    kind: Literal["sagemaker", "local"] | None = None
+    model_package_group: str | None = Field(default=None, description="SageMaker model package group")
+    local_dir: str | None = Field(default=None, description="Local registry directory")
+
+    def for_backend(self, backend: BackendRecord) -> SageMakerRegistry | LocalRegistry:
+        """The typed registry on ``backend``, its rules checked (``SpecValidationError``)."""
+        return typed_registry(self.model_dump(exclude_unset=True), backend)
+
+
+def typed_registry(data: dict[str, Any], backend: BackendRecord) -> SageMakerRegistry | LocalRegistry:
+    kind = data.get("kind") or backend.default_registry
+    model = REGISTRY_KINDS[kind]
+    kept = {k: v for k, v in data.items() if k in model.model_fields}
+    return checked_step(model, {**kept, "kind": kind}, "registry")
+
+
+def checked_step(model: type[_M], data: dict[str, Any], field: str) -> _M:
+    """``model`` from ``data``; ``SpecValidationError`` with ``field``-prefixed paths."""
+    from airflow_dist_training.spec.loading import validate_model
+
+    return validate_model(model, data, prefix=field, pipeline=True)
+
+
+def resolve_steps(
+    backend: BackendRecord, staging: StagingStep | None, registry: RegistryStep | TypedRegistry | None
+) -> tuple[StagingStep | None, SageMakerRegistry | LocalRegistry | None]:
+    """The staging and registry steps as they run on ``backend``: each kind decided, its rules checked."""
+    if isinstance(registry, RegistryStep):
+        registry = registry.for_backend(backend)
+    return (staging.for_backend(backend) if staging is not None else None), registry
 
 
 class PipelineSpec(_Model):
@@ -118,7 +199,7 @@ class PipelineSpec(_Model):
         default_factory=list, description="Asset URIs whose updates also trigger the DAG"
     )
     start_date: str = "2026-01-01"
-    backend: Backend = "local"
+    backend: BackendName = "local"
     aws_conn_id: str = "aws_default"
     region_name: str | None = None
     owner: str = "ml-platform"
@@ -130,7 +211,9 @@ class PipelineSpec(_Model):
     evaluation: EvaluationStep | None = None
     gate: GateSpec | None = None
     fail_on_reject: bool = False
-    registry: RegistryStep | None = None
+    registry: TypedRegistry | None = Field(
+        default=None, description="kind: sagemaker | local (default: the backend's default registry)"
+    )
     force: bool = Field(
         default=False,
         description="Train even when data, code and spec equal the champion's (else the run is skipped)",
@@ -191,13 +274,26 @@ class PipelineSpec(_Model):
             raise ValueError(f"{value!r} is not an ISO date or date-time, e.g. 2026-01-01") from None
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kinds_from_backend(cls, data: Any) -> Any:
+        """A registry or staging step without ``kind`` is of the backend's kind (its capability)."""
+        if not isinstance(data, dict):
+            return data
+        record = find_backend(data.get("backend", "local")) if isinstance(data.get("backend", "local"), str) else None
+        if record is None:
+            return data  # the backend field's own error names the registered backends
+        registry, staging = data.get("registry"), data.get("staging")
+        if isinstance(registry, dict) and "kind" not in registry:
+            data = {**data, "registry": {"kind": record.default_registry, **registry}}
+        if isinstance(staging, dict) and "kind" not in staging:
+            data = {**data, "staging": {"kind": record.staging, **staging}}
+        return data
+
     @model_validator(mode="after")
     def _steps_fit(self) -> PipelineSpec:
         if self.gate is not None and self.evaluation is None:
             raise ValueError("gate needs an evaluation step (the gate reads its evaluation.json)")
-        if self.registry is not None:
-            if self.backend == "sagemaker" and not self.registry.model_package_group:
-                raise ValueError("registry.model_package_group is required with backend: sagemaker")
         return self
 
 

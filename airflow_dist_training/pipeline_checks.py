@@ -66,7 +66,7 @@ def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Pat
     candidates: list[tuple[str, str | None]] = [
         ("training.output.local_uri", spec.output.local_uri if spec.output else None),
         ("training.checkpoint.local_uri", spec.checkpoint.local_uri if spec.checkpoint else None),
-        ("registry.local_dir", pipeline.registry.local_dir if pipeline.registry else None),
+        ("registry.local_dir", getattr(pipeline.registry, "local_dir", None)),
     ]
     candidates += [
         (f"training.channels.{name}.local_source", getattr(ch, "local_source", None))

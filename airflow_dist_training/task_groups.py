@@ -298,11 +298,11 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
         running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
         if not g.record.durable or not name or _truthy(dry):
             return []  # nothing was launched that could outlive its task
-        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+        from airflow_dist_training.hooks.backends import get_backend
 
-        hook = SageMakerTrainingHook(aws_conn_id=g.aws_conn_id, region_name=g.region_name)
+        backend = get_backend(g.backend, aws_conn_id=g.aws_conn_id, region_name=g.region_name)
         run_hash = name.rsplit("-", 1)[-1]  # the planned job name ends with the run hash
-        return StopOrphanedTrainingJobsOperator.stop_run(hook, run_hash, train.task_id, log)
+        return StopOrphanedTrainingJobsOperator.stop_run(backend, run_hash, train.task_id, log)
 
     job_name: Any = XComArg(plan_task, key="job_name")
     cleanup: Any = stop_orphaned_job(job_name, XComArg(plan_task, key="dry_run"))

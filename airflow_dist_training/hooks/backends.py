@@ -16,7 +16,7 @@ Constructing a backend does no I/O (safe at DAG-parse time); hooks are created o
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from typing import Any, Protocol
 
@@ -56,6 +56,53 @@ class TrainingBackend(Protocol):
 
     def result(self, job_name: str) -> TrainingResult:
         """The result of a Completed job (waits for a local job); ``TrainingJobError`` otherwise."""
+        ...
+
+
+class DurableBackend(TrainingBackend, Protocol):
+    """A backend whose jobs outlive the worker (``record.durable``): the training operator finds
+    the run's job by its names, creates it once, defers on the backend's trigger or waits, and
+    reads its result, through these methods only."""
+
+    def region(self) -> str: ...
+
+    def find_or_create(
+        self,
+        names: Iterable[str],
+        request_for: Callable[[str, tuple[dict[str, Any], ...]], Mapping[str, Any]],
+        *,
+        exhausted: Callable[[], Exception],
+        on_ended: Callable[[str, dict[str, Any], int], None] | None = None,
+    ) -> Any:
+        """The run's live or completed job among ``names``, else the first free name created."""
+        ...
+
+    def put_uploads(self, uploads: Iterable[Any]) -> None: ...
+
+    def describe_or_none(self, job_name: str) -> dict[str, Any] | None: ...
+
+    def stop_requested(self, description: Mapping[str, Any]) -> bool:
+        """Airflow asked for the stop that ended this job."""
+        ...
+
+    def trigger(self, job_name: str, **settings: Any) -> Any:
+        """The trigger to defer on until the job ends."""
+        ...
+
+    def wait(self, job_name: str, **settings: Any) -> dict[str, Any]:
+        """Wait in this process until the job ends (``TimeoutError`` past ``max_wait_seconds``)."""
+        ...
+
+    def result_of(self, description: Mapping[str, Any]) -> TrainingResult:
+        """The result of a job as described; ``TrainingJobError`` unless it succeeded."""
+        ...
+
+    def links(self, description: Mapping[str, Any]) -> dict[str, Any]:
+        """What the operator's extra links and the Training view need (``links.persist``)."""
+        ...
+
+    def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
+        """Stop the run's jobs still running (a teardown: the task died without ``on_kill``)."""
         ...
 
 
@@ -119,12 +166,56 @@ class SageMakerBackend(AwsConnectionMixin):
         return [event.format() for event in self.hook.fetch_log_events(job_name)]
 
     def result(self, job_name: str) -> TrainingResult:
+        return self.result_of(self.hook.describe_training_job(job_name))
+
+    # the durable lifecycle (DurableBackend)
+    def region(self) -> str:
+        return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
+
+    def find_or_create(
+        self,
+        names: Iterable[str],
+        request_for: Callable[[str, tuple[dict[str, Any], ...]], Mapping[str, Any]],
+        *,
+        exhausted: Callable[[], Exception],
+        on_ended: Callable[[str, dict[str, Any], int], None] | None = None,
+    ) -> Any:
+        return self.hook.jobs.find_or_create(names, request_for, exhausted=exhausted, on_ended=on_ended)
+
+    def put_uploads(self, uploads: Iterable[Any]) -> None:
+        self.hook.put_uploads(uploads)
+
+    def describe_or_none(self, job_name: str) -> dict[str, Any] | None:
+        return self.hook.describe_training_job_or_none(job_name)  # type: ignore[no-any-return]
+
+    def stop_requested(self, description: Mapping[str, Any]) -> bool:
+        return bool(self.hook.stop_requested(description))
+
+    def trigger(self, job_name: str, **settings: Any) -> Any:
+        from airflow_dist_training.triggers.training import TrainingJobTrigger
+
+        return TrainingJobTrigger(job_name=job_name, aws_conn_id=self.aws_conn_id, region_name=self.region(), **settings)
+
+    def wait(self, job_name: str, **settings: Any) -> dict[str, Any]:
+        return dict(self.hook.wait_for_job(job_name, **settings))
+
+    def result_of(self, description: Mapping[str, Any]) -> TrainingResult:
         from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
 
-        desc = self.hook.describe_training_job(job_name)
-        if desc.get("TrainingJobStatus") not in SUCCESS_STATES:
-            raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
-        return result_from_description(desc)
+        if description.get("TrainingJobStatus") not in SUCCESS_STATES:
+            raise error_for_terminal_state(dict(description), stop_requested=self.stop_requested(description))
+        return result_from_description(dict(description))
+
+    def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
+        return list(self.hook.stop_run_jobs(run_hash, reason=reason))
+
+    def links(self, description: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "region": self.region(),
+            "job_name": str(description["TrainingJobName"]),
+            "output_uri": (description.get("OutputDataConfig") or {}).get("S3OutputPath"),
+            "checkpoint_uri": (description.get("CheckpointConfig") or {}).get("S3Uri"),
+        }
 
 
 class LocalBackend:

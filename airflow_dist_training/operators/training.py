@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_dist_training.checkpoints.resume import AttemptOutcome
-    from airflow_dist_training.hooks.backends import TrainingBackend
+    from airflow_dist_training.hooks.backends import DurableBackend, TrainingBackend
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.sagemaker.request import TrainingPlan
     from airflow_dist_training.sagemaker.uploads import Upload
@@ -196,11 +196,16 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     # --- hooks -------------------------------------------------------------------------------------
 
-    @cached_property
-    def hook(self) -> SageMakerTrainingHook:
-        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    @property
+    def hook(self) -> Any:
+        """The backend's hook (``SageMakerTrainingHook`` on SageMaker)."""
+        return self.training_backend.hook  # type: ignore[attr-defined]
 
-        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+    @property
+    def job_backend(self) -> DurableBackend:
+        """The backend of a job that outlives the worker (``record.durable``): the only way the
+        durable path reaches the job."""
+        return self.training_backend  # type: ignore[return-value]
 
     @cached_property
     def local_hook(self) -> Any:
@@ -326,9 +331,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return job_name(self._spec_obj.name, self._identity(context), generation)
 
     def _region(self) -> str:
-        from airflow_dist_training.hooks.aws import task_region
-
-        return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
+        return self.job_backend.region()
 
     def _plan_for(self, name: str, context: Context, *, on_demand: bool = False) -> TrainingPlan:
         from airflow_dist_training.sagemaker.request import plan_training_job
@@ -502,7 +505,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         def names() -> Iterator[str]:
             return (self._name(context, generation) for generation in range(1, MAX_GENERATIONS + 1))
 
-        ref = self.hook.jobs.find_or_create(
+        ref = self.job_backend.find_or_create(
             names(),
             partial(self._launch_request, context),
             exhausted=lambda: AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another"),
@@ -537,7 +540,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         planned = self._launch or self._planned_launch(context)
         launch = self._launch = self._launch_for(name, context, planned=planned, on_demand=on_demand)
         self._fsx_preflight()
-        self.hook.put_uploads(launch.uploads)
+        self.job_backend.put_uploads(launch.uploads)
         self._log_where_the_job_starts(self._run_checkpoints(context, name))
         self.log.info(
             "Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str)
@@ -551,7 +554,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return (
             desc.get("TrainingJobStatus") == "Stopped"
             and not self._stopped_here
-            and self.hook.stop_requested(desc)
+            and self.job_backend.stop_requested(desc)
         )
 
     def _next_job_on_demand(self, outcomes: list[AttemptOutcome]) -> bool:
@@ -600,7 +603,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             self.log.warning("FSx pre-flight: %s", warning)
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
-        desc = self.hook.describe_training_job_or_none(str(external_id))
+        desc = self.job_backend.describe_or_none(str(external_id))
         return str(desc.get("TrainingJobStatus")) if desc else "Unknown"
 
     def is_job_active(self, status: str) -> bool:
@@ -614,18 +617,14 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         name = str(external_id)
         self._job_name = name
         _fault_point("after_persist")
-        desc = self.hook.describe_training_job(name)
+        desc = self.job_backend.describe(name)
         self._persist_links(context, desc)
         if desc.get("TrainingJobStatus") not in TERMINAL_STATES:
             if self.deferrable:
-                from airflow_dist_training.triggers.training import TrainingJobTrigger
-
                 deadline, reason = self._deferred_deadline(context)
                 self.defer(
-                    trigger=TrainingJobTrigger(
-                        job_name=name,
-                        aws_conn_id=self.aws_conn_id,
-                        region_name=self._region(),
+                    trigger=self.job_backend.trigger(
+                        name,
                         poll_interval=self.poll_interval,
                         max_wait_seconds=self.max_wait_seconds,
                         stream_logs=self.stream_logs,
@@ -636,7 +635,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 )
             _fault_point("wait")
             try:
-                desc = self.hook.wait_for_job(
+                desc = self.job_backend.wait(
                     name,
                     poll_interval=self.poll_interval,
                     max_wait_seconds=self.max_wait_seconds,
@@ -675,27 +674,17 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         desc = self._description
         if desc is None or desc.get("TrainingJobName") != external_id:
-            desc = self.hook.describe_training_job(str(external_id))
+            desc = self.job_backend.describe(str(external_id))
             # a retry that found the job already completed: XComs of earlier tries are gone
             self._persist_links(context, desc)
         return self._finish(desc)
 
     def _persist_links(self, context: Context, desc: dict[str, Any]) -> None:
-        links.persist(
-            context,
-            region=self._region(),
-            job_name=str(desc["TrainingJobName"]),
-            output_uri=(desc.get("OutputDataConfig") or {}).get("S3OutputPath"),
-            checkpoint_uri=(desc.get("CheckpointConfig") or {}).get("S3Uri"),
-        )
+        links.persist(context, **self.job_backend.links(desc))
 
     def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
-        from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
-
         self._description = desc
-        if desc.get("TrainingJobStatus") not in SUCCESS_STATES:
-            raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
-        result = dict(result_from_description(desc))
+        result = dict(self.job_backend.result_of(desc))
         self.log.info(
             "Training job %s completed: billable %ss, metrics %s, model %s",
             result["job_name"],
@@ -707,7 +696,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     def _on_timeout(self, name: str, message: str) -> None:
         if self.stop_on_timeout:
-            self.hook.stop_training_job(name, reason="max_wait_seconds exceeded")
+            self.job_backend.stop(name, reason="max_wait_seconds exceeded")
             message += "; the job was stopped (stop_on_timeout=True)"
         raise AirflowException(message)
 
@@ -726,7 +715,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
         with failing_fast_without_retry_policy():
             return self._replacing_interrupted_jobs(
-                context, lambda: self._finish(self.hook.describe_training_job(name))
+                context, lambda: self._finish(self.job_backend.describe(name))
             )
 
     # --- kill ------------------------------------------------------------------------------------------
@@ -740,7 +729,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             self.training_backend.stop(name, reason="task killed")
             return
         try:
-            self.hook.stop_training_job(name, reason="task killed")
+            self.job_backend.stop(name, reason="task killed")
         except Exception as exc:  # on_kill must not raise
             self.log.error("Could not stop training job %s: %s", name, exc)
 
@@ -815,13 +804,13 @@ class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
         return self.stop_run(self.hook, run_hash, self.training_task_id, self.log)
 
     @staticmethod
-    def stop_run(hook: SageMakerTrainingHook, run_hash: str, training_task_id: str, log: Any) -> list[str]:
+    def stop_run(jobs: Any, run_hash: str, training_task_id: str, log: Any) -> list[str]:
         """Stop the run's InProgress jobs (their names carry ``run_hash``); returns their names.
 
         Shared with ``stage_train_evaluate``'s ``stop_orphaned_job`` teardown, which knows the run
         hash from the planned job name.
         """
-        stopped = hook.stop_run_jobs(run_hash, reason="the training task ended while its job was running")
+        stopped = jobs.stop_run_jobs(run_hash, reason="the training task ended while its job was running")
         if stopped:
             log.warning("Stopped training jobs left running by %s: %s", training_task_id, stopped)
         else:

@@ -96,44 +96,25 @@ def check_pipeline(
 
     The DAG factory passes ``plan_job=False``: a DAG parse stays cheap and plans nothing; the
     plan task refuses what only planning finds (the CLI's ``validate`` plans)."""
-    problems: list[Problem] = []
-    spec = pipeline.training
-    staging = pipeline.staging
-    if staging is not None and staging.channel not in spec.channels:
-        known = ", ".join(sorted(spec.channels)) or "none"
-        problems.append(
-            Problem(
-                "staging.channel",
-                f"{staging.channel!r} names no channel of the training spec (its channels: {known}); "
-                "the staged data would never reach the job",
-            )
-        )
+    from airflow_dist_training.spec.pipeline import step_problems
+
+    record = backend_record(pipeline.backend)
+    problems = step_problems(
+        pipeline.training,
+        record,
+        staging=pipeline.staging,
+        evaluation=pipeline.evaluation,
+        gate=pipeline.gate,
+        registry=pipeline.registry,
+    )
     plan = None
-    if backend_record(pipeline.backend).on_aws:
-        problems += _fsx_staging_problems(pipeline)
+    if record.on_aws:
         if plan_job:
             plan, planned = _planned(pipeline, region)
             problems += planned
     else:
         problems += local_path_problems(pipeline, path.resolve().parent, dags_folder_of(path))
     return problems, plan
-
-
-def _fsx_staging_problems(pipeline: PipelineSpec) -> list[Problem]:
-    """FSx staging needs VPC access (its file system: ``StagingStep``; cheap: no planning)."""
-    spec, staging = pipeline.training, pipeline.staging
-    if staging is None or staging.kind != "fsx":
-        return []
-    problems: list[Problem] = []
-    if not (spec.network.subnets and spec.network.security_group_ids):
-        problems.append(
-            Problem(
-                "training.network",
-                "staging to FSx for Lustre needs VPC access: set network.subnets and "
-                "network.security_group_ids in the training spec",
-            )
-        )
-    return problems
 
 
 def _planned(pipeline: PipelineSpec, region: str | None) -> tuple[TrainingPlan | None, list[Problem]]:

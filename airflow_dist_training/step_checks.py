@@ -60,24 +60,24 @@ def check_steps(
     registry: RegistryStep | TypedRegistry | None = None,
     inference_image: str | None = None,
     base_dir: str | Path | None = None,
+    staging: StagingStep | None = None,
 ) -> list[Problem]:
-    """Every problem of the evaluation, gate and registry steps (errors and warnings) on ``backend``."""
+    """Every problem of the staging, evaluation, gate and registry steps (errors and warnings) on ``backend``."""
     from airflow_dist_training.spec.backends import backend_record
+    from airflow_dist_training.spec.pipeline import step_problems
 
     record = backend_record(backend)
-    problems: list[Problem] = []
+    problems = step_problems(spec, record, staging=staging, evaluation=evaluation, gate=gate, registry=registry)
     if evaluation is not None:
-        problems += _check_evaluation(spec, evaluation, record, base_dir)
+        problems += _check_evaluation(evaluation, record, base_dir)
     if gate is not None:
-        problems += _check_gate(gate, evaluation)
+        problems += _check_gate(gate)
     if registry is not None:
         problems += _check_registry(registry, record, inference_image)
     return problems
 
 
-def _check_evaluation(
-    spec: TrainingJobSpec, step: EvaluationStep, backend: BackendRecord, base_dir: str | Path | None
-) -> list[Problem]:
+def _check_evaluation(step: EvaluationStep, backend: BackendRecord, base_dir: str | Path | None) -> list[Problem]:
     problems = _evaluation_script_problems(step.script, backend, base_dir)
     if step.dependencies and not problems:
         from airflow_dist_training.evaluation.code import evaluation_code_files
@@ -97,18 +97,6 @@ def _check_evaluation(
         elif not resolve_local(data, base_dir).exists():
             problems.append(
                 Problem("evaluation.channel_source", f"{resolve_local(data, base_dir)} does not exist")
-            )
-    if backend.evaluation == "processing_job":
-        if spec.output is None or not spec.output.s3_path:
-            problems.append(
-                Problem(
-                    "output.s3_path",
-                    "is required for a SageMaker evaluation: evaluation.json goes to <output.s3_path>/evaluation/<run>",
-                )
-            )
-        if not spec.role_arn:
-            problems.append(
-                Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)")
             )
     return problems
 
@@ -135,12 +123,10 @@ def _evaluation_script_problems(
     return problems
 
 
-def _check_gate(gate: Mapping[str, Any], evaluation: EvaluationStep | None) -> list[Problem]:
+def _check_gate(gate: Mapping[str, Any]) -> list[Problem]:
     from airflow_dist_training.spec.gate import parse_gate_spec
 
     problems: list[Problem] = []
-    if evaluation is None:
-        problems.append(Problem("gate", "needs an evaluation step (the gate reads its evaluation.json)"))
     try:
         parse_gate_spec(
             dict(gate.get("thresholds") or {}),
@@ -154,14 +140,9 @@ def _check_gate(gate: Mapping[str, Any], evaluation: EvaluationStep | None) -> l
 def _check_registry(
     registry: RegistryStep | TypedRegistry, backend: BackendRecord, inference_image: str | None
 ) -> list[Problem]:
-    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry, RegistryStep
+    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
 
-    problems: list[Problem] = []
-    if isinstance(registry, RegistryStep):
-        try:  # the registry's kind and its own rules (spec/pipeline.py)
-            registry.for_backend(backend)
-        except SpecValidationError as exc:
-            problems += exc.problems
+    problems: list[Problem] = []  # the registry's kind and its own rules: spec/pipeline.step_problems
     if REGISTRY_KINDS[registry.kind or backend.default_registry] is LocalRegistry:
         if not getattr(registry, "local_dir", None):
             problems.append(

@@ -504,6 +504,7 @@ def _check_run_steps(
         registry=registry,
         inference_image=params.get("inference_image") or None,
         base_dir=base,
+        staging=staging,
     )
     if backend_record(backend).on_aws and not dry_run:
         from airflow_dist_training.hooks.aws import aws_hook

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from airflow_dist_training.spec.backends import BackendName, BackendRecord, find_backend
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, make_scalars_strict
+
+if TYPE_CHECKING:
+    from airflow_dist_training.errors import Problem
 
 # Airflow's schedule presets (airflow.sdk.definitions.timetables._cron.CRON_PRESETS, plus @once and
 # @continuous of airflow.sdk.definitions.dag); any other "@name" fails at DAG creation.
@@ -290,11 +293,54 @@ class PipelineSpec(_Model):
             data = {**data, "staging": {"kind": record.staging, **staging}}
         return data
 
-    @model_validator(mode="after")
-    def _steps_fit(self) -> PipelineSpec:
-        if self.gate is not None and self.evaluation is None:
-            raise ValueError("gate needs an evaluation step (the gate reads its evaluation.json)")
-        return self
+
+
+def step_problems(
+    training: TrainingJobSpec,
+    backend: BackendRecord,
+    *,
+    staging: StagingStep | None = None,
+    evaluation: EvaluationStep | None = None,
+    gate: Any = None,
+    registry: RegistryStep | TypedRegistry | None = None,
+) -> list[Problem]:
+    """The rules between a pipeline's steps, on ``backend``: one home, checked when a pipeline is
+    parsed (``pipeline_checks``) and when a run is planned (``step_checks``). Pure: no I/O."""
+    from airflow_dist_training.errors import Problem, SpecValidationError
+
+    problems: list[Problem] = []
+    if gate is not None and evaluation is None:
+        problems.append(Problem("gate", "needs an evaluation step (the gate reads its evaluation.json)"))
+    if staging is not None and staging.channel not in training.channels:
+        known = ", ".join(sorted(training.channels)) or "none"
+        problems.append(
+            Problem(
+                "staging.channel",
+                f"{staging.channel!r} names no channel of the training spec (its channels: {known}); "
+                "the staged data would never reach the job",
+            )
+        )
+    fsx = staging is not None and (staging.kind or backend.staging) == "fsx"
+    if fsx and not (training.network.subnets and training.network.security_group_ids):
+        problems.append(
+            Problem(
+                "training.network",
+                "staging to FSx for Lustre needs VPC access: set network.subnets and "
+                "network.security_group_ids in the training spec",
+            )
+        )
+    if evaluation is not None and backend.evaluation == "processing_job":
+        if training.output is None or not training.output.s3_path:
+            why = "evaluation.json goes to <output.s3_path>/evaluation/<run>"
+            problems.append(Problem("output.s3_path", f"is required for a SageMaker evaluation: {why}"))
+        if not training.role_arn:
+            problems.append(Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)"))
+    if isinstance(registry, RegistryStep):
+        try:
+            registry.for_backend(backend)
+        except SpecValidationError as exc:
+            problems += exc.problems
+    return problems
 
 
 def resolve_training_reference(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:

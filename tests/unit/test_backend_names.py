@@ -132,3 +132,30 @@ def test_unknown_backend_in_an_operator_names_the_registered_ones() -> None:
 def test_backend_names_of_the_built_in_backends() -> None:
     assert backend_names()[:2] == ("local", "sagemaker")
     assert backend_record("sagemaker").durable and not backend_record("local").durable
+
+
+def test_a_third_party_backend_is_found_through_its_entry_point(tmp_path, monkeypatch) -> None:
+    """An installed distribution declares ``[airflow_dist_training.backends] name = module:RECORD``."""
+    import importlib
+    import sys
+
+    from airflow_dist_training.spec import backends
+
+    (tmp_path / "hyperpod_backend.py").write_text(
+        "from airflow_dist_training.spec.backends import BackendRecord\n"
+        "RECORD = BackendRecord(name='hyperpod', factory='hyperpod_backend:make', staging='fsx',\n"
+        "    evaluation='processing_job', default_registry='sagemaker', durable=True, on_aws=True)\n"
+    )
+    dist_info = tmp_path / "hyperpod_backend-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: hyperpod-backend\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text("[airflow_dist_training.backends]\nhyperpod = hyperpod_backend:RECORD\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.setattr(backends, "_entry_points_loaded", False)
+    try:
+        assert backend_record("hyperpod").durable
+        assert "hyperpod" in backend_names()
+    finally:
+        forget_backend("hyperpod")
+        sys.modules.pop("hyperpod_backend", None)

@@ -165,14 +165,10 @@ class RegistryStep(_Registry):
 
     def for_backend(self, backend: BackendRecord) -> SageMakerRegistry | LocalRegistry:
         """The typed registry on ``backend``, its rules checked (``SpecValidationError``)."""
-        return typed_registry(self.model_dump(exclude_unset=True), backend)
-
-
-def typed_registry(data: dict[str, Any], backend: BackendRecord) -> SageMakerRegistry | LocalRegistry:
-    kind = data.get("kind") or backend.default_registry
-    model = REGISTRY_KINDS[kind]
-    kept = {k: v for k, v in data.items() if k in model.model_fields}
-    return checked_step(model, {**kept, "kind": kind}, "registry")
+        kind = self.kind or backend.default_registry
+        model = REGISTRY_KINDS[kind]
+        kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
+        return checked_step(model, {**kept, "kind": kind}, "registry")
 
 
 def checked_step(model: type[_M], data: dict[str, Any], field: str) -> _M:

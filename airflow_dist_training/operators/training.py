@@ -469,8 +469,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         result = backend.run(
             spec, self._job_name, log=self.log.info, run_identity=run_identity_hash(self._identity(context))
         )
-        self._persist_local_links(context, self._job_name, dict(result))
-        return dict(result)
+        result = {**dict(result), "backend": self.backend}  # the executor's job, under this backend's name
+        self._persist_local_links(context, self._job_name, result)
+        return result
 
     def _local_openlineage(self) -> Any:
         """A local job's lineage: the channels' local sources in, the model artifact out."""

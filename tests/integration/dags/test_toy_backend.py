@@ -89,4 +89,6 @@ def test_the_shipped_dag_runs_end_to_end_on_a_backend_registered_in_a_test(retra
     index = json.loads((tmp_path / "registry" / "adt-demo" / "index.json").read_text())
     [version] = index["versions"]  # its default registry (local) holds the approved model
     assert version["training_job_name"] == job
+    audit = json.loads(Path(version["audit_uri"]).read_text())
+    assert audit["training_job"]["backend"] == "toy"  # the result names the backend that ran it
     assert "Registered          adt-demo/1 (Approved)" in (tmp_path / "last-run-summary.txt").read_text()

@@ -196,7 +196,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     # --- hooks -------------------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def hook(self) -> Any:
         """The backend's hook (``SageMakerTrainingHook`` on SageMaker)."""
         return self.training_backend.hook  # type: ignore[attr-defined]
@@ -224,8 +224,12 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             region_name=self.region_name,
             local_hook_kwargs=self.local_hook_kwargs,
         )
+        # one hook: on_kill stops what execute started, and a hook handed to the operator (a
+        # recording or fault-injecting one) is the one its backend calls
         if isinstance(backend, LocalBackend):
-            backend.hook = self.local_hook  # one hook: on_kill stops what execute started
+            backend.hook = self.local_hook
+        elif "hook" in self.__dict__:
+            backend.hook = self.__dict__["hook"]  # type: ignore[attr-defined]
         return backend
 
     # --- templating & secrets --------------------------------------------------------------------

@@ -77,6 +77,10 @@ class DurableBackend(TrainingBackend, Protocol):
         """The run's live or completed job among ``names``, else the first free name created."""
         ...
 
+    def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
+        """Check what the job reads before creating it (refuse with ``SpecValidationError``)."""
+        ...
+
     def put_uploads(self, uploads: Iterable[Any]) -> None: ...
 
     def describe_or_none(self, job_name: str) -> dict[str, Any] | None: ...
@@ -181,6 +185,19 @@ class SageMakerBackend(AwsConnectionMixin):
         on_ended: Callable[[str, dict[str, Any], int], None] | None = None,
     ) -> Any:
         return self.hook.jobs.find_or_create(names, request_for, exhausted=exhausted, on_ended=on_ended)
+
+    def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
+        """FSx channels: file system AVAILABLE, same AZ, Lustre ports open, mount name."""
+        from airflow_dist_training.spec.training import FSxChannel
+
+        if not any(isinstance(c, FSxChannel) for c in spec.channels.values()):
+            return
+        from airflow_dist_training.hooks.fsx import FSxHook
+        from airflow_dist_training.operators.fsx import preflight_training_spec
+
+        fsx = FSxHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        for warning in preflight_training_spec(fsx, spec):
+            log("FSx pre-flight: %s", warning)
 
     def put_uploads(self, uploads: Iterable[Any]) -> None:
         self.hook.put_uploads(uploads)

@@ -594,18 +594,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return not decision.use_spot
 
     def _fsx_preflight(self) -> None:
-        """FSx channels: file system AVAILABLE, same AZ, Lustre ports open, mount name, before any job."""
-        from airflow_dist_training.spec.training import FSxChannel
-
-        spec = self._spec_obj
-        if spec is None or not any(isinstance(c, FSxChannel) for c in spec.channels.values()):
-            return
-        from airflow_dist_training.hooks.fsx import FSxHook
-        from airflow_dist_training.operators.fsx import preflight_training_spec
-
-        fsx = FSxHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        for warning in preflight_training_spec(fsx, spec):
-            self.log.warning("FSx pre-flight: %s", warning)
+        """What the backend checks of the job's inputs before any job (FSx channels on SageMaker)."""
+        if self._spec_obj is not None:
+            self.job_backend.preflight(self._spec_obj, log=self.log.warning)
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
         desc = self.job_backend.describe_or_none(str(external_id))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 ENTRY_POINT_GROUP = "airflow_dist_training.backends"
 
@@ -124,8 +124,14 @@ def _registered(name: str) -> str:
     return name
 
 
+def _registered_names(schema: dict[str, Any]) -> None:
+    schema["examples"] = list(backend_names())
+
+
 #: a backend name, validated against the registry when a spec or pipeline is parsed
-BackendName = Annotated[str, AfterValidator(_registered)]
+BackendName = Annotated[
+    str, AfterValidator(_registered), Field(json_schema_extra=_registered_names, description="a registered backend")
+]
 
 
 register_backend(

@@ -132,7 +132,7 @@ class _Registry(_Model):
 class SageMakerRegistry(_Registry):
     """A SageMaker model package group."""
 
-    kind: Literal["sagemaker"]
+    kind: Literal["sagemaker"] = "sagemaker"
     model_package_group: str = Field(description="SageMaker model package group")
 
     @field_validator("model_package_group")
@@ -146,7 +146,7 @@ class SageMakerRegistry(_Registry):
 class LocalRegistry(_Registry):
     """A registry in a directory (or S3 prefix) of its own: packages as JSON, no AWS registry."""
 
-    kind: Literal["local"]
+    kind: Literal["local"] = "local"
     local_dir: str | None = Field(default=None, description="Registry directory (default .adt-demo/registry)")
     model_package_group: str | None = Field(default=None, description="The group (default: the spec's name)")
 

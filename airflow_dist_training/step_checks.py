@@ -25,7 +25,13 @@ from airflow_dist_training.errors import Problem, SpecValidationError
 
 if TYPE_CHECKING:
     from airflow_dist_training.spec.backends import BackendRecord
-    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep, StagingStep, TypedRegistry
+    from airflow_dist_training.spec.pipeline import (
+        EvaluationStep,
+        RegistryStep,
+        StagingStep,
+        TypedRegistry,
+        TypedStaging,
+    )
     from airflow_dist_training.spec.training import TrainingJobSpec
 
 # registry/repository[:tag|@digest]: what CreateModelPackage accepts as an inference image
@@ -60,7 +66,7 @@ def check_steps(
     registry: RegistryStep | TypedRegistry | None = None,
     inference_image: str | None = None,
     base_dir: str | Path | None = None,
-    staging: StagingStep | None = None,
+    staging: StagingStep | TypedStaging | None = None,
 ) -> list[Problem]:
     """Every problem of the staging, evaluation, gate and registry steps (errors and warnings) on ``backend``."""
     from airflow_dist_training.spec.backends import backend_record
@@ -161,7 +167,10 @@ def _check_registry(
 
 
 def s3_locations(
-    spec: TrainingJobSpec, *, evaluation: EvaluationStep | None = None, staging: StagingStep | None = None
+    spec: TrainingJobSpec,
+    *,
+    evaluation: EvaluationStep | None = None,
+    staging: StagingStep | TypedStaging | None = None,
 ) -> list[S3Location]:
     """The S3 locations a SageMaker run reads (inputs) and writes, with the field naming each.
 

@@ -20,10 +20,13 @@ if TYPE_CHECKING:
     from airflow_dist_training.spec.backends import BackendRecord
     from airflow_dist_training.spec.pipeline import (
         CheckpointStep,
+        DirectoryStaging,
         EvaluationStep,
+        FSxStaging,
         RegistryStep,
         StagingStep,
         TypedRegistry,
+        TypedStaging,
     )
     from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -41,7 +44,7 @@ def stage_train_evaluate(
     group_id: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     dry_run: bool | str = False,
-    staging: StagingStep | None = None,
+    staging: StagingStep | TypedStaging | None = None,
     checkpoints: CheckpointStep | None = None,
     evaluation: EvaluationStep | None = None,
     gate: Mapping[str, Any] | None = None,
@@ -159,7 +162,7 @@ def _plan_task(
     evaluation: EvaluationStep | None,
     gate: Mapping[str, Any] | None,
     registry: TypedRegistry | None,
-    staging: StagingStep | None,
+    staging: TypedStaging | None,
 ) -> Any:
     """The ``plan`` short-circuit: a dry run stops there, nothing is launched."""
     from airflow.sdk import task
@@ -215,12 +218,14 @@ def _plan_task(
 
 
 def _staging_step(
-    g: _Group, plan_task: Any, staging: StagingStep | None, data_asset: Any
+    g: _Group, plan_task: Any, staging: TypedStaging | None, data_asset: Any
 ) -> tuple[Any, dict[str, Any] | None]:
     """The staging task after the plan (if any): (the task to chain next, the staged FSx channels)."""
     if staging is None:
         return plan_task, None
-    fsx = staging.kind == "fsx"
+    from airflow_dist_training.spec.pipeline import FSxStaging
+
+    fsx = isinstance(staging, FSxStaging)
     asset_kwargs = (
         _asset_kwargs(data_asset, staging, fsx, g.spec, g.base, g.aws_conn_id, g.region_name)
         if data_asset is not None
@@ -228,7 +233,7 @@ def _staging_step(
     )
     if fsx:
         asset_kwargs["deferrable"] = g.defer
-    stage = _staging_task(staging, fsx, g.spec, g.base, g.aws_conn_id, g.region_name, **asset_kwargs)
+    stage = _staging_task(staging, g.spec, g.base, g.aws_conn_id, g.region_name, **asset_kwargs)
     plan_task >> stage
     # FSx staging: the FSx channel the staging step returns
     return stage, ({staging.channel: stage.output} if fsx else None)
@@ -236,13 +241,15 @@ def _staging_step(
 
 def _changes_step(
     g: _Group,
-    staging: StagingStep | None,
+    staging: TypedStaging | None,
     registry: TypedRegistry | None,
     force: bool,
     warm_start: str,
     checkpoints: CheckpointStep,
 ) -> Any:
     """``check_changes``: skip training when data, code and spec equal the champion's."""
+    from airflow_dist_training.spec.pipeline import FSxStaging
+
     return _check_changes_task(
         prefix=g.prefix,
         backend=g.backend,
@@ -252,7 +259,7 @@ def _changes_step(
         force=force,
         warm_start=warm_start,
         promote_to=checkpoints.promote_to,
-        staged_sources={staging.channel: staging.source} if staging is not None and staging.kind == "fsx" else None,
+        staged_sources={staging.channel: staging.source} if isinstance(staging, FSxStaging) else None,
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
     )
@@ -487,7 +494,7 @@ def _check_run_steps(
     dry_run: bool,
     aws_conn_id: str | None,
     region_name: str | None,
-    staging: StagingStep | None = None,
+    staging: TypedStaging | None = None,
 ) -> None:
     """Raise ``SpecValidationError`` with every problem of the evaluation, gate and registry steps,
     and (SageMaker, not a dry run) every missing bucket or empty input prefix (a staged channel's
@@ -522,7 +529,7 @@ def _check_run_steps(
 
 def _asset_kwargs(
     asset: Any,
-    staging: StagingStep,
+    staging: TypedStaging,
     fsx: bool,
     spec: TrainingJobSpec,
     base: Path,
@@ -613,19 +620,19 @@ def _local_registry_dir(registry: TypedRegistry | None, base: Path) -> str | Non
 
 
 def _staging_task(
-    staging: StagingStep,
-    fsx: bool,
+    staging: TypedStaging,
     spec: TrainingJobSpec,
     base: Path,
     aws_conn_id: str | None,
     region_name: str | None,
     **operator_kwargs: Any,
 ) -> Any:
-    if not fsx:
-        return _local_staging_task(staging, spec, base, **operator_kwargs)
     from airflow_dist_training.operators.fsx import FSxStagePrefixOperator
+    from airflow_dist_training.spec.pipeline import DirectoryStaging
 
-    assert staging.file_system_path is not None  # an fsx StagingStep has one
+    if isinstance(staging, DirectoryStaging):
+        return _local_staging_task(staging, spec, base, **operator_kwargs)
+
     create = None
     file_system_id = staging.file_system_id
     if staging.scratch_file_system is not None:
@@ -647,7 +654,7 @@ def _staging_task(
 
 
 def _local_staging_task(
-    staging: StagingStep, spec: TrainingJobSpec, base: Path, **operator_kwargs: Any
+    staging: DirectoryStaging, spec: TrainingJobSpec, base: Path, **operator_kwargs: Any
 ) -> Any:
     """Local backend: copy the dataset into the channel's local directory."""
     from airflow_dist_training.operators.fsx import LocalStageOperator
@@ -672,7 +679,7 @@ def _local_staging_task(
 
 
 def _scratch_file_system(
-    staging: StagingStep, aws_conn_id: str | None, region_name: str | None
+    staging: FSxStaging, aws_conn_id: str | None, region_name: str | None
 ) -> tuple[Any, str]:
     """Create a scratch file system for the run (and delete it as a teardown): (create task, its id)."""
     from airflow_dist_training.operators.fsx import FSxCreateFileSystemOperator, FSxDeleteFileSystemOperator

@@ -22,7 +22,7 @@ M = TypeVar("M", bound=BaseModel)
 
 # pydantic puts the discriminated-union tag into the location; users never wrote it.
 _UNION_TAGS = {"s3", "fsx", "efs"}
-_STEP_TAGS = {"sagemaker", "local"}  # a pipeline registry step's kind
+_STEP_TAGS = {"sagemaker", "local", "fsx", "directory"}  # a pipeline registry or staging step's kind
 
 
 SPEC_SCHEMA_HINT = "airflow-dist-training schema"

@@ -47,42 +47,56 @@ class ScratchFileSystem(_Model):
     deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = "SCRATCH_2"
 
 
-class StagingStep(_Model):
-    """Put a dataset where the training channel reads it, the way the backend stages data
-    (``kind`` defaults to the backend's: FSx on SageMaker, a directory locally)."""
-
-    kind: Literal["directory", "fsx"] | None = Field(
-        default=None, description="directory | fsx (default: how the backend stages data)"
-    )
+class _Staging(_Model):
     channel: str = Field(default="train", description="The training channel the staged data feeds.")
     source: str = Field(description="s3://, file:// or a local path")
-    file_system_id: str | None = Field(
-        default=None,
-        description="fsx: the FSx for Lustre file system (directory: the id the channel's mount emulates)",
-    )
-    file_system_path: str | None = Field(default=None, description="fsx: path inside the file system, e.g. /data/train")
+
+
+class FSxStaging(_Staging):
+    """Import an S3 prefix into an FSx for Lustre file system; the channel reads it there."""
+
+    kind: Literal["fsx"] = "fsx"
+    file_system_path: str = Field(description="Path inside the file system, e.g. /data/train")
+    file_system_id: str | None = Field(default=None, description="The FSx for Lustre file system")
     scratch_file_system: ScratchFileSystem | None = Field(
-        default=None, description="fsx: create a file system for this run instead of file_system_id"
+        default=None, description="Create a file system for this run instead of file_system_id"
     )
 
     @model_validator(mode="after")
-    def _fits_its_kind(self) -> StagingStep:
+    def _one_file_system(self) -> FSxStaging:
         if self.scratch_file_system is not None and self.file_system_id is not None:
             raise ValueError("give file_system_id or scratch_file_system, not both")
-        if self.kind == "fsx":
-            if not self.file_system_path:
-                raise ValueError("fsx staging needs file_system_path (the path inside the file system)")
-            if not (self.file_system_id or self.scratch_file_system):
-                raise ValueError("fsx staging needs file_system_id or scratch_file_system")
-        elif self.kind == "directory" and self.scratch_file_system is not None:
-            raise ValueError("scratch_file_system is for fsx staging; directory staging copies into the channel's folder")
+        if self.scratch_file_system is None and self.file_system_id is None:
+            raise ValueError("give file_system_id or scratch_file_system")
         return self
 
-    def for_backend(self, backend: BackendRecord) -> StagingStep:
-        """This step with its kind decided (the backend's when not given), its rules checked."""
-        if self.kind is not None:
-            return self
-        return checked_step(StagingStep, {**self.model_dump(exclude_unset=True), "kind": backend.staging}, "staging")
+
+class DirectoryStaging(_Staging):
+    """Copy the dataset into the channel's local folder (the job reads its local source)."""
+
+    kind: Literal["directory"] = "directory"
+    file_system_id: str | None = Field(default=None, description="The FSx file system id the channel names")
+    file_system_path: str | None = Field(default=None, description="The FSx path the channel names")
+
+
+STAGING_KINDS: dict[str, type[FSxStaging | DirectoryStaging]] = {"fsx": FSxStaging, "directory": DirectoryStaging}
+TypedStaging = Annotated[FSxStaging | DirectoryStaging, Field(discriminator="kind")]
+
+
+class StagingStep(_Staging):
+    """A staging step written for any backend: ``kind`` (default: how the backend stages data)
+    picks an ``FSxStaging`` or a ``DirectoryStaging``; fields of the other kind are not used."""
+
+    kind: Literal["directory", "fsx"] | None = None
+    file_system_id: str | None = None
+    file_system_path: str | None = None
+    scratch_file_system: ScratchFileSystem | None = None
+
+    def for_backend(self, backend: BackendRecord) -> FSxStaging | DirectoryStaging:
+        """The typed staging step on ``backend``, its rules checked (``SpecValidationError``)."""
+        model = STAGING_KINDS[self.kind or backend.staging]
+        kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
+        return checked_step(model, {**kept, "kind": model.model_fields["kind"].default}, "staging")
 
 
 class CheckpointStep(_Model):
@@ -179,12 +193,16 @@ def checked_step(model: type[_M], data: dict[str, Any], field: str) -> _M:
 
 
 def resolve_steps(
-    backend: BackendRecord, staging: StagingStep | None, registry: RegistryStep | TypedRegistry | None
-) -> tuple[StagingStep | None, SageMakerRegistry | LocalRegistry | None]:
+    backend: BackendRecord,
+    staging: StagingStep | TypedStaging | None,
+    registry: RegistryStep | TypedRegistry | None,
+) -> tuple[FSxStaging | DirectoryStaging | None, SageMakerRegistry | LocalRegistry | None]:
     """The staging and registry steps as they run on ``backend``: each kind decided, its rules checked."""
     if isinstance(registry, RegistryStep):
         registry = registry.for_backend(backend)
-    return (staging.for_backend(backend) if staging is not None else None), registry
+    if isinstance(staging, StagingStep):
+        staging = staging.for_backend(backend)
+    return staging, registry
 
 
 class PipelineSpec(_Model):
@@ -205,7 +223,9 @@ class PipelineSpec(_Model):
     retries: int = Field(default=2, ge=0)
     tags: list[str] = Field(default_factory=list)
     training: TrainingJobSpec
-    staging: StagingStep | None = None
+    staging: TypedStaging | None = Field(
+        default=None, description="kind: directory | fsx (default: how the backend stages data)"
+    )
     checkpoints: CheckpointStep = Field(default_factory=CheckpointStep)
     evaluation: EvaluationStep | None = None
     gate: GateSpec | None = None
@@ -295,7 +315,7 @@ def step_problems(
     training: TrainingJobSpec,
     backend: BackendRecord,
     *,
-    staging: StagingStep | None = None,
+    staging: StagingStep | TypedStaging | None = None,
     evaluation: EvaluationStep | None = None,
     gate: Any = None,
     registry: RegistryStep | TypedRegistry | None = None,
@@ -316,7 +336,7 @@ def step_problems(
                 "the staged data would never reach the job",
             )
         )
-    fsx = staging is not None and (staging.kind or backend.staging) == "fsx"
+    fsx = staging is not None and STAGING_KINDS[staging.kind or backend.staging] is FSxStaging
     if fsx and not (training.network.subnets and training.network.security_group_ids):
         problems.append(
             Problem(
@@ -331,11 +351,12 @@ def step_problems(
             problems.append(Problem("output.s3_path", f"is required for a SageMaker evaluation: {why}"))
         if not training.role_arn:
             problems.append(Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)"))
-    if isinstance(registry, RegistryStep):
-        try:
-            registry.for_backend(backend)
-        except SpecValidationError as exc:
-            problems += exc.problems
+    for step in (staging, registry):
+        if isinstance(step, StagingStep | RegistryStep):
+            try:
+                step.for_backend(backend)
+            except SpecValidationError as exc:
+                problems += exc.problems
     return problems
 
 

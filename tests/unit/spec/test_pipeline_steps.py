@@ -11,7 +11,13 @@ import pytest
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.pipeline_checks import check_pipeline, load_pipeline
 from airflow_dist_training.spec.backends import backend_record
-from airflow_dist_training.spec.pipeline import LocalRegistry, RegistryStep, SageMakerRegistry, StagingStep
+from airflow_dist_training.spec.pipeline import (
+    DirectoryStaging,
+    LocalRegistry,
+    RegistryStep,
+    SageMakerRegistry,
+    StagingStep,
+)
 from airflow_dist_training.step_checks import check_steps
 from tests.paths import REPO
 
@@ -47,10 +53,12 @@ def test_a_registry_without_kind_is_the_backends_default_registry(tmp_path: Path
             "registry.model_package_group: 'bad_name!': 1-63 letters, digits and hyphens",
         ),
         ("registry: {kind: mlflow}\n", "registry: kind must be one of 'sagemaker', 'local' (got 'mlflow')"),
+        ("staging: {kind: fsx, source: 's3://b/train', file_system_id: fs-1}\n", "staging.file_system_path: is required"),
         (
-            "staging: {kind: fsx, source: 's3://b/train'}\n",
-            "staging: fsx staging needs file_system_path (the path inside the file system)",
+            "staging: {kind: fsx, source: 's3://b/train', file_system_path: /train}\n",
+            "staging: give file_system_id or scratch_file_system",
         ),
+        ("staging: {kind: nfs, source: /data}\n", "staging: kind must be one of 'fsx', 'directory' (got 'nfs')"),
     ],
 )
 def test_a_step_that_does_not_fit_its_kind_names_the_file_and_field(tmp_path: Path, body: str, message: str) -> None:
@@ -69,8 +77,8 @@ def test_a_python_registry_step_takes_the_kind_of_the_backend_it_runs_on() -> No
     sagemaker = step.for_backend(backend_record("sagemaker"))
     assert isinstance(local, LocalRegistry) and local.local_dir == "/tmp/registry"
     assert isinstance(sagemaker, SageMakerRegistry) and sagemaker.auto_approve
-    assert StagingStep(source="/data").for_backend(backend_record("local")).kind == "directory"
-    with pytest.raises(SpecValidationError, match="fsx staging needs file_system_path"):
+    assert isinstance(StagingStep(source="/data").for_backend(backend_record("local")), DirectoryStaging)
+    with pytest.raises(SpecValidationError, match=r"staging\.file_system_path: is required"):
         StagingStep(source="s3://b/p").for_backend(backend_record("sagemaker"))
 
 

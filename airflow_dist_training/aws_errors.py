@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 
 from airflow_dist_training.errors import AwsPermissionError
+from airflow_dist_training.storage.location import split_uri
 
 #: Error codes AWS services answer when they rate-limit a caller.
 THROTTLING_CODES = frozenset(
@@ -236,7 +237,8 @@ def s3_permission_error(
 ) -> AwsPermissionError:
     """AccessDenied on an S3 call for ``uri``: names the permission and the bucket ARN."""
     del exc  # the bucket and permission say it all; AWS's S3 message adds nothing
-    bucket = uri[5:].split("/", 1)[0] if uri.startswith("s3://") else uri
+    scheme, bucket, _ = split_uri(uri)
+    bucket = bucket if scheme == "s3" else uri
     return AwsPermissionError(
         f"{uri}: access denied ({operation}); grant {S3_PERMISSIONS.get(operation, operation)} "
         f"on arn:aws:s3:::{bucket} (and its keys) to the role of connection {conn_id!r}"

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["build_dag", "dag_from_yaml", "load_pipeline"]
 
+_DRAFT_07 = {"$schema": "http://json-schema.org/draft-07/schema#"}
+
 
 def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | None = None) -> Any:
     """The DAG for ``pipeline``: schedule (cron + time zone, and/or assets) and the task group."""
@@ -59,20 +61,6 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
         max_active_runs=1,
         tags=["airflow-dist-training", pipeline.backend, *pipeline.tags],
         default_args={"owner": pipeline.owner, "retries": pipeline.retries},
-        params={  # the trigger form: the YAML's values are the defaults
-            "force": Param(
-                pipeline.force,
-                type="boolean",
-                title="Force training",
-                description="Train even when data, code and spec equal the champion's",
-            ),
-            "warm_start": Param(
-                pipeline.warm_start,
-                enum=["none", "champion", "promoted"],
-                title="Warm start",
-                description="Initialise from the champion's model or the last promoted checkpoint",
-            ),
-        },
     )
     if fileloc:
         dag.fileloc = fileloc
@@ -93,6 +81,27 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
             warm_start=pipeline.warm_start,
             deferrable=pipeline.deferrable,
         )
+    # The trigger form, set once the tasks exist: every operator's constructor deep-copies the
+    # DAG's params (once per class in its hierarchy, 4,000 copies for 200 pipelines, a fifth of
+    # their parse). A run merges the DAG's params into each task's, so the tasks need no copy.
+    # Airflow validates each default at every parse, checking the schema against its meta-schema
+    # first: a draft-07 schema is checked 4x faster than one of the default draft (2020-12).
+    from airflow.sdk.definitions.param import ParamsDict
+
+    dag.params = ParamsDict(  # the YAML's values are the defaults (validated here, as in the constructor)
+        {
+            "force": Param(
+                pipeline.force,
+                description="Train even when data, code and spec equal the champion's",
+                schema={**_DRAFT_07, "type": "boolean", "title": "Force training"},
+            ),
+            "warm_start": Param(
+                pipeline.warm_start,
+                description="Initialise from the champion's model or the last promoted checkpoint",
+                schema={**_DRAFT_07, "enum": ["none", "champion", "promoted"], "title": "Warm start"},
+            ),
+        }
+    )
     return dag
 
 

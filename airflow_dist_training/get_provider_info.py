@@ -17,7 +17,12 @@ INTEGRATIONS = {
 #: kind (``operators``, ``sensors``, ...) -> integration -> the modules that implement it.
 MODULES: dict[str, dict[str, list[str]]] = {
     "operators": {
-        SAGEMAKER: [f"{_P}.operators.training", f"{_P}.operators.checkpoints", f"{_P}.operators.evaluation"],
+        SAGEMAKER: [
+            f"{_P}.operators.training",
+            f"{_P}.operators.checkpoints",
+            f"{_P}.operators.evaluation",
+            f"{_P}.operators.tuning",
+        ],
         FSX: [f"{_P}.operators.fsx"],
     },
     "sensors": {
@@ -34,7 +39,7 @@ MODULES: dict[str, dict[str, list[str]]] = {
         FSX: [f"{_P}.hooks.fsx"],
     },
     "triggers": {
-        SAGEMAKER: [f"{_P}.triggers.training", f"{_P}.triggers.processing"],
+        SAGEMAKER: [f"{_P}.triggers.training", f"{_P}.triggers.processing", f"{_P}.triggers.tuning"],
         FSX: [f"{_P}.triggers.fsx"],
     },
 }

@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote, urlparse
+
+from airflow_dist_training.storage.location import split_uri
 
 DatasetName = tuple[str, str]  # (namespace, name)
 
@@ -37,18 +38,12 @@ def uri_dataset(uri: str | None) -> DatasetName | None:
     """``s3://b/k`` -> (``s3://b``, ``k``); ``file:///p`` or ``/p`` -> (``file``, ``/p``)."""
     if not uri:
         return None
-    uri = str(uri)
-    if uri.startswith("s3://"):
-        bucket, _, key = uri[5:].partition("/")
-        return (f"s3://{bucket}", key or "/")  # as the training operator names S3 channels
-    if uri.startswith("file://"):
-        parsed = urlparse(uri)
-        return ("file", _norm_path(unquote(parsed.path)))
-    if "://" in uri:
-        scheme, _, rest = uri.partition("://")
-        host, _, path = rest.partition("/")
-        return (f"{scheme}://{host}", "/" + path)
-    return ("file", _norm_path(uri))
+    scheme, host, path = split_uri(str(uri))
+    if scheme == "s3":
+        return (f"s3://{host}", path or "/")  # as the training operator names S3 channels
+    if scheme == "file":
+        return ("file", _norm_path(path))
+    return (f"{scheme}://{host}", "/" + path)
 
 
 def _norm_path(path: str) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.spec.backends import backend_record, runs_on_aws
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
@@ -76,7 +77,7 @@ def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Pat
     for path, value in candidates:
         if not value or ("://" in value and not value.startswith("file://")):
             continue
-        local = Path(value[len("file://") :] if value.startswith("file://") else value)
+        local = Path(split_uri(value)[2])
         resolved = (base_dir / local).resolve()
         if _inside(resolved, dags_folder):
             problems.append(

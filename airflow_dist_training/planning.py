@@ -1,38 +1,33 @@
 """Plan one run of a training task: apply the run's overrides, validate, and describe the launch.
 
-Used by the DAGs' ``plan`` task (the dry-run view of the trigger form): it shows the exact
-request (SageMaker) or launch (local), the cost bound and the warnings, and launches nothing.
-The training task sends this request (``DistributedTrainingOperator(planned_request=...)``)
-unless the run's state changed it, and then logs what changed (``request_changes``).
+The DAGs' ``plan`` task (the dry-run view of the trigger form) emits one typed :class:`RunPlan`:
+the exact request (SageMaker) or launch (local), its uploads, the run identity, the job name, the
+run's checkpoint location, the cost bound and the warnings; it launches nothing. The training
+task sends that request, applying what the run learned since (a generation, on-demand after spot
+interruptions, staged channels, a warm start) with :func:`apply_run_state`, which names every
+difference it makes.
 
 Pure: the caller hands in the backend and the region (``hooks/backends.py`` ``plan_on_backend``
-for the plan task); nothing here imports a hook.
+for the plan task); nothing here imports a hook or does I/O.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
+from airflow_dist_training.sagemaker import naming
 from airflow_dist_training.sagemaker.uploads import Upload
 from airflow_dist_training.spec.backends import BackendRecord
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 
-# What the plan task shares with the rest of the run (XCom keys).
-PLAN_XCOM_KEYS = (
-    "spec",
-    "job_name",
-    "backend",
-    "dry_run",
-    "summary",
-    "request",
-    "uploads",
-    "cost_bound_usd",
-    "warnings",
-)
+# What the plan task shares (XCom keys): the typed plan, the training task's, and the fields the
+# UI, the reports and the later steps' templates read on their own.
+RUN_PLAN_XCOM_KEY = "run_plan"
+PLAN_XCOM_KEYS = ("spec", "job_name", "run_hash", "backend", "dry_run", "summary", "request", "cost_bound_usd")
 # Params of a trigger form that are not spec overrides.
 _NON_SPEC_PARAMS = {"backend", "dry_run"}
 
@@ -40,11 +35,80 @@ _NON_SPEC_PARAMS = {"backend", "dry_run"}
 class PlanningBackend(Protocol):
     """What planning needs of a training backend (``hooks/backends.TrainingBackend`` has it)."""
 
-    record: BackendRecord
+    record: BackendRecord  # its name and capabilities (spec/backends.py)
 
     def plan(
         self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
     ) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One run of a training task, as planned: JSON through XCom (``to_xcom``/``from_xcom``).
+
+    ``spec`` is the run's spec (overrides applied) as written, with the spec's own checkpoint root;
+    ``request`` is the first job's, checkpointing under ``run_checkpoint_uri`` (None: not planned
+    yet, the local backend plans it when it runs).
+    """
+
+    spec: dict[str, Any]
+    backend: str
+    remote: bool
+    region: str
+    identity: str
+    checkpoint_resume: str | None = None
+    run_checkpoint_uri: str | None = None
+    base_dir: str | None = None
+    request: dict[str, Any] | None = None
+    uploads: tuple[Upload, ...] = ()
+    cost_bound_usd: float | None = None
+    warnings: tuple[str, ...] = ()
+    summary: str = ""
+
+    @property
+    def identity_hash(self) -> str:
+        """The hash every job name of the run ends with (and its run-identity tag carries)."""
+        return naming.run_identity_hash(self.identity)
+
+    @property
+    def job_name_base(self) -> str:
+        """The run's first job; later generations add ``-r<n>``."""
+        return self.job_name(1)
+
+    def job_name(self, generation: int = 1) -> str:
+        return naming.job_name(str(self.spec["name"]), self.identity, generation)
+
+    def to_xcom(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["uploads"] = uploads_to_xcom(list(self.uploads))
+        data["warnings"] = list(self.warnings)
+        return data
+
+    @classmethod
+    def from_xcom(cls, data: Mapping[str, Any]) -> RunPlan:
+        return cls(
+            **{
+                **data,
+                "uploads": tuple(uploads_from_xcom(list(data.get("uploads") or []))),
+                "warnings": tuple(data.get("warnings") or ()),
+            }
+        )
+
+    def xcoms(self, *, dry_run: bool) -> dict[str, Any]:
+        """What the plan task pushes: the plan, and ``PLAN_XCOM_KEYS``."""
+        data = self.to_xcom()
+        read_alone = {"job_name": self.job_name_base, "run_hash": self.identity_hash, "dry_run": dry_run}
+        return {RUN_PLAN_XCOM_KEY: data, **{k: read_alone.get(k, data.get(k)) for k in PLAN_XCOM_KEYS}}
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What the run learned after the plan task, each field a change to the plan."""
+
+    generation: int = 1  # the run's n-th job (earlier ones ended failed, stopped or interrupted)
+    on_demand: bool = False  # spot interruptions used up spot.on_demand_after_interruptions
+    channels: Mapping[str, Any] = field(default_factory=dict)  # e.g. the FSx channel staging made
+    warm_start_uri: str | None = None  # initial weights, channel ``warm_start``
 
 
 def overrides_from_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -57,32 +121,21 @@ def overrides_from_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def uploads_to_xcom(uploads: list[Upload]) -> list[dict[str, Any]]:
     """The plan's uploads as JSON for XCom (file contents base64), so the training task sends them."""
-    return [
-        {
-            "s3_uri": u.s3_uri,
-            "kind": u.kind,
-            "local_path": u.local_path,
-            "content": base64.b64encode(u.content).decode("ascii") if u.content is not None else None,
-            "kms_key": u.kms_key,
-            "dependencies": list(u.dependencies),
-        }
-        for u in uploads
-    ]
+    return [{**asdict(u), "content": _b64(u.content), "dependencies": list(u.dependencies)} for u in uploads]
 
 
 def uploads_from_xcom(data: list[Mapping[str, Any]]) -> list[Upload]:
     """The inverse of :func:`uploads_to_xcom`."""
     return [
-        Upload(
-            s3_uri=str(d["s3_uri"]),
-            kind=str(d["kind"]),
-            local_path=d.get("local_path"),
-            content=base64.b64decode(d["content"]) if d.get("content") is not None else None,
-            kms_key=d.get("kms_key"),
-            dependencies=tuple(d.get("dependencies") or ()),
-        )
+        Upload(**{**d, "content": _b64(d.get("content"), decode=True), "dependencies": tuple(d.get("dependencies") or ())})
         for d in data
     ]
+
+
+def _b64(value: Any, *, decode: bool = False) -> Any:
+    if value is None:
+        return None
+    return base64.b64decode(value) if decode else base64.b64encode(value).decode("ascii")
 
 
 def plan_run(
@@ -95,50 +148,136 @@ def plan_run(
     context: Mapping[str, Any],
     checkpoint_resume: str | None = None,
     base_dir: str | None = None,
-) -> dict[str, Any]:
-    """Return ``{"spec", "job_name", "backend", "summary", "warnings", "cost_bound_usd", "request", "uploads"}``.
+) -> RunPlan:
+    """The plan task's plan: the form's values checked, the overrides applied, the request planned.
 
     With a ``checkpoint_resume`` policy the request checkpoints where the training task's first
     job does (the run's own prefix, ``checkpoints/resume.run_checkpoint_location``), so the
-    request shown is the one sent; the ``spec`` returned keeps the spec's checkpoint root.
+    request shown is the one sent.
     """
     from airflow_dist_training.form_limits import check_form_limits
 
     check_form_limits(context)  # out-of-range form values are refused, never clamped into a run
-    effective = apply_overrides(spec, overrides_from_params(overrides))
-    ti = context.get("ti")
-    identity = run_identity(
-        getattr(ti, "dag_id", "dag"), train_task_id, str(context.get("run_id", "manual")), -1
-    )
-    name = job_name(effective.name, identity)
-    # the tag carries the identity's hash, as the training task sends it: the plan shows the request sent
-    planned = backend.plan(
-        _run_scoped(effective, checkpoint_resume, name, remote=backend.record.on_aws, base_dir=base_dir),
-        job_name=name,
+    return plan_spec(
+        apply_overrides(spec, overrides_from_params(overrides)),
+        backend=backend,
         region=region,
-        run_identity=run_identity_hash(identity),
+        identity=naming.identity_from_context(context, train_task_id, map_index=-1),
+        checkpoint_resume=checkpoint_resume,
+        base_dir=base_dir,
     )
-    warnings = list(planned["warnings"])
+
+
+def plan_spec(
+    spec: TrainingJobSpec,
+    *,
+    backend: PlanningBackend,
+    region: str,
+    identity: str,
+    checkpoint_resume: str | None = None,
+    base_dir: str | None = None,
+    plan_request: bool = True,
+) -> RunPlan:
+    """The run's plan for a validated spec; ``plan_request=False`` leaves the request to the
+    backend that runs it (a local training task without a plan task)."""
+    name = naming.job_name(spec.name, identity)
+    run_spec, run_uri = _run_scoped(spec, checkpoint_resume, name, name, remote=backend.record.on_aws, base_dir=base_dir)
+    plan = RunPlan(
+        spec=spec.model_dump(mode="json", exclude_unset=True),
+        backend=backend.record.name,
+        remote=backend.record.on_aws,
+        region=region,
+        identity=identity,
+        checkpoint_resume=checkpoint_resume,
+        run_checkpoint_uri=run_uri,
+        base_dir=base_dir,
+    )
+    if not plan_request:
+        return plan
+    # the tag carries the identity's hash, as the training task sends it: the plan shows the request sent
+    planned = backend.plan(run_spec, job_name=name, region=region, run_identity=plan.identity_hash)
+    warnings = [str(w) for w in planned["warnings"]]
     summary = planned["summary"]
-    return {
-        "spec": effective.model_dump(mode="json", exclude_unset=True),
-        "job_name": name,
-        "backend": backend.record.name,
-        "request": planned["request"],
-        "uploads": uploads_to_xcom(list(planned.get("uploads") or [])),
-        "cost_bound_usd": planned["cost_bound_usd"],
-        "warnings": warnings,
-        "summary": "\n".join([summary] + [f"WARNING          {w}" for w in warnings if w not in summary]),
-    }
+    return replace(
+        plan,
+        request=planned["request"],
+        uploads=tuple(planned.get("uploads") or ()),
+        cost_bound_usd=planned["cost_bound_usd"],
+        warnings=tuple(warnings),
+        summary="\n".join([summary] + [f"WARNING          {w}" for w in warnings if w not in summary]),
+    )
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One job of the run: the plan with the run's state applied."""
+
+    name: str
+    spec: TrainingJobSpec  # checkpoints under the run's prefix, the state's channels and spot
+    state_spec: TrainingJobSpec  # the plan's spec with the state's channels: the run's later jobs reuse it
+    request: dict[str, Any] | None  # None: a local plan, its request planned when the job runs
+    uploads: tuple[Upload, ...] = ()
+    warnings: tuple[str, ...] = ()
+    planned_again: bool = False  # the state changed the request: planned here, not the plan task's
+    changes: tuple[str, ...] = ()  # how the request differs from the plan's (``request_changes``)
+
+
+def apply_run_state(plan: RunPlan, state: RunState, *, state_spec: TrainingJobSpec | None = None) -> RunJob:
+    """The run's job in ``state``: the plan's own request when the state changes nothing, else
+    planned again from the plan's spec (SageMaker's request), with the difference named.
+
+    Validates the spec with the state's channels once (``state_spec``: an earlier job's of the
+    same state, not validated again); a local plan (``remote`` False) is not planned again here:
+    the local backend plans the job's request when it runs it.
+    """
+    if state_spec is None:
+        state_spec = _with_channels(plan, state)
+    name = plan.job_name(state.generation)
+    spec, _ = _run_scoped(
+        state_spec, plan.checkpoint_resume, plan.job_name_base, name, remote=plan.remote, base_dir=plan.base_dir
+    )
+    if state.on_demand:
+        spec = spec.model_copy(update={"spot": type(spec.spot)()})
+    if state == RunState() or not plan.remote:
+        return RunJob(name, spec, state_spec, plan.request, plan.uploads, plan.warnings)
+    from airflow_dist_training.sagemaker.request import plan_training_job, request_changes
+
+    planned = plan_training_job(spec, job_name=name, region=plan.region, run_identity=plan.identity_hash)
+    return RunJob(
+        name,
+        spec,
+        state_spec,
+        planned.request,
+        tuple(planned.uploads),
+        tuple(str(w) for w in planned.warnings),
+        planned_again=True,
+        changes=tuple(request_changes(plan.request, planned.request) if plan.request is not None else ()),
+    )
+
+
+def _with_channels(plan: RunPlan, state: RunState) -> TrainingJobSpec:
+    """The plan's spec with the state's channels (staged, warm start), validated."""
+    from airflow_dist_training.spec.loading import load_spec
+
+    data = dict(plan.spec)
+    channels = dict(state.channels)
+    if state.warm_start_uri:
+        from airflow_dist_training.retraining.warm_start import CHANNEL, warm_start_channel
+
+        channels[CHANNEL] = warm_start_channel(state.warm_start_uri)
+    if channels:
+        data["channels"] = {**data.get("channels", {}), **channels}
+    return load_spec(data)
 
 
 def _run_scoped(
-    spec: TrainingJobSpec, policy: str | None, name: str, *, remote: bool, base_dir: str | None
-) -> TrainingJobSpec:
-    """The spec as the training task's first job sends it: checkpoints under the run's own prefix."""
+    spec: TrainingJobSpec, policy: str | None, run_key: str, name: str, *, remote: bool, base_dir: str | None
+) -> tuple[TrainingJobSpec, str | None]:
+    """The spec as the run's job ``name`` sends it (checkpoints under the run's own prefix), and
+    that run's checkpoint location (None without a policy or a checkpoint section)."""
     from airflow_dist_training.checkpoints.resume import run_checkpoint_location
 
     if policy is None:
-        return spec
-    run = run_checkpoint_location(spec, policy, run_key=name, job_name=name, local=not remote, base_dir=base_dir)
-    return run.spec if run is not None else spec
+        return spec, None
+    run = run_checkpoint_location(spec, policy, run_key=run_key, job_name=name, local=not remote, base_dir=base_dir)
+    return (run.spec, run.run_uri) if run is not None else (spec, None)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow_dist_training.spec.backends import BackendRecord
@@ -52,8 +53,7 @@ def is_remote(uri: str | None) -> bool:
 
 
 def resolve_local(path: str, base_dir: str | Path | None) -> Path:
-    raw = path[len("file://") :] if path.startswith("file://") else path
-    p = Path(raw)
+    p = Path(split_uri(path)[2])
     return p if p.is_absolute() or base_dir is None else Path(base_dir) / p
 
 

@@ -57,7 +57,7 @@ def request_for(name: str, epochs: int) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _body(upload: Any) -> bytes:
-    from airflow_dist_training.hooks.training import pack_source_dir
+    from airflow_dist_training.source_archive import pack_source_dir
 
     if upload.content is not None:
         return bytes(upload.content)

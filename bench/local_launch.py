@@ -264,7 +264,7 @@ def main() -> None:
             started = time.perf_counter()
             result = hook.run_job(demo, f"demo-{nproc}", log=lambda line: None)
             wall = time.perf_counter() - started
-            values = [p.value for p in hook.last_job._run.metrics.series if p.name == "samples_per_second"]
+            values = [p.value for p in hook.last_job.metric_points() if p.name == "samples_per_second"]
             results[nproc] = statistics.median(values) if values else float("nan")
             print(
                 f"demo throughput, {nproc} process(es): {results[nproc]:9.0f} samples/s "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_dist_training.aws_errors import is_capacity_failure, is_interruption
-from airflow_dist_training.errors import CapacityError, SpecValidationError
+from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.job_states import SUCCESS_STATES
 
 ResumePolicy = Literal["fresh", "latest", "none"]
@@ -48,15 +48,6 @@ def classify_outcome(
     if is_interruption(failure_reason, secondary_status):
         return AttemptOutcome.INTERRUPTED
     return AttemptOutcome.FAILED
-
-
-def outcome_of_exception(exc: BaseException) -> AttemptOutcome:
-    """Classify an exception raised by a previous attempt (``CapacityError`` -> capacity)."""
-    if isinstance(exc, CapacityError):
-        return AttemptOutcome.CAPACITY
-    return classify_outcome(
-        getattr(exc, "status", None), getattr(exc, "failure_reason", None) or str(exc), None
-    )
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores
+from airflow_dist_training.storage.location import Location, split_uri
+
 log = logging.getLogger(__name__)
 ACCOUNT = "123456789012"
 # the create answer of a task is sent once the copy is done or after this long (tiny data: done)
@@ -55,11 +58,6 @@ class FSxError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def _s3_split(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri[len("s3://") :].partition("/")
-    return bucket, key
 
 
 def _prefix(uri: str) -> str:
@@ -227,7 +225,7 @@ class FileSystems:
             raise FSxError(
                 "BadRequest", f"DataRepositoryPath {repo!r} must be an S3 URI (s3://bucket/prefix/)"
             )
-        bucket, _ = _s3_split(repo)
+        bucket = split_uri(repo)[1]
         try:
             self.clients("s3").head_bucket(Bucket=bucket)
         except Exception:
@@ -422,6 +420,9 @@ class FileSystems:
         rel = fs_path.strip("/")
         return self.folder(fs_id) / rel if rel else self.folder(fs_id)
 
+    def _s3(self, uri: str) -> tuple[ObjectStore, Location]:
+        return Stores(StoreOptions(aws_conn_id=None, s3_client=self.clients("s3"))).parse(uri, directory=False)
+
     def _import(
         self,
         fs_id: str,
@@ -429,46 +430,42 @@ class FileSystems:
         counts: dict[str, Any],
         task: dict[str, Any] | None = None,
     ) -> None:
-        s3 = self.clients("s3")
         for prefix, fs_path in work:
-            bucket, key = _s3_split(prefix)
+            store, loc = self._s3(prefix)
             target = self._local(fs_id, fs_path)
             seen: set[Path] = set()
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
-                for obj in page.get("Contents") or []:
-                    if task is not None and task["cancel"]:
-                        return
-                    rel = obj["Key"][len(key) :].lstrip("/")
-                    if not rel or obj["Key"].endswith("/"):
-                        continue
-                    seen.add(target / rel)
-                    self._import_object(s3, bucket, obj["Key"], target / rel, counts, task)
+            for name in store.list_tree(loc):
+                if task is not None and task["cancel"]:
+                    return
+                rel = name.lstrip("/")
+                if not rel or name.endswith("/"):
+                    continue
+                seen.add(target / rel)
+                self._import_object(store, loc.join(name), target / rel, counts, task)
             _remove_unseen(target, seen)
 
     def _import_object(
-        self, s3: Any, bucket: str, key: str, dest: Path, counts: dict[str, Any], task: dict[str, Any] | None
+        self, store: ObjectStore, source: Location, dest: Path, counts: dict[str, Any], task: dict[str, Any] | None
     ) -> None:
         """Copy one object onto the file system, counting it as AWS's task report does."""
         with self._lock:
             counts["TotalCount"] = counts.get("TotalCount", 0) + 1
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, key, str(dest))
+            store.get_file(source, dest)
             with self._lock:
                 counts["SucceededCount"] = counts.get("SucceededCount", 0) + 1
         except Exception as exc:
-            log.warning("emulator fsx: import of s3://%s/%s failed: %s", bucket, key, exc)
+            log.warning("emulator fsx: import of %s failed: %s", source.uri, exc)
             with self._lock:
                 counts["FailedCount"] = counts.get("FailedCount", 0) + 1
                 if task is not None:
-                    task.setdefault("failed_files", []).append((f"s3://{bucket}/{key}", str(exc)))
+                    task.setdefault("failed_files", []).append((source.uri, str(exc)))
 
     def _export(
         self, fs_id: str, work: list[tuple[str, str]], counts: dict[str, Any], task: dict[str, Any]
     ) -> None:
-        s3 = self.clients("s3")
         for prefix, fs_path in work:
-            bucket, key = _s3_split(prefix)
+            store, loc = self._s3(prefix)
             source = self._local(fs_id, fs_path)
             for path in sorted(source.rglob("*")) if source.is_dir() else []:
                 if task["cancel"]:
@@ -478,7 +475,7 @@ class FileSystems:
                 with self._lock:
                     counts["TotalCount"] += 1
                 try:
-                    s3.upload_file(str(path), bucket, key + path.relative_to(source).as_posix())
+                    store.put_file(path, loc.join(path.relative_to(source).as_posix()))
                     with self._lock:
                         counts["SucceededCount"] += 1
                 except Exception as exc:
@@ -492,10 +489,10 @@ class FileSystems:
         failed = task.get("failed_files") or []
         if not report.get("Enabled") or not failed:
             return
-        bucket, key = _s3_split(_prefix(str(report["Path"])) + f"{task['TaskId']}/failures.csv")
+        store, loc = self._s3(_prefix(str(report["Path"])) + f"{task['TaskId']}/failures.csv")
         body = "".join(f"{path},FAILED,{reason.replace(',', ';')}\n" for path, reason in failed)
         with contextlib.suppress(Exception):
-            self.clients("s3").put_object(Bucket=bucket, Key=key, Body=body.encode())
+            store.write(loc, body.encode())
 
     @staticmethod
     def _task_answer(task: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.emulator.logs import PROCESSING_LOG_GROUP, JobLogs
+from airflow_dist_training.storage import StoreOptions, Stores, get_tree, local_files, put_tree
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 5.0
@@ -149,23 +150,18 @@ class ProcessingJobs:
             run.set(processing_end_time=_now())
             run.done.set()
 
+    def _stores(self) -> Stores:
+        return Stores(StoreOptions(aws_conn_id=None, s3_client=self.clients("s3")))
+
     def _download_inputs(self, run: ProcessingRun) -> None:
-        s3 = self.clients("s3")
+        stores = self._stores()
         for item in run.request.get("ProcessingInputs") or []:
             source = item.get("S3Input")
             if not source:
                 continue
             dest = Path(run.local(source["LocalPath"]))
             dest.mkdir(parents=True, exist_ok=True)
-            bucket, _, prefix = source["S3Uri"][len("s3://") :].partition("/")
-            count = 0
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-                for obj in page.get("Contents", []):
-                    rel = obj["Key"][len(prefix) :].lstrip("/") or obj["Key"].rsplit("/", 1)[-1]
-                    target = dest / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    s3.download_file(bucket, obj["Key"], str(target))
-                    count += 1
+            count = get_tree(*stores.parse(source["S3Uri"], directory=False), dest)
             if count == 0:
                 raise ValueError(
                     f"ProcessingInput {item.get('InputName')}: no objects under {source['S3Uri']}"
@@ -253,16 +249,13 @@ class ProcessingJobs:
             proc.wait()
 
     def _upload_outputs(self, run: ProcessingRun) -> None:
-        s3 = self.clients("s3")
+        stores = self._stores()
         for item in (run.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
             target = item.get("S3Output")
             if not target:
                 continue
             local = Path(run.local(target["LocalPath"]))
-            bucket, _, prefix = target["S3Uri"][len("s3://") :].partition("/")
-            for path in sorted(p for p in local.rglob("*") if p.is_file()):
-                key = f"{prefix.rstrip('/')}/{path.relative_to(local).as_posix()}".lstrip("/")
-                s3.upload_file(str(path), bucket, key)
+            put_tree(*stores.parse(target["S3Uri"]), local_files(local))
 
     # -- API
     def stop(self, name: str) -> bool:

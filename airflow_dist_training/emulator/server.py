@@ -10,6 +10,9 @@ What the emulator adds, by wrapping moto's SageMaker response handlers:
 - ``StopTrainingJob`` (moto has none): SIGTERM to the hosts, SIGKILL after a grace period, ``Stopped``;
 - ``CreateProcessingJob`` / ``StopProcessingJob``: run under the processing contract
   (:mod:`airflow_dist_training.emulator.processing`);
+- ``CreateHyperParameterTuningJob`` / ``StopHyperParameterTuningJob`` /
+  ``ListTrainingJobsForHyperParameterTuningJob``: tuning jobs whose training jobs really run
+  (:mod:`airflow_dist_training.emulator.tuning`);
 - FSx for Lustre: moto's file systems completed (lifecycle, ``MountName``, network interface),
   data repository associations and tasks that move real data, and FSx training channels that read
   the file system's folder (:mod:`airflow_dist_training.emulator.fsx`);
@@ -38,12 +41,21 @@ from airflow_dist_training.emulator.faults import Faults
 from airflow_dist_training.emulator.fsx import FileSystems, FSxError
 from airflow_dist_training.emulator.processing import ProcessingJobs
 from airflow_dist_training.emulator.training import TrainingJobs
+from airflow_dist_training.emulator.tuning import (
+    TuningJobs,
+    sample_configurations,
+    training_job_name,
+    training_request,
+)
 
 log = logging.getLogger(__name__)
 REGION = "us-east-1"
 _ACTIVE: Emulator | None = None
 _PATCH_LOCK = threading.Lock()
 _PATCHED = False
+# the user agent of the emulator's own SageMaker calls (a tuning job's training jobs): neither
+# counted in ``sagemaker_calls`` nor throttled, as SageMaker's own calls are not the user's
+INTERNAL_AGENT = "adt-emulator-internal"
 
 
 class Emulator:
@@ -80,6 +92,7 @@ class Emulator:
         self.training: TrainingJobs | None = None
         self.processing: ProcessingJobs | None = None
         self.fsx: FileSystems | None = None
+        self.tuning: TuningJobs | None = None
 
     # -- lifecycle
     @property
@@ -109,6 +122,7 @@ class Emulator:
         self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
         self.processing = ProcessingJobs(self.root, self.client)
         self.fsx = FileSystems(self.root, self.client, REGION)
+        self.tuning = self._tuning_jobs()
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="emulator-server", daemon=True
         )
@@ -126,6 +140,8 @@ class Emulator:
     def stop(self) -> None:
         """Stop every job (their processes are gone when this returns), then the server."""
         global _ACTIVE
+        if self.tuning is not None:
+            self.tuning.shutdown()
         if self.training is not None:
             self.training.shutdown()
         if self.processing is not None:
@@ -154,6 +170,9 @@ class Emulator:
         """Stop every job and clear all state (moto's ``/moto-api/reset`` plus the emulator's)."""
         from moto.moto_api._internal.models import moto_api_backend
 
+        if self.tuning is not None:
+            self.tuning.shutdown()
+            self.tuning = self._tuning_jobs()
         if self.training is not None:
             self.training.shutdown()
             self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
@@ -171,21 +190,42 @@ class Emulator:
         moto_api_backend.reset()
 
     # -- clients of the endpoint itself (logs, S3 for the jobs)
-    def client(self, service: str) -> Any:
+    def client(self, service: str, *, internal: bool = False) -> Any:
+        """A client of this endpoint; ``internal``: the emulator's own calls (``INTERNAL_AGENT``)."""
+        key = f"{service}:internal" if internal else service
         with self._clients_lock:
-            if service not in self._clients:
+            if key not in self._clients:
                 import boto3
                 from botocore.config import Config
 
-                self._clients[service] = boto3.session.Session().client(
+                self._clients[key] = boto3.session.Session().client(
                     service,
                     region_name=REGION,
                     endpoint_url=self.endpoint,
                     aws_access_key_id="emulator",
                     aws_secret_access_key="emulator",
-                    config=Config(retries={"mode": "standard", "max_attempts": 5}),
+                    config=Config(
+                        retries={"mode": "standard", "max_attempts": 5},
+                        user_agent_extra=INTERNAL_AGENT if internal else None,
+                    ),
                 )
-            return self._clients[service]
+            return self._clients[key]
+
+    def _tuning_jobs(self) -> TuningJobs:
+        """Tuning jobs launch their training jobs through this endpoint's own CreateTrainingJob."""
+
+        def record(name: str) -> Any:
+            run = self.training.get(name) if self.training is not None else None
+            return run.record if run is not None else None
+
+        def sagemaker() -> Any:
+            return self.client("sagemaker", internal=True)
+
+        return TuningJobs(
+            create_training_job=lambda request: sagemaker().create_training_job(**request),
+            stop_training_job=lambda name: sagemaker().stop_training_job(TrainingJobName=name),
+            training_record=record,
+        )
 
     # -- faults and state
     def inject(self, fault: str, **params: Any) -> dict[str, Any]:
@@ -218,10 +258,20 @@ class Emulator:
     def state(self) -> dict[str, Any]:
         training = self.training.runs if self.training else {}
         processing = self.processing.runs if self.processing else {}
+        tuning = self.tuning.runs if self.tuning else {}
         return {
             "endpoint": self.endpoint,
             "training_jobs": {n: r.record.training_job_status for n, r in training.items()},
             "processing_jobs": {n: r.record.processing_job_status for n, r in processing.items()},
+            # per tuning job: its status, training jobs, and the most of them seen running at once
+            "tuning_jobs": {
+                n: {
+                    "status": r.record.hyper_parameter_tuning_job_status,
+                    "training_jobs": [name for name, _ in r.jobs],
+                    "max_running": r.max_running,
+                }
+                for n, r in tuning.items()
+            },
             "fsx_tasks": {t: v["Lifecycle"] for t, v in (self.fsx.tasks.items() if self.fsx else ())},
             "throttled_calls": self.faults.throttled_calls,
             # every SageMaker API request received since the last reset (throttled ones too), by
@@ -242,6 +292,8 @@ class _EmulatorApp:
         if path.startswith("/_emulator/"):
             return self._admin(path, environ, start_response)
         target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if INTERNAL_AGENT in str(environ.get("HTTP_USER_AGENT", "")):
+            return self.inner(environ, start_response)
         if target.startswith("SageMaker."):
             with self.emulator._calls_lock:
                 self.emulator.sagemaker_calls[target.removeprefix("SageMaker.")] += 1
@@ -366,6 +418,62 @@ def _sagemaker_stop_processing_job(self: Any) -> Any:
     return EmptyResult()
 
 
+def _sagemaker_create_tuning_job(self: Any) -> Any:
+    from moto.sagemaker.exceptions import ValidationError
+
+    emu = _ACTIVE
+    if emu is None or emu.tuning is None or emu.training is None:
+        return _ORIGINALS["create_tuning"](self)
+    request = json.loads(self.body)
+    name = str(request.get("HyperParameterTuningJobName"))
+    if "TrainingJobDefinition" not in request:
+        raise ValidationError("the emulator runs tuning jobs with one TrainingJobDefinition")
+    config = request.get("HyperParameterTuningJobConfig") or {}
+    objective = (config.get("HyperParameterTuningJobObjective") or {}).get("MetricName")
+    metrics = request["TrainingJobDefinition"].get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
+    if objective not in {m.get("Name") for m in metrics}:  # SageMaker's own answer
+        raise ValidationError(
+            "A metric is required for this hyperparameter tuning job objective. "
+            "Provide a metric in the metric definitions."
+        )
+    first = sample_configurations(config.get("ParameterRanges") or {}, str(config.get("Strategy")), 1, 0)
+    if not first:
+        raise ValidationError("ParameterRanges: Grid needs at least one categorical range")
+    try:  # the training jobs must be able to run here, before anything is recorded
+        emu.training.check(training_request(request, training_job_name(name, 1), first[0]))
+    except Exception as exc:  # LocalRequestError
+        raise ValidationError(f"the emulator cannot run this tuning job's training jobs: {exc}") from None
+    result = _ORIGINALS["create_tuning"](self)  # ResourceInUse for a duplicate name (moto's)
+    emu.tuning.start(self.sagemaker_backend.hyper_parameter_tuning_jobs[name], request)
+    return result
+
+
+def _sagemaker_stop_tuning_job(self: Any) -> Any:
+    from moto.core.responses import EmptyResult
+    from moto.sagemaker.exceptions import ValidationError
+
+    emu = _ACTIVE
+    name = self._get_param("HyperParameterTuningJobName")
+    jobs = self.sagemaker_backend.hyper_parameter_tuning_jobs
+    if name not in jobs:
+        raise ValidationError(f"Requested resource not found: hyperparameter tuning job {name}")
+    if emu is None or emu.tuning is None or not emu.tuning.stop(name):
+        status = jobs[name].hyper_parameter_tuning_job_status
+        raise ValidationError(f"The request was rejected because the tuning job is in status {status}.")
+    return EmptyResult()
+
+
+def _sagemaker_list_tuning_training_jobs(self: Any) -> Any:
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.exceptions import ValidationError
+
+    emu = _ACTIVE
+    name = self._get_param("HyperParameterTuningJobName")
+    if emu is None or emu.tuning is None or emu.tuning.get(name) is None:
+        raise ValidationError(f"Requested resource not found: hyperparameter tuning job {name}")
+    return ActionResult(emu.tuning.list_training_jobs(name, json.loads(self.body or "{}")))
+
+
 def _fsx_state() -> FileSystems | None:
     return _ACTIVE.fsx if _ACTIVE is not None else None
 
@@ -432,12 +540,18 @@ def _install_patches() -> None:
     _ORIGINALS["create_training"] = SageMakerResponse.create_training_job
     _ORIGINALS["create_processing"] = SageMakerResponse.create_processing_job
     _ORIGINALS["stop_processing"] = SageMakerResponse.stop_processing_job
+    _ORIGINALS["create_tuning"] = SageMakerResponse.create_hyper_parameter_tuning_job
     _install_fsx_patches()
     _jobs_start_in_progress()
     SageMakerResponse.create_training_job = _sagemaker_create_training_job  # type: ignore[method-assign]
     SageMakerResponse.stop_training_job = _sagemaker_stop_training_job  # type: ignore[attr-defined]
     SageMakerResponse.create_processing_job = _sagemaker_create_processing_job  # type: ignore[method-assign]
     SageMakerResponse.stop_processing_job = _sagemaker_stop_processing_job  # type: ignore[method-assign]
+    SageMakerResponse.create_hyper_parameter_tuning_job = _sagemaker_create_tuning_job  # type: ignore[method-assign]
+    SageMakerResponse.stop_hyper_parameter_tuning_job = _sagemaker_stop_tuning_job  # type: ignore[attr-defined]
+    SageMakerResponse.list_training_jobs_for_hyper_parameter_tuning_job = (  # type: ignore[attr-defined]
+        _sagemaker_list_tuning_training_jobs
+    )
     _PATCHED = True
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from airflow_dist_training.checkpoints.uris import file_uri_path
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.storage.location import file_uri_path
 
 _SKIPPED_PARTS = frozenset({"__pycache__", ".git", ".venv"})
 

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.storage.location import split_uri
 
 SCHEMA_VERSION = "1"
 EVALUATION_FILE_NAME = "evaluation.json"
@@ -200,7 +201,7 @@ def load_evaluation_file(path: str) -> EvaluationResult:
     """Read and validate a local ``evaluation.json`` (a path or a ``file://`` URI)."""
     from pathlib import Path
 
-    local = path[len("file://") :] if path.startswith("file://") else path
+    local = split_uri(path)[2]
     try:
         raw = Path(local).read_bytes()
     except FileNotFoundError:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.storage.location import split_uri
 
 TASK_TYPES = ("IMPORT_METADATA_FROM_REPOSITORY", "EXPORT_TO_REPOSITORY", "RELEASE_DATA_FROM_FILESYSTEM")
 TASK_TYPE_ALIASES = {
@@ -23,15 +24,15 @@ AUTO_EVENTS = ("NEW", "CHANGED", "DELETED")
 REPORT_FORMAT = "REPORT_CSV_20191124"
 DEPLOYMENT_TYPES = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
 _THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
-_S3 = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(/.*)?$")
+_S3 = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 
 
 def parse_s3_uri(uri: str, field: str = "s3_uri") -> tuple[str, str]:
     """``s3://bucket/a/b`` -> ``("bucket", "a/b")``; a clear error for anything else."""
-    match = _S3.match(uri or "")
-    if not match:
+    if not _S3.match(uri or ""):
         raise SpecValidationError([(field, f"{uri!r} is not an S3 URI like s3://bucket/prefix/")])
-    return match.group(1), (match.group(2) or "/").lstrip("/")
+    _, bucket, key = split_uri(uri)
+    return bucket, key.lstrip("/")
 
 
 def normalize_s3_prefix(uri: str, field: str = "s3_uri") -> str:

@@ -18,13 +18,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_dist_training.hooks.aws import AwsConnectionMixin, task_region
 from airflow_dist_training.job_states import SUCCESS_STATES
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.backends import BackendRecord, backend_record
 from airflow_dist_training.spec.training import TrainingJobSpec
+
+if TYPE_CHECKING:
+    from airflow_dist_training.planning import RunPlan
 
 
 class TrainingBackend(Protocol):
@@ -353,7 +356,7 @@ def plan_on_backend(
     region_name: str | None = None,
     base_dir: str | None = None,
     **plan_kwargs: Any,
-) -> dict[str, Any]:
+) -> RunPlan:
     """The plan task: ``planning.plan_run`` on the configured backend, in the task's region.
 
     The region is the one rule every task uses (``hooks/aws.task_region``); a local plan needs

@@ -1,9 +1,9 @@
-"""Checkpoint store I/O over S3 (through the Amazon provider's ``AwsBaseHook``) and local paths.
+"""Checkpoint semantics over the storage protocol (S3, local paths, any registered store).
 
 Decisions (complete / latest / best / retention) live in :mod:`airflow_dist_training.checkpoints`;
 this module only fetches the facts and carries out the plan.
 
-Cost model, for a checkpoint root with N checkpoints of F files each:
+Cost model (S3 calls; every store does the same operations), for a root with N checkpoints of F files each:
 
 * ``latest_complete``: one GET of the ``_LATEST.json`` hint written by
   :class:`~airflow_dist_training.checkpointing.CheckpointWriter`, one ``ListObjectsV2`` for steps
@@ -20,20 +20,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import shutil
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_dist_training.aws_errors import error_code, http_status, is_access_denied, s3_permission_error
 from airflow_dist_training.checkpointing import (
     LATEST_HINT_NAME,
     MANIFEST_NAME,
@@ -49,20 +42,20 @@ from airflow_dist_training.checkpoints.selection import (
     completeness_problems,
     select_checkpoint,
 )
-from airflow_dist_training.checkpoints.uris import Location, parse_location
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.storage import StoreOptions, Stores, copy_between
+from airflow_dist_training.storage.location import Location
 
 PROMOTED_NAME = "_PROMOTED.json"
-DELETE_BATCH = 1000
-_MULTIPART_COPY_THRESHOLD = 5 * 1024**3
+
 
 def _now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class CheckpointHook(AwsConnectionMixin, BaseHook):
-    """Find, inspect, copy, promote and prune checkpoints under an S3 or local location.
+    """Find, inspect, copy, promote and prune checkpoints in any store (:mod:`airflow_dist_training.storage`).
 
     :param aws_conn_id: Airflow AWS connection used for ``s3://`` locations (None: boto3 defaults).
     :param region_name: AWS region; defaults to the connection's region.
@@ -87,192 +80,34 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
     ) -> None:
         super().__init__()
         self._set_aws_connection(aws_conn_id, region_name, botocore_config=botocore_config)
-        self.verify_region = verify_region
         self.max_workers = max_workers
-        self.api_calls: Counter[str] = Counter()  # S3 operation name -> calls made by this hook
-        self._checked_buckets: set[str] = set()
-        self._lock = threading.Lock()
+        self.stores = Stores(StoreOptions(aws_conn_id, region_name, botocore_config, verify_region=verify_region))
 
-    # ------------------------------------------------------------------ clients and errors
-    @cached_property
+    @property
+    def _s3(self) -> Any:
+        return self.stores(Location("s3", "", ""))
+
+    @property
     def s3_client(self) -> Any:
-        client = self.aws_client("s3")
-        client.meta.events.register("before-call.s3", self._count_call)
-        return client
+        return self._s3.client
 
-    def _count_call(self, model: Any = None, **_: Any) -> None:
-        with self._lock:
-            self.api_calls[getattr(model, "name", "?")] += 1
+    @property
+    def api_calls(self) -> Counter[str]:
+        """S3 operation name -> calls made by this hook."""
+        return self._s3.api_calls  # type: ignore[no-any-return]
 
     @property
     def total_calls(self) -> int:
         return sum(self.api_calls.values())
 
-    @contextmanager
-    def _s3_errors(self, operation: str, uri: str) -> Iterator[None]:
-        from botocore.exceptions import ClientError
-
-        try:
-            yield
-        except ClientError as exc:
-            code = error_code(exc)
-            if is_access_denied(exc) or (http_status(exc) == 403 and code != "SignatureDoesNotMatch"):
-                raise s3_permission_error(exc, operation=operation, uri=uri, conn_id=self.aws_conn_id) from None
-            if code == "NoSuchBucket":
-                raise SpecValidationError([("uri", f"{uri}: bucket does not exist")]) from None
-            if code in (
-                "PermanentRedirect",
-                "AuthorizationHeaderMalformed",
-                "IllegalLocationConstraintException",
-            ):
-                bucket = uri[5:].split("/", 1)[0]
-                region = exc.response.get("Error", {}).get("Region") or "another region"
-                raise SpecValidationError([("uri", self._region_message(uri, bucket, str(region)))]) from None
-            raise
-
-    def _region_message(self, uri: str, bucket: str, bucket_region: str) -> str:
-        return (
-            f"{uri}: bucket {bucket} is in region {bucket_region}, but connection {self.aws_conn_id!r} "
-            f"uses region {self._client_region}; use a connection (or region_name) in {bucket_region}, "
-            f"or a bucket in {self._client_region}"
-        )
-
-    @property
-    def _client_region(self) -> str:
-        return str(self.s3_client.meta.region_name or "us-east-1")
-
-    def _check_bucket(self, loc: Location) -> None:
-        if not self.verify_region or loc.bucket in self._checked_buckets:
-            return
-        with self._s3_errors("GetBucketLocation", loc.uri):
-            response = self.s3_client.get_bucket_location(Bucket=loc.bucket)
-        region = response.get("LocationConstraint") or "us-east-1"
-        region = {"EU": "eu-west-1"}.get(region, region)
-        if region != self._client_region:
-            raise SpecValidationError([("uri", self._region_message(loc.uri, loc.bucket, region))])
-        self._checked_buckets.add(loc.bucket)
-
     def _loc(self, uri: str, field: str = "uri") -> Location:
-        loc = parse_location(uri, field)
-        if loc.is_s3:
-            self._check_bucket(loc)
-        return loc
-
-    # ------------------------------------------------------------------ primitives (S3 / local)
-    def _list_dirs(self, loc: Location, name_prefix: str = "", start_after: str | None = None) -> list[str]:
-        """Names of sub directories of ``loc`` starting with ``name_prefix`` (one level)."""
-        if not loc.is_s3:
-            if not os.path.isdir(loc.prefix):
-                return []
-            with os.scandir(loc.prefix) as entries:
-                names = [e.name for e in entries if e.is_dir() and e.name.startswith(name_prefix)]
-            return sorted(n for n in names if start_after is None or loc.key(n) > start_after)
-        kwargs: dict[str, Any] = {"Bucket": loc.bucket, "Prefix": loc.prefix + name_prefix, "Delimiter": "/"}
-        if start_after is not None:
-            kwargs["StartAfter"] = start_after
-        names = []
-        paginator = self.s3_client.get_paginator("list_objects_v2")
-        with self._s3_errors("ListObjectsV2", loc.uri):
-            for page in paginator.paginate(**kwargs):
-                for cp in page.get("CommonPrefixes", []):
-                    names.append(cp["Prefix"][len(loc.prefix) :].rstrip("/"))
-        return names
-
-    def _list_tree(self, loc: Location) -> dict[str, tuple[int, float]]:
-        """Every file under ``loc``: relative path -> (size, modified epoch seconds)."""
-        if not loc.is_s3:
-            base = Path(loc.prefix)
-            if not base.is_dir():
-                return {}
-            out = {}
-            for path in base.rglob("*"):
-                if path.is_file():
-                    st = path.stat()
-                    out[path.relative_to(base).as_posix()] = (st.st_size, st.st_mtime)
-            return out
-        out = {}
-        paginator = self.s3_client.get_paginator("list_objects_v2")
-        with self._s3_errors("ListObjectsV2", loc.uri):
-            for page in paginator.paginate(Bucket=loc.bucket, Prefix=loc.prefix):
-                for obj in page.get("Contents", []):
-                    rel = obj["Key"][len(loc.prefix) :]
-                    out[rel] = (int(obj["Size"]), obj["LastModified"].timestamp())
-        return out
+        return self.stores.parse(uri, field)[1]
 
     def _read(self, loc: Location, name: str) -> tuple[bytes, float] | None:
-        """Bytes and modified time of file ``name`` under ``loc``, or None when it does not exist."""
-        if not loc.is_s3:
-            path = Path(loc.key(name))
-            try:
-                return path.read_bytes(), path.stat().st_mtime
-            except FileNotFoundError:
-                return None
-        from botocore.exceptions import ClientError
+        return self.stores(loc).read(loc.join(name))
 
-        try:
-            with self._s3_errors("GetObject", loc.file_uri(name)):
-                response = self.s3_client.get_object(Bucket=loc.bucket, Key=loc.key(name))
-        except ClientError as exc:
-            if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
-                return None
-            raise
-        return response["Body"].read(), response["LastModified"].timestamp()
-
-    def _write(self, loc: Location, name: str, body: bytes) -> None:
-        if not loc.is_s3:
-            path = Path(loc.key(name))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            tmp.write_bytes(body)
-            os.replace(tmp, path)
-            return
-        with self._s3_errors("PutObject", loc.file_uri(name)):
-            self.s3_client.put_object(Bucket=loc.bucket, Key=loc.key(name), Body=body)
-
-    def _delete_files(self, loc: Location, names: Sequence[str]) -> int:
-        """Delete files (paths relative to ``loc``); S3 in ``DeleteObjects`` batches of 1000."""
-        if not loc.is_s3:
-            for name in names:
-                Path(loc.key(name)).unlink(missing_ok=True)
-            return len(names)
-        keys = [loc.key(n) for n in names]
-        for start in range(0, len(keys), DELETE_BATCH):
-            batch = keys[start : start + DELETE_BATCH]
-            with self._s3_errors("DeleteObjects", loc.uri):
-                response = self.s3_client.delete_objects(
-                    Bucket=loc.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
-                )
-            errors = response.get("Errors") or []
-            if errors:
-                first = errors[0]
-                uri = f"s3://{loc.bucket}/{first.get('Key')}"
-                if first.get("Code") == "AccessDenied":
-                    raise s3_permission_error(
-                        RuntimeError(first.get("Message")), operation="DeleteObjects", uri=uri, conn_id=self.aws_conn_id
-                    )
-                raise RuntimeError(f"{len(errors)} objects not deleted, first {uri}: {first.get('Message')}")
-        return len(keys)
-
-    def _copy_file(self, src: Location, dst: Location, name: str, size: int) -> None:
-        if src.is_s3 and dst.is_s3:
-            source = {"Bucket": src.bucket, "Key": src.key(name)}
-            with self._s3_errors("CopyObject", src.file_uri(name)):
-                if size >= _MULTIPART_COPY_THRESHOLD:
-                    self.s3_client.copy(source, dst.bucket, dst.key(name))
-                else:
-                    self.s3_client.copy_object(CopySource=source, Bucket=dst.bucket, Key=dst.key(name))
-        elif src.is_s3:
-            target = Path(dst.key(name))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with self._s3_errors("GetObject", src.file_uri(name)):
-                self.s3_client.download_file(src.bucket, src.key(name), str(target))
-        elif dst.is_s3:
-            with self._s3_errors("PutObject", dst.file_uri(name)):
-                self.s3_client.upload_file(src.key(name), dst.bucket, dst.key(name))
-        else:
-            target = Path(dst.key(name))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src.key(name), target)
+    def _list_tree(self, loc: Location) -> dict[str, tuple[int, float]]:
+        return self.stores(loc).list_tree(loc)
 
     def _parallel(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         items = list(items)
@@ -332,7 +167,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         present: dict[str, int],
         modified: float | None,
     ) -> CheckpointInfo:
-        problems = completeness_problems(manifest, present, loc.uri if loc.is_s3 else loc.uri + "/")
+        problems = completeness_problems(manifest, present, loc.uri.rstrip("/") + "/")
         if manifest.get("step") != step:
             problems.append(
                 f"{loc.file_uri(MANIFEST_NAME)}: manifest step {manifest.get('step')} != directory step {step}"
@@ -366,13 +201,13 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         checked: set[int] = set()
         if use_hint and (hint := self._read_hint(root)) is not None:
             # Only steps after the hint: StartAfter skips every key up to step-<hint>0 ("/" < "0").
-            newer = self._list_dirs(root, "step-", start_after=root.key(checkpoint_dir_name(hint)) + "0")
+            newer = self.stores(root).list_dirs(root, "step-", start_after=checkpoint_dir_name(hint) + "0")
             candidates = [s for s in self._steps(root, newer) if s[0] > hint]
             candidates.append((hint, root.child(checkpoint_dir_name(hint)).uri))
             found = self._first_complete(root, candidates, checked)
             if found is not None:
                 return found
-        steps = [s for s in self._steps(root, self._list_dirs(root, "step-")) if s[0] not in checked]
+        steps = [s for s in self._steps(root, self.stores(root).list_dirs(root, "step-")) if s[0] not in checked]
         return self._first_complete(root, steps, checked)
 
     def _first_complete(
@@ -430,11 +265,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             top, _, rest = rel.partition("/")
             if rest and parse_step(top) in wanted:
                 (manifests if rest == MANIFEST_NAME else names).append(rel)
-        deleted = self._delete_files(root, manifests) + self._delete_files(root, names)
-        if not root.is_s3:
-            for step in wanted:
-                shutil.rmtree(root.key(checkpoint_dir_name(step)), ignore_errors=True)
-        return deleted
+        return self.stores(root).delete(root, manifests) + self.stores(root).delete(root, names)
 
     def read_promotions(self, root_uri: str) -> dict[str, Any]:
         """The ``_PROMOTED.json`` record at the root (``{"current": ..., "history": [...]}``)."""
@@ -490,13 +321,18 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
                 info.manifest, {p: s for p, (s, _) in self._list_tree(dst).items()}, dst.uri
             ):
                 return self._target_info(dst, info)
-            self._delete_files(dst, [MANIFEST_NAME])  # target is incomplete from here on
+            self.stores(dst).delete(dst, [MANIFEST_NAME])  # target is incomplete from here on
         files = {e["path"]: int(e["size"]) for e in info.manifest["files"]}
-        self._parallel(lambda item: self._copy_file(src, dst, item[0], item[1]), files.items())
+        src_store, dst_store = self.stores(src), self.stores(dst)
+
+        def copy(name: str, size: int) -> None:
+            copy_between(src_store, src.join(name), dst_store, dst.join(name), size)
+
+        self._parallel(lambda item: copy(*item), files.items())
         stale = [p for p in self._list_tree(dst) if p not in files and p != MANIFEST_NAME]
         if stale:
-            self._delete_files(dst, stale)
-        self._copy_file(src, dst, MANIFEST_NAME, 0)
+            dst_store.delete(dst, stale)
+        copy(MANIFEST_NAME, 0)
         return self._target_info(dst, info)
 
     @staticmethod
@@ -548,5 +384,5 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         record = self.read_promotions(root_uri)
         record["current"] = entry
         record["history"] = [*record["history"], entry]
-        self._write(root, PROMOTED_NAME, json.dumps(record, indent=2, sort_keys=True).encode())
+        self.stores(root).write(root.join(PROMOTED_NAME), json.dumps(record, indent=2, sort_keys=True).encode())
         return entry

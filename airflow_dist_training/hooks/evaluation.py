@@ -7,24 +7,18 @@ No module-level boto3 or Amazon-provider import: the AWS hook is built on first 
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
-import os
+import posixpath
 import shutil
 import subprocess
 import tarfile
-import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
-from airflow_dist_training.aws_errors import describe_error, error_code
-from airflow_dist_training.checkpoints.uris import file_uri_path
-from airflow_dist_training.checkpoints.uris import join_uri as join_uri
-from airflow_dist_training.checkpoints.uris import parent_uri as parent_uri
-from airflow_dist_training.checkpoints.uris import split_s3_uri as split_s3_uri
+from airflow_dist_training.aws_errors import describe_error
 from airflow_dist_training.errors import Problem, ScriptFailure, SpecValidationError, is_script_failure_reason
 from airflow_dist_training.evaluation.code import evaluation_code_files
 from airflow_dist_training.evaluation.processing import (
@@ -45,6 +39,10 @@ from airflow_dist_training.local.contract import last_error_line
 from airflow_dist_training.local.job_env import inherited_environ, job_python
 from airflow_dist_training.retry import PollTimeout
 from airflow_dist_training.sagemaker.job_kinds import PROCESSING
+from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores, get_tree, put_tree
+from airflow_dist_training.storage.location import Location, file_uri_path
+from airflow_dist_training.storage.location import join_uri as join_uri
+from airflow_dist_training.storage.location import parent_uri as parent_uri
 
 log = logging.getLogger(__name__)
 
@@ -72,26 +70,8 @@ def processing_failure(message: str, failure_reason: str | None) -> EvaluationSc
     return EvaluationScriptError(message)
 
 
-# URI helpers: one home in checkpoints/uris.py ("an S3 or local location"); importable from here as before
-local_path = file_uri_path
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class ArtifactStore(AwsConnectionMixin):
-    """Read and write small files by URI: a local path, ``file://...`` or ``s3://bucket/key``.
+    """Read and write small files by URI in any store: a local path, ``file://...``, ``s3://bucket/key``.
 
     :param aws_conn_id: Airflow connection for S3 (used only for ``s3://`` URIs).
     :param region_name: AWS region; defaults to the connection's.
@@ -99,103 +79,64 @@ class ArtifactStore(AwsConnectionMixin):
 
     def __init__(self, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
         self._set_aws_connection(aws_conn_id, region_name)
+        self.stores = Stores(StoreOptions(aws_conn_id, region_name))
 
-    @cached_property
-    def s3(self) -> Any:
-        return self.aws_client("s3")
+    def _file(self, uri: str) -> tuple[ObjectStore, Location]:
+        return self.stores.parse(uri, directory=False)
 
     def read_bytes(self, uri: str) -> bytes:
-        if uri.startswith("s3://"):
-            bucket, key = split_s3_uri(uri)
-            with _s3_errors(uri):
-                return bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        return local_path(uri).read_bytes()
+        store, loc = self._file(uri)
+        found = store.read(loc)
+        if found is None:
+            raise FileNotFoundError(f"{uri}: no such file")
+        return found[0]
 
     def write_bytes(self, uri: str, data: bytes, content_type: str = "application/octet-stream") -> str:
-        if uri.startswith("s3://"):
-            bucket, key = split_s3_uri(uri)
-            with _s3_errors(uri):
-                self.s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
-        else:
-            _atomic_write(local_path(uri), data)
+        store, loc = self._file(uri)
+        store.write(loc, data, content_type)
         return uri
 
     def write_text(self, uri: str, text: str, content_type: str = "text/plain; charset=utf-8") -> str:
         return self.write_bytes(uri, text.encode("utf-8"), content_type)
 
-    def upload_tree(self, local: Path, s3_prefix: str, pattern: str = "**/*") -> int:
-        """Upload the files of ``local`` matching ``pattern`` under ``s3_prefix``; returns the count.
-
-        Keys are relative to ``local``, so a retry overwrites the same objects."""
-        bucket, prefix = split_s3_uri(s3_prefix.rstrip("/") + "/")
-        count = 0
-        for path in sorted(local.glob(pattern)):
-            if path.is_file() and "__pycache__" not in path.parts:
-                key = prefix + path.relative_to(local).as_posix()
-                with _s3_errors(s3_prefix):
-                    self.s3.upload_file(str(path), bucket, key)
-                count += 1
-        return count
-
-    def upload_files(self, files: Sequence[tuple[Path, str]], s3_prefix: str) -> int:
-        """Upload ``(local file, relative key)`` pairs under ``s3_prefix``; returns the count."""
-        bucket, prefix = split_s3_uri(s3_prefix.rstrip("/") + "/")
-        for path, rel in files:
-            with _s3_errors(s3_prefix):
-                self.s3.upload_file(str(path), bucket, prefix + rel)
-        return len(files)
+    def upload_files(self, files: Sequence[tuple[Path, str]], prefix: str) -> int:
+        """Upload ``(local file, relative name)`` pairs under ``prefix``; returns the count."""
+        store, loc = self.stores.parse(prefix)
+        return put_tree(store, loc, files)
 
     def download(self, uri: str, dest: Path) -> Path:
-        """Copy a file (``s3://`` or local) to ``dest``."""
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if uri.startswith("s3://"):
-            bucket, key = split_s3_uri(uri)
-            self.s3.download_file(bucket, key, str(dest))
-        else:
-            shutil.copyfile(local_path(uri), dest)
+        """Copy one file to ``dest``."""
+        store, loc = self._file(uri)
+        store.get_file(loc, dest)
         return dest
 
     def download_prefix(self, uri: str, dest: Path) -> Path:
-        """Copy every object under an ``s3://`` prefix into ``dest``."""
-        bucket, prefix = split_s3_uri(uri.rstrip("/") + "/")
-        paginator = self.s3.get_paginator("list_objects_v2")
-        found = False
-        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
-            for obj in page.get("Contents", []):
-                rel = obj["Key"][len(prefix) :]
-                if not rel or rel.endswith("/"):
-                    continue
-                found = True
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                self.s3.download_file(bucket, obj["Key"], str(target))
-        if not found:
+        """Copy every file under a prefix into ``dest``."""
+        store, loc = self.stores.parse(uri)
+        if not get_tree(store, loc, dest):
             raise SpecValidationError([Problem("model_uri", f"no objects under {uri}")])
         return dest
 
+    def local_file(self, uri: str) -> Path | None:
+        """The path of ``uri`` when it is on this machine's file system, else None."""
+        store, loc = self._file(uri)
+        return store.local_path(loc)
+
     def load_evaluation(self, uri: str) -> EvaluationResult:
         """Read and validate an ``evaluation.json`` from any supported URI."""
-        if not uri.startswith("s3://"):
+        store, loc = self._file(uri)
+        if store.local_path(loc) is not None:
             return load_evaluation_file(uri)
         try:
-            raw = self.read_bytes(uri)
+            found = store.read(loc)
         except Exception as exc:  # botocore ClientError, NoCredentials, ...
             raise SpecValidationError(
                 [Problem("", f"cannot read: {describe_error(exc)}")], source=uri
             ) from None
+        if found is None:
+            raise SpecValidationError([Problem("", "cannot read: no such file")], source=uri)
+        raw = found[0]
         return parse_evaluation_text(raw, source=uri)
-
-
-@contextlib.contextmanager
-def _s3_errors(uri: str) -> Iterator[None]:
-    """A missing bucket is bad input, not a transient error: fail at once, naming it."""
-    try:
-        yield
-    except Exception as exc:
-        if error_code(exc) == "NoSuchBucket":
-            bucket = uri[len("s3://") :].split("/", 1)[0]
-            raise SpecValidationError([Problem("", f"bucket {bucket} does not exist")], source=uri) from None
-        raise
 
 
 def extract_archive(archive: Path, dest: Path) -> None:
@@ -229,14 +170,16 @@ class LocalEvaluationRunner:
         model_dir = work_dir / "model"
         if model_dir.exists():
             shutil.rmtree(model_dir)
-        if model_uri.startswith("s3://"):
+        path = self.store.local_file(model_uri)
+        if path is None:  # in a remote store
             if model_uri.endswith((".tar.gz", ".tgz", ".tar")):
-                archive = self.store.download(model_uri, work_dir / "download" / model_uri.rsplit("/", 1)[1])
+                archive = self.store.download(
+                    model_uri, work_dir / "download" / posixpath.basename(model_uri)
+                )
                 extract_archive(archive, model_dir)
             else:
                 self.store.download_prefix(model_uri, model_dir)
             return model_dir
-        path = local_path(model_uri)
         if path.is_dir():
             return path
         if path.is_file() and tarfile.is_tarfile(path):
@@ -249,7 +192,7 @@ class LocalEvaluationRunner:
     def stage_code(self, script: str, dependencies: Sequence[str], work_dir: Path) -> Path:
         """Copy the code the evaluation ships (``evaluation_code_files``) into ``<work_dir>/code``,
         as a processing job gets it; return the script's path there."""
-        script_path = local_path(script)
+        script_path = file_uri_path(script)
         files = evaluation_code_files(script_path, dependencies)
         code = work_dir / "code"
         if code.exists():
@@ -274,7 +217,7 @@ class LocalEvaluationRunner:
     ) -> Path:
         """Run the script over its shipped code (the ``*.py`` beside it and ``dependencies``, as on
         SageMaker: nothing else of its folder); return the path of the ``evaluation.json`` it wrote."""
-        if not local_path(script).is_file():
+        if not file_uri_path(script).is_file():
             raise SpecValidationError([Problem("script", f"{script} does not exist")])
         python, why = job_python(self.python)  # before anything is staged: a missing environment's error
         log.info("Evaluation Python: %s (%s)", python, why)

@@ -29,6 +29,7 @@ from airflow_dist_training.retraining.fingerprint import (
     s3_listing_entries,
     spec_hash,
 )
+from airflow_dist_training.storage.location import split_uri
 
 _CHUNK = 1 << 20
 _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
@@ -54,7 +55,7 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def _local(uri: str, base_dir: Path) -> Path:
-    path = Path(uri.removeprefix("file://")).expanduser()
+    path = Path(split_uri(uri)[2]).expanduser()
     return path if path.is_absolute() else base_dir / path
 
 
@@ -76,7 +77,7 @@ class FingerprintHook(AwsConnectionMixin):
     # -- listings ------------------------------------------------------------------------------
     def s3_entries(self, uri: str) -> list[Entry]:
         """Every object under an ``s3://bucket/prefix`` (one paginated listing)."""
-        bucket, _, prefix = uri[len("s3://") :].partition("/")
+        _, bucket, prefix = split_uri(uri)
         entries: list[Entry] = []
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             self.list_calls += 1
@@ -177,7 +178,7 @@ class FingerprintHook(AwsConnectionMixin):
         if uri.startswith("s3://"):
             import tempfile
 
-            bucket, _, key = uri[len("s3://") :].partition("/")
+            _, bucket, key = split_uri(uri)
             spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)
             self.s3.download_fileobj(bucket, key, spool)
             spool.seek(0)

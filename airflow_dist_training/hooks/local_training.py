@@ -24,6 +24,7 @@ from airflow.sdk import BaseHook
 
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.local.contract import LocalJobPlan
+from airflow_dist_training.local.hosts import available_cpus
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.training import S3Channel, TrainingJobSpec
@@ -38,12 +39,6 @@ def default_root() -> Path:
         return Path(os.environ["ADT_LOCAL_ROOT"]).expanduser()
     home = os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
     return Path(home) / "dist-training-local"
-
-
-def available_cpus() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _needs_s3(spec: TrainingJobSpec) -> bool:

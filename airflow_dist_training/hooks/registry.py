@@ -39,12 +39,9 @@ from airflow_dist_training.evaluation.registration import (
 )
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, load_evaluation_file
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.hooks.evaluation import (
-    ArtifactStore,
-    _atomic_write,
-    join_uri,
-    parent_uri,
-)
+from airflow_dist_training.hooks.evaluation import ArtifactStore
+from airflow_dist_training.storage import atomic_write
+from airflow_dist_training.storage.location import file_uri_path, join_uri, parent_uri
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +105,7 @@ class LocalModelRegistry:
 
     def __init__(self, root: str | Path, group: str, store: ArtifactStore | None = None) -> None:
         validate_group_name(group)
-        root_s = str(root)
-        self.root = Path(root_s[len("file://") :] if root_s.startswith("file://") else root_s)
+        self.root = file_uri_path(str(root))
         self.group = group
         self.store = store or ArtifactStore()
 
@@ -148,18 +144,10 @@ class LocalModelRegistry:
         return dict(data)
 
     def _write_index(self, index: Mapping[str, Any]) -> None:
-        _atomic_write(self.index_path, json.dumps(index, indent=2, sort_keys=True).encode("utf-8"))
+        atomic_write(self.index_path, json.dumps(index, indent=2, sort_keys=True).encode("utf-8"))
 
     def versions(self) -> list[dict[str, Any]]:
         return list(self._read_index()["versions"])
-
-    def get_version(self, version: int) -> dict[str, Any]:
-        for entry in self.versions():
-            if entry["version"] == version:
-                return entry
-        raise SpecValidationError(
-            [Problem("version", f"no version {version} in local registry group {self.group}")]
-        )
 
     def get_champion(self) -> Champion | None:
         approved = [v for v in self.versions() if v.get("approval_status") == APPROVED]
@@ -203,11 +191,7 @@ class LocalModelRegistry:
     ) -> dict[str, Any]:
         status = approval_status(decision, auto_approve)
         # Read (and validate) the evaluation before taking the lock or writing anything.
-        evaluation_bytes = (
-            self.store.read_bytes(evaluation_uri)
-            if evaluation_uri.startswith("s3://")
-            else Path(evaluation_uri.removeprefix("file://")).read_bytes()
-        )
+        evaluation_bytes = self.store.read_bytes(evaluation_uri)
         with self._locked():
             index = self._read_index()
             if client_token:
@@ -221,7 +205,7 @@ class LocalModelRegistry:
             version = max((int(v["version"]) for v in index["versions"]), default=0) + 1
             vdir = self.group_dir / "versions" / str(version)
             stored_eval = vdir / EVALUATION_FILE_NAME
-            _atomic_write(stored_eval, evaluation_bytes)
+            atomic_write(stored_eval, evaluation_bytes)
             audit_path = vdir / AUDIT_FILE_NAME
             now = _now()
             audit = build_audit_record(
@@ -237,7 +221,7 @@ class LocalModelRegistry:
                 package_id=f"{self.group}/{version}",
                 lineage=lineage,
             )
-            _atomic_write(audit_path, json.dumps(audit, indent=2, sort_keys=True).encode("utf-8"))
+            atomic_write(audit_path, json.dumps(audit, indent=2, sort_keys=True).encode("utf-8"))
             entry = {
                 "version": version,
                 "package_id": f"{self.group}/{version}",

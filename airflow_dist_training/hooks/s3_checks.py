@@ -13,11 +13,7 @@ from typing import Any
 from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.step_checks import S3Location
-
-
-def _split(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri[len("s3://") :].partition("/")
-    return bucket, key
+from airflow_dist_training.storage.location import split_uri
 
 
 def check_s3_locations(
@@ -27,7 +23,7 @@ def check_s3_locations(
     problems: list[Problem] = []
     buckets: dict[str, str | None] = {}  # bucket -> None (exists) or the problem text
     for loc in locations:
-        bucket, key = _split(loc.uri)
+        _, bucket, key = split_uri(loc.uri)
         if bucket not in buckets:
             buckets[bucket] = _head_bucket(s3, bucket, conn_id)
             if buckets[bucket] is not None:

@@ -25,9 +25,7 @@ What it adds over the provider's ``SageMakerHook``:
 
 from __future__ import annotations
 
-import io
 import os
-import tarfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -40,23 +38,24 @@ from airflow_dist_training.aws_errors import is_capacity_failure
 from airflow_dist_training.aws_errors import permission_error as permission_error
 from airflow_dist_training.errors import (
     CapacityError,
-    SpecValidationError,
     TrainingJobError,
     training_job_error,
 )
-from airflow_dist_training.hooks import cloudwatch_logs as _logs
 from airflow_dist_training.hooks.aws import cached_aws_hook
-
-# the tail's cursor, events and merge live in hooks/cloudwatch_logs.py (shared with the triggers)
-from airflow_dist_training.hooks.cloudwatch_logs import LogCursor as LogCursor
-from airflow_dist_training.hooks.cloudwatch_logs import LogEvent as LogEvent
-from airflow_dist_training.hooks.cloudwatch_logs import merge_log_events as merge_log_events
 from airflow_dist_training.hooks.sagemaker_jobs import TAG_STOP_REQUESTED as TAG_STOP_REQUESTED
 from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
 from airflow_dist_training.hooks.sagemaker_jobs import JobAlreadyExistsError as JobAlreadyExistsError
 from airflow_dist_training.job_states import STOPPABLE_STATES, STOPPED_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
+from airflow_dist_training.sagemaker import log_tail as _logs
 from airflow_dist_training.sagemaker.job_kinds import TRAINING
+
+# the tail's cursor, events and merge live in sagemaker/log_tail.py (shared with the triggers)
+from airflow_dist_training.sagemaker.log_tail import LogCursor as LogCursor
+from airflow_dist_training.sagemaker.log_tail import LogEvent as LogEvent
+from airflow_dist_training.sagemaker.log_tail import merge_log_events as merge_log_events
+from airflow_dist_training.source_archive import pack_source_dir
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -68,10 +67,6 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------
 
 LOG_GROUP = str(TRAINING.log_group)
-TAG_RUN_IDENTITY = "airflow-dist-training:run-identity"
-TAG_GENERATION = "airflow-dist-training:generation"
-
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,10 +140,6 @@ def result_from_description(description: Mapping[str, Any]) -> TrainingResult:
     )
 
 
-def tags_of(description: Mapping[str, Any]) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in description.get("Tags") or [] if "Key" in t}
-
-
 def error_for_terminal_state(
     description: Mapping[str, Any], *, stop_requested: bool = False
 ) -> TrainingJobError:
@@ -184,52 +175,6 @@ def error_for_terminal_state(
     )
 
 
-def pack_source_dir(source_dir: str | os.PathLike[str], dependencies: Sequence[str] = ()) -> bytes:
-    """A reproducible ``sourcedir.tar.gz`` of a local directory (files at the archive root), for
-    SageMaker and the local backend alike. Each of ``dependencies`` (spec ``source.dependencies``)
-    goes in at the root under its own name, as the SageMaker SDK packs them.
-
-    Sorted entries, zeroed mtimes and owners: the same directory always gives the same bytes, so a
-    retry re-uploads an identical object.
-    """
-    import gzip
-
-    root = Path(source_dir)
-    if not root.is_dir():
-        raise SpecValidationError([("source.source_dir", f"{root} is not a directory")])
-    entries = [(path, path.relative_to(root)) for path in sorted(root.rglob("*"))]
-    for index, dependency in enumerate(dependencies):
-        dep = Path(dependency)
-        field = f"source.dependencies[{index}]"
-        if not dep.exists():
-            raise SpecValidationError([(field, f"{dep} does not exist")])
-        if (root / dep.name).exists():
-            raise SpecValidationError([(field, f"{dep.name} is in source_dir {root} too: one would hide the other")])
-        entries.append((dep, Path(dep.name)))
-        if dep.is_dir():
-            entries += [(path, Path(dep.name) / path.relative_to(dep)) for path in sorted(dep.rglob("*"))]
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path, rel in entries:
-            if any(part in {"__pycache__", ".git", ".venv"} for part in rel.parts):
-                continue
-            info = tar.gettarinfo(str(path), arcname=rel.as_posix())
-            info.mtime = 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            if path.is_file():
-                with path.open("rb") as fh:
-                    tar.addfile(info, fh)
-            else:
-                tar.addfile(info)
-    return gzip.compress(raw.getvalue(), mtime=0)
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    if not uri.startswith("s3://"):
-        raise ValueError(f"not an s3:// URI: {uri}")
-    bucket, _, key = uri[5:].partition("/")
-    return bucket, key
 
 
 def _fault_point(name: str) -> None:
@@ -462,7 +407,7 @@ class _TrainingHookMethods(SageMakerApi):
         self.log.info("Uploaded %s to %s (%d bytes)", path, s3_uri, len(body))
 
     def _put_object(self, body: bytes, s3_uri: str, kms_key: str | None) -> None:
-        bucket, key = split_s3_uri(s3_uri)
+        _, bucket, key = split_uri(s3_uri)
         extra: dict[str, Any] = {}
         if kms_key:
             extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}

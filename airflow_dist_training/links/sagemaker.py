@@ -21,6 +21,8 @@ from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
 
+from airflow_dist_training.storage.location import split_uri
+
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
     from airflow.sdk.types import TaskInstanceKey
@@ -35,7 +37,7 @@ def s3_console_url(uri: str | None, region: str) -> str:
     """``s3://bucket/prefix`` -> the S3 console page of that prefix (empty for other schemes)."""
     if not uri or not uri.startswith("s3://"):
         return ""
-    bucket, _, key = uri[5:].partition("/")
+    _, bucket, key = split_uri(uri)
     if key and not key.endswith("/"):
         key += "/"
     return f"https://s3.console.aws.amazon.com/s3/buckets/{bucket}?region={region}&prefix={quote(key)}"

@@ -1,7 +1,7 @@
 """The SageMaker training-container contract, mapped onto one machine (pure: no I/O, no torch, no boto3).
 
 Runs execute the CreateTrainingJob request: ``local/submit.py`` builds it with the SageMaker
-planner after :func:`validate_local`, and ``local/executor.py`` plans it per host into a
+planner after :func:`validate_local`, and ``local/request_plan.py`` plans it per host into a
 :class:`LocalJobPlan` with :class:`HostFacts` / :func:`host_env` / :class:`HostLayout` /
 :func:`config_files` from here: the ``/opt/ml`` tree of every simulated host under
 ``<root>/<job>/``, the config files, the full ``SM_*`` environment of every host and the user
@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from airflow_dist_training.checkpoints.uris import Store, local_path
 from airflow_dist_training.errors import KILLED_BY_SIGKILL, Problem
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
 from airflow_dist_training.sagemaker.strategies import LocalRun, record_for
@@ -49,6 +48,7 @@ from airflow_dist_training.spec.training import (
     Strategy,
     TrainingJobSpec,
 )
+from airflow_dist_training.storage.location import Location, local_path
 
 HOST_PREFIX = "algo-"
 HOMOGENEOUS_GROUP = "homogeneousCluster"
@@ -205,9 +205,6 @@ def host_layout(job_dir: Path, index: int) -> HostLayout:
     return HostLayout(host=host, base=base, shared=job_dir)
 
 
-# --------------------------------------------------------------------------- stores (Store: checkpoints/uris.py)
-
-
 # --------------------------------------------------------------------------- the plan
 
 
@@ -236,29 +233,15 @@ class LocalJobPlan:
     torchrun_hosts: list[str]
     processes_per_host: int
     entry_point: str
-    source_dir: str | None  # local path or s3:// URI of the code
     hyperparameters_file: dict[str, str]
     input_data_config: dict[str, dict[str, str]]
     user_args: list[str]
-    channel_sources: dict[str, str]  # channel -> local path or s3:// URI
-    checkpoint_store: Store | None
-    output_store: Store
+    checkpoint_store: Location | None
+    output_store: Location
     output_compression: Literal["GZIP", "NONE"]
     metric_definitions: list[tuple[str, str]]
     host_plans: list[HostPlan]
     warnings: list[str] = field(default_factory=list)
-
-    @property
-    def total_processes(self) -> int:
-        return sum(self.processes_per_host if h.launch == "torchrun" else 1 for h in self.host_plans)
-
-    @property
-    def model_artifact(self) -> Store:
-        return self.output_store.child(self.job_name, "output", "model.tar.gz")
-
-    @property
-    def output_artifact(self) -> Store:
-        return self.output_store.child(self.job_name, "output", "output.tar.gz")
 
     @property
     def job_arn(self) -> str:

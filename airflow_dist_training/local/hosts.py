@@ -22,6 +22,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,13 +184,28 @@ _WARNED: set[str] = set()
 _WARN_LOCK = threading.Lock()
 
 
-def warn_fallback_once(isolation: Isolation, log_fn: object = None) -> str | None:
+def warn_fallback_once(isolation: Isolation) -> str | None:
     """The fallback warning, the first time only (per process); None afterwards."""
     with _WARN_LOCK:
         if isolation.namespaces or "fallback" in _WARNED:
             return None
         _WARNED.add("fallback")
     return FALLBACK_WARNING.format(why=isolation.why)
+
+
+def loopback_ports(environ: Mapping[str, str]) -> list[int]:
+    """Ports of endpoint URLs on 127.0.0.1/localhost (the S3 endpoint, the SageMaker test endpoint)."""
+    ports = []
+    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER"):
+        match = re.match(r"https?://(?:127\.0\.0\.1|localhost):(\d+)", environ.get(key, ""))
+        if match:
+            ports.append(int(match.group(1)))
+    return ports
+
+
+def available_cpus() -> int:
+    """The cores this process may run on (its affinity), as a host's ``SM_NUM_CPUS``."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def host_address(index: int) -> str:

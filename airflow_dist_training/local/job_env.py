@@ -111,14 +111,6 @@ def recipe_for(image_uri: str | None = None, framework: str | None = None) -> Jo
     return RECIPES[DEFAULT_RECIPE]
 
 
-# kept for the CLI and tests that read the default recipe's pins
-PACKAGES = PYTORCH.packages
-
-
-def constraints_text() -> str:
-    return PYTORCH.constraints_text()
-
-
 def envs_home(environ: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if environ is None else environ
     if environ.get("ADT_JOB_ENVS"):
@@ -169,11 +161,6 @@ def why_not_ready(env_dir: Path, recipe: JobEnvRecipe = PYTORCH) -> str | None:
     if not python.exists() or not Path(os.path.realpath(python)).exists():
         return "its interpreter is gone (the Python it was built with was removed)"
     return None
-
-
-def built_python(env_dir: Path, recipe: JobEnvRecipe = PYTORCH) -> Path | None:
-    """The environment's interpreter when it is built and up to date, else None."""
-    return None if why_not_ready(env_dir, recipe) else env_dir / "bin" / "python"
 
 
 def job_python(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +55,3 @@ class MetricParser:
             self.final[name] = value
             found.append(point)
         return found
-
-    def feed_lines(self, lines: Iterable[str], *, host: str = "algo-1") -> None:
-        for line in lines:
-            self.feed(line, host=host)

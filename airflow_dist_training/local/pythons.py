@@ -1,9 +1,8 @@
 """The job's Python: which interpreter runs a job, and its ``requirements.txt``.
 
 * **Interpreter**: the spec's ``local.python`` maps an image URI (or ``<framework>-<version>``,
-  or ``default``) to an interpreter path; without a match the job runs with the interpreter of the
-  process that starts it (the Airflow worker's, which has torch and, with the ``toolkit`` extra,
-  AWS's in-container toolkit).
+  or ``default``) to an interpreter path; without a match ``local/job_env.py`` chooses it (the
+  default job environment: torch and AWS's in-container toolkit, nothing of this provider).
 * **requirements.txt** in the source directory is installed as SageMaker's toolkit does
   (``pip install -r``), but *before* the hosts start, because a job's network namespace has no
   route to the package index: into a cached folder ``<jobs root>/_envs/<hash>`` (hash of the

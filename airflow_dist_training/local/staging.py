@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+
+from airflow_dist_training.storage.location import split_uri
 
 MANIFEST_NAME = ".manifest.json"
 MANIFEST_VERSION = 1
@@ -65,10 +66,7 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def _local_root(source: str) -> Path:
-    if source.startswith("file://"):
-        parsed = urlparse(source)
-        return Path(unquote(parsed.netloc + parsed.path))
-    return Path(source)
+    return Path(split_uri(source)[2])
 
 
 def _iter_local(root: Path) -> Iterator[_SourceFile]:
@@ -85,8 +83,7 @@ def _iter_local(root: Path) -> Iterator[_SourceFile]:
 
 
 def _iter_s3(source: str, client: Any) -> Iterator[_SourceFile]:
-    parsed = urlparse(source)
-    bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
+    _, bucket, prefix = split_uri(source)
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):

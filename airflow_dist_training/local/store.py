@@ -16,33 +16,13 @@ No boto3 import unless a client is used. Thread-safe: no mutable state besides w
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_dist_training.checkpoints.uris import Store, split_s3_uri
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A URI resolved to a local path or an S3 location."""
-
-    local: Path | None = None
-    bucket: str = ""
-    key: str = ""
-
-    @property
-    def uri(self) -> str:
-        """``file://`` URI of a local location, else ``s3://bucket/key``."""
-        return self.local.as_uri() if self.local is not None else f"s3://{self.bucket}/{self.key}"
-
-    def as_store(self) -> Store:
-        if self.local is not None:
-            return Store("local", str(self.local))
-        return Store("s3", f"s3://{self.bucket}/{self.key}".rstrip("/"))
+from airflow_dist_training.storage import ObjectStore as Store
+from airflow_dist_training.storage import StoreOptions, Stores, get_tree
+from airflow_dist_training.storage.location import Location, local_location, split_uri
 
 
 class ObjectStore:
@@ -53,102 +33,61 @@ class ObjectStore:
     :param mounts: ``{uri prefix: local directory}``; the longest matching prefix wins.
     """
 
-    def __init__(
-        self,
-        root: str | Path,
-        *,
-        s3_client: Any = None,
-        mounts: Mapping[str, str | Path] | None = None,
-    ) -> None:
+    def __init__(self, root: str | Path, *, s3_client: Any = None, mounts: Mapping[str, str | Path] | None = None) -> None:
         self.root = Path(root).absolute()
         self.s3_client = s3_client
         self.mounts = {k.rstrip("/"): Path(v).absolute() for k, v in (mounts or {}).items()}
+        self.stores = Stores(StoreOptions(aws_conn_id=None, s3_client=s3_client))
 
     def with_mounts(self, mounts: Mapping[str, str | Path]) -> ObjectStore:
         return ObjectStore(self.root, s3_client=self.s3_client, mounts={**self.mounts, **mounts})
 
-    def resolve(self, uri: str) -> Resolved:
+    def resolve(self, uri: str) -> Location:
+        """Where ``uri`` is: a local path (a mount, ``file://``, the bucket folder) or an S3 key."""
         uri = uri.rstrip("/") if uri.endswith("/") and uri.count("/") > 3 else uri
         for prefix in sorted(self.mounts, key=len, reverse=True):
             if uri == prefix or uri.startswith(prefix + "/"):
                 rest = uri[len(prefix) :].lstrip("/")
-                return Resolved(local=self.mounts[prefix] / rest if rest else self.mounts[prefix])
-        if uri.startswith("file://"):
-            return Resolved(local=Path(uri[len("file://") :]))
-        if not uri.startswith("s3://"):
+                return local_location(self.mounts[prefix] / rest if rest else self.mounts[prefix])
+        scheme, bucket, key = split_uri(uri)
+        if scheme == "file" and uri.startswith("file://"):
+            return local_location(Path(key))
+        if scheme != "s3":
             raise ValueError(f"{uri!r} is not an s3:// URI and matches no local mount")
-        bucket, key = split_s3_uri(uri)
         if self.s3_client is not None:
-            return Resolved(bucket=bucket, key=key)
-        return Resolved(local=self.root / bucket / key if key else self.root / bucket)
+            return Location("s3", bucket, key)
+        return local_location(self.root / bucket / key if key else self.root / bucket)
+
+    def _open(self, uri: str) -> tuple[Store, Location]:
+        loc = self.resolve(uri)
+        return self.stores(loc), loc
 
     def local_uri(self, uri: str) -> str:
         """What a user can open: ``file://`` for a local location, the S3 URI otherwise."""
-        return self.resolve(uri).uri
+        return self.resolve(uri).as_uri()
 
     # -- reads
     def get_prefix(self, uri: str, dest: Path) -> int:
         """Copy an S3Prefix (or a single object) into ``dest``; returns the number of files."""
         dest.mkdir(parents=True, exist_ok=True)
-        where = self.resolve(uri)
-        if where.local is not None:
-            if where.local.is_file():
-                shutil.copy2(where.local, dest / where.local.name)
-                return 1
-            if not where.local.is_dir():
-                raise FileNotFoundError(f"{uri}: no such object or prefix ({where.local})")
-            count = 0
-            for path in sorted(where.local.rglob("*")):
-                if path.is_file():
-                    target = dest / path.relative_to(where.local)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(path, target)
-                    count += 1
-            return count
-        client = self.s3_client
-        prefix = where.key
-        count = 0
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=where.bucket, Prefix=prefix):
-            for obj in page.get("Contents", []):
-                key = obj["Key"]
-                rel = key[len(prefix) :].lstrip("/") or key.rsplit("/", 1)[-1]
-                if not rel or ".." in rel.split("/") or key.endswith("/"):
-                    continue
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                client.download_file(where.bucket, key, str(target))
-                count += 1
-        if count == 0:
-            raise FileNotFoundError(f"{uri}: no such object or prefix")
+        store, loc = self._open(uri)
+        count = get_tree(store, loc, dest)
+        path = store.local_path(loc)
+        if count == 0 and not (path is not None and path.is_dir()):  # an empty folder is an empty channel
+            raise FileNotFoundError(f"{uri}: no such object or prefix" + (f" ({path})" if path else ""))
         return count
 
     def get_file(self, uri: str, dest: Path) -> None:
-        where = self.resolve(uri)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if where.local is not None:
-            shutil.copyfile(where.local, dest)
-        else:
-            self.s3_client.download_file(where.bucket, where.key, str(dest))
+        store, loc = self._open(uri)
+        store.get_file(loc, dest)
 
     # -- writes
     def put_file(self, path: Path, uri: str) -> str:
-        where = self.resolve(uri)
-        if where.local is not None:
-            where.local.parent.mkdir(parents=True, exist_ok=True)
-            tmp = where.local.with_name(f".{where.local.name}.tmp")
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, where.local)
-        else:
-            self.s3_client.upload_file(str(path), where.bucket, where.key)
-        return where.uri
+        store, loc = self._open(uri)
+        store.put_file(path, loc)
+        return self.local_uri(uri)
 
     def put_bytes(self, data: bytes, uri: str) -> str:
-        where = self.resolve(uri)
-        if where.local is not None:
-            where.local.parent.mkdir(parents=True, exist_ok=True)
-            tmp = where.local.with_name(f".{where.local.name}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, where.local)
-        else:
-            self.s3_client.put_object(Bucket=where.bucket, Key=where.key, Body=data)
-        return where.uri
+        store, loc = self._open(uri)
+        store.write(loc, data)
+        return self.local_uri(uri)

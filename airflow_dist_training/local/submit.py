@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
-from airflow_dist_training.hooks.training import pack_source_dir
 from airflow_dist_training.local.contract import local_path, validate_local
 from airflow_dist_training.local.executor import JobOptions
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
+from airflow_dist_training.source_archive import pack_source_dir
 from airflow_dist_training.spec.training import EFSChannel, FSxChannel, OutputSpec, S3Channel, TrainingJobSpec
 
 if TYPE_CHECKING:

@@ -40,6 +40,7 @@ from airflow_dist_training.evaluation.report import REPORT_HTML, REPORT_MD, rend
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -53,11 +54,9 @@ _EXTRA_EVALUATION_KEYS = {"evaluation_uri", "backend", "job_name", "job_arn"}
 
 
 def _run_identity(context: Context) -> str:
-    from airflow_dist_training.sagemaker.naming import run_identity
+    from airflow_dist_training.sagemaker.naming import identity_from_context
 
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", None)
-    return run_identity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+    return identity_from_context(context, context["ti"].task_id)
 
 
 def _safe(part: str) -> str:
@@ -254,7 +253,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
 
         remote_output = self.output_uri if (self.output_uri or "").startswith("s3://") else None
         out_dir = (
-            Path(self.output_uri.removeprefix("file://"))
+            Path(split_uri(self.output_uri)[2])
             if self.output_uri and not remote_output
             else self._default_output_dir(context)
         )
@@ -329,22 +328,24 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     def _upload_local_inputs(self, store: ArtifactStore) -> tuple[str, str | None]:
         """Put a local script with the code it ships (the ``*.py`` next to it and its
         ``dependencies``) and local data under the run's S3 prefix."""
-        from airflow_dist_training.hooks.evaluation import evaluation_code_files, join_uri, local_path
+        from airflow_dist_training.hooks.evaluation import evaluation_code_files, join_uri
+        from airflow_dist_training.storage import local_files
+        from airflow_dist_training.storage.location import file_uri_path
 
         script, data = self.script, self.data_uri
         inputs = join_uri(self.output_uri or "", "inputs")
         if not script.startswith("s3://"):
-            path = local_path(script)
+            path = file_uri_path(script)
             files = evaluation_code_files(path, self.dependencies)  # every bad entry before any upload
             count = store.upload_files(files, join_uri(inputs, "code"))
             script = join_uri(join_uri(inputs, "code"), path.name)
             self.log.info("Uploaded the evaluation script %s (%d file(s)) to %s", path, count, script)
         if data and "://" not in data.replace("file://", ""):
-            folder = local_path(data)
+            folder = file_uri_path(data)
             if not folder.is_dir():
                 raise SpecValidationError([Problem("data_uri", f"{data} is not a directory")])
             data = join_uri(inputs, "data")
-            count = store.upload_tree(folder, data)
+            count = store.upload_files(local_files(folder), data)
             self.log.info("Uploaded the evaluation data %s (%d file(s)) to %s", folder, count, data)
         return script, data
 

@@ -2,12 +2,12 @@
 
 The order of things in ``execute`` is the design:
 
-1. **Load and plan the spec first.** A bad spec fails the task with the field-path message
-   (``SpecValidationError``) before any AWS call. With a plan task (``plan_task_id``, as
-   ``stage_train_evaluate`` wires it) the request sent is the plan task's, not planned again,
-   unless the run's state changed it (run-scoped checkpoints, staged channels, a warm start, the
-   run's next generation, on-demand after spot interruptions): then the task re-plans and logs
-   what changed (``request_changes``).
+1. **The run's plan first.** With a plan task (``plan_task_id``, as ``stage_train_evaluate``
+   wires it) the run's ``RunPlan`` is the plan task's, not planned again; without one the task
+   plans it once here, and a bad spec fails with the field-path message (``SpecValidationError``)
+   before any AWS call. What the run learned since (staged channels, a warm start, the run's next
+   generation, on-demand after spot interruptions) is applied by ``planning.apply_run_state``,
+   and the task logs what it changed in the request.
 2. **Durable, duplicate-free submission.** Job names are deterministic
    (``<base>-<run hash>[-r<generation>]``, see ``sagemaker/naming.py``) and the name is persisted
    in ``task_state_store`` (Airflow 3.3 ``ResumableJobMixin``). Before creating, the operator
@@ -38,7 +38,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,7 +53,8 @@ from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
-from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
+from airflow_dist_training.sagemaker.naming import identity_from_context, run_identity_hash
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -62,8 +62,7 @@ if TYPE_CHECKING:
     from airflow_dist_training.checkpoints.resume import AttemptOutcome
     from airflow_dist_training.hooks.backends import DurableBackend, TrainingBackend
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
-    from airflow_dist_training.sagemaker.request import TrainingPlan
-    from airflow_dist_training.sagemaker.uploads import Upload
+    from airflow_dist_training.planning import RunJob, RunPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
 
 SECRET_KEY = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|KEY|CREDENTIAL", re.IGNORECASE)
@@ -89,15 +88,6 @@ def mask_spec_secrets(spec: Any) -> list[str]:
             mask_secret(str(value), str(key))
             masked.append(str(key))
     return masked
-
-
-@dataclass(frozen=True)
-class Launch:
-    """What ``CreateTrainingJob`` gets for one job name: the request and what to upload first."""
-
-    job_name: str
-    request: dict[str, Any]
-    uploads: list[Upload] = field(default_factory=list)
 
 
 def _fault_point(name: str) -> None:
@@ -133,9 +123,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     :param warm_start_uri: initialise the model from these weights (templated; empty: from
         scratch): a model artifact or a checkpoint directory, handed to the script as the input
         channel ``warm_start`` (``SM_CHANNEL_WARM_START``). The run still trains all its epochs.
-    :param plan_task_id: the task that planned this run (``planning.plan_run``; its XComs
-        ``request`` and ``uploads``): SageMaker gets that request, not one planned again, unless
-        the run's state changed it (the difference is logged). ``None``: the task plans itself.
+    :param plan_task_id: the task that planned this run (``planning.plan_run``; its XCom
+        ``run_plan``): SageMaker gets that request, not one planned again, unless the run's state
+        changed it (the difference is logged). ``None``: the task plans the run itself, once.
     """
 
     template_fields: Sequence[str] = ("spec", "channels", "aws_conn_id", "region_name", "warm_start_uri")
@@ -188,9 +178,10 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self.warm_start_uri = warm_start_uri
         self.plan_task_id = plan_task_id
         self._job_name: str | None = None
-        self._spec_obj: TrainingJobSpec | None = None
-        self._spec_changed = False  # the run's channels or warm start changed the planned spec
-        self._launch: Launch | None = None
+        self._plan: RunPlan | None = None
+        self._spec_obj: TrainingJobSpec | None = None  # the spec of the run's current job
+        self._loaded_spec: TrainingJobSpec | None = None  # the spec as loaded, when planned here
+        self._launch: RunJob | None = None  # the job this try creates (or created)
         self._description: dict[str, Any] | None = None
         self._stopped_here = False  # this try asked for the stop (on_kill)
 
@@ -256,17 +247,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             spec = load_spec(text) if text.strip() else load_spec(str(path))
         else:
             spec = load_spec(source)  # type: ignore[arg-type]
-        self._spec_changed = bool(self.channels)
-        if self.channels:
-            data = spec.model_dump(mode="json", exclude_unset=True)
-            data["channels"] = {**data.get("channels", {}), **dict(self.channels)}
-            spec = load_spec(data)
-        if self.warm_start_uri and str(self.warm_start_uri).strip() not in ("", "None"):
-            from airflow_dist_training.retraining.warm_start import with_warm_start_channel
-
-            spec = with_warm_start_channel(spec, str(self.warm_start_uri).strip())
-            self._spec_changed = True
-            self.log.info("Warm start: the script gets %s as channel warm_start", self.warm_start_uri)
         mask_spec_secrets(spec)
         return spec
 
@@ -278,23 +258,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
         return CheckpointHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
 
-    def _run_checkpoints(self, context: Context, name: str) -> Any:
-        """This run's checkpoint location (None without a policy or a checkpoint section)."""
-        from airflow_dist_training.checkpoints.resume import run_checkpoint_location
-
-        if self.checkpoint_resume is None or self._spec_obj is None:
-            return None
-        base_dir = str(self.local_hook_kwargs.get("base_dir") or Path.cwd())
-        return run_checkpoint_location(
-            self._spec_obj,
-            self.checkpoint_resume,
-            run_key=job_name(self._spec_obj.name, self._identity(context), 1),
-            job_name=name,
-            local=not self.training_backend.record.on_aws,
-            base_dir=base_dir,
-        )
-
-    def _log_where_the_job_starts(self, run: Any) -> None:
+    def _log_where_the_job_starts(self) -> None:
         """Log where this job starts (the run's own latest checkpoint, or scratch); copies nothing.
 
         Resume is scoped to the run: retries and spot replacements of this run find its own
@@ -303,12 +267,13 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         scheduled pipeline then trained zero epochs per run); initialising from earlier weights is
         the explicit ``warm_start`` channel instead (see ``docs/retraining.md``).
         """
-        if run is None or self.checkpoint_resume == "none":
+        run_uri = self._plan.run_checkpoint_uri if self._plan is not None else None
+        if run_uri is None or self.checkpoint_resume == "none":
             return
         try:
-            own = self.checkpoint_hook.latest_complete(run.run_uri)
+            own = self.checkpoint_hook.latest_complete(run_uri)
         except Exception as exc:  # only informational: the job itself finds the run's checkpoints
-            self.log.info("Could not look at this run's checkpoints under %s: %s", run.run_uri, exc)
+            self.log.info("Could not look at this run's checkpoints under %s: %s", run_uri, exc)
             return
         if own is not None:
             self.log.info("Resuming from this run's own checkpoint %s", own.uri)
@@ -316,97 +281,94 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             self.log.info(
                 "No checkpoint of this run under %s yet: the job starts from scratch "
                 "(a new run never resumes another run's checkpoint)",
-                run.run_uri,
+                run_uri,
             )
 
-    # --- naming & planning (pure) ----------------------------------------------------------------
+    # --- the run's plan ---------------------------------------------------------------------------
 
     def _identity(self, context: Context) -> str:
-        ti = context.get("ti")
-        map_index = getattr(ti, "map_index", -1) if ti is not None else -1
-        map_index = -1 if map_index is None else map_index
-        run_id = context.get("run_id") or getattr(ti, "run_id", None) or "manual"
-        dag_id = self.dag_id if self.has_dag() else "no-dag"
-        return run_identity(dag_id, self.task_id, str(run_id), int(map_index))
-
-    def _name(self, context: Context, generation: int) -> str:
-        if self._spec_obj is None:
-            self._spec_obj = self._load_spec(context)
-        return job_name(self._spec_obj.name, self._identity(context), generation)
+        return identity_from_context(context, self.task_id, dag_id=self.dag_id if self.has_dag() else "no-dag")
 
     def _region(self) -> str:
         return self.job_backend.region()
 
-    def _plan_for(self, name: str, context: Context, *, on_demand: bool = False) -> TrainingPlan:
-        from airflow_dist_training.sagemaker.request import plan_training_job
+    def _run_plan(self, context: Context) -> RunPlan:
+        """The run's plan: the plan task's (``plan_task_id``), else planned here, once."""
+        if self._plan is None or self._plan.identity != self._identity(context):  # one per run
+            self._launch = self._loaded_spec = None
+            self._plan = self._pulled_plan(context) or self._plan_here(context)
+        return self._plan
 
-        assert self._spec_obj is not None
-        run = self._run_checkpoints(context, name)
-        spec = run.spec if run is not None else self._spec_obj
-        if on_demand:
-            spec = spec.model_copy(update={"spot": type(spec.spot)()})
-        return plan_training_job(
-            spec,
-            job_name=name,
-            region=self._region(),
-            run_identity=run_identity_hash(self._identity(context)),
-        )
-
-    def _planned_launch(self, context: Context) -> Launch | None:
-        """The plan task's request and uploads (``plan_task_id``), or None without a plan task."""
-        from airflow_dist_training.planning import uploads_from_xcom
+    def _pulled_plan(self, context: Context) -> RunPlan | None:
+        """The plan task's ``RunPlan``, or None without a plan task (or one that pushed none)."""
+        from airflow_dist_training.planning import RUN_PLAN_XCOM_KEY, RunPlan
 
         ti = context.get("ti")
         if self.plan_task_id is None or ti is None:
             return None
-        request = ti.xcom_pull(task_ids=self.plan_task_id, key="request")
-        uploads = ti.xcom_pull(task_ids=self.plan_task_id, key="uploads")
-        if not isinstance(request, Mapping) or uploads is None:
+        data = ti.xcom_pull(task_ids=self.plan_task_id, key=RUN_PLAN_XCOM_KEY)
+        if not isinstance(data, Mapping):
             return None
-        return Launch(str(request.get("TrainingJobName")), dict(request), uploads_from_xcom(list(uploads)))
-
-    def _sends_the_plan(self, planned: Launch, name: str, context: Context) -> bool:
-        """The run's state left the plan task's request as it is: same job, spec and checkpoints."""
-        assert self._spec_obj is not None
-        if self._spec_changed:
-            return False
-        run = self._run_checkpoints(context, name)
-        spec = run.spec if run is not None else self._spec_obj
-        planned_uri = (planned.request.get("CheckpointConfig") or {}).get("S3Uri")
-        return planned_uri == (spec.checkpoint.s3_uri if spec.checkpoint is not None else None)
-
-    def _launch_for(
-        self, name: str, context: Context, *, planned: Launch | None, on_demand: bool = False
-    ) -> Launch:
-        """The request planned earlier when the run's state left it as it is, else planned here."""
-        if planned is not None and not on_demand and planned.job_name == name:
-            if planned is self._launch:  # planned by this task already, for the spec it runs
-                return planned
-            if self._sends_the_plan(planned, name, context):
-                self.log.info("Sending the request planned by %s (not planned again).", self.plan_task_id)
-                return planned
-        return self._replan(name, context, planned=planned, on_demand=on_demand)
-
-    def _replan(
-        self, name: str, context: Context, *, planned: Launch | None, on_demand: bool = False
-    ) -> Launch:
-        """Plan ``name`` here; log how it differs from the request planned earlier (if any)."""
-        from airflow_dist_training.sagemaker.request import request_changes
-
-        plan = self._plan_for(name, context, on_demand=on_demand)
-        for warning in plan.warnings:
-            self.log.warning("Spec warning: %s", warning)
-        launch = Launch(name, plan.request, list(plan.uploads))
-        if planned is not None:
-            changes = request_changes(planned.request, launch.request)
-            self.log.info(
-                "The run's state changed the request planned for %s (a resume, spot replacement, run "
-                "checkpoints, staged channels or warm start); %s is sent:\n  %s",
-                planned.job_name,
-                name,
-                "\n  ".join(changes) or "(no difference)",
+        plan = RunPlan.from_xcom(data)
+        mine = (self._identity(context), self.backend, self.checkpoint_resume)
+        if (plan.identity, plan.backend, plan.checkpoint_resume) != mine:
+            raise AirflowFailException(
+                f"{self.plan_task_id} planned the run {plan.identity} (backend {plan.backend!r}, "
+                f"checkpoint_resume={plan.checkpoint_resume!r}), not this task's {mine[0]} (backend "
+                f"{mine[1]!r}, checkpoint_resume={mine[2]!r}): plan_task_id must name this task's plan task"
             )
-        return launch
+        mask_spec_secrets(plan.spec)
+        return plan
+
+    def _plan_here(self, context: Context) -> RunPlan:
+        from airflow_dist_training.planning import plan_spec
+
+        backend = self.training_backend
+        self._loaded_spec = self._load_spec(context)
+        return plan_spec(
+            self._loaded_spec,
+            backend=backend,
+            region=self._region() if backend.record.on_aws else "us-east-1",
+            identity=self._identity(context),
+            checkpoint_resume=self.checkpoint_resume,
+            base_dir=str(self.local_hook_kwargs.get("base_dir") or Path.cwd()),
+            plan_request=backend.record.on_aws,  # a local job plans its request when it runs
+        )
+
+    def _run_job(self, context: Context, generation: int = 1, *, on_demand: bool = False) -> RunJob:
+        """The run's ``generation``-th job: the plan with the run's state applied; logs what changed."""
+        from airflow_dist_training.planning import RunState, apply_run_state
+
+        warm_start = str(self.warm_start_uri or "").strip()
+        state = RunState(
+            generation=generation,
+            on_demand=on_demand,
+            channels=dict(self.channels or {}),
+            warm_start_uri=warm_start if warm_start not in ("", "None") else None,
+        )
+        plan = self._run_plan(context)
+        validated = self._launch.state_spec if self._launch is not None else self._loaded_spec
+        if self._launch is None and (state.channels or state.warm_start_uri):
+            validated = None  # the loaded spec has not got the state's channels
+        job = apply_run_state(plan, state, state_spec=validated)
+        self._spec_obj = job.spec
+        if state.warm_start_uri:
+            self.log.info("Warm start: the script gets %s as channel warm_start", state.warm_start_uri)
+        if not job.planned_again:
+            if self.plan_task_id is not None and plan.remote:  # a local job plans its request as it runs
+                self.log.info("Sending the request planned by %s (not planned again).", self.plan_task_id)
+            return job
+        for warning in job.warnings:
+            self.log.warning("Spec warning: %s", warning)
+        if plan.request is not None and job.request is not None:
+            self.log.info(
+                "The run's state changed the request planned for %s (a resume, spot replacement, "
+                "staged channels or warm start); %s is sent:\n  %s",
+                plan.job_name_base,
+                job.name,
+                "\n  ".join(job.changes) or "(no difference)",
+            )
+        return job
 
     # --- execute --------------------------------------------------------------------------------------
 
@@ -414,13 +376,10 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         from airflow_dist_training.retry import failing_fast_without_retry_policy
 
         with failing_fast_without_retry_policy():
-            self._spec_obj = self._load_spec(context)
             if not self.training_backend.record.durable:  # the job lives in this process: run it attached
                 return self._execute_local(context)
             # The first generation's request now: a spec the planner rejects fails before any AWS call.
-            self._launch = self._launch_for(
-                self._name(context, 1), context, planned=self._planned_launch(context)
-            )
+            self._launch = self._run_job(context)
             return self._replacing_interrupted_jobs(context, lambda: self.execute_resumable(context))
 
     def _replacing_interrupted_jobs(self, context: Context, attempt: Callable[[], Any]) -> Any:
@@ -462,17 +421,13 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 attempt = partial(self.execute_resumable, context)
 
     def _execute_local(self, context: Context) -> Any:
-        assert self._spec_obj is not None
-        self._job_name = self._name(context, 1)
-        self.log.info("Running %s locally (torchrun) as %s", self._spec_obj.name, self._job_name)
-        run = self._run_checkpoints(context, self._job_name)
-        self._log_where_the_job_starts(run)
-        spec = run.spec if run is not None else self._spec_obj
-        self._persist_local_links(context, self._job_name)
+        job = self._run_job(context)
+        self._job_name = job.name
+        self.log.info("Running %s locally (torchrun) as %s", job.spec.name, job.name)
+        self._log_where_the_job_starts()
+        self._persist_local_links(context, job.name)
         backend: Any = self.training_backend
-        result = backend.run(
-            spec, self._job_name, log=self.log.info, run_identity=run_identity_hash(self._identity(context))
-        )
+        result = backend.run(job.spec, job.name, log=self.log.info, run_identity=self._run_plan(context).identity_hash)
         result = {**dict(result), "backend": self.backend}  # the executor's job, under this backend's name
         self._persist_local_links(context, self._job_name, result)
         return result
@@ -504,11 +459,10 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     # ResumableJobMixin: submit_job is "ensure the run's job exists" (idempotent).
     def submit_job(self, context: Context) -> str:
         """Describe before create over the run's generations (``DurableJob.find_or_create``)."""
-        if self._spec_obj is None:
-            self._spec_obj = self._load_spec(context)
+        plan = self._run_plan(context)
 
         def names() -> Iterator[str]:
-            return (self._name(context, generation) for generation in range(1, MAX_GENERATIONS + 1))
+            return (plan.job_name(generation) for generation in range(1, MAX_GENERATIONS + 1))
 
         ref = self.job_backend.find_or_create(
             names(),
@@ -541,12 +495,14 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         outcomes = [
             classify_outcome(d.get("TrainingJobStatus"), d.get("FailureReason"), d.get("SecondaryStatus")) for d in ended
         ]
-        on_demand = self._next_job_on_demand(outcomes)
-        planned = self._launch or self._planned_launch(context)
-        launch = self._launch = self._launch_for(name, context, planned=planned, on_demand=on_demand)
+        on_demand = self._next_job_on_demand(context, outcomes)
+        if self._launch is None or self._launch.name != name or on_demand:
+            self._launch = self._run_job(context, len(ended) + 1, on_demand=on_demand)
+        launch = self._launch
+        assert launch.name == name and launch.request is not None, (launch.name, name)
         self._fsx_preflight()
-        self.job_backend.put_uploads(launch.uploads)
-        self._log_where_the_job_starts(self._run_checkpoints(context, name))
+        self.job_backend.put_uploads(list(launch.uploads))
+        self._log_where_the_job_starts()
         self.log.info(
             "Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str)
         )
@@ -562,16 +518,20 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             and self.job_backend.stop_requested(desc)
         )
 
-    def _next_job_on_demand(self, outcomes: list[AttemptOutcome]) -> bool:
+    def _next_job_on_demand(self, context: Context, outcomes: list[AttemptOutcome]) -> bool:
         """Apply the spot budget to the run's earlier jobs: refuse, or say whether to leave spot.
 
         Real failures are bounded by the task's ``retries``, not here.
         """
         from airflow_dist_training.checkpoints.resume import FailureBudget, decide_retry
 
+        if not outcomes:
+            return False
+        if self._spec_obj is None:
+            self._run_job(context)  # the run's spec (a task resumed after its trigger)
         assert self._spec_obj is not None
         spot = self._spec_obj.spot
-        if not outcomes or not spot.enabled:
+        if not spot.enabled:
             return False
         budget = FailureBudget(
             max_failures=MAX_GENERATIONS,
@@ -741,7 +701,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         if not self.training_backend.record.durable:
             return self._local_openlineage()
         desc = self._description or {}
-        request = self._launch.request if self._launch is not None else desc
+        request = (self._launch.request if self._launch is not None else None) or desc
         inputs, outputs = lineage_datasets(request, desc)
         return OperatorLineage(
             inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
@@ -795,8 +755,9 @@ class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
 
     def execute(self, context: Context) -> list[str]:
         dag_id = self.dag_id if self.has_dag() else "no-dag"
-        run_id = str(context.get("run_id") or getattr(context.get("ti"), "run_id", "manual"))
-        run_hash = run_identity_hash(run_identity(dag_id, self.training_task_id, run_id, self.map_index))
+        run_hash = run_identity_hash(
+            identity_from_context(context, self.training_task_id, dag_id=dag_id, map_index=self.map_index)
+        )
         return self.stop_run(self.hook, run_hash, self.training_task_id, self.log)
 
     @staticmethod
@@ -828,7 +789,7 @@ def lineage_datasets(
             continue
         source = channel.get("DataSource") or {}
         if "S3DataSource" in source:
-            bucket, _, key = str(source["S3DataSource"]["S3Uri"])[5:].partition("/")
+            _, bucket, key = split_uri(str(source["S3DataSource"]["S3Uri"]))
             inputs.append((f"s3://{bucket}", key or "/"))
         elif "FileSystemDataSource" in source:
             fs = source["FileSystemDataSource"]
@@ -837,6 +798,6 @@ def lineage_datasets(
     outputs: list[tuple[str, str]] = []
     artifact = (description.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
     if artifact and str(artifact).startswith("s3://"):
-        bucket, _, key = str(artifact)[5:].partition("/")
+        _, bucket, key = split_uri(str(artifact))
         outputs.append((f"s3://{bucket}", key))
     return inputs, outputs

@@ -76,14 +76,6 @@ def s3_listing_entries(prefix_key: str, contents: Iterable[Mapping[str, Any]]) -
     return out
 
 
-def manifest_entries(manifest: Mapping[str, Mapping[str, Any]]) -> list[Entry]:
-    """A staging manifest (``{relative path: {size, sha256 | fingerprint}}``) -> entries."""
-    return [
-        Entry(str(rel), str(meta.get("sha256") or meta.get("fingerprint") or ""), int(meta.get("size", 0)))
-        for rel, meta in manifest.items()
-    ]
-
-
 def data_fingerprint(channels: Mapping[str, Mapping[str, Any]]) -> str:
     """One fingerprint over every channel's (``{channel: listing_fingerprint(...)}``)."""
     return _digest(f"{name}\t{channels[name]['fingerprint']}" for name in sorted(channels))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.storage.location import split_uri
 
 WarmStart = Literal["none", "champion", "promoted"]
 WARM_START_CHOICES: tuple[str, ...] = ("none", "champion", "promoted")
@@ -47,16 +48,17 @@ def warm_start_source(
     return promoted_uri, f"warm start: the promoted checkpoint {promoted_uri}"
 
 
+def warm_start_channel(uri: str) -> dict[str, Any]:
+    """The ``warm_start`` input channel (spec fields) reading ``uri``."""
+    if uri.startswith("s3://"):
+        return {"type": "s3", "uri": uri}
+    return {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": split_uri(uri)[2]}
+
+
 def with_warm_start_channel(spec: Any, uri: str) -> Any:
     """A copy of ``spec`` with the ``warm_start`` input channel reading ``uri``."""
     from airflow_dist_training.spec.loading import load_spec
 
     data = spec.model_dump(mode="json", exclude_unset=True)
-    local = uri.removeprefix("file://")
-    channel: dict[str, Any] = (
-        {"type": "s3", "uri": uri}
-        if uri.startswith("s3://")
-        else {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": local}
-    )
-    data["channels"] = {**data.get("channels", {}), CHANNEL: channel}
+    data["channels"] = {**data.get("channels", {}), CHANNEL: warm_start_channel(uri)}
     return load_spec(data)

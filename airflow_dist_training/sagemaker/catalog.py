@@ -186,11 +186,6 @@ def prices_for(region: str) -> dict[str, float]:
     return prices
 
 
-def price_regions() -> list[str]:
-    regions = set(price_table()["regions"]) | set(_user_data(_user_file()).get("prices") or {})
-    return sorted(regions)
-
-
 def hourly_price(name: str, region: str = PRICE_REGION) -> float | None:
     value = prices_for(region).get(name)
     return float(value) if value is not None else None

@@ -15,14 +15,14 @@ Adding a kind is a row plus its request. A batch transform job, for example::
     ref = job.find_or_create([name], lambda name, ended: {**request, "TransformJobName": name})
     description = job.wait(ref.name, poll_interval=30)
 
-A hyperparameter tuning job is ``job_kind("tuning", "HyperParameterTuningJob", log_group=None)``
-(its training jobs write the logs; its list answers ``HyperParameterTuningJobSummaries``).
+The hyperparameter tuning job is such a row (``TUNING`` below): its training jobs write the
+logs, its list answers ``HyperParameterTuningJobSummaries``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_dist_training.job_states import ACTIVE_STATES, FAILED_STATES, STOPPABLE_STATES, SUCCESS_STATES
@@ -122,5 +122,16 @@ PROCESSING = register_job_kind(
         "ProcessingJob",
         log_group="/aws/sagemaker/ProcessingJobs",
         trigger="airflow_dist_training.triggers.processing.ProcessingJobTrigger",
+    )
+)
+TUNING = register_job_kind(
+    replace(
+        job_kind(
+            "tuning",
+            "HyperParameterTuningJob",
+            log_group=None,  # its training jobs write the logs
+            trigger="airflow_dist_training.triggers.tuning.TuningJobTrigger",
+        ),
+        label="hyperparameter tuning job",
     )
 )

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from airflow_dist_training.checkpoints.uris import s3_bucket
 from airflow_dist_training.sagemaker.catalog import assumed_instance, lookup_instance
 from airflow_dist_training.sagemaker.uploads import Upload
+from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow_dist_training.spec.training import TrainingJobSpec
@@ -62,7 +62,7 @@ def launch_config(spec: TrainingJobSpec) -> dict[str, Any]:
 
 def plan_launch(spec: TrainingJobSpec, *, job_name: str, source_uri: str) -> LaunchPlan:
     assert spec.output is not None
-    bucket = s3_bucket(spec.output.s3_path)
+    bucket = split_uri(spec.output.s3_path)[1]
     prefix = f"s3://{bucket}/{job_name}/{LAUNCHER_CHANNEL}"
     config = launch_config(spec)
     uploads = [

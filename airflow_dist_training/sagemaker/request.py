@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_dist_training.checkpoints.uris import s3_bucket
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.sagemaker import launcher
 from airflow_dist_training.sagemaker.catalog import (
@@ -47,6 +46,7 @@ from airflow_dist_training.spec.training import (
     S3Channel,
     TrainingJobSpec,
 )
+from airflow_dist_training.storage.location import split_uri
 
 # The SDK leaves DebugHookConfig/ProfilerConfig out in these regions (fw_utils.DEBUGGER_UNSUPPORTED_REGIONS).
 DEBUGGER_UNSUPPORTED_REGIONS = (
@@ -426,15 +426,15 @@ def _source_uri(spec: TrainingJobSpec, job_name: str, uploads: list[Upload]) -> 
     assert source_dir is not None and spec.output is not None
     if source_dir.startswith("s3://"):
         return source_dir
-    uri = f"s3://{s3_bucket(spec.output.s3_path)}/{job_name}/source/{SOURCE_TARBALL}"
-    local = source_dir[len("file://") :] if source_dir.startswith("file://") else source_dir
+    uri = f"s3://{split_uri(spec.output.s3_path)[1]}/{job_name}/source/{SOURCE_TARBALL}"
+    local = split_uri(source_dir)[2]
     uploads.append(
         Upload(
             s3_uri=uri,
             kind="source",
             local_path=local,
             kms_key=spec.output.kms_key,
-            dependencies=tuple(d.removeprefix("file://") for d in spec.source.dependencies),
+            dependencies=tuple(split_uri(d)[2] for d in spec.source.dependencies),
         )
     )
     return uri

@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # the training spec's models load when a training spec is rea
 M = TypeVar("M", bound=BaseModel)
 
 # pydantic puts the discriminated-union tag into the location; users never wrote it.
-_UNION_TAGS = {"s3", "fsx", "efs"}
+# (the mapping holding the union's members -> their tags)
+_UNION_TAGS = {"channels": {"s3", "fsx", "efs"}, "ranges": {"continuous", "integer", "categorical"}}
 _STEP_TAGS = {"sagemaker", "local", "fsx", "directory"}  # a pipeline registry or staging step's kind
 
 
@@ -51,7 +52,8 @@ def _message(error: Any, hint: str = SPEC_SCHEMA_HINT) -> str:
     if kind == "union_tag_invalid" and "kind" in str(error.get("ctx", {}).get("discriminator")):
         return f"kind must be one of {error['ctx']['expected_tags']} (got {error['ctx']['tag']!r})"
     if kind == "union_tag_invalid":
-        return f"type must be one of s3, fsx, efs (got {error.get('input', {}).get('type')!r})"
+        tags = str(error.get("ctx", {}).get("expected_tags", "")).replace("'", "")
+        return f"type must be one of {tags} (got {error.get('input', {}).get('type')!r})"
     return msg
 
 
@@ -65,7 +67,7 @@ def problems_from_validation_error(
         # Drop the union tag pydantic inserts for discriminated unions (channels.<name>.<tag>.field).
         cleaned: list[int | str] = []
         for i, part in enumerate(loc):
-            if part in _UNION_TAGS and i >= 2 and loc[i - 2] == "channels":
+            if i >= 2 and part in _UNION_TAGS.get(str(loc[i - 2]), ()):
                 continue
             if i == 1 and loc[0] in ("registry", "staging") and part in _STEP_TAGS:
                 continue

@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from airflow_dist_training.storage.location import split_uri
+
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$"
 KMS_KEY = r"^[\w\-:/]+$"
@@ -229,7 +231,7 @@ class ImageSpec(_Model):
 
 def dependency_name(path: str) -> str:
     """The name a dependency has in the code archive (its last path part)."""
-    return PurePosixPath(path.removeprefix("file://").rstrip("/")).name
+    return PurePosixPath(split_uri(path)[2].rstrip("/")).name
 
 
 def dependencies_problem(paths: list[str]) -> str | None:

@@ -51,7 +51,7 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
     """
 
     _fields: tuple[str, ...] = ("job_name", "kind")
-    _common_fields = ("aws_conn_id", "region_name", "poll_interval", "deadline", "stream_logs")
+    _common_fields: tuple[str, ...] = ("aws_conn_id", "region_name", "poll_interval", "deadline", "stream_logs")
 
     def __init__(
         self,
@@ -78,6 +78,10 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
     def what(self) -> str:
         """The job as messages name it."""
         return self.row.label.capitalize()
+
+    def progress(self, desc: dict[str, Any]) -> str | None:
+        """A kind's progress beyond its status, logged when it changes (default: none)."""
+        return None
 
     def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
         row = self.row
@@ -119,6 +123,9 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
                     return
                 status = row.status(desc)
                 self.log_change("status", status, "%s %s is %s.", self.what, self.job_name, status)
+                progress = self.progress(desc)
+                if progress:
+                    self.log_change("progress", progress, "%s %s: %s", self.what, self.job_name, progress)
                 if streamer is not None:
                     await self.stream_best_effort(streamer, desc, self.job_name)
                 if row.is_terminal(desc):

@@ -31,10 +31,10 @@ from typing import Any
 
 from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.compat import TriggerEvent
-from airflow_dist_training.hooks.cloudwatch_logs import LogTail, tail_async
 from airflow_dist_training.job_states import STOPPED_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.retry import call_with_retry
 from airflow_dist_training.sagemaker.job_kinds import TRAINING
+from airflow_dist_training.sagemaker.log_tail import LogTail, tail_async
 from airflow_dist_training.triggers.base import SageMakerJobTrigger
 from airflow_dist_training.triggers.polling import JobWatch, TrainingJobPoller, get_poller
 
@@ -62,7 +62,7 @@ def _expected_hosts(description: dict[str, Any]) -> int:
 
 class _LogStreamer:
     """Tails ``/aws/sagemaker/TrainingJobs/<job_name>/*`` across all hosts, merged by timestamp:
-    the async driver of ``hooks/cloudwatch_logs.LogTail`` (the hook drives the same tail sync)."""
+    the async driver of ``sagemaker/log_tail.LogTail`` (the hook drives the same tail sync)."""
 
     def __init__(
         self, job_name: str, poller: TrainingJobPoller | Any, emit: Any, log_group: str = str(TRAINING.log_group)

@@ -126,7 +126,7 @@ def _plan_then_send(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
     from airflow_dist_training.hooks.backends import SageMakerBackend
     from airflow_dist_training.operators.training import DistributedTrainingOperator
-    from airflow_dist_training.planning import PLAN_XCOM_KEYS, plan_run
+    from airflow_dist_training.planning import plan_run
     from airflow_dist_training.spec.loading import load_spec
 
     ti = _TaskInstance()
@@ -140,11 +140,11 @@ def _plan_then_send(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         context=context,
         checkpoint_resume="latest",
     )
-    ti.xcom.update({("plan", key): planned[key] for key in PLAN_XCOM_KEYS if key in planned})
+    ti.xcom.update({("plan", key): value for key, value in planned.xcoms(dry_run=False).items()})
     with DAG("corpus_dag", schedule=None):
         op = DistributedTrainingOperator(
             task_id="train",
-            spec=planned["spec"],
+            spec=planned.spec,
             plan_task_id="plan",
             checkpoint_resume="latest",
             aws_conn_id=None,
@@ -153,11 +153,10 @@ def _plan_then_send(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     sagemaker = RecordingSageMaker()
     # the FSx pre-flight reads the file system on AWS; it adds nothing to the request
     op.__dict__.update(hook=sagemaker, checkpoint_hook=_NoCheckpoints(), _fsx_preflight=lambda: None)
-    op._spec_obj = op._load_spec(context)
-    op._launch = op._launch_for(op._name(context, 1), context, planned=op._planned_launch(context))
     op.submit_job(context)
     (sent,) = sagemaker.created
-    return planned["request"], sent
+    assert planned.request is not None
+    return planned.request, sent
 
 
 def plan_task_requests() -> dict[str, Any]:

@@ -25,7 +25,7 @@ def test_every_named_entry_point_exists_where_the_page_says() -> None:
         "airflow_dist_training.hooks.aws": "task_region",
         "airflow_dist_training.triggers.base": "AwsWaitTrigger",
         "airflow_dist_training.hooks.registry": "get_registry",
-        "airflow_dist_training.checkpoints.uris": "Store",
+        "airflow_dist_training.storage": "register_store",
         "airflow_dist_training.task_groups": "stage_train_evaluate",
         "airflow_dist_training.operators.training": "DistributedTrainingOperator",
     }

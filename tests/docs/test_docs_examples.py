@@ -2,7 +2,8 @@
 cannot drift from the schema or the API again.
 
 - YAML: a whole pipeline (``dag_id``) is validated as a ``PipelineSpec``; a whole training spec
-  (``name`` + ``image``) as a ``TrainingJobSpec``; a fragment (top-level keys of one of them) is
+  (``name`` + ``image``) as a ``TrainingJobSpec``; a tuning section (``ranges`` + ``objective``) as a
+  ``TuningSpec``; a fragment (top-level keys of one of them) is
   merged into a valid base and validated, so an unknown or misspelt field fails here.
 - Python: every block compiles, and every ``from airflow_dist_training... import X`` names
   something that exists.
@@ -21,6 +22,7 @@ import yaml
 from airflow_dist_training.spec.loading import validate_model
 from airflow_dist_training.spec.pipeline import PipelineSpec
 from airflow_dist_training.spec.training import TrainingJobSpec
+from airflow_dist_training.spec.tuning import TuningSpec
 from tests.paths import REPO
 
 ROOT = REPO
@@ -57,6 +59,9 @@ def test_docs_yaml_example_is_accepted_by_the_schema(text: str) -> None:
         return
     if "name" in data and "image" in data:
         validate_model(TrainingJobSpec, data, source="docs")
+        return
+    if "ranges" in data and "objective" in data:  # a tuning section (docs/tuning.md)
+        validate_model(TuningSpec, data, source="docs", prefix="tuning")
         return
     pipeline_only = set(PipelineSpec.model_fields) - {"training"}
     if set(data) <= set(TrainingJobSpec.model_fields):

@@ -26,6 +26,7 @@ import pytest
 
 from tests.parity.cases import ERROR_CASES, NAME_BASES, REGION, REQUEST_CASES, difference_cases, image_cases
 from tests.parity.mapping import sdk_estimator_case
+from tests.parity.tuning_cases import TUNING_CASES, sdk_tuning_case
 
 SDK_VERSION = os.environ.get("ADT_PARITY_SDK_VERSION", "2.257.6")
 CACHE = Path(
@@ -92,6 +93,7 @@ def all_sdk_cases() -> list[dict[str, Any]]:
         cases.append(case)
     cases += image_cases()
     cases += [{"id": f"name:{base}", "kind": "name", "base": base} for base in NAME_BASES]
+    cases += [sdk_tuning_case(c) for c in TUNING_CASES]
     return cases + difference_cases()
 
 

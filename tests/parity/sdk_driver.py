@@ -2,6 +2,8 @@
 
 Reads a JSON list of cases from argv[1], writes a JSON dict ``{case_id: result}`` to argv[2]:
 
+- ``tuning`` cases build the same estimator, wrap it in a ``HyperparameterTuner`` and record the
+  ``create_hyper_parameter_tuning_job`` kwargs of ``tuner.fit(job_name=..., wait=False)``;
 - ``request`` cases build a v2 estimator (PyTorch / TensorFlow) with a real ``sagemaker.session.Session``
   whose boto session and SageMaker client are mocks, call ``fit(inputs, job_name=..., wait=False)`` and
   record the exact ``create_training_job`` kwargs the client received (or the error the SDK raised).
@@ -37,6 +39,12 @@ from sagemaker.pytorch import PyTorch  # noqa: E402
 from sagemaker.session import Session  # noqa: E402
 from sagemaker.telemetry import telemetry_logging  # noqa: E402
 from sagemaker.tensorflow import TensorFlow  # noqa: E402
+from sagemaker.tuner import (  # noqa: E402
+    CategoricalParameter,
+    ContinuousParameter,
+    HyperparameterTuner,
+    IntegerParameter,
+)
 
 # No network: the SDK's usage telemetry would try an HTTPS request after each fit().
 telemetry_logging._send_telemetry_request = lambda *args, **kwargs: None
@@ -73,9 +81,9 @@ def build_inputs(spec: dict[str, Any] | None) -> Any:
     return inputs
 
 
-def run_request(case: dict[str, Any], workdir: str) -> dict[str, Any]:
+def build_estimator(case: dict[str, Any], workdir: str, session: Session) -> Any:
+    """The case's v2 estimator (``PyTorch``/``TensorFlow``/``HuggingFace``) on ``session``."""
     kwargs = dict(case["kwargs"])
-    session, client = make_session(case["region"], case.get("default_bucket", "sdk-default-bucket"))
     if kwargs.get("source_dir") == "@local":
         src = os.path.join(workdir, case["id"])
         os.makedirs(src, exist_ok=True)
@@ -92,14 +100,43 @@ def run_request(case: dict[str, Any], workdir: str) -> dict[str, Any]:
         ]
     if "tensorboard_output_config" in kwargs:
         kwargs["tensorboard_output_config"] = TensorBoardOutputConfig(**kwargs["tensorboard_output_config"])
+    return ESTIMATORS[case["estimator"]](sagemaker_session=session, **kwargs)
+
+
+def run_request(case: dict[str, Any], workdir: str) -> dict[str, Any]:
+    session, client = make_session(case["region"], case.get("default_bucket", "sdk-default-bucket"))
     try:
-        estimator = ESTIMATORS[case["estimator"]](sagemaker_session=session, **kwargs)
+        estimator = build_estimator(case, workdir, session)
         estimator.fit(build_inputs(case.get("inputs")), job_name=case["job_name"], wait=False, logs=False)
     except Exception as exc:  # the SDK's validation error is the result
         return {"error": str(exc), "error_type": type(exc).__name__}
     calls = client.create_training_job.call_args_list
     if len(calls) != 1:
         return {"error": f"create_training_job called {len(calls)} times", "error_type": "DriverError"}
+    return {"request": calls[0].kwargs}
+
+
+def sdk_range(spec: dict[str, Any]) -> Any:
+    if spec["type"] == "categorical":
+        return CategoricalParameter(spec["values"])
+    cls = ContinuousParameter if spec["type"] == "continuous" else IntegerParameter
+    return cls(spec["min_value"], spec["max_value"], scaling_type=spec.get("scaling_type", "Auto"))
+
+
+def run_tuning(case: dict[str, Any], workdir: str) -> dict[str, Any]:
+    """``HyperparameterTuner(estimator, ...).fit(job_name=...)``: the CreateHyperParameterTuningJob kwargs."""
+    session, client = make_session(case["region"], case.get("default_bucket", "sdk-default-bucket"))
+    tuner_kwargs = dict(case["tuner"])
+    ranges = {name: sdk_range(r) for name, r in tuner_kwargs.pop("ranges").items()}
+    try:
+        estimator = build_estimator(case, workdir, session)
+        tuner = HyperparameterTuner(estimator, hyperparameter_ranges=ranges, **tuner_kwargs)
+        tuner.fit(build_inputs(case.get("inputs")), job_name=case["job_name"], wait=False)
+    except Exception as exc:
+        return {"error": str(exc), "error_type": type(exc).__name__}
+    calls = client.create_hyper_parameter_tuning_job.call_args_list
+    if len(calls) != 1:
+        return {"error": f"create_hyper_parameter_tuning_job called {len(calls)} times", "error_type": "DriverError"}
     return {"request": calls[0].kwargs}
 
 
@@ -145,6 +182,8 @@ def main() -> None:
             try:
                 if case["kind"] == "request":
                     results[case["id"]] = run_request(case, workdir)
+                elif case["kind"] == "tuning":
+                    results[case["id"]] = run_tuning(case, workdir)
                 elif case["kind"] == "image":
                     results[case["id"]] = run_image(case)
                 elif case["kind"] == "name":

@@ -204,3 +204,22 @@ def test_a_dag_parse_plans_nothing_and_the_plan_task_refuses_what_only_planning_
         "compute.instance_type: Currently torch_distributed is supported only for GPU and Trainium instances."
         in str(info.value)
     )
+
+
+def test_the_trigger_form_serializes_and_every_task_sees_its_values(tmp_path):
+    """The form's Params are set on the DAG after its tasks (no per-operator copies at parse time):
+    the DAG still serializes as the dag-processor does, and a run's tasks get the form's values."""
+    from airflow.sdk.definitions.param import process_params
+
+    from airflow_dist_training.compat import DagSerialization
+    from airflow_dist_training.dag_factory import dag_from_yaml
+
+    _pipeline(tmp_path, "w", GOOD.replace("force: false", "force: true"))
+    dag = dag_from_yaml(str(tmp_path / "w.py"))
+    form = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag)).params
+    assert form["force"] is True and form.get_param("warm_start").schema["title"] == "Warm start"
+    train = dag.get_task("stage_train_evaluate.train")
+    assert process_params(dag, train, None, suppress_exception=False) == {"force": True, "warm_start": "none"}
+    assert process_params(dag, train, {"force": False}, suppress_exception=False)["force"] is False
+    with pytest.raises(ValueError, match="warm_start"):  # the form's schema still holds for a run's conf
+        process_params(dag, train, {"warm_start": "latest"}, suppress_exception=False)

@@ -8,6 +8,7 @@ out.
 from __future__ import annotations
 
 import ast
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -141,3 +142,52 @@ def test_the_pure_core_imports_no_adapter() -> None:
         if dep.startswith(adapters)
     }
     assert leaks == set()
+
+
+LOCAL = "airflow_dist_training.local"
+# the core: the local backend checks the spec and executes the planner's request
+LOCAL_CORE = ("airflow_dist_training.spec", "airflow_dist_training.sagemaker")
+# besides the standard library, its own modules and the core, these modules exactly, each for one reason
+LOCAL_MAY_IMPORT = {
+    "airflow_dist_training.errors": "a leaf: the error types every layer raises (Problem, TrainingJobError)",
+    "airflow_dist_training.results": "a leaf: the result every backend returns (TrainingResult)",
+    "airflow_dist_training.storage": "the store seam: one protocol for every store, chosen by a location's scheme",
+    "airflow_dist_training.storage.location": "a leaf: Location, the one value type of a place, and the URI split",
+    "airflow_dist_training.source_archive": "a leaf: packs a local source folder, as the SageMaker hook does",
+    "boto3": "inside functions only (ruff bans it at module level): a store that uses real S3",
+}
+
+
+def _all_imports(module: str, path: Path) -> set[str]:
+    """Every module ``module`` imports: of the package (as in the graph) and outside it."""
+    known = set(_modules())
+    visitor = _Imports(module, path.name == "__init__.py", known)
+    visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+    return visitor.found
+
+
+def _allowed_in_local(dep: str) -> bool:
+    if dep.split(".")[0] in sys.stdlib_module_names or dep in LOCAL_MAY_IMPORT:
+        return True
+    return any(dep == package or dep.startswith(package + ".") for package in (LOCAL, *LOCAL_CORE))
+
+
+def test_the_local_backend_imports_only_the_core_and_its_own_modules() -> None:
+    """Every module of ``local/`` (at module level or in a function): no hook, operator, trigger,
+    Airflow or other layer; each exception above says why it is needed."""
+    local = {name: path for name, path in _modules().items() if name == LOCAL or name.startswith(LOCAL + ".")}
+    assert f"{LOCAL}.executor" in local and f"{LOCAL}.contract" in local  # the walk found the layer
+    leaks = {
+        (module, dep)
+        for module, path in local.items()
+        for dep in _all_imports(module, path)
+        if not _allowed_in_local(dep)
+    }
+    assert leaks == set()
+
+
+def test_the_local_rule_catches_a_hook_import() -> None:
+    assert not _allowed_in_local("airflow_dist_training.hooks.training")
+    assert not _allowed_in_local("airflow.sdk")
+    assert not _allowed_in_local("airflow_dist_training.storage.s3")  # the S3 store reaches the AWS hooks
+    assert _allowed_in_local("airflow_dist_training.local.store") and _allowed_in_local("json")

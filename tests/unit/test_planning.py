@@ -11,7 +11,7 @@ import airflow_dist_training.sagemaker.request as request_module
 import airflow_dist_training.spec.loading as loading
 import airflow_dist_training.spec.overrides as overrides_module
 from airflow_dist_training.hooks.backends import SageMakerBackend
-from airflow_dist_training.planning import PLAN_XCOM_KEYS, plan_run
+from airflow_dist_training.planning import plan_run
 from airflow_dist_training.spec.overrides import apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 from tests.corpus.requests import RecordingSageMaker
@@ -65,10 +65,12 @@ def test_the_sagemaker_plan_task_validates_and_plans_the_spec_once(
             context={"run_id": "manual__2026-01-01", "params": {}},
         )
     assert calls == {"spec": spec_validations, "plan": 1, "check_spec": 1}
-    assert result["request"]["TrainingJobName"] == result["job_name"]
+    assert result.request is not None
+    assert result.request["TrainingJobName"] == result.job_name_base == result.job_name(1)
     # the run-identity tag is the hash the training task sends (and its job name ends with)
-    tags = {t["Key"]: t["Value"] for t in result["request"]["Tags"]}
-    assert tags["airflow-dist-training:run-identity"] == result["job_name"].rsplit("-", 1)[-1]
+    tags = {t["Key"]: t["Value"] for t in result.request["Tags"]}
+    assert tags["airflow-dist-training:run-identity"] == result.identity_hash
+    assert result.job_name_base.endswith(f"-{result.identity_hash}")
 
 
 def test_the_local_plan_path_does_not_validate_the_spec_again(tmp_path: Any) -> None:
@@ -194,11 +196,11 @@ def _plan_then_train(spec: TrainingJobSpec, *, warm_start_uri: str | None = None
             context=context,
             checkpoint_resume="latest",
         )
-        ti.xcom.update({("plan", key): result[key] for key in PLAN_XCOM_KEYS if key in result})
+        ti.xcom.update({("plan", key): value for key, value in result.xcoms(dry_run=False).items()})
         with DAG("dag", schedule=None):
             op = DistributedTrainingOperator(
                 task_id="train",
-                spec=result["spec"],
+                spec=result.spec,
                 plan_task_id="plan",
                 checkpoint_resume="latest",
                 aws_conn_id=None,
@@ -207,8 +209,6 @@ def _plan_then_train(spec: TrainingJobSpec, *, warm_start_uri: str | None = None
             )
         sagemaker = RecordingSageMaker()
         op.__dict__.update(hook=sagemaker, checkpoint_hook=_NoCheckpoints())
-        op._spec_obj = op._load_spec(context)
-        op._launch = op._launch_for(op._name(context, 1), context, planned=op._planned_launch(context))
         op.submit_job(context)
     return result, sagemaker, counts.calls
 
@@ -218,13 +218,14 @@ def test_the_training_task_sends_the_plan_tasks_request_validated_and_planned_on
     result, sagemaker, calls = _plan_then_train(spec)
     # plan task: planned and checked once; training task: the XCom spec loaded once, no second plan
     assert calls == {"spec": 1, "plan": 1, "check_spec": 1}
-    assert sagemaker.created == [result["request"]]
+    assert sagemaker.created == [result.request]
     # the run-scoped checkpoint prefix was planned by the plan task already (the request shown is sent)
-    assert result["request"]["CheckpointConfig"]["S3Uri"] == (
-        f"s3://my-ml-bucket/checkpoints/ci/{result['job_name']}"
+    assert result.request is not None
+    assert result.request["CheckpointConfig"]["S3Uri"] == result.run_checkpoint_uri == (
+        f"s3://my-ml-bucket/checkpoints/ci/{result.job_name_base}"
     )
     # the launcher files travel with the plan (XCom), and are uploaded before the create
-    assert sagemaker.put == [u["s3_uri"] for u in result["uploads"]] and len(sagemaker.put) == 2
+    assert sagemaker.put == [u.s3_uri for u in result.uploads] and len(sagemaker.put) == 2
 
 
 def test_a_warm_start_changes_the_request_and_the_training_task_logs_the_difference(
@@ -234,8 +235,94 @@ def test_a_warm_start_changes_the_request_and_the_training_task_logs_the_differe
     result, sagemaker, calls = _plan_then_train(spec, warm_start_uri="s3://my-ml-bucket/champion/model.tar.gz")
     log = "".join(capfd.readouterr())
     assert calls["plan"] == 2  # the run's state changed the spec: planned again, and said so
+    assert calls["spec"] == 1  # the training task validates the spec with its channels once
     sent = sagemaker.created[0]
-    assert sent != result["request"]
+    assert sent != result.request
     assert any(c["ChannelName"] == "warm_start" for c in sent["InputDataConfig"])
-    assert f"The run's state changed the request planned for {result['job_name']}" in log
+    assert f"The run's state changed the request planned for {result.job_name_base}" in log
     assert "InputDataConfig: [" in log  # request_changes names the field and both values
+
+
+def _run_plan(spec: TrainingJobSpec, policy: str | None = "latest") -> Any:
+    return plan_run(
+        spec,
+        backend=SageMakerBackend(aws_conn_id=None),
+        region="us-east-1",
+        overrides={},
+        train_task_id="train",
+        context={"run_id": "manual__2026-01-01", "ti": _TaskInstance()},
+        checkpoint_resume=policy,
+    )
+
+
+def test_a_run_plan_goes_through_xcom_as_json_unchanged() -> None:
+    import json
+
+    from airflow_dist_training.planning import RunPlan
+
+    plan = _run_plan(example("launcher_any_image", checkpoint={"s3_uri": "s3://my-ml-bucket/ckpt"}))
+    assert RunPlan.from_xcom(json.loads(json.dumps(plan.to_xcom()))) == plan
+    assert plan.identity == "dag:train:manual__2026-01-01:-1"
+    assert plan.job_name_base.endswith(f"-{plan.identity_hash}") and plan.uploads  # launcher files
+    assert plan.run_checkpoint_uri == f"s3://my-ml-bucket/ckpt/{plan.job_name_base}"
+
+
+def test_applying_no_state_sends_the_plan_and_plans_nothing() -> None:
+    from airflow_dist_training.planning import RunState, apply_run_state
+
+    plan = _run_plan(example("torch_distributed_p4d"))
+    counts = _Counts()
+    with counts.patches():
+        job = apply_run_state(plan, RunState())
+    assert counts.calls == {"spec": 1, "plan": 0, "check_spec": 0}
+    assert job.request is plan.request and job.name == plan.job_name_base
+    assert not job.planned_again and job.changes == ()
+
+
+def test_the_next_generation_on_demand_names_every_change_and_keeps_the_runs_checkpoints() -> None:
+    from airflow_dist_training.planning import RunState, apply_run_state
+
+    plan = _run_plan(example("torch_distributed_p4d"))
+    job = apply_run_state(plan, RunState(generation=3, on_demand=True))
+    assert job.name == f"{plan.job_name_base}-r3" and job.planned_again
+    assert job.request is not None and "EnableManagedSpotTraining" not in job.request
+    # every generation of the run resumes from the run's own checkpoints
+    assert job.request["CheckpointConfig"]["S3Uri"] == plan.run_checkpoint_uri
+    assert list(job.changes) == [
+        f"TrainingJobName: {plan.job_name_base!r} -> '{plan.job_name_base}-r3'",
+        "StoppingCondition.MaxWaitTimeInSeconds: removed (was 172800)",
+        f"HyperParameters.sagemaker_job_name: '\"{plan.job_name_base}\"' -> '\"{plan.job_name_base}-r3\"'",
+        "EnableManagedSpotTraining: removed (was True)",
+    ]
+
+
+def test_staged_channels_and_a_warm_start_are_validated_once_with_the_spec() -> None:
+    from airflow_dist_training.planning import RunState, apply_run_state
+
+    network = {"subnets": ["subnet-0123456789abcdef0"], "security_group_ids": ["sg-0123456789abcdef0"]}
+    plan = _run_plan(example("launcher_any_image", network=network))
+    staged = {"type": "fsx", "file_system_id": "fs-0123456789abcdef0", "directory_path": "/fsx/data"}
+    counts = _Counts()
+    with counts.patches():
+        job = apply_run_state(plan, RunState(channels={"train": staged}, warm_start_uri="s3://my-ml-bucket/model.tar.gz"))
+    assert counts.calls == {"spec": 1, "plan": 1, "check_spec": 1}
+    assert job.request is not None
+    sources = {c["ChannelName"]: c["DataSource"] for c in job.request["InputDataConfig"]}
+    assert sources["train"]["FileSystemDataSource"]["FileSystemId"] == "fs-0123456789abcdef0"
+    assert sources["warm_start"]["S3DataSource"]["S3Uri"] == "s3://my-ml-bucket/model.tar.gz"
+    assert any(change.startswith("InputDataConfig") for change in job.changes)
+
+
+def test_a_training_task_refuses_the_plan_of_another_task() -> None:
+    from airflow.sdk import DAG
+
+    from airflow_dist_training.compat import AirflowFailException
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+
+    plan = _run_plan(example("launcher_any_image"), policy=None)
+    ti = _TaskInstance()
+    ti.xcom.update({("plan", key): value for key, value in plan.xcoms(dry_run=False).items()})
+    with DAG("dag", schedule=None):
+        op = DistributedTrainingOperator(task_id="train_other", spec=plan.spec, plan_task_id="plan", aws_conn_id=None)
+    with pytest.raises(AirflowFailException, match="planned the run dag:train:manual__2026-01-01:-1"):
+        op.submit_job({"run_id": "manual__2026-01-01", "ti": ti})  # type: ignore[arg-type]

@@ -12,9 +12,9 @@ import pytest
 
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.fingerprint import FingerprintHook
-from airflow_dist_training.hooks.training import pack_source_dir
 from airflow_dist_training.planning import uploads_from_xcom, uploads_to_xcom
 from airflow_dist_training.sagemaker.request import plan_training_job
+from airflow_dist_training.source_archive import pack_source_dir
 from airflow_dist_training.spec.loading import load_spec
 
 BASE: dict[str, Any] = {

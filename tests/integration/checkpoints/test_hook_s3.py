@@ -193,7 +193,7 @@ def test_access_denied_names_path_and_permission(moto_reset):
 
 def test_missing_bucket(moto_reset):
     hook = CheckpointHook(aws_conn_id=None, region_name="us-east-1", verify_region=False)
-    with pytest.raises(SpecValidationError, match="uri: s3://nope/x/: bucket does not exist"):
+    with pytest.raises(SpecValidationError, match="uri: s3://nope/x/: bucket nope does not exist"):
         hook.latest_complete("s3://nope/x/", use_hint=False)
 
 

@@ -40,8 +40,8 @@ def _processes_under(root: Path) -> list[int]:
 
 
 def _create_job(endpoint: Any, data_dir: Path, name: str, **spec_overrides: Any) -> dict[str, Any]:
-    from airflow_dist_training.hooks.training import pack_source_dir
     from airflow_dist_training.sagemaker.request import plan_training_job
+    from airflow_dist_training.source_archive import pack_source_dir
     from airflow_dist_training.spec.loading import load_spec
 
     s3, sm = endpoint.client("s3"), endpoint.client("sagemaker")

@@ -79,9 +79,9 @@ def _one_job(endpoint: Any) -> dict[str, Any]:
 
 
 def _default_job_python() -> str:
-    python = job_env.built_python(job_env.default_env_dir())
-    assert python is not None
-    return str(python)
+    env = job_env.default_env_dir()
+    assert job_env.why_not_ready(env) is None
+    return str(env / "bin" / "python")
 
 
 @pytest.mark.parametrize(

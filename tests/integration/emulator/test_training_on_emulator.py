@@ -91,7 +91,7 @@ def first_event(trigger: Any) -> dict[str, Any]:
     return asyncio.run(run())
 
 
-def run_task(op: DistributedTrainingOperator, ctx: dict[str, Any]) -> Any:
+def run_task(op: Any, ctx: dict[str, Any]) -> Any:
     """Run an operator as Airflow would: execute, then each deferral's trigger and resume method."""
     from airflow_dist_training.compat import TaskDeferred
 

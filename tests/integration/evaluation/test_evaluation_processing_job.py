@@ -58,7 +58,7 @@ def test_processing_job_not_writing_evaluation_is_a_clear_error(s3: Any, sagemak
     _, uri = runner.run(request("eval-job-2"))
     with pytest.raises(SpecValidationError) as exc:
         ArtifactStore(None, "us-east-1").load_evaluation(uri)
-    assert str(exc.value) == f"{uri}: cannot read: NoSuchKey: The specified key does not exist."
+    assert str(exc.value) == f"{uri}: cannot read: no such file"
 
 
 def test_failed_processing_job_reports_failure_reason() -> None:

@@ -175,7 +175,7 @@ def test_champion_whose_report_is_gone(s3: Any, sagemaker: Any) -> None:
     with pytest.raises(ChampionUnreadableError) as exc:
         hook().get_champion()
     assert str(exc.value) == (
-        f"champion model package {arn} ({uri}): cannot read: NoSuchKey: The specified key does not exist."
+        f"champion model package {arn} ({uri}): cannot read: no such file"
     )
 
 

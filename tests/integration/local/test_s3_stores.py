@@ -88,10 +88,10 @@ def test_code_data_checkpoints_and_model_go_through_s3(s3: Any, tmp_path: Path) 
 
 
 def test_sync_copies_new_and_rewritten_files_once(s3: Any, tmp_path: Path) -> None:
-    from airflow_dist_training.local.contract import Store
     from airflow_dist_training.local.launcher import sync_dir
+    from airflow_dist_training.storage.location import local_location, parse_location
 
-    local, remote = Store("local", str(tmp_path / "ckpt")), Store("s3", f"s3://{BUCKET}/sync")
+    local, remote = local_location(tmp_path / "ckpt"), parse_location(f"s3://{BUCKET}/sync")
     synced: dict[str, tuple[int, int]] = {}  # what a run remembers between its periodic syncs
     state = tmp_path / "ckpt" / "last.pt"
     state.parent.mkdir()
@@ -102,7 +102,7 @@ def test_sync_copies_new_and_rewritten_files_once(s3: Any, tmp_path: Path) -> No
     assert sync_dir(local, remote, synced) == 1
     assert s3.get_object(Bucket=BUCKET, Key="sync/last.pt")["Body"].read() == b"epoch-2"
     # a new run restores the file, and does not push it back
-    restored, memory = Store("local", str(tmp_path / "restored")), {}
+    restored, memory = local_location(tmp_path / "restored"), {}
     assert sync_dir(remote, restored, memory) == 1
     assert sync_dir(remote, restored, memory) == 0
     assert sync_dir(restored, remote, memory) == 0

@@ -361,9 +361,9 @@ def test_launcher_mode_files_are_in_the_store_where_the_request_says(tmp_path: P
     channels = {
         c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in sub.request["InputDataConfig"]
     }
-    code = sub.store.resolve(channels["code"]).local
+    code = sub.store.resolve(channels["code"]).path
     assert code is not None and code.is_file()
     with tarfile.open(fileobj=io.BytesIO(code.read_bytes())) as tar:
         assert tar.getnames() == ["t.py"]
-    launcher = sub.store.resolve(channels["adt_launcher"] + "adt_launch.py").local
+    launcher = sub.store.resolve(channels["adt_launcher"] + "adt_launch.py").path
     assert launcher is not None and launcher.read_text().startswith("#!/usr/bin/env python3")

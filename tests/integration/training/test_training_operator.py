@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from unittest import mock
 
 import pytest
 from fake_sagemaker_training import FakeTrainingLifecycle, make_context, spec_dict
@@ -332,9 +333,20 @@ def spot_of(fake: FakeTrainingLifecycle, name: str) -> tuple[bool, dict[str, Any
 def test_interrupted_spot_job_is_replaced_in_the_same_try_then_on_demand(
     fake: FakeTrainingLifecycle,
 ) -> None:
+    import airflow_dist_training.spec.loading as loading
+    from airflow_dist_training.spec.training import TrainingJobSpec
+
     interrupt_first_jobs(fake, 2)
     spot = {**SPOT, "max_interruptions": 3, "on_demand_after_interruptions": 2}
-    result = make_op(spec=spec_dict(spot=spot)).execute(make_context())  # one task try
+    validations, validate = [], loading.validate_model
+
+    def counting(model: Any, *args: Any, **kwargs: Any) -> Any:
+        validations.extend([model] if model is TrainingJobSpec else [])
+        return validate(model, *args, **kwargs)
+
+    with mock.patch.object(loading, "validate_model", counting):
+        result = make_op(spec=spec_dict(spot=spot)).execute(make_context())  # one task try
+    assert len(validations) == 1  # the spec, once for the task's three jobs
     first = fake.create_log[0]
     assert fake.create_log == [first, f"{first}-r2", f"{first}-r3"]
     assert result["job_name"] == f"{first}-r3" and result["status"] == "Completed"

@@ -12,7 +12,7 @@ from airflow_dist_training.checkpoints.resume import (
     classify_outcome,
     decide_retry,
 )
-from airflow_dist_training.errors import CapacityError, SpecValidationError
+from airflow_dist_training.errors import SpecValidationError
 
 
 def test_classify_outcome():
@@ -23,9 +23,6 @@ def test_classify_outcome():
     )
     assert classify_outcome("Stopped", None, "MaxWaitTimeExceeded") is AttemptOutcome.INTERRUPTED
     assert classify_outcome("Failed", "AlgorithmError: CUDA out of memory") is AttemptOutcome.FAILED
-    from airflow_dist_training.checkpoints.resume import outcome_of_exception
-
-    assert outcome_of_exception(CapacityError("x", job_name="j", status="Failed")) is AttemptOutcome.CAPACITY
 
 
 def test_interruptions_do_not_use_up_the_failure_budget_and_switch_to_on_demand():

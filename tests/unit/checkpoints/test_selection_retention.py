@@ -15,8 +15,9 @@ from airflow_dist_training.checkpoints.selection import (
     latest_complete,
     select_checkpoint,
 )
-from airflow_dist_training.checkpoints.uris import parse_location
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.storage import Stores
+from airflow_dist_training.storage.location import parse_location
 
 ROOT = "s3://b/runs/r1/"
 
@@ -218,8 +219,10 @@ def test_parse_location_variants_and_errors():
     assert parse_location("s3://b").prefix == ""
     assert parse_location("file:///tmp/x/").uri == "/tmp/x"
     assert parse_location("/tmp/x").child("step-1").uri == "/tmp/x/step-1"
-    with pytest.raises(SpecValidationError, match="uri: gs://b/x: unsupported scheme"):
-        parse_location("gs://b/x")
+    with pytest.raises(
+        SpecValidationError, match=r"uri: gs://b/x: unsupported scheme \(use s3://, file:///dir"
+    ):
+        Stores().parse("gs://b/x")
     with pytest.raises(
         SpecValidationError, match="uri: relative/x: a local checkpoint location must be an absolute path"
     ):

@@ -3,8 +3,6 @@ shown at plan time is the one sent in CreateTrainingJob."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from airflow_dist_training.hooks.aws import task_region
@@ -18,14 +16,14 @@ SPEC = REPO / "examples" / "specs" / "pytorchddp_p3.yaml"
 
 def _plan_and_submit_images() -> tuple[str, str]:
     spec = load_spec(SPEC)
-    planned: dict[str, Any] = plan_on_backend(
+    planned = plan_on_backend(
         spec, backend="sagemaker", overrides=None, train_task_id="train", context={}, aws_conn_id=None
     )
     op = DistributedTrainingOperator(task_id="train", spec=spec, aws_conn_id=None)
-    op._spec_obj = spec
-    submitted = op._plan_for(planned["job_name"], {})  # type: ignore[arg-type]
+    submitted = op._run_job({})  # type: ignore[arg-type]
+    assert planned.request is not None and submitted.request is not None
     return (
-        planned["request"]["AlgorithmSpecification"]["TrainingImage"],
+        planned.request["AlgorithmSpecification"]["TrainingImage"],
         submitted.request["AlgorithmSpecification"]["TrainingImage"],
     )
 

@@ -330,13 +330,11 @@ def test_checkpoint_and_output_stores(tmp_path: Path) -> None:
         output={"s3_path": "s3://bkt/models"},
     )
     p = plan(tmp_path, spec)
-    assert p.checkpoint_store.uri == (tmp_path / "ck").as_uri()
-    assert (
-        p.model_artifact.uri
-        == (tmp_path / "root" / "_s3" / "bkt" / "models" / "job-1" / "output" / "model.tar.gz").as_uri()
-    )
+    assert p.checkpoint_store.as_uri() == (tmp_path / "ck").as_uri()
+    # the model goes to <output>/<job>/output/model.tar.gz: a folder standing in for the bucket, or S3
+    assert p.output_store.as_uri() == (tmp_path / "root" / "_s3" / "bkt" / "models").as_uri()
     p3 = plan(tmp_path, spec, s3_available=True)
-    assert p3.model_artifact.uri == "s3://bkt/models/job-1/output/model.tar.gz"
+    assert p3.output_store.as_uri() == "s3://bkt/models"
 
 
 def test_failure_text_and_excerpt_follow_the_toolkit() -> None:

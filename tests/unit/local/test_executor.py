@@ -138,10 +138,10 @@ def test_store_resolves_mounts_then_the_bucket_folder(tmp_path: Path) -> None:
         tmp_path / "buckets",
         mounts={"s3://b/data": tmp_path / "data", "s3://b/data/special": tmp_path / "sp"},
     )
-    assert store.resolve("s3://b/data/x/y.csv").local == tmp_path / "data" / "x" / "y.csv"
-    assert store.resolve("s3://b/data/special/z").local == tmp_path / "sp" / "z"  # the longest mount wins
-    assert store.resolve("s3://b/other/k").local == tmp_path / "buckets" / "b" / "other" / "k"
-    assert store.resolve("s3://b/data/").local == tmp_path / "data"
+    assert store.resolve("s3://b/data/x/y.csv").path == tmp_path / "data" / "x" / "y.csv"
+    assert store.resolve("s3://b/data/special/z").path == tmp_path / "sp" / "z"  # the longest mount wins
+    assert store.resolve("s3://b/other/k").path == tmp_path / "buckets" / "b" / "other" / "k"
+    assert store.resolve("s3://b/data/").path == tmp_path / "data"
     store.put_bytes(b"hi", "s3://b/other/k")
     assert store.get_prefix("s3://b/other", tmp_path / "copy") == 1
     assert (tmp_path / "copy" / "k").read_bytes() == b"hi"
@@ -167,10 +167,25 @@ def test_hosts_file_maps_every_host_to_its_own_loopback_address() -> None:
 
 
 def test_a_failure_reason_capped_mid_path_keeps_no_piece_of_this_machines_path() -> None:
-    from airflow_dist_training.local.executor import _without_cut_path
+    from airflow_dist_training.local.supervisor import without_cut_path
 
     env = "/root/.cache/airflow-dist-training/job-envs/pytorch"
     capped = 'AlgorithmError: algo-1: boom\n  File "/root/.cache/airflow-dist-training/job-e'
-    assert _without_cut_path(capped, env, "/opt/conda") == 'AlgorithmError: algo-1: boom\n  File "/opt/conda'
+    assert without_cut_path(capped, env, "/opt/conda") == 'AlgorithmError: algo-1: boom\n  File "/opt/conda'
     # a whole path is the caller's plain replace; unrelated text stays as it is
-    assert _without_cut_path("ExecuteUserScriptError: /root is read-only", env, "/opt/conda").endswith("read-only")
+    assert without_cut_path("ExecuteUserScriptError: /root is read-only", env, "/opt/conda").endswith("read-only")
+
+
+def test_the_request_plan_names_where_each_artifact_goes_and_what_it_cannot_honour(tmp_path: Path) -> None:
+    rp = LocalExecutor(tmp_path).plan(
+        request(CheckpointConfig={"S3Uri": "s3://b/ckpt", "LocalPath": "/data/ckpt"}),
+        options=JobOptions(runner="builtin", processes_per_host=2),
+    )
+    assert (rp.mode, rp.plan.hosts, rp.plan.torchrun_hosts) == ("builtin", ["algo-1", "algo-2"], [])
+    assert rp.model_uri == "s3://b/out/req-1/output/model.tar.gz"
+    assert rp.output_uri == "s3://b/out/req-1/output/output.tar.gz"
+    assert rp.checkpoint_uri == "s3://b/ckpt" and rp.code_uri == "s3://b/src.tar.gz"
+    # the local backend's plan summary shows these to the user before anything runs
+    assert rp.warnings == [
+        "CheckpointConfig.LocalPath /data/ckpt: the local backend syncs /opt/ml/checkpoints only"
+    ]

@@ -17,7 +17,7 @@ from airflow_dist_training.local import job_env
 def _pins() -> dict[str, str]:
     return dict(
         line.split("==", 1)
-        for line in job_env.constraints_text().splitlines()
+        for line in job_env.PYTORCH.constraints_text().splitlines()
         if "==" in line and not line.startswith("#")
     )
 
@@ -30,7 +30,7 @@ def test_the_job_environment_pins_a_torch_torchvision_pair_that_belongs_together
     for package in ("numpy", "sagemaker_training", "sagemaker_pytorch_training"):
         assert package in pins
     # every package the build installs is pinned
-    assert {p.replace("-", "_") for p in job_env.PACKAGES} <= {p.replace("-", "_") for p in pins}
+    assert {p.replace("-", "_") for p in job_env.PYTORCH.packages} <= {p.replace("-", "_") for p in pins}
 
 
 def _fake_env(root: Path, *, python_version: str = "3.11.7", stamp: dict[str, object] | None = None) -> Path:

@@ -3,9 +3,8 @@ from airflow_dist_training.local.metrics import MetricParser
 
 def test_last_value_wins_and_series_is_kept() -> None:
     parser = MetricParser([("loss", r"loss=([0-9.]+)"), ("acc", r"accuracy=(\S+)")])
-    parser.feed_lines(
-        ["epoch=0 loss=0.9 accuracy=0.5", "noise", "epoch=1 loss=0.4 accuracy=nan?", "loss=0.3"]
-    )
+    for line in ["epoch=0 loss=0.9 accuracy=0.5", "noise", "epoch=1 loss=0.4 accuracy=nan?", "loss=0.3"]:
+        parser.feed(line, host="algo-1")
     assert parser.final == {"loss": 0.3, "acc": 0.5}
     assert [p.value for p in parser.series if p.name == "loss"] == [0.9, 0.4, 0.3]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from airflow_dist_training.hooks.cloudwatch_logs import LogTail, tail_async, tail_sync
+from airflow_dist_training.sagemaker.log_tail import LogTail, tail_async, tail_sync
 
 
 class _Logs:

@@ -1,0 +1,428 @@
+"""Hyperparameter tuning jobs of the emulator: real training jobs with sampled hyperparameters.
+
+``CreateHyperParameterTuningJob`` lands in moto's record as usual (moto answers Describe/List);
+the emulator then runs the tuning job as SageMaker does:
+
+1. it samples one configuration per training job from ``ParameterRanges``: **Grid** tries every
+   combination of the categorical values in order (``MaxNumberOfTrainingJobs`` caps it);
+   **Random** draws each hyperparameter from its range (``ScalingType`` honoured, ``RandomSeed``
+   or else the tuning job's name seeds it). **Bayesian and Hyperband fall back to random
+   sampling** here: no model of the objective is fitted and no job is stopped early;
+2. it launches the training jobs through the emulator's own ``CreateTrainingJob`` (the same path
+   as a user's job: real processes in the job environment, logs, metrics), at most
+   ``MaxParallelTrainingJobs`` at a time, ``MaxNumberOfTrainingJobs`` in all. Each job is named
+   ``<tuning job>-<NNN>-<8 hex>`` as SageMaker names them, has the static hyperparameters, the
+   ``_tuning_objective_metric`` SageMaker adds (a script sees ``--_tuning_objective_metric``: parse
+   its arguments with ``parse_known_args``) and its tuned ones, the tuning job's tags, and
+   ``TuningJobArn`` in its description;
+3. a job's objective is the final value of the objective metric (``FinalMetricDataList``, parsed
+   from its output by the ``MetricDefinitions``);
+4. the description reports ``HyperParameterTuningJobStatus``, ``TrainingJobStatusCounters``,
+   ``ObjectiveStatusCounters`` and ``BestTrainingJob``; ``ListTrainingJobsForHyperParameterTuningJob``
+   lists every job with its tuned hyperparameters and objective;
+5. ``StopHyperParameterTuningJob`` stops its running training jobs; it ends ``Stopped`` when they
+   have. When every training job is done it ends ``Completed`` if at least one has an objective
+   value, else ``Failed``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import itertools
+import json
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.2
+RUNNING = ("InProgress", "Stopping")
+RANGE_KINDS = ("ContinuousParameterRanges", "IntegerParameterRanges", "CategoricalParameterRanges")
+# a training job's fields a tuning job's TrainingJobDefinition passes on as they are
+_PASSED_ON = (
+    "RoleArn",
+    "OutputDataConfig",
+    "StoppingCondition",
+    "InputDataConfig",
+    "VpcConfig",
+    "EnableNetworkIsolation",
+    "EnableInterContainerTrafficEncryption",
+    "EnableManagedSpotTraining",
+    "CheckpointConfig",
+    "RetryStrategy",
+    "Environment",
+)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _sample_number(rng: random.Random, spec: dict[str, Any], integer: bool) -> str:
+    low, high = float(spec["MinValue"]), float(spec["MaxValue"])
+    scaling = spec.get("ScalingType") or "Auto"
+    if scaling == "Logarithmic":
+        value = math.exp(rng.uniform(math.log(low), math.log(high)))
+    elif scaling == "ReverseLogarithmic":
+        value = 1 - math.exp(rng.uniform(math.log(1 - high), math.log(1 - low)))
+    else:  # Linear, and Auto (SageMaker picks; uniform here)
+        value = rng.uniform(low, high)
+    if integer:
+        return str(min(max(round(value), math.ceil(low)), math.floor(high)))
+    return repr(min(max(value, low), high))
+
+
+def sample_configurations(
+    ranges: dict[str, Any], strategy: str, count: int | None, seed: int
+) -> list[dict[str, str]]:
+    """One ``{hyperparameter: value string}`` per training job (see the module docstring)."""
+    if strategy == "Grid":
+        categorical = ranges.get("CategoricalParameterRanges") or []
+        names = [r["Name"] for r in categorical]
+        grid = [
+            dict(zip(names, combo, strict=True))
+            for combo in itertools.product(*(r["Values"] for r in categorical))
+        ]
+        return grid[:count] if count is not None else grid
+    rng = random.Random(seed)
+    configs = []
+    for _ in range(count or 1):
+        config: dict[str, str] = {}
+        for spec in ranges.get("ContinuousParameterRanges") or []:
+            config[spec["Name"]] = _sample_number(rng, spec, integer=False)
+        for spec in ranges.get("IntegerParameterRanges") or []:
+            config[spec["Name"]] = _sample_number(rng, spec, integer=True)
+        for spec in ranges.get("CategoricalParameterRanges") or []:
+            config[spec["Name"]] = rng.choice(list(spec["Values"]))
+        configs.append(config)
+    return configs
+
+
+def training_job_name(tuning_job: str, index: int) -> str:
+    """``<tuning job>-<NNN>-<8 hex>``, as SageMaker names a tuning job's training jobs."""
+    digest = hashlib.sha256(f"{tuning_job}:{index}".encode()).hexdigest()[:8]
+    return f"{tuning_job}-{index:03d}-{digest}"
+
+
+OBJECTIVE_HYPERPARAMETER = "_tuning_objective_metric"
+
+
+def objective_hyperparameter(request: dict[str, Any]) -> dict[str, str]:
+    """What SageMaker adds to a tuning job's static hyperparameters: ``_tuning_objective_metric``,
+    JSON-quoted for a framework (script-mode) container, whose hyperparameters are all JSON."""
+    definition = request.get("TrainingJobDefinition") or {}
+    objective = (request.get("HyperParameterTuningJobConfig") or {}).get(
+        "HyperParameterTuningJobObjective"
+    ) or {}
+    metric = str(objective.get("MetricName") or "")
+    script_mode = "sagemaker_program" in (definition.get("StaticHyperParameters") or {})
+    return {OBJECTIVE_HYPERPARAMETER: json.dumps(metric) if script_mode else metric}
+
+
+def training_request(request: dict[str, Any], name: str, tuned: dict[str, str]) -> dict[str, Any]:
+    """The ``CreateTrainingJob`` request of one of the tuning job's training jobs."""
+    definition = request["TrainingJobDefinition"]
+    algorithm = definition["AlgorithmSpecification"]
+    resource = dict(
+        definition.get("HyperParameterTuningResourceConfig") or definition.get("ResourceConfig") or {}
+    )
+    job: dict[str, Any] = {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {k: v for k, v in algorithm.items() if k != "AlgorithmName"},
+        "ResourceConfig": {
+            k: resource[k]
+            for k in ("InstanceType", "InstanceCount", "VolumeSizeInGB", "VolumeKmsKeyId")
+            if k in resource
+        },
+        "HyperParameters": {
+            **(definition.get("StaticHyperParameters") or {}),
+            **objective_hyperparameter(request),
+            **tuned,
+        },
+    }
+    job.update({k: definition[k] for k in _PASSED_ON if k in definition})
+    if request.get("Tags"):  # the tuning job's tags go to every training job it launches
+        job["Tags"] = list(request["Tags"])
+    return job
+
+
+class TuningRun:
+    """One tuning job: moto's record, its training jobs, its stop request."""
+
+    def __init__(self, record: Any, request: dict[str, Any]) -> None:
+        self.record = record
+        self.request = request
+        self.name = str(request["HyperParameterTuningJobName"])
+        config = request["HyperParameterTuningJobConfig"]
+        self.strategy = str(config["Strategy"])
+        limits = config["ResourceLimits"]
+        self.max_parallel = int(limits["MaxParallelTrainingJobs"])
+        self.max_jobs = (
+            int(limits["MaxNumberOfTrainingJobs"]) if limits.get("MaxNumberOfTrainingJobs") else None
+        )
+        objective = config.get("HyperParameterTuningJobObjective") or {}
+        self.metric = str(objective.get("MetricName") or "")
+        self.objective_type = str(objective.get("Type") or "Maximize")
+        seed = config.get("RandomSeed")
+        self.seed = (
+            int(seed) if seed is not None else int(hashlib.sha256(self.name.encode()).hexdigest()[:8], 16)
+        )
+        self.jobs: list[tuple[str, dict[str, str]]] = []  # (training job name, tuned hyperparameters)
+        self.stop_requested = threading.Event()
+        self.done = threading.Event()
+        self.max_running = 0  # the most training jobs seen running at once
+
+    def set(self, **fields: Any) -> None:
+        for key, value in fields.items():
+            setattr(self.record, key, value)
+        self.record.last_modified_time = _now()
+
+
+class TuningJobs:
+    """Runs the emulator's tuning jobs (thread-safe).
+
+    :param create_training_job: the emulator's own ``CreateTrainingJob`` (an internal client).
+    :param stop_training_job: the emulator's own ``StopTrainingJob``.
+    :param training_record: moto's record of a training job by name (None: unknown).
+    """
+
+    def __init__(
+        self,
+        create_training_job: Callable[[dict[str, Any]], Any],
+        stop_training_job: Callable[[str], Any],
+        training_record: Callable[[str], Any],
+    ) -> None:
+        self.create_training_job = create_training_job
+        self.stop_training_job = stop_training_job
+        self.training_record = training_record
+        self.runs: dict[str, TuningRun] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+
+    def start(self, record: Any, request: dict[str, Any]) -> None:
+        run = TuningRun(record, request)
+        definition = dict(record.training_job_definition or {})
+        definition["StaticHyperParameters"] = {
+            **(definition.get("StaticHyperParameters") or {}),
+            **objective_hyperparameter(request),
+        }
+        run.set(
+            training_job_definition=definition,
+            hyper_parameter_tuning_job_status="InProgress",
+            hyper_parameter_tuning_end_time=None,
+            failure_reason=None,
+            best_training_job=None,
+            OverallBestTrainingJob=None,
+            tuning_job_completion_details=None,
+            consumed_resources=None,
+            training_job_status_counters=_counters({}),
+            objective_status_counters={"Succeeded": 0, "Pending": 0, "Failed": 0},
+        )
+        with self._lock:
+            self.runs[run.name] = run
+        threading.Thread(
+            target=self._main, args=(run,), name=f"emulator-tuning-{run.name}", daemon=True
+        ).start()
+
+    def get(self, name: str) -> TuningRun | None:
+        with self._lock:
+            return self.runs.get(name)
+
+    def stop(self, name: str) -> bool:
+        """StopHyperParameterTuningJob: ``Stopping``, its running training jobs stopped, then ``Stopped``."""
+        run = self.get(name)
+        if run is None or run.done.is_set() or run.stop_requested.is_set():
+            return False
+        run.set(hyper_parameter_tuning_job_status="Stopping")
+        run.stop_requested.set()
+        return True
+
+    # -- the tuning job's loop --------------------------------------------------------------------
+
+    def _main(self, run: TuningRun) -> None:
+        try:
+            ranges = run.request["HyperParameterTuningJobConfig"].get("ParameterRanges") or {}
+            pending = sample_configurations(ranges, run.strategy, run.max_jobs, run.seed)
+            if run.strategy in ("Bayesian", "Hyperband"):
+                log.info("emulator: tuning job %s: %s sampled at random", run.name, run.strategy)
+            stopping_sent = False
+            while not self._closing.is_set():
+                summaries = self.summaries(run)
+                running = [s for s in summaries if s["TrainingJobStatus"] in RUNNING]
+                if run.stop_requested.is_set():
+                    pending = []
+                    if not stopping_sent:
+                        for s in running:
+                            self._stop_quietly(s["TrainingJobName"])
+                        stopping_sent = True
+                while pending and len(running) < run.max_parallel:
+                    index = len(run.jobs) + 1
+                    name = training_job_name(run.name, index)
+                    tuned = pending.pop(0)
+                    self.create_training_job(training_request(run.request, name, tuned))
+                    run.jobs.append((name, tuned))
+                    record = self.training_record(name)
+                    if record is not None:
+                        record.tuning_job_arn = run.record.arn
+                    running.append({"TrainingJobName": name, "TrainingJobStatus": "InProgress"})
+                run.max_running = max(run.max_running, len(running))
+                self._report(run, self.summaries(run))
+                if not pending and not running:
+                    self._finish(run, summaries)
+                    return
+                time.sleep(POLL_SECONDS)
+        except Exception as exc:  # never leave a tuning job InProgress forever
+            log.exception("emulator: tuning job %s crashed", run.name)
+            run.set(
+                hyper_parameter_tuning_job_status="Failed",
+                failure_reason=f"InternalServerError: emulator: {type(exc).__name__}: {exc}"[:1024],
+                hyper_parameter_tuning_end_time=_now(),
+            )
+        finally:
+            run.done.set()
+
+    def _stop_quietly(self, name: str) -> None:
+        try:
+            self.stop_training_job(name)
+        except Exception as exc:  # it ended meanwhile
+            log.info("emulator: stopping training job %s: %s", name, exc)
+
+    def _finish(self, run: TuningRun, summaries: list[dict[str, Any]]) -> None:
+        self._report(run, summaries)
+        succeeded = [s for s in summaries if s["ObjectiveStatus"] == "Succeeded"]
+        if run.stop_requested.is_set():
+            status, reason = "Stopped", None
+        elif succeeded:
+            status, reason = "Completed", None
+        else:
+            reasons = [s.get("FailureReason") for s in summaries if s.get("FailureReason")]
+            reason = f"No training job reported the objective metric {run.metric!r} ({len(summaries)} training jobs)"
+            reason += f"; first failure: {reasons[0]}" if reasons else ""
+            status = "Failed"
+        created = run.record.creation_time
+        run.set(
+            hyper_parameter_tuning_job_status=status,
+            failure_reason=reason[:1024] if reason else None,
+            hyper_parameter_tuning_end_time=_now(),
+            consumed_resources={"RuntimeInSeconds": int((_now() - created).total_seconds())},
+        )
+
+    def _report(self, run: TuningRun, summaries: list[dict[str, Any]]) -> None:
+        """Counters and the best training job, as DescribeHyperParameterTuningJob gives them."""
+        objectives = {"Succeeded": 0, "Pending": 0, "Failed": 0}
+        for s in summaries:
+            objectives[s["ObjectiveStatus"]] += 1
+        best = self.best(run, summaries)
+        fields = {
+            "training_job_status_counters": _counters(summaries),
+            "objective_status_counters": objectives,
+            "best_training_job": best,
+        }
+        if any(getattr(run.record, k, None) != v for k, v in fields.items()):
+            run.set(**fields)
+
+    def best(self, run: TuningRun, summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+        scored = [s for s in summaries if s["ObjectiveStatus"] == "Succeeded"]
+        if not scored:
+            return None
+        sign = 1 if run.objective_type == "Maximize" else -1
+        return max(scored, key=lambda s: sign * s["FinalHyperParameterTuningJobObjectiveMetric"]["Value"])
+
+    def summaries(self, run: TuningRun) -> list[dict[str, Any]]:
+        """``HyperParameterTrainingJobSummary`` of each training job launched so far, in launch order."""
+        out = []
+        for name, tuned in list(run.jobs):
+            record = self.training_record(name)
+            if record is None:
+                continue
+            status = str(record.training_job_status)
+            summary: dict[str, Any] = {
+                "TrainingJobName": name,
+                "TrainingJobArn": record.arn,
+                "TuningJobName": run.name,
+                "CreationTime": record.creation_time,
+                "TrainingJobStatus": status,
+                "TunedHyperParameters": dict(tuned),
+            }
+            for key, attr in (
+                ("TrainingStartTime", "training_start_time"),
+                ("TrainingEndTime", "training_end_time"),
+            ):
+                if getattr(record, attr, None) is not None:
+                    summary[key] = getattr(record, attr)
+            if getattr(record, "failure_reason", None):
+                summary["FailureReason"] = record.failure_reason
+            final = {
+                m.get("MetricName"): m.get("Value")
+                for m in getattr(record, "final_metric_data_list", None) or []
+            }
+            value = final.get(run.metric) if status not in RUNNING else None
+            if value is not None:
+                summary["FinalHyperParameterTuningJobObjectiveMetric"] = {
+                    "Type": run.objective_type,
+                    "MetricName": run.metric,
+                    "Value": float(value),
+                }
+                summary["ObjectiveStatus"] = "Succeeded"
+            else:
+                summary["ObjectiveStatus"] = "Pending" if status in RUNNING else "Failed"
+            out.append(summary)
+        return out
+
+    def list_training_jobs(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """ListTrainingJobsForHyperParameterTuningJob (StatusEquals, SortBy, SortOrder, MaxResults, NextToken)."""
+        run = self.get(name)
+        assert run is not None
+        jobs = self.summaries(run)
+        if params.get("StatusEquals"):
+            jobs = [j for j in jobs if j["TrainingJobStatus"] == params["StatusEquals"]]
+        sort_by = params.get("SortBy") or "CreationTime"
+        keys: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "Name": lambda j: j["TrainingJobName"],
+            "CreationTime": lambda j: j["CreationTime"],
+            "Status": lambda j: j["TrainingJobStatus"],
+            "FinalObjectiveMetricValue": lambda j: (
+                j.get("FinalHyperParameterTuningJobObjectiveMetric") or {}
+            ).get("Value", -math.inf),
+        }
+        descending = (params.get("SortOrder") or "Descending") == "Descending"
+        jobs.sort(key=keys[sort_by], reverse=descending)
+        start = int(params.get("NextToken") or 0)
+        size = int(params.get("MaxResults") or 10)
+        page: dict[str, Any] = {"TrainingJobSummaries": jobs[start : start + size]}
+        if start + size < len(jobs):
+            page["NextToken"] = str(start + size)
+        return page
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop launching; the training jobs themselves are stopped by the training jobs' shutdown."""
+        self._closing.set()
+        with self._lock:
+            runs = list(self.runs.values())
+        deadline = time.monotonic() + timeout
+        for run in runs:
+            run.done.wait(max(0.0, deadline - time.monotonic()))
+
+
+def _counters(summaries: Any) -> dict[str, int]:
+    counters = {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0}
+    for s in summaries or []:
+        status = s["TrainingJobStatus"]
+        if status in RUNNING:
+            counters["InProgress"] += 1
+        elif status == "Completed":
+            counters["Completed"] += 1
+        elif status == "Stopped":
+            counters["Stopped"] += 1
+        elif "InsufficientCapacity" in str(s.get("FailureReason") or "") or "InternalServerError" in str(
+            s.get("FailureReason") or ""
+        ):
+            counters["RetryableError"] += 1  # SageMaker may retry these
+        else:
+            counters["NonRetryableError"] += 1
+    return counters

@@ -1,0 +1,296 @@
+"""``DistributedTuningOperator``: a SageMaker hyperparameter tuning job over a training spec, durable.
+
+The managed alternative to a sweep: SageMaker (or the test endpoint) runs the training jobs with
+sampled hyperparameters and reports the best one. The order of things in ``execute``:
+
+1. **Load and plan first** (``sagemaker/tuning.py``): a bad training spec or tuning section fails
+   the task with the field-path message before any AWS call.
+2. **Durable, duplicate-free create**: the tuning job's name is deterministic from the run
+   identity (``<base>-<run hash>[-r<n>]``, at most 32 characters). ``DurableJob.find_or_create``
+   describes before it creates: an InProgress or Completed tuning job of this run is reattached
+   to (a retry never starts a second one); one that ended Failed or Stopped moves on to the next
+   generation; ``ResourceInUse`` on create reattaches. The code is uploaded only when creating.
+3. **Wait** deferred (default ``[operators] default_deferrable``, as the other remote operators:
+   ``TuningJobTrigger``, one describe per poll) or synchronously, logging the training jobs'
+   progress and the best objective so far.
+4. **Result**: the best training job as the training operator returns a job (``TrainingResult``:
+   ``job_name``, ``model_artifact_uri``, ``final_metrics``, ...) so evaluation, gate and registry
+   take it unchanged, plus ``tuning`` (the tuning job, its objective value, the tuned
+   hyperparameters, the training jobs' counters). Failed or Stopped -> ``TrainingJobError``.
+5. ``on_kill`` stops the tuning job (which stops its training jobs); deferred, the trigger's does.
+
+The constructor does no I/O and parses nothing: the DAG file stays cheap to parse.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_dist_training.compat import AirflowException, BaseOperator, conf
+from airflow_dist_training.errors import TrainingJobError
+from airflow_dist_training.hooks.aws import AwsConnectionMixin
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_dist_training.hooks.sagemaker_jobs import DurableJob
+    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    from airflow_dist_training.sagemaker.tuning import TuningPlan
+    from airflow_dist_training.spec.training import TrainingJobSpec
+    from airflow_dist_training.spec.tuning import TuningSpec
+
+MAX_GENERATIONS = 10  # tuning jobs of one run (after Failed/Stopped ones)
+
+
+class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
+    """Run a SageMaker hyperparameter tuning job from a training spec and a tuning section.
+
+    :param spec: the training spec: a ``TrainingJobSpec``, a dict, or a YAML path/text (templated).
+        Its ``metric_definitions`` must include the objective metric.
+    :param tuning: the tuning section: a ``TuningSpec``, a dict or YAML text (templated):
+        ranges, strategy, objective, ``max_jobs``, ``max_parallel_jobs``, ``early_stopping``.
+    :param aws_conn_id: Airflow AWS connection (``None``: boto3's default chain).
+    :param region_name: AWS region (default: the connection's).
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param poll_interval: seconds between status checks.
+    :param max_wait_seconds: the only limit on the wait (``None``: as long as the tuning job runs);
+        when exceeded the tuning job is stopped and the task fails.
+    """
+
+    template_fields: Sequence[str] = ("spec", "tuning", "aws_conn_id", "region_name")
+    template_fields_renderers = {"spec": "json", "tuning": "json"}
+    ui_color = "#efe3f7"
+
+    def __init__(
+        self,
+        *,
+        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
+        tuning: TuningSpec | Mapping[str, Any] | str,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        deferrable: bool | None = None,
+        poll_interval: float = 30,
+        max_wait_seconds: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spec = str(spec) if isinstance(spec, Path) else spec
+        self.tuning = tuning
+        self._set_aws_connection(aws_conn_id, region_name)
+        # read when the task is built, not when this module was imported
+        self.deferrable = (
+            conf.getboolean("operators", "default_deferrable", fallback=False)
+            if deferrable is None
+            else deferrable
+        )
+        self.poll_interval = poll_interval
+        self.max_wait_seconds = max_wait_seconds
+        self._job_name: str | None = None
+        self._identity: str | None = None
+
+    # --- hooks ---------------------------------------------------------------------------------------
+
+    @cached_property
+    def hook(self) -> SageMakerTrainingHook:
+        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+
+        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    @cached_property
+    def jobs(self) -> DurableJob:
+        from airflow_dist_training.hooks.sagemaker_jobs import DurableJob
+        from airflow_dist_training.sagemaker.job_kinds import TUNING
+
+        return DurableJob(self.hook, TUNING)
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        from airflow_dist_training.operators.training import mask_spec_secrets
+
+        super().render_template_fields(context, jinja_env)
+        mask_spec_secrets(self.spec)  # secret-looking environment values never reach the task log
+
+    # --- planning ----------------------------------------------------------------------------------------
+
+    def _load(self) -> tuple[TrainingJobSpec, TuningSpec]:
+        from airflow_dist_training.spec.loading import load_spec
+        from airflow_dist_training.spec.tuning import load_tuning_spec
+
+        return load_spec(self._beside_dag(self.spec)), load_tuning_spec(self._beside_dag(self.tuning))
+
+    def _beside_dag(self, source: Any) -> Any:
+        """A relative ``.yaml`` path is looked up next to the DAG file first."""
+        if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
+            path = Path(source.strip())
+            if not path.is_absolute() and self.dag is not None and getattr(self.dag, "fileloc", None):
+                candidate = Path(self.dag.fileloc).parent / path
+                return str(candidate) if candidate.exists() else source
+        return source
+
+    def _names(self, context: Context, base: str) -> list[str]:
+        from airflow_dist_training.sagemaker.naming import identity_from_context
+        from airflow_dist_training.sagemaker.tuning import tuning_job_name
+
+        dag_id = self.dag_id if self.has_dag() else "no-dag"
+        identity = self._identity = identity_from_context(context, self.task_id, dag_id=dag_id)
+        return [tuning_job_name(base, identity, g) for g in range(1, MAX_GENERATIONS + 1)]
+
+    def _plan(self, spec: TrainingJobSpec, tuning: TuningSpec, name: str) -> TuningPlan:
+        from airflow_dist_training.hooks.aws import task_region
+        from airflow_dist_training.sagemaker.tuning import plan_tuning_job
+
+        region = task_region(self.aws_conn_id, self.region_name, hook=self.hook)
+        return plan_tuning_job(spec, tuning, job_name=name, region=region, run_identity=self._identity)
+
+    # --- execute -------------------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_dist_training.retry import failing_fast_without_retry_policy
+
+        with failing_fast_without_retry_policy():
+            spec, tuning = self._load()
+            names = self._names(context, tuning.name or spec.name)
+            plan = self._plan(spec, tuning, names[0])  # every spec problem before any AWS call
+            for warning in plan.warnings:
+                self.log.warning("%s", warning)
+
+        def request_for(name: str, _ended: tuple[dict[str, Any], ...]) -> Mapping[str, Any]:
+            final = plan if name == plan.job_name else self._plan(spec, tuning, name)
+            self.hook.put_uploads(final.uploads)
+            return final.request
+
+        def ended(name: str, desc: Mapping[str, Any], generation: int) -> None:
+            self.log.warning(
+                "This run's tuning job %s ended %s: starting generation %d",
+                name,
+                desc.get("HyperParameterTuningJobStatus"),
+                generation,
+            )
+
+        ref = self.jobs.find_or_create(
+            names,
+            request_for,
+            exhausted=lambda: AirflowException(
+                f"every tuning job of this run ended Failed or Stopped ({', '.join(names)}); not starting another"
+            ),
+            on_ended=ended,
+        )
+        self._job_name = ref.name
+        limits = plan.request["HyperParameterTuningJobConfig"]["ResourceLimits"]
+        self.log.info(
+            "Tuning job %s: %s, objective %s %s, %s training jobs, %d at a time.",
+            ref.name,
+            tuning.strategy,
+            tuning.objective.type,
+            tuning.objective.metric,
+            limits.get("MaxNumberOfTrainingJobs", tuning.total_jobs),
+            tuning.max_parallel_jobs,
+        )
+        if self.deferrable and not (ref.description and self.jobs.kind.is_terminal(ref.description)):
+            self.defer(
+                trigger=self.jobs.trigger(
+                    ref.name,
+                    aws_conn_id=self.aws_conn_id,
+                    region_name=self.region_name,
+                    poll_interval=self.poll_interval,
+                    deadline=time.time() + self.max_wait_seconds if self.max_wait_seconds else None,
+                ),
+                method_name="execute_complete",
+            )
+        return self._wait(ref.name)
+
+    def _wait(self, name: str) -> dict[str, Any]:
+        from airflow_dist_training.retry import PollTimeout
+        from airflow_dist_training.triggers.tuning import tuning_progress
+
+        last: list[str | None] = [None]
+
+        def report(desc: dict[str, Any]) -> None:
+            progress = tuning_progress(desc)
+            if progress and progress != last[0]:
+                last[0] = progress
+                self.log.info("Tuning job %s: %s", name, progress)
+
+        try:
+            desc = self.jobs.wait(
+                name, poll_interval=self.poll_interval, timeout=self.max_wait_seconds, on_poll=report
+            )
+        except PollTimeout as exc:
+            self._stop(name, "max_wait_seconds exceeded")
+            raise AirflowException(f"{exc}. The tuning job was stopped.") from None
+        return self._finish(desc)
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Resume after the trigger: uses only the event (another worker may resume the task)."""
+        if not event or "job_name" not in event:
+            raise AirflowException(f"Invalid trigger event: {event!r}")
+        name = str(event["job_name"])
+        self._job_name = name
+        if event.get("status") == "timeout":
+            self._stop(name, "max_wait_seconds exceeded")
+            raise AirflowException(f"{event.get('message')} The tuning job was stopped.")
+        if event.get("status") == "error":
+            raise AirflowException(str(event.get("message")))
+        return self._finish(self.jobs.describe(name))
+
+    def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
+        """The best training job as a ``TrainingResult`` plus ``tuning``; an error when the tuning job failed."""
+        from airflow_dist_training.hooks.training import result_from_description
+        from airflow_dist_training.sagemaker.tuning import best_training_job
+
+        name = str(desc["HyperParameterTuningJobName"])
+        status = str(desc.get("HyperParameterTuningJobStatus"))
+        best = best_training_job(desc)
+        counters = dict(desc.get("TrainingJobStatusCounters") or {})
+        if status != "Completed" or best is None:
+            reason = desc.get("FailureReason") or (
+                "no training job reported the objective metric" if status == "Completed" else None
+            )
+            stopped = (
+                " (stopped on request)" if status == "Stopped" and self.jobs.stop_requested(desc) else ""
+            )
+            raise TrainingJobError(
+                f"Hyperparameter tuning job {name} ended {status}{stopped}"
+                + (f": {reason}" if reason else "")
+                + f". Training jobs: {counters}",
+                job_name=name,
+                status=status,
+                failure_reason=str(reason) if reason else None,
+            )
+        training = self.hook.describe_training_job(best["job_name"])
+        result: dict[str, Any] = dict(result_from_description(training))
+        result["tuning"] = {
+            "job_name": name,
+            "job_arn": desc.get("HyperParameterTuningJobArn"),
+            "status": status,
+            "strategy": (desc.get("HyperParameterTuningJobConfig") or {}).get("Strategy"),
+            "objective_metric": best["objective_metric"],
+            "objective_value": best["objective_value"],
+            "tuned_hyperparameters": best["tuned_hyperparameters"],
+            "training_job_counts": counters,
+        }
+        self.log.info(
+            "Tuning job %s: best training job %s, %s = %s, model %s",
+            name,
+            best["job_name"],
+            best["objective_metric"],
+            best["objective_value"],
+            result.get("model_artifact_uri"),
+        )
+        return result
+
+    # --- kill -------------------------------------------------------------------------------------------------
+
+    def _stop(self, name: str, reason: str) -> None:
+        try:
+            self.jobs.stop(name, reason=reason)
+        except Exception as exc:  # stopping is best effort here: the task fails anyway
+            self.log.error("Could not stop tuning job %s: %s", name, exc)
+
+    def on_kill(self) -> None:
+        """Stop the tuning job (SageMaker then stops its running training jobs)."""
+        if self._job_name:
+            self._stop(self._job_name, "task killed")

@@ -62,7 +62,7 @@ def stage_train_evaluate(
     """Build the ``stage_train_evaluate`` task group and return it.
 
     :param spec: the training spec (object or dict; validated here, at parse time).
-    :param backend: ``local`` (torchrun on the worker) or ``sagemaker``.
+    :param backend: a registered backend (``local``, ``sagemaker``, ...); its capabilities shape the group.
     :param group_id: task group id (default ``stage_train_evaluate``).
     :param overrides: fixed run overrides (``RunOverrides`` fields); the run's params (a trigger
         form's ``instance_type``, ``epochs``, ...) are applied on top of them.

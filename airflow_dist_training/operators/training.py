@@ -101,7 +101,8 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     :param spec: a ``TrainingJobSpec``, a dict, or the path of a YAML file (templated; a YAML
         file's content is rendered with Jinja too).
-    :param backend: ``"sagemaker"`` or ``"local"`` (torchrun on the worker).
+    :param backend: a registered backend (``spec/backends.py``): ``"sagemaker"``, ``"local"``
+        (torchrun on the worker) or one a package registers.
     :param aws_conn_id: Airflow AWS connection (``None``: boto3's default chain).
     :param region_name: AWS region (default: the connection's).
     :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.

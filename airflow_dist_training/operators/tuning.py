@@ -44,6 +44,7 @@ from airflow_dist_training.hooks.aws import AwsConnectionMixin
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_dist_training.hooks.backends import TrainingBackend
     from airflow_dist_training.hooks.sagemaker_jobs import DurableJob
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.local.tuning import LocalTuningJob
@@ -61,8 +62,10 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         Its ``metric_definitions`` must include the objective metric.
     :param tuning: the tuning section: a ``TuningSpec``, a dict or YAML text (templated):
         ranges, strategy, objective, ``max_jobs``, ``max_parallel_jobs``, ``early_stopping``.
-    :param backend: ``"sagemaker"`` (a SageMaker tuning job) or ``"local"`` (its training jobs on
-        this machine, see ``local/tuning.py``).
+    :param backend: a registered backend (``spec/backends.py``). One whose jobs run on AWS and
+        outlive the worker (``sagemaker``) runs a SageMaker tuning job; one that runs jobs on this
+        machine through the local executor (``local``) runs the tuning job's training jobs in the
+        task (``local/tuning.py``).
     :param aws_conn_id: Airflow AWS connection (``None``: boto3's default chain).
     :param region_name: AWS region (default: the connection's).
     :param deferrable: wait in the triggerer; default ``[operators] default_deferrable`` (SageMaker).
@@ -94,10 +97,9 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from airflow_dist_training.hooks.backends import BACKENDS
+        from airflow_dist_training.spec.backends import backend_record
 
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}")
+        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
         if local_parallel_jobs is not None and local_parallel_jobs < 1:
             raise ValueError(f"local_parallel_jobs must be at least 1, got {local_parallel_jobs}")
         self.spec = str(spec) if isinstance(spec, Path) else spec
@@ -131,6 +133,42 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.hooks.local_training import LocalTrainingHook
 
         return LocalTrainingHook(**self.local_hook_kwargs)
+
+    @cached_property
+    def training_backend(self) -> TrainingBackend:
+        """Where the training jobs run (``hooks/backends.py``); no I/O until a method is called."""
+        from airflow_dist_training.hooks.backends import LocalBackend, get_backend
+
+        backend = get_backend(
+            self.backend,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            local_hook_kwargs=self.local_hook_kwargs,
+        )
+        if isinstance(backend, LocalBackend):
+            backend.hook = self.local_hook  # one hook: on_kill stops what execute started
+        return backend
+
+    def _runs_in_task(self) -> bool:
+        """True: the tuning job runs in the task on the local executor; False: a SageMaker tuning job.
+        Decided by the backend's record, never its name; a backend that can do neither is refused."""
+        from airflow_dist_training.errors import Problem, SpecValidationError
+        from airflow_dist_training.hooks.backends import LocalBackend
+
+        backend = self.training_backend
+        if backend.record.durable and backend.record.on_aws:
+            return False
+        if not backend.record.durable and isinstance(backend, LocalBackend):
+            return True
+        raise SpecValidationError(
+            [
+                Problem(
+                    "backend",
+                    f"{self.backend!r} cannot run tuning jobs: they run as SageMaker tuning jobs (a backend "
+                    "whose jobs run on AWS and outlive the worker) or on the local executor",
+                )
+            ]
+        )
 
     @cached_property
     def jobs(self) -> DurableJob:
@@ -185,7 +223,7 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         with failing_fast_without_retry_policy():
             spec, tuning = self._load()
             names = self._names(context, tuning.name or spec.name)
-            if self.backend == "local":
+            if self._runs_in_task():
                 return self._execute_local(spec, tuning, names)
             plan = self._plan(spec, tuning, names[0])  # every spec problem before any AWS call
             for warning in plan.warnings:
@@ -330,8 +368,11 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
                 status=status,
                 failure_reason=str(reason) if reason else None,
             )
-        if self._local is not None:
-            result: dict[str, Any] = self._local.training_result(best["job_name"])
+        if self._local is not None:  # the executor's job, under this backend's name
+            result: dict[str, Any] = {
+                **self._local.training_result(best["job_name"]),
+                "backend": self.backend,
+            }
         else:
             result = dict(result_from_description(self.hook.describe_training_job(best["job_name"])))
         result["tuning"] = {

@@ -31,6 +31,13 @@ def test_parallelism_is_the_specs_bound_lowered_to_the_cores(
     assert (f"lowered to {expected}: {cpus} cores here" in why) == (expected < max_parallel)
 
 
+GOOD_TUNING = {
+    "strategy": "Grid",
+    "objective": {"metric": "validation:score", "type": "Maximize"},
+    "ranges": {"lr": {"type": "categorical", "values": [0.1, 0.2]}},
+}
+
+
 def _operator(tmp_path: Path, tuning: dict[str, Any], **over: Any) -> DistributedTuningOperator:
     code = tmp_path / "code"
     code.mkdir()
@@ -78,8 +85,38 @@ def test_a_bad_tuning_spec_is_refused_on_the_local_backend_before_anything_runs(
 
 
 def test_the_backend_is_checked_when_the_dag_is_built() -> None:
-    with pytest.raises(ValueError, match="backend must be one of 'sagemaker', 'local'"):
+    with pytest.raises(
+        SpecValidationError, match="backend: unknown backend 'kubernetes'; registered backends: "
+    ):
         DistributedTuningOperator(task_id="t", spec={}, tuning={}, backend="kubernetes")
+
+
+def test_a_backend_that_can_run_no_tuning_job_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from airflow_dist_training.spec.backends import BackendRecord, forget_backend, register_backend
+
+    class Elsewhere:  # runs jobs somewhere that is neither SageMaker nor the local executor
+        def __init__(self, *, record: BackendRecord, **_: Any) -> None:
+            self.record = record
+
+    register_backend(
+        BackendRecord(
+            name="elsewhere",
+            factory=Elsewhere,
+            staging="directory",
+            evaluation="process",
+            default_registry="local",
+            durable=False,
+            on_aws=False,
+        )
+    )
+    try:
+        op = _operator(tmp_path, GOOD_TUNING)
+        op.backend = "elsewhere"
+        with pytest.raises(SpecValidationError, match="backend: 'elsewhere' cannot run tuning jobs"):
+            op.execute(_context())
+    finally:
+        forget_backend("elsewhere")
+    assert not (tmp_path / "jobs").exists()
 
 
 def test_local_parallel_jobs_is_at_least_one() -> None:

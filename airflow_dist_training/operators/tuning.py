@@ -56,7 +56,7 @@ MAX_GENERATIONS = 10  # tuning jobs of one run (after Failed/Stopped ones)
 
 
 class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
-    """Run a SageMaker hyperparameter tuning job from a training spec and a tuning section.
+    """Run a hyperparameter tuning job from a training spec and a tuning section (on SageMaker or locally).
 
     :param spec: the training spec: a ``TrainingJobSpec``, a dict, or a YAML path/text (templated).
         Its ``metric_definitions`` must include the objective metric.

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.spec.backends import backend_record, runs_on_aws
 from airflow_dist_training.spec.members import member_problems
 from airflow_dist_training.storage.location import split_uri
 
@@ -67,7 +68,7 @@ def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Pat
     candidates: list[tuple[str, str | None]] = [
         ("training.output.local_uri", spec.output.local_uri if spec.output else None),
         ("training.checkpoint.local_uri", spec.checkpoint.local_uri if spec.checkpoint else None),
-        ("registry.local_dir", pipeline.registry.local_dir if pipeline.registry else None),
+        ("registry.local_dir", getattr(pipeline.registry, "local_dir", None)),
     ]
     candidates += [
         (f"training.channels.{name}.local_source", getattr(ch, "local_source", None))
@@ -97,52 +98,26 @@ def check_pipeline(
 
     The DAG factory passes ``plan_job=False``: a DAG parse stays cheap and plans nothing; the
     plan task refuses what only planning finds (the CLI's ``validate`` plans)."""
-    problems: list[Problem] = []
-    spec = pipeline.training
-    staging = pipeline.staging
-    if staging is not None and staging.channel not in spec.channels:
-        known = ", ".join(sorted(spec.channels)) or "none"
-        problems.append(
-            Problem(
-                "staging.channel",
-                f"{staging.channel!r} names no channel of the training spec (its channels: {known}); "
-                "the staged data would never reach the job",
-            )
-        )
-    problems += member_problems(spec, pipeline.for_each)
+    from airflow_dist_training.spec.pipeline import step_problems
+
+    record = backend_record(pipeline.backend)
+    problems = step_problems(
+        pipeline.training,
+        record,
+        staging=pipeline.staging,
+        evaluation=pipeline.evaluation,
+        gate=pipeline.gate,
+        registry=pipeline.registry,
+    )
+    problems += member_problems(pipeline.training, pipeline.for_each)
     plan = None
-    if pipeline.backend == "sagemaker":
-        problems += _sagemaker_staging_problems(pipeline)
+    if record.on_aws:
         if plan_job:
             plan, planned = _planned(pipeline, region)
             problems += planned
     else:
         problems += local_path_problems(pipeline, path.resolve().parent, dags_folder_of(path))
     return problems, plan
-
-
-def _sagemaker_staging_problems(pipeline: PipelineSpec) -> list[Problem]:
-    """FSx staging on SageMaker needs a file system and VPC access (cheap: no planning)."""
-    spec, staging = pipeline.training, pipeline.staging
-    if staging is None:
-        return []
-    problems: list[Problem] = []
-    if not staging.file_system_path or not (staging.file_system_id or staging.scratch_file_system):
-        problems.append(
-            Problem(
-                "staging.file_system_id",
-                "SageMaker staging needs file_system_path and file_system_id (or scratch_file_system)",
-            )
-        )
-    if not (spec.network.subnets and spec.network.security_group_ids):
-        problems.append(
-            Problem(
-                "training.network",
-                "staging to FSx for Lustre needs VPC access: set network.subnets and "
-                "network.security_group_ids in the training spec",
-            )
-        )
-    return problems
 
 
 def _planned(pipeline: PipelineSpec, region: str | None) -> tuple[TrainingPlan | None, list[Problem]]:
@@ -269,7 +244,7 @@ def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
     """Local pipelines: the staged channel and the registry default to the pipeline's workspace
     (outside the DAGs folder), not to a folder next to the pipeline file."""
     dag_id, training = data.get("dag_id"), data.get("training")
-    if data.get("backend", "local") != "local" or not isinstance(dag_id, str) or not isinstance(training, dict):
+    if runs_on_aws(data.get("backend", "local")) is not False or not isinstance(dag_id, str) or not isinstance(training, dict):
         return data
     workspace = local_workspace(dag_id)
     staging = data.get("staging")
@@ -281,6 +256,14 @@ def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
             channel = {**channel, "local_source": str(workspace / "channels" / str(name))}
             data = {**data, "training": {**training, "channels": {**channels, name: channel}}}
     registry = data.get("registry")
-    if isinstance(registry, dict) and not registry.get("local_dir"):
+    if isinstance(registry, dict) and not registry.get("local_dir") and _local_registry(registry, data):
         data = {**data, "registry": {**registry, "local_dir": str(workspace / "registry")}}
     return data
+
+
+def _local_registry(registry: dict[str, Any], data: dict[str, Any]) -> bool:
+    """The registry step is a local registry (its ``kind``, else the backend's default)."""
+    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+
+    kind = registry.get("kind") or backend_record(data.get("backend", "local")).default_registry
+    return REGISTRY_KINDS.get(kind) is LocalRegistry

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from airflow_dist_training.sagemaker import naming
 from airflow_dist_training.sagemaker.uploads import Upload
+from airflow_dist_training.spec.backends import BackendRecord
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -34,8 +35,7 @@ _NON_SPEC_PARAMS = {"backend", "dry_run"}
 class PlanningBackend(Protocol):
     """What planning needs of a training backend (``hooks/backends.TrainingBackend`` has it)."""
 
-    name: str
-    remote: bool
+    record: BackendRecord  # its name and capabilities (spec/backends.py)
 
     def plan(
         self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
@@ -182,11 +182,11 @@ def plan_spec(
     """The run's plan for a validated spec; ``plan_request=False`` leaves the request to the
     backend that runs it (a local training task without a plan task)."""
     name = naming.job_name(spec.name, identity)
-    run_spec, run_uri = _run_scoped(spec, checkpoint_resume, name, name, remote=backend.remote, base_dir=base_dir)
+    run_spec, run_uri = _run_scoped(spec, checkpoint_resume, name, name, remote=backend.record.on_aws, base_dir=base_dir)
     plan = RunPlan(
         spec=spec.model_dump(mode="json", exclude_unset=True),
-        backend=backend.name,
-        remote=backend.remote,
+        backend=backend.record.name,
+        remote=backend.record.on_aws,
         region=region,
         identity=identity,
         checkpoint_resume=checkpoint_resume,

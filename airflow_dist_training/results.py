@@ -7,7 +7,7 @@ no boto responses, no credentials.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 
 class StatusTransition(TypedDict):
@@ -18,7 +18,7 @@ class StatusTransition(TypedDict):
 
 
 class TrainingResult(TypedDict):
-    backend: Literal["sagemaker", "local"]
+    backend: str  # the registered backend's name (spec/backends.py)
     job_name: str
     job_arn: str  # arn:aws:sagemaker:... or local://<job dir>
     status: str  # Completed (a result is only returned for success)

@@ -31,7 +31,9 @@ FOLLOW_POLL_SECONDS = 2.0
 def add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="run one training job (local or SageMaker) and wait for it")
     run.add_argument("spec", help="path to a spec YAML file")
-    run.add_argument("--backend", choices=("local", "sagemaker"), default="local")
+    from airflow_dist_training.spec.backends import backend_names
+
+    run.add_argument("--backend", choices=backend_names(), default="local")
     run.add_argument("--job-name", default=None, help="job name (default: <spec name>-<timestamp hash>)")
     run.add_argument("--follow", action="store_true", help="stream the job's log lines")
     run.add_argument("--region", default=None, help="AWS region (sagemaker; default: boto3's)")
@@ -57,12 +59,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         region_name=args.region,
         local_hook_kwargs={"root": args.jobs_root, "base_dir": str(Path(args.base_dir).absolute())},
     )
-    if not backend.remote:  # the local backend's own checks, before saying anything is starting
+    if not backend.record.durable:  # a job on this machine: its own checks, before saying it starts
         backend.plan(spec, job_name=name, region=args.region or "us-east-1")
     print(f"Starting training job {name} ({args.backend})", flush=True)
     backend.submit(spec, name, log=emit)
     try:
-        if backend.remote:
+        if backend.record.durable:
             _follow_remote(backend, name, args.follow)
         result = backend.result(name)
     except KeyboardInterrupt:
@@ -88,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_folders(backend: Any, name: str, stream: Any) -> None:
     """Local jobs: each simulated host's /opt/ml folders."""
-    if backend.remote:
+    if backend.record.durable:
         return
     job = backend.hook.executor().get(name)
     if job is None:

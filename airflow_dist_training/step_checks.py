@@ -25,10 +25,16 @@ from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
-    from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep, StagingStep
+    from airflow_dist_training.spec.backends import BackendRecord
+    from airflow_dist_training.spec.pipeline import (
+        EvaluationStep,
+        RegistryStep,
+        StagingStep,
+        TypedRegistry,
+        TypedStaging,
+    )
     from airflow_dist_training.spec.training import TrainingJobSpec
 
-_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 # registry/repository[:tag|@digest]: what CreateModelPackage accepts as an inference image
 _IMAGE = re.compile(r"^[\w.\-]+(:\d+)?/[\w.\-/]+([:@][\w.\-:]+)?$")
 
@@ -57,24 +63,27 @@ def check_steps(
     backend: str,
     evaluation: EvaluationStep | None = None,
     gate: Mapping[str, Any] | None = None,
-    registry: RegistryStep | None = None,
+    registry: RegistryStep | TypedRegistry | None = None,
     inference_image: str | None = None,
     base_dir: str | Path | None = None,
+    staging: StagingStep | TypedStaging | None = None,
 ) -> list[Problem]:
-    """Every problem of the evaluation, gate and registry steps (errors and warnings)."""
-    problems: list[Problem] = []
+    """Every problem of the staging, evaluation, gate and registry steps (errors and warnings) on ``backend``."""
+    from airflow_dist_training.spec.backends import backend_record
+    from airflow_dist_training.spec.pipeline import step_problems
+
+    record = backend_record(backend)
+    problems = step_problems(spec, record, staging=staging, evaluation=evaluation, gate=gate, registry=registry)
     if evaluation is not None:
-        problems += _check_evaluation(spec, evaluation, backend, base_dir)
+        problems += _check_evaluation(evaluation, record, base_dir)
     if gate is not None:
-        problems += _check_gate(gate, evaluation)
+        problems += _check_gate(gate)
     if registry is not None:
-        problems += _check_registry(registry, backend, inference_image)
+        problems += _check_registry(registry, record, inference_image)
     return problems
 
 
-def _check_evaluation(
-    spec: TrainingJobSpec, step: EvaluationStep, backend: str, base_dir: str | Path | None
-) -> list[Problem]:
+def _check_evaluation(step: EvaluationStep, backend: BackendRecord, base_dir: str | Path | None) -> list[Problem]:
     problems = _evaluation_script_problems(step.script, backend, base_dir)
     if step.dependencies and not problems:
         from airflow_dist_training.evaluation.code import evaluation_code_files
@@ -95,29 +104,19 @@ def _check_evaluation(
             problems.append(
                 Problem("evaluation.channel_source", f"{resolve_local(data, base_dir)} does not exist")
             )
-    if backend == "sagemaker":
-        if spec.output is None or not spec.output.s3_path:
-            problems.append(
-                Problem(
-                    "output.s3_path",
-                    "is required for a SageMaker evaluation: evaluation.json goes to <output.s3_path>/evaluation/<run>",
-                )
-            )
-        if not spec.role_arn:
-            problems.append(
-                Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)")
-            )
     return problems
 
 
-def _evaluation_script_problems(script: str, backend: str, base_dir: str | Path | None) -> list[Problem]:
+def _evaluation_script_problems(
+    script: str, backend: BackendRecord, base_dir: str | Path | None
+) -> list[Problem]:
     problems: list[Problem] = []
     if not script.endswith(".py"):
         problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
     if is_remote(script):
-        if backend == "local":
+        if backend.evaluation == "process":
             problems.append(
-                Problem("evaluation.script", f"{script}: the local backend runs a local script, not a URI")
+                Problem("evaluation.script", f"{script}: the {backend.name} backend runs a local script, not a URI")
             )
         elif not script.startswith("s3://"):
             problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
@@ -130,12 +129,10 @@ def _evaluation_script_problems(script: str, backend: str, base_dir: str | Path 
     return problems
 
 
-def _check_gate(gate: Mapping[str, Any], evaluation: EvaluationStep | None) -> list[Problem]:
+def _check_gate(gate: Mapping[str, Any]) -> list[Problem]:
     from airflow_dist_training.spec.gate import parse_gate_spec
 
     problems: list[Problem] = []
-    if evaluation is None:
-        problems.append(Problem("gate", "needs an evaluation step (the gate reads its evaluation.json)"))
     try:
         parse_gate_spec(
             dict(gate.get("thresholds") or {}),
@@ -146,33 +143,34 @@ def _check_gate(gate: Mapping[str, Any], evaluation: EvaluationStep | None) -> l
     return problems
 
 
-def _check_registry(registry: RegistryStep, backend: str, inference_image: str | None) -> list[Problem]:
-    problems: list[Problem] = []
-    if backend == "sagemaker":
-        group = registry.model_package_group
-        if not group:
-            problems.append(Problem("registry.model_package_group", "is required with backend sagemaker"))
-        elif not _GROUP_NAME.match(group):
+def _check_registry(
+    registry: RegistryStep | TypedRegistry, backend: BackendRecord, inference_image: str | None
+) -> list[Problem]:
+    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+
+    problems: list[Problem] = []  # the registry's kind and its own rules: spec/pipeline.step_problems
+    if REGISTRY_KINDS[registry.kind or backend.default_registry] is LocalRegistry:
+        if not getattr(registry, "local_dir", None):
             problems.append(
-                Problem("registry.model_package_group", f"{group!r}: 1-63 letters, digits and hyphens")
+                Problem("registry.local_dir", "not set: the local registry goes to .adt-demo/registry", "warning")
             )
-        image = inference_image or registry.inference_image
-        if image and not _IMAGE.match(image):
-            problems.append(
-                Problem(
-                    "registry.inference_image",
-                    f"{image!r} is not an image URI (<registry>/<repository>:<tag> or @<digest>)",
-                )
-            )
-    elif not registry.local_dir:
+        return problems
+    image = inference_image or registry.inference_image
+    if image and not _IMAGE.match(image):
         problems.append(
-            Problem("registry.local_dir", "not set: the local registry goes to .adt-demo/registry", "warning")
+            Problem(
+                "registry.inference_image",
+                f"{image!r} is not an image URI (<registry>/<repository>:<tag> or @<digest>)",
+            )
         )
     return problems
 
 
 def s3_locations(
-    spec: TrainingJobSpec, *, evaluation: EvaluationStep | None = None, staging: StagingStep | None = None
+    spec: TrainingJobSpec,
+    *,
+    evaluation: EvaluationStep | None = None,
+    staging: StagingStep | TypedStaging | None = None,
 ) -> list[S3Location]:
     """The S3 locations a SageMaker run reads (inputs) and writes, with the field naming each.
 

@@ -161,17 +161,17 @@ def _winner_gate_and_register(
     group_kwargs: Mapping[str, Any],
 ) -> None:
     """The group's gate and registry steps, fed by the winner (``best`` returns its evaluation)."""
-    from airflow_dist_training.hooks.backends import get_backend
+    from airflow_dist_training.spec.backends import backend_record
+    from airflow_dist_training.spec.pipeline import resolve_steps
     from airflow_dist_training.task_groups import _gate_and_register, _Group
 
-    backend = str(group_kwargs.get("backend", "local"))
-    aws_conn_id = group_kwargs.get("aws_conn_id", "aws_default")
-    region_name = group_kwargs.get("region_name")
+    record = backend_record(str(group_kwargs.get("backend", "local")))
+    _, typed_registry = resolve_steps(record, None, registry)
     base = Path(group_kwargs.get("base_dir") or Path.cwd())
-    remote = get_backend(backend, aws_conn_id=aws_conn_id, region_name=region_name).remote
     prefix = best.task_id.rsplit(".", 1)[0] + f".{MEMBERS_GROUP}."
-    g = _Group(spec, backend, remote, base, prefix, aws_conn_id, region_name, None)
-    _gate_and_register(g, _WinnerTraining(best), best, best, gate, registry, fail_on_reject)
+    aws_conn_id = group_kwargs.get("aws_conn_id", "aws_default")
+    g = _Group(spec, record, base, prefix, aws_conn_id, group_kwargs.get("region_name"), None)
+    _gate_and_register(g, _WinnerTraining(best), best, best, gate, typed_registry, fail_on_reject)
     register = best.dag.task_dict.get(best.task_id.replace("best_of_sweep", "register"))
     if register is not None and "key='request'" in str(register.image_uri):  # the planned image: the winner's
         register.image_uri = (

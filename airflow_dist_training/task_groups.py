@@ -14,11 +14,21 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_dist_training.spec.backends import BackendRecord
     from airflow_dist_training.spec.members import Member, MemberList
-    from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
+    from airflow_dist_training.spec.pipeline import (
+        CheckpointStep,
+        DirectoryStaging,
+        EvaluationStep,
+        FSxStaging,
+        RegistryStep,
+        StagingStep,
+        TypedRegistry,
+        TypedStaging,
+    )
     from airflow_dist_training.spec.training import TrainingJobSpec
 
 log = logging.getLogger(__name__)
@@ -37,12 +47,12 @@ def stage_train_evaluate(
     group_id: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     dry_run: bool | str = False,
-    staging: StagingStep | None = None,
+    staging: StagingStep | TypedStaging | None = None,
     checkpoints: CheckpointStep | None = None,
     evaluation: EvaluationStep | None = None,
     gate: Mapping[str, Any] | None = None,
     fail_on_reject: bool = False,
-    registry: RegistryStep | None = None,
+    registry: RegistryStep | TypedRegistry | None = None,
     aws_conn_id: str | None = "aws_default",
     region_name: str | None = None,
     base_dir: str | Path | None = None,
@@ -56,7 +66,7 @@ def stage_train_evaluate(
     """Build the ``stage_train_evaluate`` task group and return it.
 
     :param spec: the training spec (object or dict; validated here, at parse time).
-    :param backend: ``local`` (torchrun on the worker) or ``sagemaker``.
+    :param backend: a registered backend (``local``, ``sagemaker``, ...); its capabilities shape the group.
     :param group_id: task group id (default ``stage_train_evaluate``).
     :param overrides: fixed run overrides (``RunOverrides`` fields); the run's params (a trigger
         form's ``instance_type``, ``epochs``, ...) are applied on top of them.
@@ -78,28 +88,28 @@ def stage_train_evaluate(
         to the script as the input channel ``warm_start``.
     :param data_asset: an ``Asset`` the staging step updates (its event's extra holds the staged
         data's fingerprint). Use a different asset than the one that schedules the DAG.
-    :param deferrable: remote jobs wait in the triggerer (default; no worker slot held); ``False``: in the worker.
+    :param deferrable: durable jobs wait in the triggerer (default; no worker slot held); ``False``: in the worker.
     :param members: one model per member (``spec/members.py``), a mapped task group (``mapped_groups.py``).
     """
-    from airflow_dist_training.hooks.backends import get_backend
     from airflow_dist_training.retraining.warm_start import parse_warm_start
     from airflow_dist_training.retry import training_retry_policy
+    from airflow_dist_training.spec.backends import backend_record
     from airflow_dist_training.spec.loading import load_spec
-    from airflow_dist_training.spec.pipeline import CheckpointStep
+    from airflow_dist_training.spec.pipeline import CheckpointStep, resolve_steps
 
     spec_obj = load_spec(spec)
-    # the backend's capabilities decide the shape of the group (no I/O here)
-    remote = get_backend(backend, aws_conn_id=aws_conn_id, region_name=region_name).remote
+    record = backend_record(backend)  # its capabilities shape the group (no I/O here)
+    staging, typed_registry = resolve_steps(record, staging, registry)
     warm_start = parse_warm_start(warm_start)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     checkpoints = checkpoints or CheckpointStep()
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
     with _task_group(group_id or "stage_train_evaluate", group_defaults, member_list := _members(spec_obj, members)) as group:
-        g = _Group(spec_obj, backend, remote, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list)
-        plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, registry, staging)
+        g = _Group(spec_obj, record, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list)
+        plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, typed_registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
-        check_task = _changes_step(g, staging, registry, force, warm_start, checkpoints)
+        check_task = _changes_step(g, staging, typed_registry, force, warm_start, checkpoints)
         train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
         upstream >> check_task >> train
         _stop_orphaned_teardown(g, plan_task, train)
@@ -107,7 +117,7 @@ def stage_train_evaluate(
         if evaluation is not None:
             evaluate = _evaluation_task(g, plan_task, train, evaluation)
             if gate is not None:
-                _gate_and_register(g, train, evaluate, check_task, gate, registry, fail_on_reject)
+                _gate_and_register(g, train, evaluate, check_task, gate, typed_registry, fail_on_reject)
         _finish(g, group)
     return group
 
@@ -141,8 +151,7 @@ class _Group:
     """What every step of a ``stage_train_evaluate`` group is built from."""
 
     spec: TrainingJobSpec
-    backend: str
-    remote: bool
+    record: BackendRecord  # the backend's name and capabilities
     base: Path
     prefix: str  # "<group id>." : task ids of the group's tasks in XCom pulls
     aws_conn_id: str | None
@@ -177,11 +186,14 @@ class _Group:
 
         return f"{value}{sep}{self.members.names[map_index_of(context)]}"
 
-
     @property
     def defer(self) -> bool:
-        """Remote jobs wait in the triggerer unless the group says otherwise; local ones cannot."""
-        return self.remote and self.deferrable is not False
+        """Durable jobs wait in the triggerer unless the group says otherwise; others cannot."""
+        return self.record.durable and self.deferrable is not False
+
+    @property
+    def backend(self) -> str:
+        return self.record.name
 
     def resolve(self, path: str) -> str:
         """A URI as is; a relative path against the group's base directory."""
@@ -202,8 +214,8 @@ def _plan_task(
     dry_run: bool | str,
     evaluation: EvaluationStep | None,
     gate: Mapping[str, Any] | None,
-    registry: RegistryStep | None,
-    staging: StagingStep | None,
+    registry: TypedRegistry | None,
+    staging: TypedStaging | None,
 ) -> Any:
     """The ``plan`` short-circuit: a dry run stops there, nothing is launched."""
     from airflow.providers.standard.operators.python import ShortCircuitOperator
@@ -261,45 +273,49 @@ def _plan_task(
 
 
 def _staging_step(
-    g: _Group, plan_task: Any, staging: StagingStep | None, data_asset: Any
+    g: _Group, plan_task: Any, staging: TypedStaging | None, data_asset: Any
 ) -> tuple[Any, dict[str, Any] | None]:
     """The staging task after the plan (if any): (the task to chain next, the staged FSx channels)."""
     if staging is None:
         return plan_task, None
+    from airflow_dist_training.spec.pipeline import FSxStaging
+
+    fsx = isinstance(staging, FSxStaging)
     asset_kwargs = (
-        _asset_kwargs(data_asset, staging, g.remote, g.spec, g.base, g.aws_conn_id, g.region_name)
+        _asset_kwargs(data_asset, staging, fsx, g.spec, g.base, g.aws_conn_id, g.region_name)
         if data_asset is not None
         else {}
     )
-    if g.remote:
+    if fsx:
         asset_kwargs["deferrable"] = g.defer
-    stage = _staging_task(staging, g.remote, g.spec, g.base, g.aws_conn_id, g.region_name, **asset_kwargs)
+    stage = _staging_task(staging, g.spec, g.base, g.aws_conn_id, g.region_name, **asset_kwargs)
     plan_task >> stage
-    # on SageMaker the FSx channel the staging step returns
-    return stage, ({staging.channel: stage.output} if g.remote else None)
+    # FSx staging: the FSx channel the staging step returns
+    return stage, ({staging.channel: stage.output} if fsx else None)
 
 
 def _changes_step(
     g: _Group,
-    staging: StagingStep | None,
-    registry: RegistryStep | None,
+    staging: TypedStaging | None,
+    registry: TypedRegistry | None,
     force: bool,
     warm_start: str,
     checkpoints: CheckpointStep,
 ) -> Any:
     """``check_changes``: skip training when data, code and spec equal the champion's."""
+    from airflow_dist_training.spec.pipeline import FSxStaging
+
     return _check_changes_task(
         g,
         prefix=g.prefix,
         backend=g.backend,
-        remote=g.remote,
         base=g.base,
         registry=registry,
         spec_obj=g.spec,
         force=force,
         warm_start=warm_start,
         promote_to=checkpoints.promote_to,
-        staged_sources={staging.channel: staging.source} if staging is not None and g.remote else None,
+        staged_sources={staging.channel: staging.source} if isinstance(staging, FSxStaging) else None,
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
     )
@@ -343,12 +359,12 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
     def stop_run_jobs(run_hash: str | None, dry: Any = False) -> list[str]:
         """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
         running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
-        if not g.remote or not run_hash or _truthy(dry):
-            return []  # nothing was launched on SageMaker
-        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+        if not g.record.durable or not run_hash or _truthy(dry):
+            return []  # nothing was launched that could outlive its task
+        from airflow_dist_training.hooks.backends import get_backend
 
-        hook = SageMakerTrainingHook(aws_conn_id=g.aws_conn_id, region_name=g.region_name)
-        return StopOrphanedTrainingJobsOperator.stop_run(hook, run_hash, train.task_id, log)
+        backend = get_backend(g.backend, aws_conn_id=g.aws_conn_id, region_name=g.region_name)
+        return StopOrphanedTrainingJobsOperator.stop_run(backend, run_hash, train.task_id, log)
 
     stop_orphaned_job = PythonOperator(
         task_id="stop_orphaned_job",
@@ -399,7 +415,7 @@ def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: Evaluati
 
     data_uri = evaluation.channel_source
     sagemaker_kwargs: dict[str, Any] = {}
-    if g.remote:
+    if g.record.evaluation == "processing_job":
         output = g.spec.output.s3_path.rstrip("/") if g.spec.output else ""
         sagemaker_kwargs = {
             "image_uri": g.planned_image,
@@ -415,7 +431,7 @@ def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: Evaluati
         data_uri=g.resolve(data_uri) if data_uri else data_uri,
         arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
         dependencies=XComArg(plan_task, key="evaluation_dependencies"),  # type: ignore[arg-type]
-        backend="sagemaker" if g.remote else "local",
+        backend=g.backend,
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
     )
@@ -429,14 +445,15 @@ def _gate_and_register(
     evaluate: Any,
     check_task: Any,
     gate: Mapping[str, Any],
-    registry: RegistryStep | None,
+    registry: TypedRegistry | None,
     fail_on_reject: bool,
 ) -> None:
     from airflow.sdk import XComArg
 
     from airflow_dist_training.operators.evaluation import QualityGateOperator, RegisterModelOperator
+    from airflow_dist_training.spec.pipeline import SageMakerRegistry
 
-    registry_kind = _registry_kind(registry, g.remote)
+    registry_kind = registry.kind if registry is not None else None
     gate_task = QualityGateOperator(
         task_id="gate",
         evaluation=evaluate.output,
@@ -461,7 +478,7 @@ def _gate_and_register(
         decision=gate_task.output,  # type: ignore[arg-type]
         training=train.output,  # type: ignore[arg-type]
         image_uri=_inference_image(registry, g.spec, g.prefix)
-        if registry_kind == "sagemaker"
+        if isinstance(registry, SageMakerRegistry)
         else (registry.inference_image or g.spec.image.uri),
         registry=registry_kind,
         model_package_group_name=g.per_member(_group_name(registry, g.spec)),
@@ -492,7 +509,7 @@ def _teardowns_last(group: Any) -> None:
                 leaf >> teardown_task
 
 
-def _inference_image(registry: RegistryStep, spec: TrainingJobSpec, prefix: str) -> str:
+def _inference_image(registry: TypedRegistry, spec: TrainingJobSpec, prefix: str) -> str:
     """The registration's inference image: the run's ``inference_image`` param (trigger form), else
     ``registry.inference_image``, else the training image as planned for the run's region."""
     if registry.inference_image or spec.image.uri:
@@ -540,18 +557,19 @@ def _check_run_steps(
     backend: str,
     evaluation: EvaluationStep | None,
     gate: Mapping[str, Any] | None,
-    registry: RegistryStep | None,
+    registry: TypedRegistry | None,
     params: Mapping[str, Any],
     base: Path,
     dry_run: bool,
     aws_conn_id: str | None,
     region_name: str | None,
-    staging: StagingStep | None = None,
+    staging: TypedStaging | None = None,
 ) -> None:
     """Raise ``SpecValidationError`` with every problem of the evaluation, gate and registry steps,
     and (SageMaker, not a dry run) every missing bucket or empty input prefix (a staged channel's
     prefix is its staging source)."""
     from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.spec.backends import backend_record
     from airflow_dist_training.step_checks import check_steps, s3_locations
 
     problems = check_steps(
@@ -562,8 +580,9 @@ def _check_run_steps(
         registry=registry,
         inference_image=params.get("inference_image") or None,
         base_dir=base,
+        staging=staging,
     )
-    if backend == "sagemaker" and not dry_run:
+    if backend_record(backend).on_aws and not dry_run:
         from airflow_dist_training.hooks.aws import aws_hook
         from airflow_dist_training.hooks.s3_checks import check_s3_locations
 
@@ -579,8 +598,8 @@ def _check_run_steps(
 
 def _asset_kwargs(
     asset: Any,
-    staging: StagingStep,
-    remote: bool,
+    staging: TypedStaging,
+    fsx: bool,
     spec: TrainingJobSpec,
     base: Path,
     aws_conn_id: str | None,
@@ -590,7 +609,7 @@ def _asset_kwargs(
     from airflow_dist_training.operators.retraining import data_asset_emitter
 
     channel = spec.channels.get(staging.channel)
-    if not remote:
+    if not fsx:
         source = str(
             (
                 base / (getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}")
@@ -609,9 +628,8 @@ def _check_changes_task(
     *,
     prefix: str,
     backend: str,
-    remote: bool,
     base: Path,
-    registry: RegistryStep | None,
+    registry: TypedRegistry | None,
     spec_obj: TrainingJobSpec,
     force: bool,
     warm_start: str,
@@ -623,7 +641,7 @@ def _check_changes_task(
     """The short circuit before training: skip train/evaluate/gate/register when nothing changed."""
     from airflow.providers.standard.operators.python import ShortCircuitOperator
 
-    registry_kind = _registry_kind(registry, remote)
+    registry_kind = registry.kind if registry is not None else None
     group = _group_name(registry, spec_obj)
     local_dir = _local_registry_dir(registry, base)
     promoted = promote_to if promote_to is None or "://" in promote_to else str((base / promote_to).resolve())
@@ -662,50 +680,33 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-def _registry_kind(registry: RegistryStep | None, remote: bool) -> Literal["local", "sagemaker"] | None:
-    if registry is None:
-        return None
-    if registry.model_package_group and remote:
-        return "sagemaker"
-    return "local"
-
-
-def _group_name(registry: RegistryStep | None, spec: TrainingJobSpec) -> str:
+def _group_name(registry: TypedRegistry | None, spec: TrainingJobSpec) -> str:
     if registry is not None and registry.model_package_group:
         return registry.model_package_group
     return spec.name
 
 
-def _local_registry_dir(registry: RegistryStep | None, base: Path) -> str | None:
+def _local_registry_dir(registry: TypedRegistry | None, base: Path) -> str | None:
     if registry is None:
         return None
-    directory = registry.local_dir or ".adt-demo/registry"
+    directory = getattr(registry, "local_dir", None) or ".adt-demo/registry"
     return str((base / directory).resolve())
 
 
 def _staging_task(
-    staging: StagingStep,
-    remote: bool,
+    staging: TypedStaging,
     spec: TrainingJobSpec,
     base: Path,
     aws_conn_id: str | None,
     region_name: str | None,
     **operator_kwargs: Any,
 ) -> Any:
-    if not remote:
-        return _local_staging_task(staging, spec, base, **operator_kwargs)
-    from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.operators.fsx import FSxStagePrefixOperator
+    from airflow_dist_training.spec.pipeline import DirectoryStaging
 
-    if not staging.file_system_path or not (staging.file_system_id or staging.scratch_file_system):
-        raise SpecValidationError(
-            [
-                (
-                    "staging.file_system_id",
-                    "SageMaker staging needs file_system_path and file_system_id (or scratch_file_system)",
-                )
-            ]
-        )
+    if isinstance(staging, DirectoryStaging):
+        return _local_staging_task(staging, spec, base, **operator_kwargs)
+
     create = None
     file_system_id = staging.file_system_id
     if staging.scratch_file_system is not None:
@@ -727,7 +728,7 @@ def _staging_task(
 
 
 def _local_staging_task(
-    staging: StagingStep, spec: TrainingJobSpec, base: Path, **operator_kwargs: Any
+    staging: DirectoryStaging, spec: TrainingJobSpec, base: Path, **operator_kwargs: Any
 ) -> Any:
     """Local backend: copy the dataset into the channel's local directory."""
     from airflow_dist_training.operators.fsx import LocalStageOperator
@@ -752,7 +753,7 @@ def _local_staging_task(
 
 
 def _scratch_file_system(
-    staging: StagingStep, aws_conn_id: str | None, region_name: str | None
+    staging: FSxStaging, aws_conn_id: str | None, region_name: str | None
 ) -> tuple[Any, str]:
     """Create a scratch file system for the run (and delete it as a teardown): (create task, its id)."""
     from airflow_dist_training.operators.fsx import FSxCreateFileSystemOperator, FSxDeleteFileSystemOperator

@@ -20,6 +20,7 @@ import pendulum
 from airflow_dist_training.compat import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
 from airflow_dist_training.form_limits import limited_param_schema
 from airflow_dist_training.sagemaker.catalog import instance_catalog
+from airflow_dist_training.spec.backends import backend_names, backend_record
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
 from airflow_dist_training.spec.training import Strategy
@@ -69,9 +70,10 @@ with DAG(
     params={
         "backend": Param(
             "local",
-            enum=["local", "sagemaker"],
+            enum=list(backend_names()),
             title="Backend",
-            description="local: torchrun on this machine (CPU); sagemaker: a SageMaker training job",
+            description="local: torchrun on this machine (CPU); sagemaker: a SageMaker training job "
+            "(and any other registered backend)",
         ),
         "instance_type": Param(
             SPEC.compute.instance_type,
@@ -175,14 +177,19 @@ with DAG(
             local_dir=str(DEMO / "registry"), model_package_group="adt-demo", auto_approve=True
         ),
     }
-    local = stage_train_evaluate(
-        group_id="local",
-        backend="local",
-        staging=StagingStep(channel="train", source=str(DEMO / "source" / "train")),
-        data_asset=STAGED_DATA,
-        **common,
-    )
-    sagemaker = stage_train_evaluate(group_id="sagemaker", backend="sagemaker", **common)
+    # one group per registered backend, named after it; the run's backend param picks one.
+    # Backends that stage into a directory stage the demo's data; FSx staging needs a file system.
+    groups = []
+    for name in backend_names():
+        directory_staging = backend_record(name).staging == "directory"
+        group = stage_train_evaluate(
+            group_id=name,
+            backend=name,
+            staging=StagingStep(channel="train", source=str(DEMO / "source" / "train")) if directory_staging else None,
+            data_asset=STAGED_DATA if directory_staging else None,
+            **common,
+        )
+        groups.append(group)
 
     # none_failed: a skipped run (nothing changed, dry run) still says why
     @task(task_id="summary", trigger_rule="none_failed")
@@ -190,6 +197,6 @@ with DAG(
         """A readable summary: metrics, the gate decision, and where the model went."""
         from airflow_dist_training.reporting import run_summary
 
-        return run_summary(context, groups=["local", "sagemaker"], write_to=DEMO / "last-run-summary.txt")
+        return run_summary(context, groups=list(backend_names()), write_to=DEMO / "last-run-summary.txt")
 
-    choose_backend() >> [local, sagemaker] >> summary()
+    choose_backend() >> groups >> summary()

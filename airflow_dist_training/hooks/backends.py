@@ -1,9 +1,9 @@
 """Training backends: where a training job runs, behind one interface.
 
-``TrainingBackend`` is the seam between the operators/task groups and the place a job runs, in
-the shape of the ``ModelRegistry``/``get_registry`` pair of ``hooks/registry.py``: operators and
-task groups ask :func:`get_backend` for the configured backend and use its methods and
-capabilities; they never compare backend names.
+``TrainingBackend`` is the seam between the operators/task groups and the place a job runs.
+Operators and task groups ask :func:`get_backend` for the configured backend (by its name in the
+registry of ``spec/backends.py``) and use its methods and its record's capabilities; they never
+compare backend names.
 
 * ``SageMakerBackend``: the job runs on SageMaker (``SageMakerTrainingHook``).
 * ``LocalBackend``: the same ``CreateTrainingJob`` request runs on this machine
@@ -16,30 +16,25 @@ Constructing a backend does no I/O (safe at DAG-parse time); hooks are created o
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin, task_region
 from airflow_dist_training.job_states import SUCCESS_STATES
 from airflow_dist_training.results import TrainingResult
+from airflow_dist_training.spec.backends import BackendRecord, backend_record
 from airflow_dist_training.spec.training import TrainingJobSpec
 
 if TYPE_CHECKING:
     from airflow_dist_training.planning import RunPlan
 
-BACKENDS = ("sagemaker", "local")
-
 
 class TrainingBackend(Protocol):
     """What operators and task groups need from a place that runs training jobs."""
 
-    name: str
-    #: the job runs on AWS, outside the worker's process: the operator persists its name,
-    #: reattaches after a crash, may defer, stages to FSx, evaluates and registers on AWS, and a
-    #: teardown stops orphaned jobs. A non-remote job lives and dies with the task's process.
-    remote: bool
+    #: the backend's name and declared capabilities (``spec/backends.py``)
+    record: BackendRecord
 
     def plan(
         self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
@@ -67,13 +62,69 @@ class TrainingBackend(Protocol):
         ...
 
 
+class DurableBackend(TrainingBackend, Protocol):
+    """A backend whose jobs outlive the worker (``record.durable``): the training operator finds
+    the run's job by its names, creates it once, defers on the backend's trigger or waits, and
+    reads its result, through these methods only."""
+
+    def region(self) -> str: ...
+
+    def find_or_create(
+        self,
+        names: Iterable[str],
+        request_for: Callable[[str, tuple[dict[str, Any], ...]], Mapping[str, Any]],
+        *,
+        exhausted: Callable[[], Exception],
+        on_ended: Callable[[str, dict[str, Any], int], None] | None = None,
+    ) -> Any:
+        """The run's live or completed job among ``names``, else the first free name created."""
+        ...
+
+    def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
+        """Check what the job reads before creating it (refuse with ``SpecValidationError``)."""
+        ...
+
+    def put_uploads(self, uploads: Iterable[Any]) -> None: ...
+
+    def describe_or_none(self, job_name: str) -> dict[str, Any] | None: ...
+
+    def stop_requested(self, description: Mapping[str, Any]) -> bool:
+        """Airflow asked for the stop that ended this job."""
+        ...
+
+    def trigger(self, job_name: str, **settings: Any) -> Any:
+        """The trigger to defer on until the job ends."""
+        ...
+
+    def wait(self, job_name: str, **settings: Any) -> dict[str, Any]:
+        """Wait in this process until the job ends (``TimeoutError`` past ``max_wait_seconds``)."""
+        ...
+
+    def result_of(self, description: Mapping[str, Any]) -> TrainingResult:
+        """The result of a job as described; ``TrainingJobError`` unless it succeeded."""
+        ...
+
+    def links(self, description: Mapping[str, Any]) -> dict[str, Any]:
+        """What the operator's extra links and the Training view need (``links.persist``)."""
+        ...
+
+    def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
+        """Stop the run's jobs still running (a teardown: the task died without ``on_kill``)."""
+        ...
+
+
 class SageMakerBackend(AwsConnectionMixin):
     """Jobs on SageMaker, through ``SageMakerTrainingHook``."""
 
-    name = "sagemaker"
-    remote = True
-
-    def __init__(self, *, aws_conn_id: str | None = "aws_default", region_name: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        record: BackendRecord | None = None,
+        **_: Any,
+    ) -> None:
+        self.record = record or backend_record("sagemaker")
         self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
@@ -122,21 +173,78 @@ class SageMakerBackend(AwsConnectionMixin):
         return [event.format() for event in self.hook.fetch_log_events(job_name)]
 
     def result(self, job_name: str) -> TrainingResult:
+        return self.result_of(self.hook.describe_training_job(job_name))
+
+    # the durable lifecycle (DurableBackend)
+    def region(self) -> str:
+        return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
+
+    def find_or_create(
+        self,
+        names: Iterable[str],
+        request_for: Callable[[str, tuple[dict[str, Any], ...]], Mapping[str, Any]],
+        *,
+        exhausted: Callable[[], Exception],
+        on_ended: Callable[[str, dict[str, Any], int], None] | None = None,
+    ) -> Any:
+        return self.hook.jobs.find_or_create(names, request_for, exhausted=exhausted, on_ended=on_ended)
+
+    def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
+        """FSx channels: file system AVAILABLE, same AZ, Lustre ports open, mount name."""
+        from airflow_dist_training.spec.training import FSxChannel
+
+        if not any(isinstance(c, FSxChannel) for c in spec.channels.values()):
+            return
+        from airflow_dist_training.hooks.fsx import FSxHook
+        from airflow_dist_training.operators.fsx import preflight_training_spec
+
+        fsx = FSxHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        for warning in preflight_training_spec(fsx, spec):
+            log("FSx pre-flight: %s", warning)
+
+    def put_uploads(self, uploads: Iterable[Any]) -> None:
+        self.hook.put_uploads(uploads)
+
+    def describe_or_none(self, job_name: str) -> dict[str, Any] | None:
+        return self.hook.describe_training_job_or_none(job_name)  # type: ignore[no-any-return]
+
+    def stop_requested(self, description: Mapping[str, Any]) -> bool:
+        return bool(self.hook.stop_requested(description))
+
+    def trigger(self, job_name: str, **settings: Any) -> Any:
+        from airflow_dist_training.triggers.training import TrainingJobTrigger
+
+        return TrainingJobTrigger(job_name=job_name, aws_conn_id=self.aws_conn_id, region_name=self.region(), **settings)
+
+    def wait(self, job_name: str, **settings: Any) -> dict[str, Any]:
+        return dict(self.hook.wait_for_job(job_name, **settings))
+
+    def result_of(self, description: Mapping[str, Any]) -> TrainingResult:
         from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
 
-        desc = self.hook.describe_training_job(job_name)
-        if desc.get("TrainingJobStatus") not in SUCCESS_STATES:
-            raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
-        return result_from_description(desc)
+        if description.get("TrainingJobStatus") not in SUCCESS_STATES:
+            raise error_for_terminal_state(dict(description), stop_requested=self.stop_requested(description))
+        return result_from_description(dict(description))
+
+    def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
+        return list(self.hook.stop_run_jobs(run_hash, reason=reason))
+
+    def links(self, description: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "region": self.region(),
+            "job_name": str(description["TrainingJobName"]),
+            "output_uri": (description.get("OutputDataConfig") or {}).get("S3OutputPath"),
+            "checkpoint_uri": (description.get("CheckpointConfig") or {}).get("S3Uri"),
+        }
 
 
 class LocalBackend:
     """The same request on this machine: simulated hosts (``local/executor.py``)."""
 
-    name = "local"
-    remote = False
-
-    def __init__(self, hook_kwargs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, hook_kwargs: Mapping[str, Any] | None = None, *, record: BackendRecord | None = None, **_: Any
+    ) -> None:
+        self.record = record or backend_record("local")
         self.hook_kwargs = dict(hook_kwargs or {})
 
     @cached_property
@@ -232,12 +340,12 @@ def get_backend(
     region_name: str | None = None,
     local_hook_kwargs: Mapping[str, Any] | None = None,
 ) -> TrainingBackend:
-    """The backend an operator or task group was configured with (``sagemaker`` or ``local``)."""
-    if backend == "sagemaker":
-        return SageMakerBackend(aws_conn_id=aws_conn_id, region_name=region_name)
-    if backend == "local":
-        return LocalBackend(local_hook_kwargs)
-    raise SpecValidationError([Problem("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")])
+    """The backend registered as ``backend``; ``SpecValidationError`` naming the registered ones."""
+    record = backend_record(backend)
+    factory = record.load_factory()
+    return factory(  # type: ignore[no-any-return]
+        aws_conn_id=aws_conn_id, region_name=region_name, hook_kwargs=local_hook_kwargs, record=record
+    )
 
 
 def plan_on_backend(
@@ -259,5 +367,5 @@ def plan_on_backend(
     training_backend = get_backend(
         backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs={"base_dir": base_dir}
     )
-    region = region_name or (task_region(aws_conn_id) if training_backend.remote else "us-east-1")
+    region = region_name or (task_region(aws_conn_id) if training_backend.record.on_aws else "us-east-1")
     return plan_run(spec, backend=training_backend, region=region, base_dir=base_dir, **plan_kwargs)

@@ -144,19 +144,21 @@ class FingerprintHook(AwsConnectionMixin):
 
         :param staged_sources: channel -> the S3 prefix staged into its FSx path (SageMaker).
         """
+        from airflow_dist_training.spec.backends import backend_record
         from airflow_dist_training.spec.training import S3Channel
 
+        on_aws = backend_record(backend).on_aws  # else the job reads the channels' local sources
         channels: dict[str, dict[str, Any]] = {}
         unknown = False
         for name, channel in spec.channels.items():
             source: str | None = None
-            if backend == "local" and channel.local_source:
+            if not on_aws and channel.local_source:
                 source = channel.local_source
             elif staged_sources and name in staged_sources:
                 source = staged_sources[name]
             elif isinstance(channel, S3Channel):
                 source = channel.uri
-            if source is None or (backend == "sagemaker" and not source.startswith("s3://")):
+            if source is None or (on_aws and not source.startswith("s3://")):
                 unknown = True  # an FSx/EFS channel we did not stage: its content is not listable here
                 channels[name] = {"fingerprint": None, "source": getattr(channel, "directory_path", None)}
                 continue

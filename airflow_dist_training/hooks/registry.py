@@ -527,9 +527,12 @@ def get_registry(
     region_name: str | None = None,
 ) -> ModelRegistry:
     """Build the registry an operator was configured with (``sagemaker`` or ``local``)."""
-    if registry == "sagemaker":
+    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, SageMakerRegistry
+
+    kind = REGISTRY_KINDS.get(registry)
+    if kind is SageMakerRegistry:
         return ModelRegistryHook(group, aws_conn_id=aws_conn_id, region_name=region_name)
-    if registry == "local":
+    if kind is not None:
         if not local_registry_dir:
             raise SpecValidationError([Problem("local_registry_dir", "is required when registry='local'")])
         return LocalModelRegistry(local_registry_dir, group, store=ArtifactStore(aws_conn_id, region_name))

@@ -63,7 +63,9 @@ def _file_url(uri: str | None) -> str:
 def job_links(info: dict[str, Any]) -> dict[str, str]:
     """Every link of a job from its persisted info."""
     view = info.get("view_url") or ""
-    if info.get("backend") == "local":
+    from airflow_dist_training.spec.backends import runs_on_aws
+
+    if runs_on_aws(info.get("backend") or "sagemaker") is False:  # a job on this machine: its files
         return {
             "job": view,
             "logs": view,  # metric log and status timeline; the host output is in the task log

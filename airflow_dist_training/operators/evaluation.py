@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
     from airflow_dist_training.hooks.evaluation import ArtifactStore, SageMakerEvaluationRunner
 
-Backend = Literal["local", "sagemaker"]
 RegistryKind = Literal["local", "sagemaker"]
 _XCOM_RETURN_KEY = "return_value"
 MAX_EVALUATION_JOBS = 10  # generations of one run's evaluation job (after Failed/Stopped ones)
@@ -104,7 +103,8 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         (SageMaker; its folder is shipped so helper modules can sit next to it).
     :param model_uri: ``model.tar.gz`` (path, ``file://`` or ``s3://``) or a checkpoint directory /
         S3 prefix. Typically ``"{{ ti.xcom_pull('train')['model_artifact_uri'] }}"``.
-    :param backend: ``local`` (subprocess on the worker) or ``sagemaker`` (processing job).
+    :param backend: a registered backend; its ``evaluation`` capability decides how this runs: a
+        process on the worker (``local``) or a SageMaker processing job (``sagemaker``).
     :param output_uri: where ``evaluation.json`` goes: a local directory or an ``s3://`` prefix.
         Local default: ``$AIRFLOW_HOME/evaluation/<dag>/<run>/<task>``. Required for SageMaker.
     :param data_uri: optional evaluation data (local dir or ``s3://`` prefix), exposed to the
@@ -159,7 +159,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         *,
         script: str,
         model_uri: str,
-        backend: Backend = "local",
+        backend: str = "local",
         output_uri: str | None = None,
         data_uri: str | None = None,
         arguments: Sequence[str] = (),
@@ -189,18 +189,18 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
             if deferrable is None
             else deferrable
         )
-        if backend not in ("local", "sagemaker"):
-            raise SpecValidationError(
-                [Problem("backend", f"must be 'local' or 'sagemaker', got {backend!r}")]
-            )
-        if backend == "sagemaker":
+        from airflow_dist_training.spec.backends import backend_record
+
+        # how the evaluation runs is the backend's capability: a processing job, or a local process
+        self.processing_job = backend_record(backend).evaluation == "processing_job"
+        if self.processing_job:
             missing = [
                 n
                 for n, v in (("image_uri", image_uri), ("role_arn", role_arn), ("output_uri", output_uri))
                 if not v
             ]
             if missing:
-                raise SpecValidationError([(m, "is required for backend='sagemaker'") for m in missing])
+                raise SpecValidationError([(m, f"is required for backend={backend!r}") for m in missing])
         if isinstance(dependencies, list | tuple | str):  # else resolved at run time (the plan task's XCom)
             _check_dependencies(script, dependencies)
             dependencies = [str(d) for d in dependencies]
@@ -239,7 +239,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
 
         store = _store(self.aws_conn_id, self.region_name)
         with failing_fast_without_retry_policy():
-            if self.backend == "sagemaker":
+            if self.processing_job:
                 result, uri, job = self._run_sagemaker(context, store)
             else:
                 result, uri, job = self._run_local(context, store)
@@ -611,17 +611,20 @@ def _check_dependencies(script: str, dependencies: Sequence[str]) -> None:
 def _check_registry_args(
     registry: str | None, group: str | None, local_dir: str | None, *, allow_none: bool
 ) -> None:
+    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+
     problems: list[tuple[str, str]] = []
+    kinds = " or ".join(map(repr, REGISTRY_KINDS))
     if registry is None:
         if not allow_none:
-            problems.append(("registry", "is required: 'sagemaker' or 'local'"))
-    elif registry not in ("sagemaker", "local"):
-        problems.append(("registry", f"must be 'sagemaker' or 'local', got {registry!r}"))
+            problems.append(("registry", f"is required: {kinds}"))
+    elif registry not in REGISTRY_KINDS:
+        problems.append(("registry", f"must be {kinds}, got {registry!r}"))
     else:
         if not group:
             problems.append(("model_package_group_name", f"is required when registry={registry!r}"))
-        if registry == "local" and not local_dir:
-            problems.append(("local_registry_dir", "is required when registry='local'"))
+        if REGISTRY_KINDS[registry] is LocalRegistry and not local_dir:
+            problems.append(("local_registry_dir", f"is required when registry={registry!r}"))
     if problems:
         raise SpecValidationError(problems)
 
@@ -691,8 +694,10 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
         super().__init__(**kwargs)
         self.lineage = lineage
         _check_registry_args(registry, model_package_group_name, local_registry_dir, allow_none=False)
-        if registry == "sagemaker" and not image_uri:
-            raise SpecValidationError([("image_uri", "is required when registry='sagemaker'")])
+        from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, SageMakerRegistry
+
+        if REGISTRY_KINDS[registry] is SageMakerRegistry and not image_uri:
+            raise SpecValidationError([("image_uri", f"is required when registry={registry!r}")])
         if model_data_uri is None and training is None:
             raise SpecValidationError(
                 [("model_data_uri", "give model_data_uri, or training (its model_artifact_uri)")]

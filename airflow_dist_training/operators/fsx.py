@@ -585,8 +585,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
     Returns ``{"type": "fsx", "file_system_id", "directory_path": "/<mount name>/<path>",
     "access_mode"}``, which ``TrainingJobSpec.channels`` accepts as an ``FSxChannel``.
 
-    With ``backend="local"`` it copies the prefix into ``local_channel_dir`` instead (see
-    ``airflow_dist_training.local.staging``) and the channel carries ``local_source``.
+    To stage into a local channel directory instead, use ``LocalStageOperator``.
 
     :param s3_uri: The dataset prefix.
     :param file_system_id: The file system.
@@ -602,9 +601,6 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
     :param max_wait_seconds: Give up waiting for the import after this many seconds.
     :param max_attempts: Deprecated: ``max_wait_seconds = poll_interval * max_attempts``.
     :param deferrable: Wait for the import in the triggerer.
-    :param backend: ``aws`` (default) or ``local``.
-    :param local_channel_dir: ``backend="local"``: the directory to stage into.
-    :param mount_name: ``backend="local"``: mount name for the channel's directory_path (default ``local``).
     """
 
     template_fields: Sequence[str] = (
@@ -615,7 +611,6 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         "subnets",
         "security_group_ids",
         "report_path",
-        "local_channel_dir",
     )
 
     def __init__(
@@ -635,9 +630,6 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         max_wait_seconds: float | None = None,
         max_attempts: int | None = None,
         deferrable: bool | None = None,
-        backend: Literal["aws", "local"] = "aws",
-        local_channel_dir: str | None = None,
-        mount_name: str = "local",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -656,14 +648,9 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
             max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
         )
         self.deferrable = default_deferrable() if deferrable is None else deferrable
-        self.backend = backend
-        self.local_channel_dir = local_channel_dir
-        self.mount_name = mount_name
         self._fsx_task_id: str | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        if self.backend == "local":
-            return self._stage_local()
         facts, _ = run_fsx_preflight(
             self.hook,
             self.file_system_id,
@@ -733,23 +720,6 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
     def on_kill(self) -> None:
         if self._fsx_task_id:
             self.hook.cancel_task(self._fsx_task_id)
-
-    def _stage_local(self) -> dict[str, Any]:
-        if not self.local_channel_dir:
-            from airflow_dist_training.errors import SpecValidationError
-
-            raise SpecValidationError([("local_channel_dir", "backend='local' needs local_channel_dir")])
-        channel, _ = _stage_into_channel(
-            self.log,
-            self.s3_uri,
-            self.local_channel_dir,
-            self.file_system_id,
-            self.mount_name,
-            self.file_system_path,
-            self.access_mode,
-        )
-        self._lineage_result = channel
-        return channel
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Lineage: the S3 prefix in, the FSx directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""

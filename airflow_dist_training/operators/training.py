@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_dist_training.checkpoints.resume import AttemptOutcome
-    from airflow_dist_training.hooks.backends import TrainingBackend
+    from airflow_dist_training.hooks.backends import DurableBackend, TrainingBackend
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.planning import RunJob, RunPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
@@ -101,7 +101,8 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     :param spec: a ``TrainingJobSpec``, a dict, or the path of a YAML file (templated; a YAML
         file's content is rendered with Jinja too).
-    :param backend: ``"sagemaker"`` or ``"local"`` (torchrun on the worker).
+    :param backend: a registered backend (``spec/backends.py``): ``"sagemaker"``, ``"local"``
+        (torchrun on the worker) or one a package registers.
     :param aws_conn_id: Airflow AWS connection (``None``: boto3's default chain).
     :param region_name: AWS region (default: the connection's).
     :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
@@ -154,10 +155,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from airflow_dist_training.hooks.backends import BACKENDS
+        from airflow_dist_training.spec.backends import backend_record
 
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}")
+        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
         self.spec = str(spec) if isinstance(spec, Path) else spec
         self.backend = backend
         self._set_aws_connection(aws_conn_id, region_name)
@@ -189,10 +189,15 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     # --- hooks -------------------------------------------------------------------------------------
 
     @cached_property
-    def hook(self) -> SageMakerTrainingHook:
-        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    def hook(self) -> Any:
+        """The backend's hook (``SageMakerTrainingHook`` on SageMaker)."""
+        return self.training_backend.hook  # type: ignore[attr-defined]
 
-        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+    @property
+    def job_backend(self) -> DurableBackend:
+        """The backend of a job that outlives the worker (``record.durable``): the only way the
+        durable path reaches the job."""
+        return self.training_backend  # type: ignore[return-value]
 
     @cached_property
     def local_hook(self) -> Any:
@@ -211,8 +216,12 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             region_name=self.region_name,
             local_hook_kwargs=self.local_hook_kwargs,
         )
+        # one hook: on_kill stops what execute started, and a hook handed to the operator (a
+        # recording or fault-injecting one) is the one its backend calls
         if isinstance(backend, LocalBackend):
-            backend.hook = self.local_hook  # one hook: on_kill stops what execute started
+            backend.hook = self.local_hook
+        elif "hook" in self.__dict__:
+            backend.hook = self.__dict__["hook"]  # type: ignore[attr-defined]
         return backend
 
     # --- templating & secrets --------------------------------------------------------------------
@@ -282,9 +291,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return identity_from_context(context, self.task_id, dag_id=self.dag_id if self.has_dag() else "no-dag")
 
     def _region(self) -> str:
-        from airflow_dist_training.hooks.aws import task_region
-
-        return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
+        return self.job_backend.region()
 
     def _run_plan(self, context: Context) -> RunPlan:
         """The run's plan: the plan task's (``plan_task_id``), else planned here, once."""
@@ -324,11 +331,11 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return plan_spec(
             self._loaded_spec,
             backend=backend,
-            region=self._region() if backend.remote else "us-east-1",
+            region=self._region() if backend.record.on_aws else "us-east-1",
             identity=self._identity(context),
             checkpoint_resume=self.checkpoint_resume,
             base_dir=str(self.local_hook_kwargs.get("base_dir") or Path.cwd()),
-            plan_request=backend.remote,  # a local job plans its request when it runs
+            plan_request=backend.record.on_aws,  # a local job plans its request when it runs
         )
 
     def _run_job(self, context: Context, generation: int = 1, *, on_demand: bool = False) -> RunJob:
@@ -372,7 +379,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         from airflow_dist_training.retry import failing_fast_without_retry_policy
 
         with failing_fast_without_retry_policy():
-            if not self.training_backend.remote:  # the job lives in this process: run it attached
+            if not self.training_backend.record.durable:  # the job lives in this process: run it attached
                 return self._execute_local(context)
             # The first generation's request now: a spec the planner rejects fails before any AWS call.
             self._launch = self._run_job(context)
@@ -424,8 +431,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._persist_local_links(context, job.name)
         backend: Any = self.training_backend
         result = backend.run(job.spec, job.name, log=self.log.info, run_identity=self._run_plan(context).identity_hash)
-        self._persist_local_links(context, self._job_name, dict(result))
-        return dict(result)
+        result = {**dict(result), "backend": self.backend}  # the executor's job, under this backend's name
+        self._persist_local_links(context, self._job_name, result)
+        return result
 
     def _local_openlineage(self) -> Any:
         """A local job's lineage: the channels' local sources in, the model artifact out."""
@@ -447,7 +455,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             job_name=name,
             output_uri=result.get("output_uri") or result.get("model_artifact_uri"),
             checkpoint_uri=result.get("checkpoint_uri"),
-            backend="local",
+            backend=self.backend,
             job_dir=str(self.local_hook.job_dir(name)),
         )
 
@@ -459,7 +467,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         def names() -> Iterator[str]:
             return (plan.job_name(generation) for generation in range(1, MAX_GENERATIONS + 1))
 
-        ref = self.hook.jobs.find_or_create(
+        ref = self.job_backend.find_or_create(
             names(),
             partial(self._launch_request, context),
             exhausted=lambda: AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another"),
@@ -496,7 +504,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         launch = self._launch
         assert launch.name == name and launch.request is not None, (launch.name, name)
         self._fsx_preflight()
-        self.hook.put_uploads(list(launch.uploads))
+        self.job_backend.put_uploads(list(launch.uploads))
         self._log_where_the_job_starts()
         self.log.info(
             "Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str)
@@ -510,7 +518,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return (
             desc.get("TrainingJobStatus") == "Stopped"
             and not self._stopped_here
-            and self.hook.stop_requested(desc)
+            and self.job_backend.stop_requested(desc)
         )
 
     def _next_job_on_demand(self, context: Context, outcomes: list[AttemptOutcome]) -> bool:
@@ -549,21 +557,12 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return not decision.use_spot
 
     def _fsx_preflight(self) -> None:
-        """FSx channels: file system AVAILABLE, same AZ, Lustre ports open, mount name, before any job."""
-        from airflow_dist_training.spec.training import FSxChannel
-
-        spec = self._spec_obj
-        if spec is None or not any(isinstance(c, FSxChannel) for c in spec.channels.values()):
-            return
-        from airflow_dist_training.hooks.fsx import FSxHook
-        from airflow_dist_training.operators.fsx import preflight_training_spec
-
-        fsx = FSxHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        for warning in preflight_training_spec(fsx, spec):
-            self.log.warning("FSx pre-flight: %s", warning)
+        """What the backend checks of the job's inputs before any job (FSx channels on SageMaker)."""
+        if self._spec_obj is not None:
+            self.job_backend.preflight(self._spec_obj, log=self.log.warning)
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
-        desc = self.hook.describe_training_job_or_none(str(external_id))
+        desc = self.job_backend.describe_or_none(str(external_id))
         return str(desc.get("TrainingJobStatus")) if desc else "Unknown"
 
     def is_job_active(self, status: str) -> bool:
@@ -577,18 +576,14 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         name = str(external_id)
         self._job_name = name
         _fault_point("after_persist")
-        desc = self.hook.describe_training_job(name)
+        desc = self.job_backend.describe(name)
         self._persist_links(context, desc)
         if desc.get("TrainingJobStatus") not in TERMINAL_STATES:
             if self.deferrable:
-                from airflow_dist_training.triggers.training import TrainingJobTrigger
-
                 deadline, reason = self._deferred_deadline(context)
                 self.defer(
-                    trigger=TrainingJobTrigger(
-                        job_name=name,
-                        aws_conn_id=self.aws_conn_id,
-                        region_name=self._region(),
+                    trigger=self.job_backend.trigger(
+                        name,
                         poll_interval=self.poll_interval,
                         max_wait_seconds=self.max_wait_seconds,
                         stream_logs=self.stream_logs,
@@ -599,7 +594,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 )
             _fault_point("wait")
             try:
-                desc = self.hook.wait_for_job(
+                desc = self.job_backend.wait(
                     name,
                     poll_interval=self.poll_interval,
                     max_wait_seconds=self.max_wait_seconds,
@@ -638,27 +633,17 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         desc = self._description
         if desc is None or desc.get("TrainingJobName") != external_id:
-            desc = self.hook.describe_training_job(str(external_id))
+            desc = self.job_backend.describe(str(external_id))
             # a retry that found the job already completed: XComs of earlier tries are gone
             self._persist_links(context, desc)
         return self._finish(desc)
 
     def _persist_links(self, context: Context, desc: dict[str, Any]) -> None:
-        links.persist(
-            context,
-            region=self._region(),
-            job_name=str(desc["TrainingJobName"]),
-            output_uri=(desc.get("OutputDataConfig") or {}).get("S3OutputPath"),
-            checkpoint_uri=(desc.get("CheckpointConfig") or {}).get("S3Uri"),
-        )
+        links.persist(context, **self.job_backend.links(desc))
 
     def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
-        from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
-
         self._description = desc
-        if desc.get("TrainingJobStatus") not in SUCCESS_STATES:
-            raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
-        result = dict(result_from_description(desc))
+        result = dict(self.job_backend.result_of(desc))
         self.log.info(
             "Training job %s completed: billable %ss, metrics %s, model %s",
             result["job_name"],
@@ -670,7 +655,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     def _on_timeout(self, name: str, message: str) -> None:
         if self.stop_on_timeout:
-            self.hook.stop_training_job(name, reason="max_wait_seconds exceeded")
+            self.job_backend.stop(name, reason="max_wait_seconds exceeded")
             message += "; the job was stopped (stop_on_timeout=True)"
         raise AirflowException(message)
 
@@ -689,7 +674,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
         with failing_fast_without_retry_policy():
             return self._replacing_interrupted_jobs(
-                context, lambda: self._finish(self.hook.describe_training_job(name))
+                context, lambda: self._finish(self.job_backend.describe(name))
             )
 
     # --- kill ------------------------------------------------------------------------------------------
@@ -699,11 +684,11 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         if not name:
             return
         self._stopped_here = True
-        if not self.training_backend.remote:
+        if not self.training_backend.record.durable:
             self.training_backend.stop(name, reason="task killed")
             return
         try:
-            self.hook.stop_training_job(name, reason="task killed")
+            self.job_backend.stop(name, reason="task killed")
         except Exception as exc:  # on_kill must not raise
             self.log.error("Could not stop training job %s: %s", name, exc)
 
@@ -716,7 +701,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             from airflow.providers.openlineage.extractors import OperatorLineage
         except ImportError:
             return None
-        if self.backend == "local":
+        if not self.training_backend.record.durable:
             return self._local_openlineage()
         desc = self._description or {}
         request = (self._launch.request if self._launch is not None else None) or desc
@@ -779,13 +764,13 @@ class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
         return self.stop_run(self.hook, run_hash, self.training_task_id, self.log)
 
     @staticmethod
-    def stop_run(hook: SageMakerTrainingHook, run_hash: str, training_task_id: str, log: Any) -> list[str]:
+    def stop_run(jobs: Any, run_hash: str, training_task_id: str, log: Any) -> list[str]:
         """Stop the run's InProgress jobs (their names carry ``run_hash``); returns their names.
 
         Shared with ``stage_train_evaluate``'s ``stop_orphaned_job`` teardown, which knows the run
         hash from the planned job name.
         """
-        stopped = hook.stop_run_jobs(run_hash, reason="the training task ended while its job was running")
+        stopped = jobs.stop_run_jobs(run_hash, reason="the training task ended while its job was running")
         if stopped:
             log.warning("Stopped training jobs left running by %s: %s", training_task_id, stopped)
         else:

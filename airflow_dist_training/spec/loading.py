@@ -23,6 +23,7 @@ M = TypeVar("M", bound=BaseModel)
 # pydantic puts the discriminated-union tag into the location; users never wrote it.
 # (the mapping holding the union's members -> their tags)
 _UNION_TAGS = {"channels": {"s3", "fsx", "efs"}, "ranges": {"continuous", "integer", "categorical"}}
+_STEP_TAGS = {"sagemaker", "local", "fsx", "directory"}  # a pipeline registry or staging step's kind
 
 
 SPEC_SCHEMA_HINT = "airflow-dist-training schema"
@@ -48,6 +49,8 @@ def _message(error: Any, hint: str = SPEC_SCHEMA_HINT) -> str:
     if kind == "string_pattern_mismatch":
         pattern = error.get("ctx", {}).get("pattern", "")
         return f"{error.get('input')!r} does not match the required pattern {pattern}"
+    if kind == "union_tag_invalid" and "kind" in str(error.get("ctx", {}).get("discriminator")):
+        return f"kind must be one of {error['ctx']['expected_tags']} (got {error['ctx']['tag']!r})"
     if kind == "union_tag_invalid":
         tags = str(error.get("ctx", {}).get("expected_tags", "")).replace("'", "")
         return f"type must be one of {tags} (got {error.get('input', {}).get('type')!r})"
@@ -65,6 +68,8 @@ def problems_from_validation_error(
         cleaned: list[int | str] = []
         for i, part in enumerate(loc):
             if i >= 2 and part in _UNION_TAGS.get(str(loc[i - 2]), ()):
+                continue
+            if i == 1 and loc[0] in ("registry", "staging") and part in _STEP_TAGS:
                 continue
             cleaned.append(part)
         path = ".".join(

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from airflow_dist_training.spec.backends import BackendName, BackendRecord, find_backend
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.members import Member, MemberList
 from airflow_dist_training.spec.sweep import SweepSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, make_scalars_strict
 
-Backend = Literal["local", "sagemaker"]
+if TYPE_CHECKING:
+    from airflow_dist_training.errors import Problem
+
 # Airflow's schedule presets (airflow.sdk.definitions.timetables._cron.CRON_PRESETS, plus @once and
 # @continuous of airflow.sdk.definitions.dag); any other "@name" fails at DAG creation.
 SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class _Model(BaseModel):
@@ -43,24 +49,56 @@ class ScratchFileSystem(_Model):
     deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = "SCRATCH_2"
 
 
-class StagingStep(_Model):
-    """Put a dataset where the training channel reads it (FSx on SageMaker, a directory locally)."""
-
+class _Staging(_Model):
     channel: str = Field(default="train", description="The training channel the staged data feeds.")
     source: str = Field(description="s3://, file:// or a local path")
-    file_system_id: str | None = Field(default=None, description="SageMaker: the FSx for Lustre file system")
-    file_system_path: str | None = Field(
-        default=None, description="SageMaker: path inside the file system, e.g. /data/train"
-    )
+
+
+class FSxStaging(_Staging):
+    """Import an S3 prefix into an FSx for Lustre file system; the channel reads it there."""
+
+    kind: Literal["fsx"] = "fsx"
+    file_system_path: str = Field(description="Path inside the file system, e.g. /data/train")
+    file_system_id: str | None = Field(default=None, description="The FSx for Lustre file system")
     scratch_file_system: ScratchFileSystem | None = Field(
-        default=None, description="SageMaker: create a file system for this run instead of file_system_id"
+        default=None, description="Create a file system for this run instead of file_system_id"
     )
 
     @model_validator(mode="after")
-    def _one_file_system(self) -> StagingStep:
+    def _one_file_system(self) -> FSxStaging:
         if self.scratch_file_system is not None and self.file_system_id is not None:
             raise ValueError("give file_system_id or scratch_file_system, not both")
+        if self.scratch_file_system is None and self.file_system_id is None:
+            raise ValueError("give file_system_id or scratch_file_system")
         return self
+
+
+class DirectoryStaging(_Staging):
+    """Copy the dataset into the channel's local folder (the job reads its local source)."""
+
+    kind: Literal["directory"] = "directory"
+    file_system_id: str | None = Field(default=None, description="The FSx file system id the channel names")
+    file_system_path: str | None = Field(default=None, description="The FSx path the channel names")
+
+
+STAGING_KINDS: dict[str, type[FSxStaging | DirectoryStaging]] = {"fsx": FSxStaging, "directory": DirectoryStaging}
+TypedStaging = Annotated[FSxStaging | DirectoryStaging, Field(discriminator="kind")]
+
+
+class StagingStep(_Staging):
+    """A staging step written for any backend: ``kind`` (default: how the backend stages data)
+    picks an ``FSxStaging`` or a ``DirectoryStaging``; fields of the other kind are not used."""
+
+    kind: Literal["directory", "fsx"] | None = None
+    file_system_id: str | None = None
+    file_system_path: str | None = None
+    scratch_file_system: ScratchFileSystem | None = None
+
+    def for_backend(self, backend: BackendRecord) -> FSxStaging | DirectoryStaging:
+        """The typed staging step on ``backend``, its rules checked (``SpecValidationError``)."""
+        model = STAGING_KINDS[self.kind or backend.staging]
+        kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
+        return checked_step(model, {**kept, "kind": model.model_fields["kind"].default}, "staging")
 
 
 class CheckpointStep(_Model):
@@ -97,16 +135,76 @@ class EvaluationStep(_Model):
         return self
 
 
-class RegistryStep(_Model):
-    model_package_group: str | None = Field(default=None, description="SageMaker model package group")
-    local_dir: str | None = Field(default=None, description="Local registry directory (local backend)")
+class _Registry(_Model):
     auto_approve: bool = Field(
         default=False, description="Approved when the gate passed; else PendingManualApproval"
     )
     inference_image: str | None = Field(
         default=None,
-        description="SageMaker: the image the registered model is served with (default: the training image)",
+        description="The image the registered model is served with (default: the training image)",
     )
+
+
+class SageMakerRegistry(_Registry):
+    """A SageMaker model package group."""
+
+    kind: Literal["sagemaker"] = "sagemaker"
+    model_package_group: str = Field(description="SageMaker model package group")
+
+    @field_validator("model_package_group")
+    @classmethod
+    def _group_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", value):
+            raise ValueError(f"{value!r}: 1-63 letters, digits and hyphens")
+        return value
+
+
+class LocalRegistry(_Registry):
+    """A registry in a directory (or S3 prefix) of its own: packages as JSON, no AWS registry."""
+
+    kind: Literal["local"] = "local"
+    local_dir: str | None = Field(default=None, description="Registry directory (default .adt-demo/registry)")
+    model_package_group: str | None = Field(default=None, description="The group (default: the spec's name)")
+
+
+REGISTRY_KINDS: dict[str, type[SageMakerRegistry | LocalRegistry]] = {"sagemaker": SageMakerRegistry, "local": LocalRegistry}
+TypedRegistry = Annotated[SageMakerRegistry | LocalRegistry, Field(discriminator="kind")]
+
+
+class RegistryStep(_Registry):
+    """A registry step written for any backend: ``kind`` (default: the backend's default registry)
+    picks a ``SageMakerRegistry`` or a ``LocalRegistry``; fields of the other kind are not used."""
+
+    kind: Literal["sagemaker", "local"] | None = None
+    model_package_group: str | None = Field(default=None, description="SageMaker model package group")
+    local_dir: str | None = Field(default=None, description="Local registry directory")
+
+    def for_backend(self, backend: BackendRecord) -> SageMakerRegistry | LocalRegistry:
+        """The typed registry on ``backend``, its rules checked (``SpecValidationError``)."""
+        kind = self.kind or backend.default_registry
+        model = REGISTRY_KINDS[kind]
+        kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
+        return checked_step(model, {**kept, "kind": kind}, "registry")
+
+
+def checked_step(model: type[_M], data: dict[str, Any], field: str) -> _M:
+    """``model`` from ``data``; ``SpecValidationError`` with ``field``-prefixed paths."""
+    from airflow_dist_training.spec.loading import validate_model
+
+    return validate_model(model, data, prefix=field, pipeline=True)
+
+
+def resolve_steps(
+    backend: BackendRecord,
+    staging: StagingStep | TypedStaging | None,
+    registry: RegistryStep | TypedRegistry | None,
+) -> tuple[FSxStaging | DirectoryStaging | None, SageMakerRegistry | LocalRegistry | None]:
+    """The staging and registry steps as they run on ``backend``: each kind decided, its rules checked."""
+    if isinstance(registry, RegistryStep):
+        registry = registry.for_backend(backend)
+    if isinstance(staging, StagingStep):
+        staging = staging.for_backend(backend)
+    return staging, registry
 
 
 class PipelineSpec(_Model):
@@ -120,19 +218,23 @@ class PipelineSpec(_Model):
         default_factory=list, description="Asset URIs whose updates also trigger the DAG"
     )
     start_date: str = "2026-01-01"
-    backend: Backend = "local"
+    backend: BackendName = "local"
     aws_conn_id: str = "aws_default"
     region_name: str | None = None
     owner: str = "ml-platform"
     retries: int = Field(default=2, ge=0)
     tags: list[str] = Field(default_factory=list)
     training: TrainingJobSpec
-    staging: StagingStep | None = None
+    staging: TypedStaging | None = Field(
+        default=None, description="kind: directory | fsx (default: how the backend stages data)"
+    )
     checkpoints: CheckpointStep = Field(default_factory=CheckpointStep)
     evaluation: EvaluationStep | None = None
     gate: GateSpec | None = None
     fail_on_reject: bool = False
-    registry: RegistryStep | None = None
+    registry: TypedRegistry | None = Field(
+        default=None, description="kind: sagemaker | local (default: the backend's default registry)"
+    )
     force: bool = Field(
         default=False,
         description="Train even when data, code and spec equal the champion's (else the run is skipped)",
@@ -214,15 +316,76 @@ class PipelineSpec(_Model):
         return value
 
     @model_validator(mode="after")
-    def _steps_fit(self) -> PipelineSpec:
+    def _one_fan_out(self) -> PipelineSpec:
         if self.for_each is not None and self.sweep is not None:
             raise ValueError("give for_each (named members) or sweep (members from hyperparameter sets), not both")
-        if self.gate is not None and self.evaluation is None:
-            raise ValueError("gate needs an evaluation step (the gate reads its evaluation.json)")
-        if self.registry is not None:
-            if self.backend == "sagemaker" and not self.registry.model_package_group:
-                raise ValueError("registry.model_package_group is required with backend: sagemaker")
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kinds_from_backend(cls, data: Any) -> Any:
+        """A registry or staging step without ``kind`` is of the backend's kind (its capability)."""
+        if not isinstance(data, dict):
+            return data
+        record = find_backend(data.get("backend", "local")) if isinstance(data.get("backend", "local"), str) else None
+        if record is None:
+            return data  # the backend field's own error names the registered backends
+        registry, staging = data.get("registry"), data.get("staging")
+        if isinstance(registry, dict) and "kind" not in registry:
+            data = {**data, "registry": {"kind": record.default_registry, **registry}}
+        if isinstance(staging, dict) and "kind" not in staging:
+            data = {**data, "staging": {"kind": record.staging, **staging}}
+        return data
+
+
+
+def step_problems(
+    training: TrainingJobSpec,
+    backend: BackendRecord,
+    *,
+    staging: StagingStep | TypedStaging | None = None,
+    evaluation: EvaluationStep | None = None,
+    gate: Any = None,
+    registry: RegistryStep | TypedRegistry | None = None,
+) -> list[Problem]:
+    """The rules between a pipeline's steps, on ``backend``: one home, checked when a pipeline is
+    parsed (``pipeline_checks``) and when a run is planned (``step_checks``). Pure: no I/O."""
+    from airflow_dist_training.errors import Problem, SpecValidationError
+
+    problems: list[Problem] = []
+    if gate is not None and evaluation is None:
+        problems.append(Problem("gate", "needs an evaluation step (the gate reads its evaluation.json)"))
+    if staging is not None and staging.channel not in training.channels:
+        known = ", ".join(sorted(training.channels)) or "none"
+        problems.append(
+            Problem(
+                "staging.channel",
+                f"{staging.channel!r} names no channel of the training spec (its channels: {known}); "
+                "the staged data would never reach the job",
+            )
+        )
+    fsx = staging is not None and STAGING_KINDS[staging.kind or backend.staging] is FSxStaging
+    if fsx and not (training.network.subnets and training.network.security_group_ids):
+        problems.append(
+            Problem(
+                "training.network",
+                "staging to FSx for Lustre needs VPC access: set network.subnets and "
+                "network.security_group_ids in the training spec",
+            )
+        )
+    if evaluation is not None and backend.evaluation == "processing_job":
+        if training.output is None or not training.output.s3_path:
+            why = "evaluation.json goes to <output.s3_path>/evaluation/<run>"
+            problems.append(Problem("output.s3_path", f"is required for a SageMaker evaluation: {why}"))
+        if not training.role_arn:
+            problems.append(Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)"))
+    for step in (staging, registry):
+        if isinstance(step, StagingStep | RegistryStep):
+            try:
+                step.for_backend(backend)
+            except SpecValidationError as exc:
+                problems += exc.problems
+    return problems
 
 
 def resolve_training_reference(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.job_states import ACTIVE_STATES, TERMINAL_STATES
+from airflow_dist_training.spec.backends import runs_on_aws
 
 LINK_KEY = "sagemaker_training_job"  # links.sagemaker.XCOM_KEY (not imported: no Airflow here)
 PLAN_KEYS = ("cost_bound_usd", "request", "spec", "backend", "job_name", "dry_run")
@@ -226,10 +227,10 @@ def build_run_view(
 
 def _live_job(info: Mapping[str, Any], sagemaker: SageMakerSource | None) -> tuple[dict[str, Any], str | None]:
     """The job's live view (local files or SageMaker) and the error that kept it from loading."""
-    backend = str(info.get("backend") or "sagemaker")
-    if backend == "local" and info.get("job_dir"):
+    on_aws = runs_on_aws(info.get("backend") or "sagemaker")
+    if on_aws is False and info.get("job_dir"):
         return local_job_view(str(info["job_dir"])), None
-    if backend == "sagemaker" and sagemaker is not None:
+    if on_aws and sagemaker is not None:
         try:
             return sagemaker(str(info.get("job_name")), info.get("region")), None
         except Exception as exc:  # a view must render even when AWS is unreachable
@@ -251,6 +252,7 @@ def _job_view(
     found = xcoms.get((task_id, "return_value"))
     result: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     backend = str(info.get("backend") or "sagemaker")
+    on_aws = runs_on_aws(info.get("backend") or "sagemaker")
     live, error = _live_job(info, sagemaker)
     status = _job_status(info, live, found if isinstance(found, Mapping) else None)
     timeline = list(live.get("timeline") or result.get("timeline") or [])
@@ -260,8 +262,8 @@ def _job_view(
     price = hourly_price(instance_type) if (hourly_price and instance_type) else None
     cost_so_far = (
         round(price * (count or 1) * elapsed / 3600, 4)
-        if price is not None and elapsed is not None and backend == "sagemaker"
-        else (0.0 if backend == "local" else None)
+        if price is not None and elapsed is not None and on_aws
+        else (0.0 if on_aws is False else None)
     )
     return {
         "task_id": task_id,

@@ -165,12 +165,12 @@ def test_scratch_file_system_is_created_as_setup_and_deleted_as_teardown(tmp_pat
 def test_scratch_and_existing_file_system_are_exclusive(tmp_path):
     from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.spec.loading import validate_model
-    from airflow_dist_training.spec.pipeline import StagingStep
+    from airflow_dist_training.spec.pipeline import FSxStaging
 
     with pytest.raises(SpecValidationError) as info:
         validate_model(
-            StagingStep,
-            {"source": "s3://b/x/", "file_system_id": "fs-0123456789abcdef0",
+            FSxStaging,
+            {"source": "s3://b/x/", "file_system_path": "/x", "file_system_id": "fs-0123456789abcdef0",
              "scratch_file_system": {"subnet_id": "subnet-1", "security_group_ids": ["sg-1"]}},
         )  # fmt: skip
     assert "give file_system_id or scratch_file_system, not both" in str(info.value)

@@ -48,8 +48,7 @@ def test_staging_channel_that_names_no_spec_channel_is_an_error(tmp_path):
 def test_sagemaker_staging_without_file_system_path_fails_validation_not_the_run(tmp_path):
     path = _write(tmp_path, "p.yaml", SAGEMAKER.replace("  file_system_path: /datasets/train\n", ""))
     assert (
-        "staging.file_system_id: SageMaker staging needs file_system_path and file_system_id "
-        "(or scratch_file_system)" in _error(path)
+        f"{path}: staging.file_system_path: is required" in _error(path)
     )
 
 

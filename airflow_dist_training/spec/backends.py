@@ -1,0 +1,160 @@
+"""Training backends by name: what each one can do, and where its implementation lives.
+
+Pure (stdlib only), so a spec and a DAG parse can validate a backend name without importing any
+backend. One ``BackendRecord`` per backend, registered by name like the distribution strategies
+(``sagemaker/strategies.py``); third parties register theirs with an entry point in the group
+``airflow_dist_training.backends`` whose object is a ``BackendRecord``.
+
+Callers decide by the record's capabilities, never by the backend's name: a new backend is one
+module with its implementation (``TrainingBackend`` of ``hooks/backends.py``) and its record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+
+ENTRY_POINT_GROUP = "airflow_dist_training.backends"
+
+#: how a pipeline's staging step puts a dataset where the job reads it
+StagingKind = Literal["directory", "fsx"]
+#: how the evaluation step runs: a process on the worker, or a SageMaker processing job
+EvaluationKind = Literal["process", "processing_job"]
+#: where an approved model is registered when the pipeline names no registry kind
+RegistryKind = Literal["local", "sagemaker"]
+
+
+@dataclass(frozen=True)
+class BackendRecord:
+    """A backend's name, its declared capabilities and its implementation."""
+
+    name: str
+    #: ``"module:attribute"`` (imported on first use) or a callable; called with ``aws_conn_id``,
+    #: ``region_name``, ``hook_kwargs`` and ``record``, it returns the ``TrainingBackend``
+    factory: str | Callable[..., Any]
+    staging: StagingKind
+    evaluation: EvaluationKind
+    default_registry: RegistryKind
+    #: the job outlives the worker: the task persists its name, reattaches after a crash, may
+    #: defer to the triggerer, and a teardown stops a job its task left running
+    durable: bool
+    #: jobs run in an AWS account: plans use the task's region, S3 inputs are checked before
+    #: launch, time is billed per instance-hour, links go to the AWS console. Otherwise the job
+    #: runs on this machine and reads the channels' local sources.
+    on_aws: bool
+    description: str = ""
+
+    def load_factory(self) -> Callable[..., Any]:
+        if callable(self.factory):
+            return self.factory
+        from importlib import import_module
+
+        module, _, attribute = self.factory.partition(":")
+        return getattr(import_module(module), attribute)  # type: ignore[no-any-return]
+
+
+_RECORDS: dict[str, BackendRecord] = {}
+_entry_points_loaded = False
+
+
+def register_backend(record: BackendRecord) -> BackendRecord:
+    """Register (or replace) a backend under ``record.name``; returns it."""
+    _RECORDS[record.name] = record
+    return record
+
+
+def forget_backend(name: str) -> None:
+    """Unregister a backend (tests that registered a toy one)."""
+    _RECORDS.pop(name, None)
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        record = entry_point.load()
+        if isinstance(record, BackendRecord):
+            _RECORDS.setdefault(record.name, record)
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every registered backend's name (built-in, entry points, registered at run time)."""
+    _load_entry_points()
+    return tuple(_RECORDS)
+
+
+def find_backend(name: str) -> BackendRecord | None:
+    """The record registered as ``name`` (entry points are read only for a name not built in)."""
+    if name not in _RECORDS:
+        _load_entry_points()
+    return _RECORDS.get(name)
+
+
+def unknown_backend_message(name: object) -> str:
+    return f"unknown backend {name!r}; registered backends: {', '.join(backend_names())}"
+
+
+def backend_record(name: str, *, field: str = "backend") -> BackendRecord:
+    """The record of ``name``; ``SpecValidationError`` naming ``field`` and the registered names."""
+    record = find_backend(name) if isinstance(name, str) else None
+    if record is None:
+        from airflow_dist_training.errors import Problem, SpecValidationError
+
+        raise SpecValidationError([Problem(field, unknown_backend_message(name))])
+    return record
+
+
+def runs_on_aws(name: object) -> bool | None:
+    """Whether the backend a job record names runs jobs on AWS; None for one not registered here
+    (a record written by a backend since uninstalled)."""
+    record = find_backend(name) if isinstance(name, str) else None
+    return None if record is None else record.on_aws
+
+
+def _registered(name: str) -> str:
+    if find_backend(name) is None:
+        raise ValueError(unknown_backend_message(name))
+    return name
+
+
+def _registered_names(schema: dict[str, Any]) -> None:
+    schema["examples"] = list(backend_names())
+
+
+#: a backend name, validated against the registry when a spec or pipeline is parsed
+BackendName = Annotated[
+    str, AfterValidator(_registered), Field(json_schema_extra=_registered_names, description="a registered backend")
+]
+
+
+register_backend(
+    BackendRecord(
+        name="local",
+        factory="airflow_dist_training.hooks.backends:LocalBackend",
+        staging="directory",
+        evaluation="process",
+        default_registry="local",
+        durable=False,
+        on_aws=False,
+        description="the CreateTrainingJob request runs on this machine (simulated hosts, torchrun)",
+    )
+)
+register_backend(
+    BackendRecord(
+        name="sagemaker",
+        factory="airflow_dist_training.hooks.backends:SageMakerBackend",
+        staging="fsx",
+        evaluation="processing_job",
+        default_registry="sagemaker",
+        durable=True,
+        on_aws=True,
+        description="the job runs on SageMaker",
+    )
+)

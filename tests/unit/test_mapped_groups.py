@@ -14,8 +14,8 @@ from airflow.sdk import DAG
 from airflow_dist_training.compat import AirflowSkipException
 from airflow_dist_training.dag_factory import dag_from_yaml
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.hooks.backends import plan_on_backend
 from airflow_dist_training.mapped_groups import pull_own, skip_when_short_circuited
-from airflow_dist_training.planning import plan_run
 from airflow_dist_training.sagemaker.naming import identity_from_context
 from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
 from airflow_dist_training.task_groups import stage_train_evaluate
@@ -116,30 +116,15 @@ def test_an_unmapped_task_pulls_as_before_a_mapped_one_its_own_member() -> None:
     assert pull_own(FakeTI(-1, {("g.plan", "spec", -1): "x"}), "g.plan", "spec") == "x"
 
 
-class LocalPlanner:
-    name = "local"
-    remote = False
-
-    def plan(
-        self, spec: Any, *, job_name: str, region: str, run_identity: str | None = None
-    ) -> dict[str, Any]:
-        return {
-            "request": {"TrainingJobName": job_name},
-            "summary": job_name,
-            "warnings": [],
-            "cost_bound_usd": 0,
-        }
-
-
 def test_the_plan_task_plans_the_job_name_its_members_training_task_computes() -> None:
     """Issue 26: the plan task used map index -1, the training task its own: names differed."""
     names = set()
     for index in range(3):
         context = {"ti": FakeTI(index, {}), "run_id": "manual__1"}
-        plan = plan_run(
+        plan = plan_on_backend(
             example("local_demo"),
-            backend=LocalPlanner(),  # type: ignore[arg-type]
-            region="us-east-1",
+            backend="local",
+            base_dir=str(REPO),
             overrides=None,
             train_task_id=f"{G}.train",
             context=context,

@@ -207,9 +207,11 @@ def build_run_view(
         if key == LINK_KEY and isinstance(info, Mapping)
     ]
     job_groups = {_group(j["task_id"]) for j in jobs}
+    # a sweep gates and registers its winner outside the members' groups
+    gated = {_group(task) for task, key in xcoms if key == "selection" or task.endswith(".gate")}
     sections = [
         section
-        for group in sorted(job_groups or {""})
+        for group in sorted(job_groups | gated or {""})
         if (section := _section(group, xcoms, states, render_plot, has_jobs=group in job_groups)) is not None
     ]
     running = [j for j in jobs if j["status"] in ACTIVE_STATES]
@@ -326,6 +328,8 @@ def _section(
         "plot_svg": plot,
         "registration": registration if isinstance(registration, Mapping) else None,
         "register_state": states.get(_in_group(group, "register"), {}).get("state"),
+        # a sweep's pick (sweep_groups.best_of_sweep): the winner, and every member's standing
+        "sweep": xcoms.get((_in_group(group, "best_of_sweep"), "selection")),
     }
 
 

@@ -96,6 +96,14 @@
     html += `<h2>Checkpoints <span class="muted">${esc(ck.root || "")}</span></h2>`;
     html += rows ? `<table><tr><th>Step</th><th>State</th><th>Retention</th><th></th><th>Why</th></tr>${rows}</table>` : '<p class="muted">No checkpoint report yet.</p>';
     if (ck.promoted) html += `<p>Promoted: step ${esc(ck.promoted.step)} (${esc(ck.promoted.which)}${ck.promoted.metric ? " " + esc(ck.promoted.metric) : ""}) to <code>${esc(ck.promoted.target_uri || ck.promoted.uri)}</code></p>`;
+    const sweep = s.sweep;
+    if (sweep) {  // a sweep's pick: every member's standing, the winner first
+      const ranked = (sweep.ranking || []).map((r) =>
+        `<tr><td>${r.member === sweep.winner ? "<b>" + esc(r.member) + "</b> (winner)" : esc(r.member)}</td><td>${esc(r.value)}</td></tr>`).join("");
+      const out = (sweep.excluded || []).map((e) => `<tr><td>${esc(e.member)}</td><td>${esc(e.status)}: ${esc(e.reason)}</td></tr>`).join("");
+      html += `<h2 id="sweep-winner">Best of the sweep: ${esc(sweep.winner)} <span class="muted">${esc(sweep.metric)}</span></h2>`;
+      html += `<table><tr><th>Member</th><th>${esc(sweep.metric)}</th></tr>${ranked}${out}</table>`;
+    }
     const gate = s.gate;
     html += "<h2>Evaluation and quality gate</h2>";
     if (gate) {

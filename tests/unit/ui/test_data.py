@@ -209,3 +209,16 @@ def test_a_mapped_groups_members_are_side_by_side_each_with_its_own_plan_and_gat
     assert [(s["group"], s["gate"]["passed"]) for s in view["sections"]] == [("m[0]", True), ("m[1]", False)]
     assert all(len(j["metrics"]["series"]["train:loss"]) == 2 for j in view["jobs"])
     assert member_task_id("m.train", -1) == "m.train"
+
+
+def test_a_sweeps_winner_gate_and_registration_have_their_own_card() -> None:
+    selection = {"winner": "trial-03", "metric": "accuracy", "value": 0.85, "ranking": [], "excluded": []}
+    xcoms = {
+        ("s.best_of_sweep", "selection"): selection,
+        ("s.gate", "return_value"): {"passed": True, "reasons": [], "checks": []},
+        ("s.register", "return_value"): {"package_id": "sweep-mlp/1", "approval_status": "Approved"},
+        (member_task_id("s.members.train", 3), "return_value"): {"status": "Completed", "final_metrics": {}},
+    }
+    view = build_run_view("d", "r", run_state="success", task_instances=[], xcoms=xcoms, now=1.0)
+    [card] = [s for s in view["sections"] if s["group"] == "s"]
+    assert card["sweep"]["winner"] == "trial-03" and card["registration"]["package_id"] == "sweep-mlp/1"

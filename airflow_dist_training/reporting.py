@@ -55,25 +55,24 @@ def run_summary(
     ti = context["ti"]
     from airflow_dist_training.planning import PLAN_XCOM_KEYS
 
-    first = 0 if members else None  # a mapped group's plan runs once per member
+    indexes: list[int | None] = list(range(len(members))) if members else [None]  # map indexes
     for group in groups:
-        plan = {key: _pull(ti, f"{group}.plan", key, first) for key in PLAN_XCOM_KEYS}
-        if plan["summary"]:
+        plans = [{key: _pull(ti, f"{group}.plan", key, i) for key in PLAN_XCOM_KEYS} for i in indexes]
+        if any(plan["summary"] for plan in plans):
             break
     else:
         print("Nothing ran.")
         return {}
     if not members:
-        result = _group_result(ti, group, plan)
-        text = render_summary(result, plan)
-    else:
-        results = []
-        for index, member in enumerate(members):
-            member_plan = {key: _pull(ti, f"{group}.plan", key, index) for key in PLAN_XCOM_KEYS}
-            results.append({"member": member, **_group_result(ti, group, member_plan, index)})
-            results[-1]["planned"] = bool(member_plan["summary"])
+        result = _group_result(ti, group, plans[0])
+        text = render_summary(result, plans[0])
+    else:  # every member, those whose plan failed too
+        results = [
+            {"member": member, "planned": bool(plan["summary"]), **_group_result(ti, group, plan, index)}
+            for index, (member, plan) in enumerate(zip(members, plans, strict=True))
+        ]
         result = {"members": results}
-        text = "\n".join(_render_member(r, plan) for r in results)
+        text = "\n".join(_render_member(r, plan) for r, plan in zip(results, plans, strict=True))
     print(text)
     if write_to is not None:
         Path(write_to).parent.mkdir(parents=True, exist_ok=True)

@@ -209,3 +209,28 @@ def test_for_each_and_sweep_together_are_refused(tmp_path: Path) -> None:
         dag_from_yaml(
             str(tmp_path / "markets.py"), str(_pipeline(tmp_path, "for_each:\n  - {name: a}\n" + SWEEP))
         )
+
+
+def test_the_run_summary_lists_every_member_the_one_whose_plan_failed_too(tmp_path: Path) -> None:
+    from airflow_dist_training.reporting import run_summary
+
+    xcoms: dict[tuple[str, str, int], Any] = {}
+    for index in (1, 2):
+        xcoms[("m.plan", "summary", index)] = "plan"
+        xcoms[("m.plan", "job_name", index)] = f"job-{index}"
+        xcoms[("m.plan", "backend", index)] = "local"
+    xcoms[("m.check_changes", "skipped", 2)] = True
+    xcoms[("m.check_changes", "skip_reason", 2)] = "no new data or code since champion g-amer/1"
+    xcoms[("m.train", "return_value", 1)] = {"job_name": "job-1", "final_metrics": {"loss": 0.5}}
+    result = run_summary(
+        {"ti": FakeTI(-1, xcoms)}, ["m"], tmp_path / "s.txt", members=["emea", "apac", "amer"]
+    )
+    assert [(r["member"], r["planned"], r["skipped"]) for r in result["members"]] == [
+        ("emea", False, False),
+        ("apac", True, False),
+        ("amer", True, True),
+    ]
+    text = (tmp_path / "s.txt").read_text()
+    assert "Member emea\n" in text and "FAILED before planning" in text
+    assert "Member apac: retraining run summary" in text and "Training job        job-1" in text
+    assert "SKIPPED: no new data or code since champion g-amer/1" in text

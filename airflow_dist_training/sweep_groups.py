@@ -63,19 +63,20 @@ def sweep_train_evaluate(
         # no gate or registry per member: only the winner is gated and registered
         mapped = stage_train_evaluate(spec=spec_obj, group_id=MEMBERS_GROUP, members=members, **group_kwargs)
         sets = {m.name: dict(m.hyperparameters) for m in members.members}
-        best = _best_of_sweep(f"{outer.group_id}.{MEMBERS_GROUP}.", sets, sweep_obj)
+        evaluated = group_kwargs.get("evaluation") is not None  # else the training jobs' final metrics
+        best = _best_of_sweep(f"{outer.group_id}.{MEMBERS_GROUP}.", sets, sweep_obj, evaluated)
         mapped >> best
         if gate is not None:
             _winner_gate_and_register(spec_obj, best, gate, registry, fail_on_reject, group_kwargs)
     return outer
 
 
-def _best_of_sweep(prefix: str, sets: dict[str, dict[str, Any]], sweep: SweepSpec) -> Any:
+def _best_of_sweep(prefix: str, sets: dict[str, dict[str, Any]], sweep: SweepSpec, evaluated: bool) -> Any:
     from airflow.providers.standard.operators.python import PythonOperator
 
     def best_of_sweep(**context: Any) -> dict[str, Any]:
         """Pick the member with the best final objective metric; hand its results on."""
-        return pick_winner(context, prefix, sets, sweep)
+        return pick_winner(context, prefix, sets, sweep, evaluated=evaluated)
 
     return PythonOperator(
         task_id="best_of_sweep",
@@ -86,7 +87,12 @@ def _best_of_sweep(prefix: str, sets: dict[str, dict[str, Any]], sweep: SweepSpe
 
 
 def pick_winner(
-    context: Mapping[str, Any], prefix: str, sets: Mapping[str, Mapping[str, Any]], sweep: SweepSpec
+    context: Mapping[str, Any],
+    prefix: str,
+    sets: Mapping[str, Mapping[str, Any]],
+    sweep: SweepSpec,
+    *,
+    evaluated: bool = True,
 ) -> dict[str, Any]:
     """The winner's evaluation (returned), with its training result, lineage and the selection pushed.
 
@@ -98,7 +104,7 @@ def pick_winner(
     ti = context["ti"]
     names = list(sets)
     trainings = pull_all(ti, f"{prefix}train", len(names))
-    evaluations = pull_all(ti, f"{prefix}evaluate", len(names))
+    evaluations = pull_all(ti, f"{prefix}evaluate", len(names)) if evaluated else [{}] * len(names)
     lineages = pull_all(ti, f"{prefix}check_changes", len(names), key="lineage")
     requests = pull_all(ti, f"{prefix}plan", len(names), key="request")
     outcomes = [_outcome(n, t, e) for n, t, e in zip(names, trainings, evaluations, strict=True)]

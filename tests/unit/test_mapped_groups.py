@@ -46,7 +46,12 @@ class FakeTI:
         if "map_indexes" not in kwargs:  # Airflow: every map index's values
             values = [v for (t, k, _), v in self.xcoms.items() if (t, k) == (task_ids, key)]
             return values[0] if len(values) == 1 else values
+        if isinstance(kwargs["map_indexes"], list):
+            return [self.xcoms.get((task_ids, key, i)) for i in kwargs["map_indexes"]]
         return self.xcoms.get((task_ids, key, kwargs["map_indexes"]))
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[(self.task_id, key, self.map_index)] = value
 
 
 def test_members_make_the_group_an_airflow_mapped_task_group_one_map_index_each() -> None:
@@ -234,3 +239,53 @@ def test_the_run_summary_lists_every_member_the_one_whose_plan_failed_too(tmp_pa
     assert "Member emea\n" in text and "FAILED before planning" in text
     assert "Member apac: retraining run summary" in text and "Training job        job-1" in text
     assert "SKIPPED: no new data or code since champion g-amer/1" in text
+
+
+SETS = {"trial-00": {"lr": 0.01}, "trial-01": {"lr": 0.1}, "trial-02": {"lr": 1.0}}
+SWEEP_SPEC = {"ranges": {"lr": [0.01, 0.1, 1.0]}, "objective": {"metric": "accuracy", "type": "Maximize"}}
+
+
+def test_best_of_sweep_hands_on_the_winners_results_and_lists_a_failed_member() -> None:
+    from airflow_dist_training.spec.sweep import load_sweep
+    from airflow_dist_training.sweep_groups import pick_winner
+
+    xcoms: dict[tuple[str, str, int], Any] = {}
+    for index, accuracy in ((0, 0.7), (2, 0.9)):
+        xcoms[("s.members.train", "return_value", index)] = {"job_name": f"job-{index}", "final_metrics": {}}
+        xcoms[("s.members.evaluate", "return_value", index)] = {"metrics": {"accuracy": accuracy}}
+        xcoms[("s.members.check_changes", "lineage", index)] = {"run": index}
+        xcoms[("s.members.plan", "request", index)] = {"TrainingJobName": f"job-{index}"}
+    ti = FakeTI(-1, xcoms, task_id="s.best_of_sweep")
+    evaluation = pick_winner({"ti": ti}, "s.members.", SETS, load_sweep(SWEEP_SPEC))
+    assert evaluation == {"metrics": {"accuracy": 0.9}}
+    pushed = {k: v for (t, k, _), v in xcoms.items() if t == "s.best_of_sweep"}
+    assert pushed["winner"] == "trial-02" and pushed["training"]["job_name"] == "job-2"
+    assert pushed["lineage"] == {"run": 2} and pushed["request"] == {"TrainingJobName": "job-2"}
+    assert [(m["member"], m["status"], m["hyperparameters"]) for m in pushed["members"]] == [
+        ("trial-00", "succeeded", {"lr": 0.01}),
+        ("trial-01", "failed", {"lr": 0.1}),
+        ("trial-02", "succeeded", {"lr": 1.0}),
+    ]
+
+
+def test_best_of_sweep_fails_saying_why_when_no_member_finished() -> None:
+    from airflow_dist_training.compat import AirflowFailException
+    from airflow_dist_training.spec.sweep import load_sweep
+    from airflow_dist_training.sweep_groups import pick_winner
+
+    ti = FakeTI(-1, {}, task_id="s.best_of_sweep")
+    with pytest.raises(AirflowFailException, match="no member of the sweep finished"):
+        pick_winner({"ti": ti}, "s.members.", SETS, load_sweep(SWEEP_SPEC))
+
+
+def test_without_an_evaluation_step_the_training_jobs_final_metrics_rank_the_members() -> None:
+    from airflow_dist_training.spec.sweep import load_sweep
+    from airflow_dist_training.sweep_groups import pick_winner
+
+    xcoms = {
+        ("s.members.train", "return_value", i): {"job_name": f"job-{i}", "final_metrics": {"accuracy": a}}
+        for i, a in enumerate((0.5, 0.8, 0.6))
+    }
+    ti = FakeTI(-1, dict(xcoms), task_id="s.best_of_sweep")
+    pick_winner({"ti": ti}, "s.members.", SETS, load_sweep(SWEEP_SPEC), evaluated=False)
+    assert ti.xcoms[("s.best_of_sweep", "winner", -1)] == "trial-01"

@@ -42,7 +42,6 @@ from typing import Any
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 RUNNING = ("InProgress", "Stopping")
-RANGE_KINDS = ("ContinuousParameterRanges", "IntegerParameterRanges", "CategoricalParameterRanges")
 # a training job's fields a tuning job's TrainingJobDefinition passes on as they are
 _PASSED_ON = (
     "RoleArn",

@@ -6,7 +6,6 @@ from typing import Any
 
 from airflow_dist_training.fsx.preflight import human_bytes
 
-TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED")
 NON_TERMINAL = ("PENDING", "EXECUTING", "CANCELING")
 # file-system lifecycles that will never become AVAILABLE
 FILE_SYSTEM_FAILED = ("FAILED", "MISCONFIGURED", "DELETING")

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 
     from airflow_dist_training.hooks.evaluation import ArtifactStore, SageMakerEvaluationRunner
 
-RegistryKind = Literal["local", "sagemaker"]
+#: a registered registry kind (``spec/registries.py``): ``sagemaker``, ``local``, ...
+RegistryKind = str
 _XCOM_RETURN_KEY = "return_value"
 MAX_EVALUATION_JOBS = 10  # generations of one run's evaluation job (after Failed/Stopped ones)
 _EXTRA_EVALUATION_KEYS = {"evaluation_uri", "backend", "job_name", "job_arn"}
@@ -611,19 +612,20 @@ def _check_dependencies(script: str, dependencies: Sequence[str]) -> None:
 def _check_registry_args(
     registry: str | None, group: str | None, local_dir: str | None, *, allow_none: bool
 ) -> None:
-    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+    from airflow_dist_training.spec.registries import find_registry, registry_kinds
 
     problems: list[tuple[str, str]] = []
-    kinds = " or ".join(map(repr, REGISTRY_KINDS))
+    kinds = " or ".join(map(repr, registry_kinds()))
+    record = find_registry(registry)
     if registry is None:
         if not allow_none:
             problems.append(("registry", f"is required: {kinds}"))
-    elif registry not in REGISTRY_KINDS:
+    elif record is None:
         problems.append(("registry", f"must be {kinds}, got {registry!r}"))
     else:
         if not group:
             problems.append(("model_package_group_name", f"is required when registry={registry!r}"))
-        if REGISTRY_KINDS[registry] is LocalRegistry and not local_dir:
+        if record.local_dir and not local_dir:
             problems.append(("local_registry_dir", f"is required when registry={registry!r}"))
     if problems:
         raise SpecValidationError(problems)
@@ -694,9 +696,9 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
         super().__init__(**kwargs)
         self.lineage = lineage
         _check_registry_args(registry, model_package_group_name, local_registry_dir, allow_none=False)
-        from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, SageMakerRegistry
+        from airflow_dist_training.spec.registries import registry_record
 
-        if REGISTRY_KINDS[registry] is SageMakerRegistry and not image_uri:
+        if registry_record(registry).needs_image and not image_uri:
             raise SpecValidationError([("image_uri", f"is required when registry={registry!r}")])
         if model_data_uri is None and training is None:
             raise SpecValidationError(

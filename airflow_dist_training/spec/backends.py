@@ -23,8 +23,6 @@ ENTRY_POINT_GROUP = "airflow_dist_training.backends"
 StagingKind = Literal["directory", "fsx"]
 #: how the evaluation step runs: a process on the worker, or a SageMaker processing job
 EvaluationKind = Literal["process", "processing_job"]
-#: where an approved model is registered when the pipeline names no registry kind
-RegistryKind = Literal["local", "sagemaker"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,8 @@ class BackendRecord:
     factory: str | Callable[..., Any]
     staging: StagingKind
     evaluation: EvaluationKind
-    default_registry: RegistryKind
+    #: the registry kind (``spec/registries.py``) a pipeline whose registry step names none uses
+    default_registry: str
     #: the job outlives the worker: the task persists its name, reattaches after a crash, may
     #: defer to the triggerer, and a teardown stops a job its task left running
     durable: bool
@@ -48,12 +47,17 @@ class BackendRecord:
     description: str = ""
 
     def load_factory(self) -> Callable[..., Any]:
-        if callable(self.factory):
-            return self.factory
-        from importlib import import_module
+        return load_reference(self.factory)
 
-        module, _, attribute = self.factory.partition(":")
-        return getattr(import_module(module), attribute)  # type: ignore[no-any-return]
+
+def load_reference(reference: str | Callable[..., Any]) -> Callable[..., Any]:
+    """A record's factory: ``"module:attribute"`` imported on first use, or the callable itself."""
+    if callable(reference):
+        return reference
+    from importlib import import_module
+
+    module, _, attribute = reference.partition(":")
+    return getattr(import_module(module), attribute)  # type: ignore[no-any-return]
 
 
 _RECORDS: dict[str, BackendRecord] = {}

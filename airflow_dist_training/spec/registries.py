@@ -135,7 +135,9 @@ def _typed_step(value: Any) -> RegistryStepModel:
 
         message = unknown_registry_message(kind).replace("{", "{{").replace("}", "}}")
         error = PydanticCustomError("unknown_registry", message)
-        raise ValidationError.from_exception_data("registry", [{"type": error, "loc": ("kind",), "input": kind}])
+        raise ValidationError.from_exception_data(
+            "registry", [{"type": error, "loc": ("kind",), "input": kind}]
+        )
     return record.step.model_validate(value)
 
 

@@ -8,6 +8,12 @@ SageMakerRegistry)``), or keeps a table keyed by kind names. A new registry is t
 from __future__ import annotations
 
 import ast
+import re
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,8 +45,16 @@ def registry_kind_decisions(source: str, kinds: set[str], step_classes: set[str]
             keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
             if len(keys) == len(node.keys) and set(keys) <= kinds:
                 found.append((node.lineno, "a table keyed by registry kinds"))
-        elif isinstance(node, ast.Name | ast.alias) and (node.id if isinstance(node, ast.Name) else node.name) in step_classes:
-            found.append((node.lineno, f"the step class {ast.unparse(node) if isinstance(node, ast.Name) else node.name}"))
+        elif (
+            isinstance(node, ast.Name | ast.alias)
+            and (node.id if isinstance(node, ast.Name) else node.name) in step_classes
+        ):
+            found.append(
+                (
+                    node.lineno,
+                    f"the step class {ast.unparse(node) if isinstance(node, ast.Name) else node.name}",
+                )
+            )
         elif isinstance(node, ast.Name) and node.id == "REGISTRY_KINDS":
             found.append((node.lineno, "REGISTRY_KINDS"))
     return found
@@ -98,7 +112,9 @@ def test_a_third_party_registry_is_found_through_its_entry_point(tmp_path, monke
     dist_info = tmp_path / "mlflow_registry-1.0.dist-info"
     dist_info.mkdir()
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: mlflow-registry\nVersion: 1.0\n")
-    (dist_info / "entry_points.txt").write_text("[airflow_dist_training.registries]\nmlflow = mlflow_registry:RECORD\n")
+    (dist_info / "entry_points.txt").write_text(
+        "[airflow_dist_training.registries]\nmlflow = mlflow_registry:RECORD\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     monkeypatch.setattr(registries, "_entry_points_loaded", False)
@@ -107,8 +123,60 @@ def test_a_third_party_registry_is_found_through_its_entry_point(tmp_path, monke
         step = registries.TypedRegistry  # the pipeline's step type validates the new kind
         from pydantic import TypeAdapter
 
-        assert TypeAdapter(step).validate_python({"kind": "mlflow", "tracking_uri": "http://m"}).kind == "mlflow"
+        assert (
+            TypeAdapter(step).validate_python({"kind": "mlflow", "tracking_uri": "http://m"}).kind == "mlflow"
+        )
         assert "mlflow" in registry_kinds() and record.step.__name__ == "Step"
     finally:
         registries.forget_registry("mlflow")
         sys.modules.pop("mlflow_registry", None)
+
+
+# ------------------------------------------------------------------ docs/architecture.md's answer
+
+FENCE = re.compile(r"^  ```python\s*\n(.*?)^  ```", re.M | re.S)
+
+
+def test_the_architecture_pages_registry_answer_runs(tmp_path: Path) -> None:
+    """The page's code block is the whole registry: pipelines, operators and get_registry take it."""
+    from airflow_dist_training.hooks.registry import get_registry
+    from airflow_dist_training.operators.evaluation import RegisterModelOperator
+    from airflow_dist_training.pipeline_checks import load_pipeline
+
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("- **A model registry**") :]
+    [block] = FENCE.findall(section.split("\n- **", 1)[0])
+    module = types.ModuleType("docs_architecture")  # pydantic resolves the step's types in its module
+    sys.modules[module.__name__] = module
+    namespace: dict[str, Any] = module.__dict__
+    try:
+        exec(compile(textwrap.dedent(block), "docs/architecture.md", "exec"), namespace)
+        path = tmp_path / "p.yaml"
+        spec = REPO / "examples" / "specs" / "local_demo.yaml"
+        path.write_text(f"dag_id: d\ntraining: {spec}\nregistry: {{kind: memory, auto_approve: true}}\n")
+        pipeline = load_pipeline(path)
+        assert isinstance(pipeline.registry, namespace["MemoryStep"]) and pipeline.registry.auto_approve
+        RegisterModelOperator(
+            task_id="r", evaluation="e", model_package_group_name="g", registry="memory", model_data_uri="m"
+        )
+        evaluation = tmp_path / "evaluation.json"
+        evaluation.write_text('{"metrics": {"accuracy": 0.9}}')
+        registry = get_registry("memory", group="churn")
+        assert registry.get_champion() is None
+        result = registry.register(
+            model_data_uri="m",
+            image_uri=None,
+            evaluation_uri=str(evaluation),
+            decision={"passed": True},
+            auto_approve=True,
+        )
+        assert result["package_id"] == "churn/1" and result["approval_status"] == "Approved"
+        champion = registry.get_champion()
+        assert (
+            champion is not None
+            and champion.id == "churn/1"
+            and champion.evaluation.metrics == {"accuracy": 0.9}
+        )
+    finally:
+        registries.forget_registry("memory")
+        del sys.modules[module.__name__]

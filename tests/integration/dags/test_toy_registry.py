@@ -21,7 +21,12 @@ from airflow_dist_training.evaluation.gate import Champion
 from airflow_dist_training.evaluation.registration import APPROVED, approval_status
 from airflow_dist_training.evaluation.schema import load_evaluation_file
 from airflow_dist_training.spec.backends import backend_record, register_backend
-from airflow_dist_training.spec.registries import RegistryRecord, RegistryStepModel, forget_registry, register_registry
+from airflow_dist_training.spec.registries import (
+    RegistryRecord,
+    RegistryStepModel,
+    forget_registry,
+    register_registry,
+)
 from tests.datasets import make_dataset
 from tests.paths import REPO
 

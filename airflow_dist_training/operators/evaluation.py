@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
     from airflow_dist_training.hooks.evaluation import ArtifactStore, SageMakerEvaluationRunner
 
-#: a registered registry kind (``spec/registries.py``): ``sagemaker``, ``local``, ...
-RegistryKind = str
 _XCOM_RETURN_KEY = "return_value"
 MAX_EVALUATION_JOBS = 10  # generations of one run's evaluation job (after Failed/Stopped ones)
 _EXTRA_EVALUATION_KEYS = {"evaluation_uri", "backend", "job_name", "job_arn"}
@@ -478,7 +476,7 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
         evaluation: Any,
         thresholds: Mapping[str, Any],
         require_same_evaluation_set: bool = False,
-        registry: RegistryKind | None = None,
+        registry: str | None = None,
         model_package_group_name: str | None = None,
         local_registry_dir: str | None = None,
         fail_on_reject: bool = False,
@@ -679,7 +677,7 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
         *,
         evaluation: Any,
         model_package_group_name: str,
-        registry: RegistryKind = "sagemaker",
+        registry: str = "sagemaker",
         decision: Mapping[str, Any] | None = None,
         training: Mapping[str, Any] | None = None,
         model_data_uri: str | None = None,

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator
 
-from airflow_dist_training.spec.backends import BackendRecord, load_reference
+from airflow_dist_training.spec.backends import BackendRecord, Records, load_reference
 from airflow_dist_training.spec.training import make_scalars_strict
 
 ENTRY_POINT_GROUP = "airflow_dist_training.registries"
@@ -64,47 +64,11 @@ class RegistryRecord:
         return load_reference(self.factory)
 
 
-_RECORDS: dict[str, RegistryRecord] = {}
-_entry_points_loaded = False
-
-
-def register_registry(record: RegistryRecord) -> RegistryRecord:
-    """Register (or replace) a registry kind under ``record.name``; returns it."""
-    _RECORDS[record.name] = record
-    return record
-
-
-def forget_registry(name: str) -> None:
-    """Unregister a registry kind (tests that registered a toy one)."""
-    _RECORDS.pop(name, None)
-
-
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    from importlib.metadata import entry_points
-
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        record = entry_point.load()
-        if isinstance(record, RegistryRecord):
-            _RECORDS.setdefault(record.name, record)
-
-
-def registry_kinds() -> tuple[str, ...]:
-    """Every registered registry kind (built-in, entry points, registered at run time)."""
-    _load_entry_points()
-    return tuple(_RECORDS)
-
-
-def find_registry(kind: object) -> RegistryRecord | None:
-    """The record of ``kind`` (entry points are read only for a kind not built in)."""
-    if not isinstance(kind, str):
-        return None
-    if kind not in _RECORDS:
-        _load_entry_points()
-    return _RECORDS.get(kind)
+REGISTRIES: Records[RegistryRecord] = Records(ENTRY_POINT_GROUP, RegistryRecord)
+register_registry = REGISTRIES.register
+forget_registry = REGISTRIES.forget
+registry_kinds = REGISTRIES.names
+find_registry = REGISTRIES.find
 
 
 def unknown_registry_message(kind: object) -> str:
@@ -145,7 +109,7 @@ class _StepsSchema:
     """The JSON schema of a registry step: one of the registered kinds' (read when it is asked for)."""
 
     def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
-        return {"oneOf": [r.step.model_json_schema() for r in _RECORDS.values()]}
+        return {"oneOf": [r.step.model_json_schema() for r in REGISTRIES.by_name.values()]}
 
 
 #: a pipeline's registry step, of a registered kind

@@ -117,7 +117,7 @@ def test_a_third_party_registry_is_found_through_its_entry_point(tmp_path, monke
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
-    monkeypatch.setattr(registries, "_entry_points_loaded", False)
+    monkeypatch.setattr(registries.REGISTRIES, "entry_points_loaded", False)
     try:
         record = registries.registry_record("mlflow")
         step = registries.TypedRegistry  # the pipeline's step type validates the new kind

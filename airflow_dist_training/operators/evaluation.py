@@ -445,8 +445,8 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
     :param thresholds: metric -> checks, e.g. ``{"accuracy": {"min": 0.9, "no_regression": True},
         "loss": {"direction": "lower_is_better", "max": 0.3}}``. Validated at parse time.
     :param require_same_evaluation_set: reject when the champion was evaluated on another set.
-    :param registry: where the champion lives: ``sagemaker``, ``local``, or ``None`` (absolute
-        thresholds only).
+    :param registry: where the champion lives: a registered registry kind (``sagemaker``,
+        ``local``, ...; ``spec/registries.py``), or ``None`` (absolute thresholds only).
     :param model_package_group_name: the model package group (both registries).
     :param local_registry_dir: directory of the local registry.
     :param fail_on_reject: fail the task instead of skipping downstream.
@@ -643,8 +643,8 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
     :param decision: the gate's output (``gate.output``); ``None`` registers as pending.
     :param training: the training task's result (``TrainingResult``): lineage and default model.
     :param model_data_uri: the model artifact; default ``training["model_artifact_uri"]``.
-    :param image_uri: inference image (required for SageMaker).
-    :param registry: ``sagemaker`` or ``local``.
+    :param image_uri: inference image (required by kinds that serve one, such as ``sagemaker``).
+    :param registry: a registered registry kind: ``sagemaker``, ``local``, ... (``spec/registries.py``).
     :param model_package_group_name: the group.
     :param local_registry_dir: directory of the local registry.
     :param auto_approve: approve automatically when the gate passed.

@@ -260,8 +260,8 @@ def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _local_registry(registry: dict[str, Any], data: dict[str, Any]) -> bool:
-    """The registry step is a local registry (its ``kind``, else the backend's default)."""
-    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+    """The registry step's kind (written, else the backend's default) keeps a local directory."""
+    from airflow_dist_training.spec.registries import find_registry
 
-    kind = registry.get("kind") or backend_record(data.get("backend", "local")).default_registry
-    return REGISTRY_KINDS.get(kind) is LocalRegistry
+    record = find_registry(registry.get("kind") or backend_record(data.get("backend", "local")).default_registry)
+    return record is not None and record.local_dir

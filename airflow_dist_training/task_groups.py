@@ -396,7 +396,7 @@ def _gate_and_register(
     from airflow.sdk import XComArg
 
     from airflow_dist_training.operators.evaluation import QualityGateOperator, RegisterModelOperator
-    from airflow_dist_training.spec.pipeline import SageMakerRegistry
+    from airflow_dist_training.spec.registries import registry_record
 
     registry_kind = registry.kind if registry is not None else None
     gate_task = QualityGateOperator(
@@ -423,7 +423,7 @@ def _gate_and_register(
         decision=gate_task.output,  # type: ignore[arg-type]
         training=train.output,  # type: ignore[arg-type]
         image_uri=_inference_image(registry, g.spec, g.prefix)
-        if isinstance(registry, SageMakerRegistry)
+        if registry_record(registry.kind).needs_image
         else (registry.inference_image or g.spec.image.uri),
         registry=registry_kind,
         model_package_group_name=_group_name(registry, g.spec),

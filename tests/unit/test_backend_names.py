@@ -152,7 +152,7 @@ def test_a_third_party_backend_is_found_through_its_entry_point(tmp_path, monkey
     (dist_info / "entry_points.txt").write_text("[airflow_dist_training.backends]\nhyperpod = hyperpod_backend:RECORD\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
-    monkeypatch.setattr(backends, "_entry_points_loaded", False)
+    monkeypatch.setattr(backends.BACKENDS, "entry_points_loaded", False)
     try:
         assert backend_record("hyperpod").durable
         assert "hyperpod" in backend_names()

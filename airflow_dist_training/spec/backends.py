@@ -84,7 +84,11 @@ def _group_declared_on_path() -> bool:
 
     from importlib.machinery import PathFinder
 
-    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
+    # the path-based finders (the stdlib's, the importlib_metadata backport's) see what is scanned below
+    if any(
+        hasattr(f, "find_distributions") and f is not PathFinder and type(f).__name__ != "MetadataPathFinder"
+        for f in sys.meta_path
+    ):
         return True
     marker = f"[{ENTRY_POINT_GROUP}]"
     for folder in sys.path:

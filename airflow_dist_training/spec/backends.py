@@ -81,7 +81,6 @@ def _group_declared_on_path() -> bool:
     """
     import os
     import sys
-
     from importlib.machinery import PathFinder
 
     # the path-based finders (the stdlib's, the importlib_metadata backport's) see what is scanned below

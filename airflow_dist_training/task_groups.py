@@ -399,6 +399,7 @@ def _gate_and_register(
     from airflow_dist_training.spec.pipeline import SageMakerRegistry
 
     registry_kind = registry.kind if registry is not None else None
+    registry_dir = _local_registry_dir(registry, g.base)  # resolved once for both tasks
     gate_task = QualityGateOperator(
         task_id="gate",
         evaluation=evaluate.output,
@@ -406,7 +407,7 @@ def _gate_and_register(
         require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
         registry=registry_kind,
         model_package_group_name=_group_name(registry, g.spec),
-        local_registry_dir=_local_registry_dir(registry, g.base),
+        local_registry_dir=registry_dir,
         fail_on_reject=fail_on_reject,
         training=train.output,  # refuses a model that did not learn
         # a rejection skips registration only; the run's summary still runs
@@ -427,7 +428,7 @@ def _gate_and_register(
         else (registry.inference_image or g.spec.image.uri),
         registry=registry_kind,
         model_package_group_name=_group_name(registry, g.spec),
-        local_registry_dir=_local_registry_dir(registry, g.base),
+        local_registry_dir=registry_dir,
         auto_approve=registry.auto_approve,
         lineage=XComArg(check_task, key="lineage"),
         aws_conn_id=g.aws_conn_id,

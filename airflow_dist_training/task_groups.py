@@ -414,8 +414,7 @@ def _gate_and_register(
         ignore_downstream_trigger_rules=False,
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
-    )
-    evaluate >> gate_task
+    )  # downstream of evaluate through its evaluation XComArg (a second edge costs a DAG hash per end)
     if registry is None or registry_kind is None:
         return
     register = RegisterModelOperator(
@@ -433,8 +432,7 @@ def _gate_and_register(
         lineage=XComArg(check_task, key="lineage"),
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
-    )
-    gate_task >> register
+    )  # downstream of the gate through its decision XComArg
 
 
 def _teardowns_last(group: Any) -> None:

@@ -41,8 +41,8 @@ from airflow_dist_training.emulator.faults import Faults
 from airflow_dist_training.emulator.fsx import FileSystems, FSxError
 from airflow_dist_training.emulator.processing import ProcessingJobs
 from airflow_dist_training.emulator.training import TrainingJobs
-from airflow_dist_training.emulator.tuning import (
-    TuningJobs,
+from airflow_dist_training.emulator.tuning import TuningJobs
+from airflow_dist_training.sagemaker.tuning_jobs import (
     sample_configurations,
     training_job_name,
     training_request,

@@ -28,127 +28,32 @@ the emulator then runs the tuning job as SageMaker does:
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import itertools
-import json
 import logging
 import math
-import random
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from airflow_dist_training.sagemaker.tuning_jobs import (
+    RUNNING,
+    best_summary,
+    job_counters,
+    objective_fields,
+    objective_hyperparameter,
+    training_job_name,
+    training_request,
+    tuning_configurations,
+    tuning_outcome,
+    tuning_seed,
+)
+
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
-RUNNING = ("InProgress", "Stopping")
-RANGE_KINDS = ("ContinuousParameterRanges", "IntegerParameterRanges", "CategoricalParameterRanges")
-# a training job's fields a tuning job's TrainingJobDefinition passes on as they are
-_PASSED_ON = (
-    "RoleArn",
-    "OutputDataConfig",
-    "StoppingCondition",
-    "InputDataConfig",
-    "VpcConfig",
-    "EnableNetworkIsolation",
-    "EnableInterContainerTrafficEncryption",
-    "EnableManagedSpotTraining",
-    "CheckpointConfig",
-    "RetryStrategy",
-    "Environment",
-)
 
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
-def _sample_number(rng: random.Random, spec: dict[str, Any], integer: bool) -> str:
-    low, high = float(spec["MinValue"]), float(spec["MaxValue"])
-    scaling = spec.get("ScalingType") or "Auto"
-    if scaling == "Logarithmic":
-        value = math.exp(rng.uniform(math.log(low), math.log(high)))
-    elif scaling == "ReverseLogarithmic":
-        value = 1 - math.exp(rng.uniform(math.log(1 - high), math.log(1 - low)))
-    else:  # Linear, and Auto (SageMaker picks; uniform here)
-        value = rng.uniform(low, high)
-    if integer:
-        return str(min(max(round(value), math.ceil(low)), math.floor(high)))
-    return repr(min(max(value, low), high))
-
-
-def sample_configurations(
-    ranges: dict[str, Any], strategy: str, count: int | None, seed: int
-) -> list[dict[str, str]]:
-    """One ``{hyperparameter: value string}`` per training job (see the module docstring)."""
-    if strategy == "Grid":
-        categorical = ranges.get("CategoricalParameterRanges") or []
-        names = [r["Name"] for r in categorical]
-        grid = [
-            dict(zip(names, combo, strict=True))
-            for combo in itertools.product(*(r["Values"] for r in categorical))
-        ]
-        return grid[:count] if count is not None else grid
-    rng = random.Random(seed)
-    configs = []
-    for _ in range(count or 1):
-        config: dict[str, str] = {}
-        for spec in ranges.get("ContinuousParameterRanges") or []:
-            config[spec["Name"]] = _sample_number(rng, spec, integer=False)
-        for spec in ranges.get("IntegerParameterRanges") or []:
-            config[spec["Name"]] = _sample_number(rng, spec, integer=True)
-        for spec in ranges.get("CategoricalParameterRanges") or []:
-            config[spec["Name"]] = rng.choice(list(spec["Values"]))
-        configs.append(config)
-    return configs
-
-
-def training_job_name(tuning_job: str, index: int) -> str:
-    """``<tuning job>-<NNN>-<8 hex>``, as SageMaker names a tuning job's training jobs."""
-    digest = hashlib.sha256(f"{tuning_job}:{index}".encode()).hexdigest()[:8]
-    return f"{tuning_job}-{index:03d}-{digest}"
-
-
-OBJECTIVE_HYPERPARAMETER = "_tuning_objective_metric"
-
-
-def objective_hyperparameter(request: dict[str, Any]) -> dict[str, str]:
-    """What SageMaker adds to a tuning job's static hyperparameters: ``_tuning_objective_metric``,
-    JSON-quoted for a framework (script-mode) container, whose hyperparameters are all JSON."""
-    definition = request.get("TrainingJobDefinition") or {}
-    objective = (request.get("HyperParameterTuningJobConfig") or {}).get(
-        "HyperParameterTuningJobObjective"
-    ) or {}
-    metric = str(objective.get("MetricName") or "")
-    script_mode = "sagemaker_program" in (definition.get("StaticHyperParameters") or {})
-    return {OBJECTIVE_HYPERPARAMETER: json.dumps(metric) if script_mode else metric}
-
-
-def training_request(request: dict[str, Any], name: str, tuned: dict[str, str]) -> dict[str, Any]:
-    """The ``CreateTrainingJob`` request of one of the tuning job's training jobs."""
-    definition = request["TrainingJobDefinition"]
-    algorithm = definition["AlgorithmSpecification"]
-    resource = dict(
-        definition.get("HyperParameterTuningResourceConfig") or definition.get("ResourceConfig") or {}
-    )
-    job: dict[str, Any] = {
-        "TrainingJobName": name,
-        "AlgorithmSpecification": {k: v for k, v in algorithm.items() if k != "AlgorithmName"},
-        "ResourceConfig": {
-            k: resource[k]
-            for k in ("InstanceType", "InstanceCount", "VolumeSizeInGB", "VolumeKmsKeyId")
-            if k in resource
-        },
-        "HyperParameters": {
-            **(definition.get("StaticHyperParameters") or {}),
-            **objective_hyperparameter(request),
-            **tuned,
-        },
-    }
-    job.update({k: definition[k] for k in _PASSED_ON if k in definition})
-    if request.get("Tags"):  # the tuning job's tags go to every training job it launches
-        job["Tags"] = list(request["Tags"])
-    return job
 
 
 class TuningRun:
@@ -168,10 +73,7 @@ class TuningRun:
         objective = config.get("HyperParameterTuningJobObjective") or {}
         self.metric = str(objective.get("MetricName") or "")
         self.objective_type = str(objective.get("Type") or "Maximize")
-        seed = config.get("RandomSeed")
-        self.seed = (
-            int(seed) if seed is not None else int(hashlib.sha256(self.name.encode()).hexdigest()[:8], 16)
-        )
+        self.seed = tuning_seed(request)
         self.jobs: list[tuple[str, dict[str, str]]] = []  # (training job name, tuned hyperparameters)
         self.stop_requested = threading.Event()
         self.done = threading.Event()
@@ -220,7 +122,7 @@ class TuningJobs:
             OverallBestTrainingJob=None,
             tuning_job_completion_details=None,
             consumed_resources=None,
-            training_job_status_counters=_counters({}),
+            training_job_status_counters=job_counters({}),
             objective_status_counters={"Succeeded": 0, "Pending": 0, "Failed": 0},
         )
         with self._lock:
@@ -246,8 +148,7 @@ class TuningJobs:
 
     def _main(self, run: TuningRun) -> None:
         try:
-            ranges = run.request["HyperParameterTuningJobConfig"].get("ParameterRanges") or {}
-            pending = sample_configurations(ranges, run.strategy, run.max_jobs, run.seed)
+            pending = tuning_configurations(run.request)
             if run.strategy in ("Bayesian", "Hyperband"):
                 log.info("emulator: tuning job %s: %s sampled at random", run.name, run.strategy)
             stopping_sent = False
@@ -294,16 +195,7 @@ class TuningJobs:
 
     def _finish(self, run: TuningRun, summaries: list[dict[str, Any]]) -> None:
         self._report(run, summaries)
-        succeeded = [s for s in summaries if s["ObjectiveStatus"] == "Succeeded"]
-        if run.stop_requested.is_set():
-            status, reason = "Stopped", None
-        elif succeeded:
-            status, reason = "Completed", None
-        else:
-            reasons = [s.get("FailureReason") for s in summaries if s.get("FailureReason")]
-            reason = f"No training job reported the objective metric {run.metric!r} ({len(summaries)} training jobs)"
-            reason += f"; first failure: {reasons[0]}" if reasons else ""
-            status = "Failed"
+        status, reason = tuning_outcome(summaries, run.metric, stop_requested=run.stop_requested.is_set())
         created = run.record.creation_time
         run.set(
             hyper_parameter_tuning_job_status=status,
@@ -319,7 +211,7 @@ class TuningJobs:
             objectives[s["ObjectiveStatus"]] += 1
         best = self.best(run, summaries)
         fields = {
-            "training_job_status_counters": _counters(summaries),
+            "training_job_status_counters": job_counters(summaries),
             "objective_status_counters": objectives,
             "best_training_job": best,
         }
@@ -327,11 +219,7 @@ class TuningJobs:
             run.set(**fields)
 
     def best(self, run: TuningRun, summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
-        scored = [s for s in summaries if s["ObjectiveStatus"] == "Succeeded"]
-        if not scored:
-            return None
-        sign = 1 if run.objective_type == "Maximize" else -1
-        return max(scored, key=lambda s: sign * s["FinalHyperParameterTuningJobObjectiveMetric"]["Value"])
+        return best_summary(summaries, run.objective_type)
 
     def summaries(self, run: TuningRun) -> list[dict[str, Any]]:
         """``HyperParameterTrainingJobSummary`` of each training job launched so far, in launch order."""
@@ -361,16 +249,7 @@ class TuningJobs:
                 m.get("MetricName"): m.get("Value")
                 for m in getattr(record, "final_metric_data_list", None) or []
             }
-            value = final.get(run.metric) if status not in RUNNING else None
-            if value is not None:
-                summary["FinalHyperParameterTuningJobObjectiveMetric"] = {
-                    "Type": run.objective_type,
-                    "MetricName": run.metric,
-                    "Value": float(value),
-                }
-                summary["ObjectiveStatus"] = "Succeeded"
-            else:
-                summary["ObjectiveStatus"] = "Pending" if status in RUNNING else "Failed"
+            summary.update(objective_fields(status, final, run.metric, run.objective_type))
             out.append(summary)
         return out
 
@@ -407,22 +286,3 @@ class TuningJobs:
         deadline = time.monotonic() + timeout
         for run in runs:
             run.done.wait(max(0.0, deadline - time.monotonic()))
-
-
-def _counters(summaries: Any) -> dict[str, int]:
-    counters = {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0}
-    for s in summaries or []:
-        status = s["TrainingJobStatus"]
-        if status in RUNNING:
-            counters["InProgress"] += 1
-        elif status == "Completed":
-            counters["Completed"] += 1
-        elif status == "Stopped":
-            counters["Stopped"] += 1
-        elif "InsufficientCapacity" in str(s.get("FailureReason") or "") or "InternalServerError" in str(
-            s.get("FailureReason") or ""
-        ):
-            counters["RetryableError"] += 1  # SageMaker may retry these
-        else:
-            counters["NonRetryableError"] += 1
-    return counters

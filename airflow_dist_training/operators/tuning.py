@@ -19,6 +19,13 @@ sampled hyperparameters and reports the best one. The order of things in ``execu
    hyperparameters, the training jobs' counters). Failed or Stopped -> ``TrainingJobError``.
 5. ``on_kill`` stops the tuning job (which stops its training jobs); deferred, the trigger's does.
 
+``backend="local"`` runs the same tuning spec on this machine (``local/tuning.py``): the same
+sampled hyperparameters, training job names and objective as the test endpoint, at most
+``max_parallel_jobs`` training jobs at a time, on the local executor in the default job
+environment. Its ledger makes it durable: a retry returns a Completed tuning job, resumes one whose
+process died without running its ended training jobs again, and moves on to the next generation
+after a Failed or Stopped one, as on SageMaker. The result has the same shape.
+
 The constructor does no I/O and parses nothing: the DAG file stays cheap to parse.
 """
 
@@ -37,8 +44,10 @@ from airflow_dist_training.hooks.aws import AwsConnectionMixin
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_dist_training.hooks.backends import TrainingBackend
     from airflow_dist_training.hooks.sagemaker_jobs import DurableJob
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    from airflow_dist_training.local.tuning import LocalTuningJob
     from airflow_dist_training.sagemaker.tuning import TuningPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
     from airflow_dist_training.spec.tuning import TuningSpec
@@ -47,16 +56,23 @@ MAX_GENERATIONS = 10  # tuning jobs of one run (after Failed/Stopped ones)
 
 
 class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
-    """Run a SageMaker hyperparameter tuning job from a training spec and a tuning section.
+    """Run a hyperparameter tuning job from a training spec and a tuning section (on SageMaker or locally).
 
     :param spec: the training spec: a ``TrainingJobSpec``, a dict, or a YAML path/text (templated).
         Its ``metric_definitions`` must include the objective metric.
     :param tuning: the tuning section: a ``TuningSpec``, a dict or YAML text (templated):
         ranges, strategy, objective, ``max_jobs``, ``max_parallel_jobs``, ``early_stopping``.
+    :param backend: a registered backend (``spec/backends.py``). One whose jobs run on AWS and
+        outlive the worker (``sagemaker``) runs a SageMaker tuning job; one that runs jobs on this
+        machine through the local executor (``local``) runs the tuning job's training jobs in the
+        task (``local/tuning.py``).
     :param aws_conn_id: Airflow AWS connection (``None``: boto3's default chain).
     :param region_name: AWS region (default: the connection's).
-    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable`` (SageMaker).
     :param poll_interval: seconds between status checks.
+    :param local_hook_kwargs: keyword arguments of ``LocalTrainingHook`` (local backend).
+    :param local_parallel_jobs: local backend: training jobs at once (default: ``max_parallel_jobs``,
+        lowered to what this machine's cores fit); never more than ``max_parallel_jobs``.
     :param max_wait_seconds: the only limit on the wait (``None``: as long as the tuning job runs);
         when exceeded the tuning job is stopped and the task fails.
     """
@@ -70,16 +86,27 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         *,
         spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
         tuning: TuningSpec | Mapping[str, Any] | str,
+        backend: str = "sagemaker",
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         deferrable: bool | None = None,
         poll_interval: float = 30,
         max_wait_seconds: float | None = None,
+        local_hook_kwargs: dict[str, Any] | None = None,
+        local_parallel_jobs: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        from airflow_dist_training.spec.backends import backend_record
+
+        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
+        if local_parallel_jobs is not None and local_parallel_jobs < 1:
+            raise ValueError(f"local_parallel_jobs must be at least 1, got {local_parallel_jobs}")
         self.spec = str(spec) if isinstance(spec, Path) else spec
         self.tuning = tuning
+        self.backend = backend
+        self.local_hook_kwargs = local_hook_kwargs or {}
+        self.local_parallel_jobs = local_parallel_jobs
         self._set_aws_connection(aws_conn_id, region_name)
         # read when the task is built, not when this module was imported
         self.deferrable = (
@@ -91,6 +118,7 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         self.max_wait_seconds = max_wait_seconds
         self._job_name: str | None = None
         self._identity: str | None = None
+        self._local: LocalTuningJob | None = None
 
     # --- hooks ---------------------------------------------------------------------------------------
 
@@ -99,6 +127,48 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
         return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+
+    @cached_property
+    def local_hook(self) -> Any:
+        from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+        return LocalTrainingHook(**self.local_hook_kwargs)
+
+    @cached_property
+    def training_backend(self) -> TrainingBackend:
+        """Where the training jobs run (``hooks/backends.py``); no I/O until a method is called."""
+        from airflow_dist_training.hooks.backends import LocalBackend, get_backend
+
+        backend = get_backend(
+            self.backend,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            local_hook_kwargs=self.local_hook_kwargs,
+        )
+        if isinstance(backend, LocalBackend):
+            backend.hook = self.local_hook  # one hook: on_kill stops what execute started
+        return backend
+
+    def _runs_in_task(self) -> bool:
+        """True: the tuning job runs in the task on the local executor; False: a SageMaker tuning job.
+        Decided by the backend's record, never its name; a backend that can do neither is refused."""
+        from airflow_dist_training.errors import Problem, SpecValidationError
+        from airflow_dist_training.hooks.backends import LocalBackend
+
+        backend = self.training_backend
+        if backend.record.durable and backend.record.on_aws:
+            return False
+        if not backend.record.durable and isinstance(backend, LocalBackend):
+            return True
+        raise SpecValidationError(
+            [
+                Problem(
+                    "backend",
+                    f"{self.backend!r} cannot run tuning jobs: they run as SageMaker tuning jobs (a backend "
+                    "whose jobs run on AWS and outlive the worker) or on the local executor",
+                )
+            ]
+        )
 
     @cached_property
     def jobs(self) -> DurableJob:
@@ -153,6 +223,8 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         with failing_fast_without_retry_policy():
             spec, tuning = self._load()
             names = self._names(context, tuning.name or spec.name)
+            if self._runs_in_task():
+                return self._execute_local(spec, tuning, names)
             plan = self._plan(spec, tuning, names[0])  # every spec problem before any AWS call
             for warning in plan.warnings:
                 self.log.warning("%s", warning)
@@ -202,6 +274,42 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             )
         return self._wait(ref.name)
 
+    def _execute_local(self, spec: TrainingJobSpec, tuning: TuningSpec, names: list[str]) -> dict[str, Any]:
+        """The run's tuning job on this machine: the first generation not ended Failed or Stopped."""
+        from airflow_dist_training.errors import SpecValidationError
+        from airflow_dist_training.local.tuning import LocalTuningJob
+        from airflow_dist_training.sagemaker.tuning import tuning_plan_problems
+
+        problems = tuning_plan_problems(spec, tuning, names[0])
+        if problems:
+            raise SpecValidationError(problems, source=spec.source_file)
+        for generation, name in enumerate(names, start=1):
+            job = LocalTuningJob(
+                self.local_hook,
+                spec,
+                tuning,
+                name,
+                run_identity=self._identity,
+                parallel=self.local_parallel_jobs,
+                log=self.log.info,
+            )
+            if job.status in ("Failed", "Stopped"):
+                self.log.warning(
+                    "This run's tuning job %s ended %s: starting generation %d",
+                    name,
+                    job.status,
+                    generation + 1,
+                )
+                continue
+            self._local = job
+            self._job_name = name
+            if job.status == "Completed":
+                self.log.info("This run's local tuning job %s completed earlier: not running it again.", name)
+            return self._finish(job.run())
+        raise AirflowException(
+            f"every tuning job of this run ended Failed or Stopped ({', '.join(names)}); not starting another"
+        )
+
     def _wait(self, name: str) -> dict[str, Any]:
         from airflow_dist_training.retry import PollTimeout
         from airflow_dist_training.triggers.tuning import tuning_progress
@@ -240,6 +348,7 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         """The best training job as a ``TrainingResult`` plus ``tuning``; an error when the tuning job failed."""
         from airflow_dist_training.hooks.training import result_from_description
         from airflow_dist_training.sagemaker.tuning import best_training_job
+        from airflow_dist_training.sagemaker.tuning_jobs import job_table
 
         name = str(desc["HyperParameterTuningJobName"])
         status = str(desc.get("HyperParameterTuningJobStatus"))
@@ -249,9 +358,8 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             reason = desc.get("FailureReason") or (
                 "no training job reported the objective metric" if status == "Completed" else None
             )
-            stopped = (
-                " (stopped on request)" if status == "Stopped" and self.jobs.stop_requested(desc) else ""
-            )
+            on_request = desc["StopRequested"] if self._local is not None else self.jobs.stop_requested(desc)
+            stopped = " (stopped on request)" if status == "Stopped" and on_request else ""
             raise TrainingJobError(
                 f"Hyperparameter tuning job {name} ended {status}{stopped}"
                 + (f": {reason}" if reason else "")
@@ -260,8 +368,13 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
                 status=status,
                 failure_reason=str(reason) if reason else None,
             )
-        training = self.hook.describe_training_job(best["job_name"])
-        result: dict[str, Any] = dict(result_from_description(training))
+        if self._local is not None:  # the executor's job, under this backend's name
+            result: dict[str, Any] = {
+                **self._local.training_result(best["job_name"]),
+                "backend": self.backend,
+            }
+        else:
+            result = dict(result_from_description(self.hook.describe_training_job(best["job_name"])))
         result["tuning"] = {
             "job_name": name,
             "job_arn": desc.get("HyperParameterTuningJobArn"),
@@ -272,6 +385,8 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             "tuned_hyperparameters": best["tuned_hyperparameters"],
             "training_job_counts": counters,
         }
+        summaries = desc["TrainingJobSummaries"] if self._local is not None else self._training_jobs(name)
+        result["tuning"]["training_jobs"] = job_table(summaries)
         self.log.info(
             "Tuning job %s: best training job %s, %s = %s, model %s",
             name,
@@ -282,6 +397,23 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         )
         return result
 
+    def _training_jobs(self, name: str) -> list[dict[str, Any]]:
+        """The tuning job's training job summaries in launch order (``ListTrainingJobsForHyperParameterTuningJob``)."""
+        summaries: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"SortBy": "CreationTime", "SortOrder": "Ascending", "MaxResults": 100}
+        while True:
+            page = self.hook._call(
+                self.hook.sagemaker_client,
+                "ListTrainingJobsForHyperParameterTuningJob",
+                name,
+                HyperParameterTuningJobName=name,
+                **kwargs,
+            )
+            summaries += page.get("TrainingJobSummaries") or []
+            if not page.get("NextToken"):
+                return summaries
+            kwargs["NextToken"] = page["NextToken"]
+
     # --- kill -------------------------------------------------------------------------------------------------
 
     def _stop(self, name: str, reason: str) -> None:
@@ -291,6 +423,9 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             self.log.error("Could not stop tuning job %s: %s", name, exc)
 
     def on_kill(self) -> None:
-        """Stop the tuning job (SageMaker then stops its running training jobs)."""
+        """Stop the tuning job (SageMaker then stops its running training jobs; locally, this task's)."""
+        if self._local is not None:
+            self._local.stop(self.local_hook.stop_grace_seconds)
+            return
         if self._job_name:
             self._stop(self._job_name, "task killed")

@@ -100,6 +100,27 @@ def plan_tuning_job(
     run_identity: str | None = None,
 ) -> TuningPlan:
     """Validate and build the exact ``CreateHyperParameterTuningJob`` request (every problem at once)."""
+    problems = tuning_plan_problems(spec, tuning, job_name)
+    try:
+        training = plan_training_job(spec, job_name=job_name, region=region, run_identity=run_identity)
+    except SpecValidationError as exc:  # the training spec's problems and the tuning section's, together
+        seen = {p.path for p in problems}  # one message per field: the tuning one says what tuning needs
+        problems += [p for p in exc.problems if p.path not in seen]
+        raise SpecValidationError(problems, source=spec.source_file) from None
+    if problems:
+        raise SpecValidationError(problems, source=spec.source_file)
+    return TuningPlan(
+        job_name=job_name,
+        region=region,
+        request=tuning_request(spec, tuning, job_name, training.request),
+        training=training,
+        warnings=training.warnings,
+    )
+
+
+def tuning_plan_problems(spec: TrainingJobSpec, tuning: TuningSpec, job_name: str) -> list[Problem]:
+    """What keeps ``spec`` from being tuned this way under ``job_name`` (the training spec's own
+    problems aside), each naming its field."""
     problems = tuning_problems(spec, tuning)
     record = record_for(spec.distribution.strategy)
     if not record.script_mode:
@@ -118,24 +139,23 @@ def plan_tuning_job(
                 f"tuning job name {job_name!r} is longer than {TUNING_JOB_NAME_MAX_LENGTH} characters",
             )
         )
-    try:
-        training = plan_training_job(spec, job_name=job_name, region=region, run_identity=run_identity)
-    except SpecValidationError as exc:  # the training spec's problems and the tuning section's, together
-        seen = {p.path for p in problems}  # one message per field: the tuning one says what tuning needs
-        problems += [p for p in exc.problems if p.path not in seen]
-        raise SpecValidationError(problems, source=spec.source_file) from None
-    if problems:
-        raise SpecValidationError(problems, source=spec.source_file)
+    return problems
+
+
+def tuning_request(
+    spec: TrainingJobSpec, tuning: TuningSpec, job_name: str, training: dict[str, Any]
+) -> dict[str, Any]:
+    """``CreateHyperParameterTuningJob`` from the ``CreateTrainingJob`` request planned under ``job_name``."""
     request: dict[str, Any] = {
         "HyperParameterTuningJobName": job_name,
-        "HyperParameterTuningJobConfig": tuning_config(tuning, script_mode=record.script_mode),
-        "TrainingJobDefinition": training_job_definition(spec, tuning, training.request),
+        "HyperParameterTuningJobConfig": tuning_config(
+            tuning, script_mode=record_for(spec.distribution.strategy).script_mode
+        ),
+        "TrainingJobDefinition": training_job_definition(spec, tuning, training),
     }
-    if training.request.get("Tags"):
-        request["Tags"] = list(training.request["Tags"])
-    return TuningPlan(
-        job_name=job_name, region=region, request=request, training=training, warnings=training.warnings
-    )
+    if training.get("Tags"):
+        request["Tags"] = list(training["Tags"])
+    return request
 
 
 def tuning_config(tuning: TuningSpec, *, script_mode: bool = True) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from tests.paths import REPO
 
 DOC = (REPO / "docs" / "tuning.md").read_text(encoding="utf-8")
 FENCE = re.compile(r"^```(yaml|python)\s*\n(.*?)^```", re.M | re.S)
-BLOCKS = {kind: text for kind, text in FENCE.findall(DOC)}
+BLOCKS = {kind: text for kind, text in reversed(FENCE.findall(DOC))}  # the first of each kind
+LOCAL_DAG = [text for kind, text in FENCE.findall(DOC) if kind == "python" and 'backend="local"' in text]
 TRAINING: dict[str, Any] = {
     "name": "churn",
     "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
@@ -73,3 +74,15 @@ def test_the_dag_builds_without_io_and_hands_the_best_job_to_evaluation_and_regi
     assert tune.spec == "specs/churn.yaml" and "hook" not in tune.__dict__
     key = re.search(r"xcom_pull\('tune'\)\['(\w+)'\]", evaluate.model_uri)
     assert key is not None and key.group(1) in TrainingResult.__annotations__
+
+
+def test_the_local_dag_builds_without_io_and_runs_tuning_evaluation_and_registry_locally() -> None:
+    assert len(LOCAL_DAG) == 1
+    namespace: dict[str, Any] = {}
+    exec(compile(LOCAL_DAG[0], "docs/tuning.md", "exec"), namespace)
+    dag = namespace["dag"]
+    assert [t.task_id for t in dag.topological_sort()] == ["tune", "evaluate", "gate", "register"]
+    tune = dag.get_task("tune")
+    assert tune.backend == "local" and "local_hook" not in tune.__dict__
+    assert dag.get_task("evaluate").backend == "local"
+    assert dag.get_task("register").registry == "local"

@@ -115,6 +115,15 @@ def test_a_tuning_job_of_four_training_jobs_runs_two_at_a_time_and_reports_the_b
     best = desc["BestTrainingJob"]
     assert best["TrainingJobName"] == jobs[0]["TrainingJobName"] == result["job_name"]
     assert tuning["objective_value"] == 1.0 and tuning["tuned_hyperparameters"] == {"lr": '"0.1"'}
+    # every training job in launch order, as the local backend lists them (tests/integration/local/test_tuning_local.py)
+    assert [
+        (j["tuned_hyperparameters"], j["objective_value"], j["status"]) for j in tuning["training_jobs"]
+    ] == [
+        ({"lr": '"0.5"'}, 0.6, "Completed"),
+        ({"lr": '"0.1"'}, 1.0, "Completed"),
+        ({"lr": '"0.01"'}, 0.91, "Completed"),
+        ({"lr": '"0.3"'}, 0.8, "Completed"),
+    ]
     assert result["model_artifact_uri"] == f"s3://{BUCKET}/models/{result['job_name']}/output/model.tar.gz"
     assert result["final_metrics"]["validation:score"] == 1.0
     bucket, key = result["model_artifact_uri"][5:].split("/", 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from airflow_dist_training.emulator.tuning import (
+from airflow_dist_training.sagemaker.tuning_jobs import (
     objective_hyperparameter,
     sample_configurations,
     training_job_name,

@@ -417,7 +417,7 @@ def _gate_and_register(
     )  # downstream of evaluate through its evaluation XComArg (a second edge costs a DAG hash per end)
     if registry is None or registry_kind is None:
         return
-    register = RegisterModelOperator(
+    RegisterModelOperator(
         task_id="register",
         evaluation=evaluate.output,
         decision=gate_task.output,  # type: ignore[arg-type]

@@ -48,7 +48,10 @@ def local_workspace(dag_id: str) -> Path:
 def dags_folder_of(pipeline_file: Path) -> Path:
     """The DAGs folder holding ``pipeline_file``: Airflow's configured one when the file is in it,
     else the file's own folder."""
-    folder = pipeline_file.resolve().parent
+    return _dags_folder_holding(pipeline_file.resolve().parent)
+
+
+def _dags_folder_holding(folder: Path) -> Path:
     configured = os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")
     if configured:
         root = Path(configured).expanduser().resolve()
@@ -114,7 +117,8 @@ def check_pipeline(
             plan, planned = _planned(pipeline, region)
             problems += planned
     else:
-        problems += local_path_problems(pipeline, path.resolve().parent, dags_folder_of(path))
+        folder = path.resolve().parent
+        problems += local_path_problems(pipeline, folder, _dags_folder_holding(folder))
     return problems, plan
 
 

@@ -36,7 +36,6 @@ from airflow_dist_training.evaluation.gate import (
     parse_gate_spec,
     summary,
 )
-from airflow_dist_training.evaluation.report import REPORT_HTML, REPORT_MD, render_html, render_markdown
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
@@ -567,6 +566,13 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
             return None
 
     def _write_reports(self, store: ArtifactStore, decision: dict[str, Any], evaluation_uri: str) -> str:
+        # the renderer loads with the first report, not at DAG parse
+        from airflow_dist_training.evaluation.report import (
+            REPORT_HTML,
+            REPORT_MD,
+            render_html,
+            render_markdown,
+        )
         from airflow_dist_training.hooks.evaluation import join_uri, parent_uri
 
         folder = self.report_uri or parent_uri(evaluation_uri)

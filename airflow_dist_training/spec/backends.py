@@ -68,6 +68,43 @@ class _Named(Protocol):
 R = TypeVar("R", bound=_Named)
 
 
+def _group_declared_on_path(group: str) -> bool:
+    """Whether any installed distribution on ``sys.path`` declares the entry-point group ``group``.
+
+    A substring check of each ``entry_points.txt`` (~2 ms for 250 distributions) instead of
+    ``importlib.metadata`` (~30 ms to import it, ~8 ms to scan): the shipped DAG lists every backend
+    at each parse, and usually no third-party backend is installed. Distributions that a path scan
+    cannot see (zip archives, custom finders) make this answer True: the full scan then decides.
+    """
+    import os
+    import sys
+    from importlib.machinery import PathFinder
+
+    # the path-based finders (the stdlib's, the importlib_metadata backport's) see what is scanned below
+    if any(
+        hasattr(f, "find_distributions") and f is not PathFinder and type(f).__name__ != "MetadataPathFinder"
+        for f in sys.meta_path
+    ):
+        return True
+    marker = f"[{group}]"
+    for folder in sys.path:
+        if os.path.isfile(folder):  # a zip archive on the path
+            return True
+        try:
+            with os.scandir(folder or ".") as entries:
+                names = [e.path for e in entries if e.name.endswith((".dist-info", ".egg-info"))]
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(name, "entry_points.txt"), encoding="utf-8") as f:
+                    if marker in f.read():
+                        return True
+            except OSError:
+                continue
+    return False
+
+
 class Records(Generic[R]):
     """Records by name: built in, registered at run time, or an entry point in ``group`` whose
     object is a ``kind`` (read once, and only for a name not built in)."""
@@ -90,6 +127,8 @@ class Records(Generic[R]):
         if self.entry_points_loaded:
             return
         self.entry_points_loaded = True
+        if not _group_declared_on_path(self.group):
+            return
         from importlib.metadata import entry_points
 
         for entry_point in entry_points(group=self.group):

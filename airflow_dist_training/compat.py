@@ -26,9 +26,7 @@ from packaging.version import Version
 
 _BASE = Version(Version(AIRFLOW_VERSION).base_version)
 
-AIRFLOW_V_3_1_PLUS = _BASE >= Version("3.1.0")
 AIRFLOW_V_3_2_PLUS = _BASE >= Version("3.2.0")
-AIRFLOW_V_3_3_PLUS = _BASE >= Version("3.3.0")
 
 #: the lowest Airflow this package supports (pyproject ``apache-airflow>=``; CI tests its last patch)
 MIN_AIRFLOW = "3.1"
@@ -94,9 +92,7 @@ else:
 
 
 __all__ = [
-    "AIRFLOW_V_3_1_PLUS",
     "AIRFLOW_V_3_2_PLUS",
-    "AIRFLOW_V_3_3_PLUS",
     "DAG",
     "AirflowException",
     "AirflowFailException",

@@ -49,7 +49,10 @@ def local_workspace(dag_id: str) -> Path:
 def dags_folder_of(pipeline_file: Path) -> Path:
     """The DAGs folder holding ``pipeline_file``: Airflow's configured one when the file is in it,
     else the file's own folder."""
-    folder = pipeline_file.resolve().parent
+    return _dags_folder_holding(pipeline_file.resolve().parent)
+
+
+def _dags_folder_holding(folder: Path) -> Path:
     configured = os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")
     if configured:
         root = Path(configured).expanduser().resolve()
@@ -116,7 +119,8 @@ def check_pipeline(
             plan, planned = _planned(pipeline, region)
             problems += planned
     else:
-        problems += local_path_problems(pipeline, path.resolve().parent, dags_folder_of(path))
+        folder = path.resolve().parent
+        problems += local_path_problems(pipeline, folder, _dags_folder_holding(folder))
     return problems, plan
 
 
@@ -262,8 +266,8 @@ def _default_local_workspace(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _local_registry(registry: dict[str, Any], data: dict[str, Any]) -> bool:
-    """The registry step is a local registry (its ``kind``, else the backend's default)."""
-    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+    """The registry step's kind (written, else the backend's default) keeps a local directory."""
+    from airflow_dist_training.spec.registries import find_registry
 
-    kind = registry.get("kind") or backend_record(data.get("backend", "local")).default_registry
-    return REGISTRY_KINDS.get(kind) is LocalRegistry
+    record = find_registry(registry.get("kind") or backend_record(data.get("backend", "local")).default_registry)
+    return record is not None and record.local_dir

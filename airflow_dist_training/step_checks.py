@@ -146,14 +146,19 @@ def _check_gate(gate: Mapping[str, Any]) -> list[Problem]:
 def _check_registry(
     registry: RegistryStep | TypedRegistry, backend: BackendRecord, inference_image: str | None
 ) -> list[Problem]:
-    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+    from airflow_dist_training.spec.registries import find_registry
 
     problems: list[Problem] = []  # the registry's kind and its own rules: spec/pipeline.step_problems
-    if REGISTRY_KINDS[registry.kind or backend.default_registry] is LocalRegistry:
+    record = find_registry(registry.kind or backend.default_registry)
+    if record is None:
+        return problems
+    if record.local_dir:
         if not getattr(registry, "local_dir", None):
             problems.append(
                 Problem("registry.local_dir", "not set: the local registry goes to .adt-demo/registry", "warning")
             )
+        return problems
+    if not record.needs_image:
         return problems
     image = inference_image or registry.inference_image
     if image and not _IMAGE.match(image):

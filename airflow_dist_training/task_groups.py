@@ -451,9 +451,10 @@ def _gate_and_register(
     from airflow.sdk import XComArg
 
     from airflow_dist_training.operators.evaluation import QualityGateOperator, RegisterModelOperator
-    from airflow_dist_training.spec.pipeline import SageMakerRegistry
+    from airflow_dist_training.spec.registries import registry_record
 
     registry_kind = registry.kind if registry is not None else None
+    registry_dir = _local_registry_dir(registry, g.base)  # resolved once for both tasks
     gate_task = QualityGateOperator(
         task_id="gate",
         evaluation=evaluate.output,
@@ -461,34 +462,32 @@ def _gate_and_register(
         require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
         registry=registry_kind,
         model_package_group_name=g.per_member(_group_name(registry, g.spec)),
-        local_registry_dir=_local_registry_dir(registry, g.base),
+        local_registry_dir=registry_dir,
         fail_on_reject=fail_on_reject,
         training=train.output,  # refuses a model that did not learn
         # a rejection skips registration only; the run's summary still runs
         ignore_downstream_trigger_rules=False,
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
-    )
-    evaluate >> gate_task
+    )  # downstream of evaluate through its evaluation XComArg (a second edge costs a DAG hash per end)
     if registry is None or registry_kind is None:
         return
-    register = RegisterModelOperator(
+    RegisterModelOperator(
         task_id="register",
         evaluation=evaluate.output,
         decision=gate_task.output,  # type: ignore[arg-type]
         training=train.output,  # type: ignore[arg-type]
         image_uri=_inference_image(registry, g.spec, g.prefix)
-        if isinstance(registry, SageMakerRegistry)
+        if registry_record(registry.kind).needs_image
         else (registry.inference_image or g.spec.image.uri),
         registry=registry_kind,
         model_package_group_name=g.per_member(_group_name(registry, g.spec)),
-        local_registry_dir=_local_registry_dir(registry, g.base),
+        local_registry_dir=registry_dir,
         auto_approve=registry.auto_approve,
         lineage=XComArg(check_task, key="lineage"),
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
-    )
-    gate_task >> register
+    )  # downstream of the gate through its decision XComArg
 
 
 def _finish(g: _Group, group: Any) -> None:

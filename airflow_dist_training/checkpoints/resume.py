@@ -20,13 +20,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from airflow_dist_training.aws_errors import is_capacity_failure, is_interruption
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.job_states import SUCCESS_STATES
 
-ResumePolicy = Literal["fresh", "latest", "none"]
 RESUME_POLICIES: tuple[str, ...] = ("fresh", "latest", "none")
 
 

@@ -13,8 +13,6 @@ from typing import Any, Literal
 
 from airflow_dist_training.errors import SpecValidationError
 
-MetricMode = Literal["min", "max"]
-
 
 @dataclass(frozen=True)
 class CheckpointInfo:

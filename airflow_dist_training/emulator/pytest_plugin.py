@@ -33,9 +33,7 @@ class EmulatorProcess:
     (default: this process's), which chooses its jobs' interpreter (``$ADT_LOCAL_PYTHON``, else the
     default job environment)."""
 
-    def __init__(
-        self, root: Path, startup_timeout: float = 60.0, environ: Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, root: Path, environ: Mapping[str, str] | None = None) -> None:
         self.root = root
         environ = os.environ if environ is None else environ
         env = {k: v for k, v in environ.items() if not k.startswith("AWS_ENDPOINT_URL")}

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_dist_training.fsx.preflight import human_bytes
-
-TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED")
 NON_TERMINAL = ("PENDING", "EXECUTING", "CANCELING")
 # file-system lifecycles that will never become AVAILABLE
 FILE_SYSTEM_FAILED = ("FAILED", "MISCONFIGURED", "DELETING")
@@ -37,6 +34,8 @@ def format_progress(progress: dict[str, Any]) -> str:
         f"{progress['succeeded']}/{progress['total']} succeeded, {progress['failed']} failed"
     )
     if progress.get("released_bytes") is not None:
+        from airflow_dist_training.fsx.preflight import human_bytes  # the pre-flight rules load on use
+
         text += f", released {human_bytes(progress['released_bytes'])}"
     return text
 

@@ -96,10 +96,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         """S3 operation name -> calls made by this hook."""
         return self._s3.api_calls  # type: ignore[no-any-return]
 
-    @property
-    def total_calls(self) -> int:
-        return sum(self.api_calls.values())
-
     def _loc(self, uri: str, field: str = "uri") -> Location:
         return self.stores.parse(uri, field)[1]
 

@@ -22,7 +22,6 @@ from airflow_dist_training.aws_errors import describe_error
 from airflow_dist_training.errors import Problem, ScriptFailure, SpecValidationError, is_script_failure_reason
 from airflow_dist_training.evaluation.code import evaluation_code_files
 from airflow_dist_training.evaluation.processing import (
-    build_processing_job_request,
     script_arguments,
     script_environment,
 )
@@ -420,5 +419,3 @@ class SageMakerEvaluationRunner(SageMakerApi, AwsConnectionMixin):
         info = self.wait(name, timeout)
         output = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
         return info, join_uri(output, EVALUATION_FILE_NAME)
-
-    build_request = staticmethod(build_processing_job_request)

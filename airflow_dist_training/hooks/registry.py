@@ -526,14 +526,21 @@ def get_registry(
     aws_conn_id: str | None = "aws_default",
     region_name: str | None = None,
 ) -> ModelRegistry:
-    """Build the registry an operator was configured with (``sagemaker`` or ``local``)."""
-    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, SageMakerRegistry
+    """Build the registry an operator was configured with: its kind's factory (``spec/registries.py``)."""
+    from airflow_dist_training.spec.registries import registry_record
 
-    kind = REGISTRY_KINDS.get(registry)
-    if kind is SageMakerRegistry:
-        return ModelRegistryHook(group, aws_conn_id=aws_conn_id, region_name=region_name)
-    if kind is not None:
-        if not local_registry_dir:
-            raise SpecValidationError([Problem("local_registry_dir", "is required when registry='local'")])
-        return LocalModelRegistry(local_registry_dir, group, store=ArtifactStore(aws_conn_id, region_name))
-    raise SpecValidationError([Problem("registry", f"must be 'sagemaker' or 'local', got {registry!r}")])
+    record = registry_record(registry)
+    if record.local_dir and not local_registry_dir:
+        raise SpecValidationError([Problem("local_registry_dir", f"is required when registry={registry!r}")])
+    factory = record.load_factory()
+    return factory(group=group, local_dir=local_registry_dir, aws_conn_id=aws_conn_id, region_name=region_name)  # type: ignore[no-any-return]
+
+
+def local_registry(*, group: str, local_dir: str, aws_conn_id: str | None, region_name: str | None) -> ModelRegistry:
+    """The ``local`` kind's factory."""
+    return LocalModelRegistry(local_dir, group, store=ArtifactStore(aws_conn_id, region_name))
+
+
+def sagemaker_registry(*, group: str, aws_conn_id: str | None, region_name: str | None, **_: Any) -> ModelRegistry:
+    """The ``sagemaker`` kind's factory."""
+    return ModelRegistryHook(group, aws_conn_id=aws_conn_id, region_name=region_name)

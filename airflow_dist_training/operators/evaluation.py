@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
@@ -36,7 +36,6 @@ from airflow_dist_training.evaluation.gate import (
     parse_gate_spec,
     summary,
 )
-from airflow_dist_training.evaluation.report import REPORT_HTML, REPORT_MD, render_html, render_markdown
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 
     from airflow_dist_training.hooks.evaluation import ArtifactStore, SageMakerEvaluationRunner
 
-RegistryKind = Literal["local", "sagemaker"]
 _XCOM_RETURN_KEY = "return_value"
 MAX_EVALUATION_JOBS = 10  # generations of one run's evaluation job (after Failed/Stopped ones)
 _EXTRA_EVALUATION_KEYS = {"evaluation_uri", "backend", "job_name", "job_arn"}
@@ -446,8 +444,8 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
     :param thresholds: metric -> checks, e.g. ``{"accuracy": {"min": 0.9, "no_regression": True},
         "loss": {"direction": "lower_is_better", "max": 0.3}}``. Validated at parse time.
     :param require_same_evaluation_set: reject when the champion was evaluated on another set.
-    :param registry: where the champion lives: ``sagemaker``, ``local``, or ``None`` (absolute
-        thresholds only).
+    :param registry: where the champion lives: a registered registry kind (``sagemaker``,
+        ``local``, ...; ``spec/registries.py``), or ``None`` (absolute thresholds only).
     :param model_package_group_name: the model package group (both registries).
     :param local_registry_dir: directory of the local registry.
     :param fail_on_reject: fail the task instead of skipping downstream.
@@ -477,7 +475,7 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
         evaluation: Any,
         thresholds: Mapping[str, Any],
         require_same_evaluation_set: bool = False,
-        registry: RegistryKind | None = None,
+        registry: str | None = None,
         model_package_group_name: str | None = None,
         local_registry_dir: str | None = None,
         fail_on_reject: bool = False,
@@ -568,6 +566,13 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
             return None
 
     def _write_reports(self, store: ArtifactStore, decision: dict[str, Any], evaluation_uri: str) -> str:
+        # the renderer loads with the first report, not at DAG parse
+        from airflow_dist_training.evaluation.report import (
+            REPORT_HTML,
+            REPORT_MD,
+            render_html,
+            render_markdown,
+        )
         from airflow_dist_training.hooks.evaluation import join_uri, parent_uri
 
         folder = self.report_uri or parent_uri(evaluation_uri)
@@ -611,19 +616,20 @@ def _check_dependencies(script: str, dependencies: Sequence[str]) -> None:
 def _check_registry_args(
     registry: str | None, group: str | None, local_dir: str | None, *, allow_none: bool
 ) -> None:
-    from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, LocalRegistry
+    from airflow_dist_training.spec.registries import find_registry, registry_kinds
 
     problems: list[tuple[str, str]] = []
-    kinds = " or ".join(map(repr, REGISTRY_KINDS))
+    kinds = " or ".join(map(repr, registry_kinds()))
+    record = find_registry(registry)
     if registry is None:
         if not allow_none:
             problems.append(("registry", f"is required: {kinds}"))
-    elif registry not in REGISTRY_KINDS:
+    elif record is None:
         problems.append(("registry", f"must be {kinds}, got {registry!r}"))
     else:
         if not group:
             problems.append(("model_package_group_name", f"is required when registry={registry!r}"))
-        if REGISTRY_KINDS[registry] is LocalRegistry and not local_dir:
+        if record.local_dir and not local_dir:
             problems.append(("local_registry_dir", f"is required when registry={registry!r}"))
     if problems:
         raise SpecValidationError(problems)
@@ -643,8 +649,8 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
     :param decision: the gate's output (``gate.output``); ``None`` registers as pending.
     :param training: the training task's result (``TrainingResult``): lineage and default model.
     :param model_data_uri: the model artifact; default ``training["model_artifact_uri"]``.
-    :param image_uri: inference image (required for SageMaker).
-    :param registry: ``sagemaker`` or ``local``.
+    :param image_uri: inference image (required by kinds that serve one, such as ``sagemaker``).
+    :param registry: a registered registry kind: ``sagemaker``, ``local``, ... (``spec/registries.py``).
     :param model_package_group_name: the group.
     :param local_registry_dir: directory of the local registry.
     :param auto_approve: approve automatically when the gate passed.
@@ -677,7 +683,7 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
         *,
         evaluation: Any,
         model_package_group_name: str,
-        registry: RegistryKind = "sagemaker",
+        registry: str = "sagemaker",
         decision: Mapping[str, Any] | None = None,
         training: Mapping[str, Any] | None = None,
         model_data_uri: str | None = None,
@@ -694,9 +700,9 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
         super().__init__(**kwargs)
         self.lineage = lineage
         _check_registry_args(registry, model_package_group_name, local_registry_dir, allow_none=False)
-        from airflow_dist_training.spec.pipeline import REGISTRY_KINDS, SageMakerRegistry
+        from airflow_dist_training.spec.registries import registry_record
 
-        if REGISTRY_KINDS[registry] is SageMakerRegistry and not image_uri:
+        if registry_record(registry).needs_image and not image_uri:
             raise SpecValidationError([("image_uri", f"is required when registry={registry!r}")])
         if model_data_uri is None and training is None:
             raise SpecValidationError(

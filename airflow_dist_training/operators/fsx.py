@@ -26,7 +26,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_dist_training.compat import BaseOperator, conf
-from airflow_dist_training.fsx import preflight as pf
 from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, progress_from_event, task_progress
 from airflow_dist_training.hooks.aws import AWS_TEMPLATE_FIELDS, AwsConnectionMixin
@@ -34,6 +33,7 @@ from airflow_dist_training.hooks.aws import AWS_TEMPLATE_FIELDS, AwsConnectionMi
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_dist_training.fsx import preflight as pf
     from airflow_dist_training.hooks.fsx import FSxHook
     from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -95,6 +95,8 @@ def run_fsx_preflight(
     log: Any = None,
 ) -> tuple[pf.PreflightFacts, list[Any]]:
     """Read the facts and apply the rules; raises ``SpecValidationError`` on errors, returns warnings."""
+    from airflow_dist_training.fsx import preflight as pf  # the rules load when a task checks
+
     facts = hook.gather_preflight_facts(
         file_system_id,
         subnet_ids=list(subnets),

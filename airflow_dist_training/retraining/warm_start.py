@@ -54,11 +54,3 @@ def warm_start_channel(uri: str) -> dict[str, Any]:
         return {"type": "s3", "uri": uri}
     return {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": split_uri(uri)[2]}
 
-
-def with_warm_start_channel(spec: Any, uri: str) -> Any:
-    """A copy of ``spec`` with the ``warm_start`` input channel reading ``uri``."""
-    from airflow_dist_training.spec.loading import load_spec
-
-    data = spec.model_dump(mode="json", exclude_unset=True)
-    data["channels"] = {**data.get("channels", {}), CHANNEL: warm_start_channel(uri)}
-    return load_spec(data)

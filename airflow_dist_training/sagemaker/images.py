@@ -71,6 +71,17 @@ def _image_framework(framework: str, instance: str, *, smp_v2: bool) -> str:
     return framework
 
 
+def _registry_account(entry: dict[str, Any], region: str, version: str) -> str:
+    """The account of ``entry``'s image registry in ``region`` (the SDK's registry sets)."""
+    registries: dict[str, str] = image_config()["registry_sets"][entry["registries"]]
+    if region not in registries:
+        raise ImageResolutionError(
+            f"Unsupported region: {region}: no {entry['repository']}:{version} image there; "
+            f"supported regions: {', '.join(registries)} (or give image.uri)"
+        )
+    return registries[region]
+
+
 def _py_version(image: ImageSpec, py_versions: list[str]) -> str:
     py_version = image.py_version
     if py_version is None:
@@ -109,12 +120,7 @@ def resolve_image_uri(
     config, full = _resolve_version(framework, version)
     version_config = config["versions"][full]
     py_version = _py_version(image, version_config["py_versions"])
-    registries: dict[str, str] = image_config()["registry_sets"][version_config["registries"]]
-    if region not in registries:
-        raise ImageResolutionError(
-            f"Unsupported region: {region}: no {version_config['repository']}:{version} image there; "
-            f"supported regions: {', '.join(registries)} (or give image.uri)"
-        )
+    account = _registry_account(version_config, region, version)
     processor = processor_for(instance, config["processors"])
     if processor not in config["processors"]:
         raise ImageResolutionError(
@@ -129,7 +135,7 @@ def resolve_image_uri(
     middle = "neuron" if framework == "pytorch-neuron" else processor  # the SDK's inference_tool for trn
     tag = "-".join(x for x in (version, middle, py_version, container_version) if x)
     domain = ecr_domain(region)
-    return f"{registries[region]}.dkr.ecr.{region}.{domain}/{version_config['repository']}:{tag}"
+    return f"{account}.dkr.ecr.{region}.{domain}/{version_config['repository']}:{tag}"
 
 
 def _latest(versions: list[str]) -> str:
@@ -179,12 +185,7 @@ def _huggingface_uri(image: ImageSpec, *, region: str, instance_type: str, smp_v
         )
     entry = versions["bases"][base_full]
     py_version = _py_version(image, entry["py_versions"])
-    registries: dict[str, str] = image_config()["registry_sets"][entry["registries"]]
-    if region not in registries:
-        raise ImageResolutionError(
-            f"Unsupported region: {region}: no {entry['repository']}:{version} image there; "
-            f"supported regions: {', '.join(registries)} (or give image.uri)"
-        )
+    account = _registry_account(entry, region, version)
     containers: dict[str, str] = entry.get("container_version", {})
     if not trainium:  # get_training_image_uri's default for GPU images whose config names none
         container = containers.get(processor, "cu110-ubuntu18.04")
@@ -195,4 +196,4 @@ def _huggingface_uri(image: ImageSpec, *, region: str, instance_type: str, smp_v
     tag = "-".join(
         x for x in (f"{image.base_framework_version}-transformers{version}", middle, py_version, container) if x
     )
-    return f"{registries[region]}.dkr.ecr.{region}.{ecr_domain(region)}/{entry['repository']}:{tag}"
+    return f"{account}.dkr.ecr.{region}.{ecr_domain(region)}/{entry['repository']}:{tag}"

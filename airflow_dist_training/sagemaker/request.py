@@ -63,7 +63,6 @@ DEBUGGER_UNSUPPORTED_REGIONS = (
 # Framework._validate_and_set_debugger_configs: the estimators whose hook checkpointing drops (an
 # explicit image without a framework is planned as the SDK's PyTorch estimator would plan it)
 CHECKPOINT_DROPS_DEBUG_HOOK = (None, "pytorch", "tensorflow")
-CONTAINER_LOG_LEVEL = 20  # logging.INFO, as the SDK sends it
 RUN_IDENTITY_TAG = "airflow-dist-training:run-identity"
 SOURCE_TARBALL = "sourcedir.tar.gz"
 

@@ -28,6 +28,7 @@ from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.sagemaker.naming import job_name
 from airflow_dist_training.sagemaker.request import TrainingPlan, plan_training_job
 from airflow_dist_training.sagemaker.strategies import record_for
+from airflow_dist_training.sagemaker.tuning_jobs import DEFINITION_FIELDS
 from airflow_dist_training.sagemaker.uploads import Upload
 from airflow_dist_training.spec.training import TrainingJobSpec
 from airflow_dist_training.spec.tuning import (
@@ -45,17 +46,6 @@ SDK_ESTIMATORS = {
     "tensorflow": ("TensorFlow", "sagemaker.tensorflow.estimator"),
     "huggingface": ("HuggingFace", "sagemaker.huggingface.estimator"),
 }
-# CreateTrainingJob fields a tuning job's TrainingJobDefinition carries as they are
-_DEFINITION_FIELDS = (
-    "InputDataConfig",
-    "VpcConfig",
-    "EnableNetworkIsolation",
-    "EnableInterContainerTrafficEncryption",
-    "EnableManagedSpotTraining",
-    "CheckpointConfig",
-    "RetryStrategy",
-    "Environment",
-)
 
 
 @dataclass(frozen=True)
@@ -252,7 +242,7 @@ def training_job_definition(
         "HyperParameterTuningResourceConfig": hpo_resource,
         "AlgorithmSpecification": hpo_algorithm,
     }
-    definition.update({k: training[k] for k in _DEFINITION_FIELDS if k in training})
+    definition.update({k: training[k] for k in DEFINITION_FIELDS if k in training})
     return definition
 
 

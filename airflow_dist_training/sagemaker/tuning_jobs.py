@@ -31,11 +31,8 @@ from typing import Any
 from airflow_dist_training.spec.sweep import sample_in_range
 
 RUNNING = ("InProgress", "Stopping")
-# a training job's fields a tuning job's TrainingJobDefinition passes on as they are
-_PASSED_ON = (
-    "RoleArn",
-    "OutputDataConfig",
-    "StoppingCondition",
+# CreateTrainingJob fields a tuning job's TrainingJobDefinition carries as they are, both ways
+DEFINITION_FIELDS = (
     "InputDataConfig",
     "VpcConfig",
     "EnableNetworkIsolation",
@@ -45,6 +42,8 @@ _PASSED_ON = (
     "RetryStrategy",
     "Environment",
 )
+# what a training job of the tuning job takes from its TrainingJobDefinition as it is
+_PASSED_ON = ("RoleArn", "OutputDataConfig", "StoppingCondition", *DEFINITION_FIELDS)
 
 
 def _sample_number(rng: random.Random, spec: dict[str, Any], integer: bool) -> str:

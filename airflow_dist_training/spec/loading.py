@@ -23,7 +23,7 @@ M = TypeVar("M", bound=BaseModel)
 # pydantic puts the discriminated-union tag into the location; users never wrote it.
 # (the mapping holding the union's members -> their tags)
 _UNION_TAGS = {"channels": {"s3", "fsx", "efs"}, "ranges": {"continuous", "integer", "categorical"}}
-_STEP_TAGS = {"sagemaker", "local", "fsx", "directory"}  # a pipeline registry or staging step's kind
+_STEP_TAGS = {"fsx", "directory"}  # a pipeline staging step's kind
 
 
 SPEC_SCHEMA_HINT = "airflow-dist-training schema"
@@ -69,7 +69,7 @@ def problems_from_validation_error(
         for i, part in enumerate(loc):
             if i >= 2 and part in _UNION_TAGS.get(str(loc[i - 2]), ()):
                 continue
-            if i == 1 and loc[0] in ("registry", "staging") and part in _STEP_TAGS:
+            if i == 1 and loc[0] == "staging" and part in _STEP_TAGS:
                 continue
             cleaned.append(part)
         path = ".".join(

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from airflow_dist_training.spec.backends import BackendName, BackendRecord, find_backend
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.members import Member, MemberList
+from airflow_dist_training.spec.registries import RegistryStep, RegistryStepModel, TypedRegistry
 from airflow_dist_training.spec.sweep import SweepSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, make_scalars_strict
 
@@ -135,58 +136,6 @@ class EvaluationStep(_Model):
         return self
 
 
-class _Registry(_Model):
-    auto_approve: bool = Field(
-        default=False, description="Approved when the gate passed; else PendingManualApproval"
-    )
-    inference_image: str | None = Field(
-        default=None,
-        description="The image the registered model is served with (default: the training image)",
-    )
-
-
-class SageMakerRegistry(_Registry):
-    """A SageMaker model package group."""
-
-    kind: Literal["sagemaker"] = "sagemaker"
-    model_package_group: str = Field(description="SageMaker model package group")
-
-    @field_validator("model_package_group")
-    @classmethod
-    def _group_name(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", value):
-            raise ValueError(f"{value!r}: 1-63 letters, digits and hyphens")
-        return value
-
-
-class LocalRegistry(_Registry):
-    """A registry in a directory (or S3 prefix) of its own: packages as JSON, no AWS registry."""
-
-    kind: Literal["local"] = "local"
-    local_dir: str | None = Field(default=None, description="Registry directory (default .adt-demo/registry)")
-    model_package_group: str | None = Field(default=None, description="The group (default: the spec's name)")
-
-
-REGISTRY_KINDS: dict[str, type[SageMakerRegistry | LocalRegistry]] = {"sagemaker": SageMakerRegistry, "local": LocalRegistry}
-TypedRegistry = Annotated[SageMakerRegistry | LocalRegistry, Field(discriminator="kind")]
-
-
-class RegistryStep(_Registry):
-    """A registry step written for any backend: ``kind`` (default: the backend's default registry)
-    picks a ``SageMakerRegistry`` or a ``LocalRegistry``; fields of the other kind are not used."""
-
-    kind: Literal["sagemaker", "local"] | None = None
-    model_package_group: str | None = Field(default=None, description="SageMaker model package group")
-    local_dir: str | None = Field(default=None, description="Local registry directory")
-
-    def for_backend(self, backend: BackendRecord) -> SageMakerRegistry | LocalRegistry:
-        """The typed registry on ``backend``, its rules checked (``SpecValidationError``)."""
-        kind = self.kind or backend.default_registry
-        model = REGISTRY_KINDS[kind]
-        kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
-        return checked_step(model, {**kept, "kind": kind}, "registry")
-
-
 def checked_step(model: type[_M], data: dict[str, Any], field: str) -> _M:
     """``model`` from ``data``; ``SpecValidationError`` with ``field``-prefixed paths."""
     from airflow_dist_training.spec.loading import validate_model
@@ -198,7 +147,7 @@ def resolve_steps(
     backend: BackendRecord,
     staging: StagingStep | TypedStaging | None,
     registry: RegistryStep | TypedRegistry | None,
-) -> tuple[FSxStaging | DirectoryStaging | None, SageMakerRegistry | LocalRegistry | None]:
+) -> tuple[FSxStaging | DirectoryStaging | None, RegistryStepModel | None]:
     """The staging and registry steps as they run on ``backend``: each kind decided, its rules checked."""
     if isinstance(registry, RegistryStep):
         registry = registry.for_backend(backend)
@@ -233,7 +182,7 @@ class PipelineSpec(_Model):
     gate: GateSpec | None = None
     fail_on_reject: bool = False
     registry: TypedRegistry | None = Field(
-        default=None, description="kind: sagemaker | local (default: the backend's default registry)"
+        default=None, description="kind: a registered registry kind, e.g. sagemaker or local (default: the backend's)"
     )
     force: bool = Field(
         default=False,

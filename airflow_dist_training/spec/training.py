@@ -30,7 +30,6 @@ from airflow_dist_training.storage.location import split_uri
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$"
-KMS_KEY = r"^[\w\-:/]+$"
 
 PositiveInt = Annotated[int, Field(gt=0)]
 # None is sent as "null", as the SDK's json.dumps does

@@ -18,8 +18,8 @@ from airflow_dist_training.aws_errors import error_code, http_status, is_access_
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.retry import call_throttled
-from airflow_dist_training.storage import FileStat, StoreOptions
 from airflow_dist_training.storage.location import Location
+from airflow_dist_training.storage.stores import FileStat, StoreOptions
 
 T = TypeVar("T")
 DELETE_BATCH = 1000

@@ -81,6 +81,11 @@ class FSxDataRepositoryTaskTrigger(_FSxTrigger):
         super().__init__(**kwargs)
         self.fsx_task_id = fsx_task_id
 
+    def _event(self, status: str, progress: dict[str, Any] | None, message: str) -> TriggerEvent:
+        return TriggerEvent(
+            {"status": status, "fsx_task_id": self.fsx_task_id, "progress": progress, "message": message}
+        )
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_dist_training.hooks.fsx import _clean
 
@@ -96,37 +101,18 @@ class FSxDataRepositoryTaskTrigger(_FSxTrigger):
                     lifecycle = progress["lifecycle"]
                     if lifecycle not in NON_TERMINAL:
                         ok = lifecycle == "SUCCEEDED"
-                        yield TriggerEvent(
-                            {
-                                "status": "success" if ok else str(lifecycle).lower(),
-                                "fsx_task_id": self.fsx_task_id,
-                                "progress": progress,
-                                "message": line if ok else failure_message(progress),
-                            }
-                        )
+                        status = "success" if ok else str(lifecycle).lower()
+                        yield self._event(status, progress, line if ok else failure_message(progress))
                         return
                     attempts += 1
                     wait = self.next_wait(attempts=attempts, max_attempts=self.max_attempts)
                     if wait is None:
-                        yield TriggerEvent(
-                            {
-                                "status": "timeout",
-                                "fsx_task_id": self.fsx_task_id,
-                                "progress": progress,
-                                "message": f"FSx task {self.fsx_task_id} still {lifecycle} after {attempts} polls",
-                            }
-                        )
+                        message = f"FSx task {self.fsx_task_id} still {lifecycle} after {attempts} polls"
+                        yield self._event("timeout", progress, message)
                         return
                     await asyncio.sleep(wait)
         except Exception as exc:
-            yield TriggerEvent(
-                {
-                    "status": "error",
-                    "fsx_task_id": self.fsx_task_id,
-                    "progress": None,
-                    "message": f"{type(exc).__name__}: {exc}",
-                }
-            )
+            yield self._event("error", None, f"{type(exc).__name__}: {exc}")
 
 
 class FSxFileSystemAvailableTrigger(_FSxTrigger):
@@ -150,12 +136,7 @@ class FSxFileSystemAvailableTrigger(_FSxTrigger):
 
     def _event(self, status: str, lifecycle: str | None, message: str) -> TriggerEvent:
         return TriggerEvent(
-            {
-                "status": status,
-                "file_system_id": self.file_system_id,
-                "lifecycle": lifecycle,
-                "message": message,
-            }
+            {"status": status, "file_system_id": self.file_system_id, "lifecycle": lifecycle, "message": message}
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

@@ -176,7 +176,6 @@ class _JobState:
     key: tuple[Any, ...] | None = None  # (status, secondary, last_modified) as last seen
     description: dict[str, Any] | None = None
     watches: set[JobWatch] = field(default_factory=set)
-    failed_describes: int = 0
 
     @property
     def status(self) -> str | None:
@@ -359,7 +358,6 @@ class TrainingJobPoller:
                 self.stats.throttled += 1
                 self._throttled_this_cycle = True
             if state is not None:
-                state.failed_describes += 1
                 state.key = None  # describe again next cycle
             return
         if state is not None:
@@ -381,7 +379,6 @@ class TrainingJobPoller:
         state = self._jobs.get(name)
         if state is None:
             return
-        state.failed_describes = 0
         lmt = _as_utc(desc.get("LastModifiedTime"))
         if lmt is not None and (self._watermark is None or lmt > self._watermark):
             self._watermark = lmt

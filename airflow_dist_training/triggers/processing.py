@@ -41,7 +41,7 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
     the row's terminal states. ``DurableJob.trigger`` builds it for a kind without its own trigger.
 
     :param job_name: the job.
-    :param kind: the job kind (a key of the job-kind table).
+    :param kind: the job kind (a key of the job-kind table; default: the subclass's ``job_kind``).
     :param aws_conn_id: Airflow AWS connection.
     :param region_name: AWS region (default: the connection's).
     :param poll_interval: seconds between describe calls.
@@ -53,10 +53,13 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
     _fields: tuple[str, ...] = ("job_name", "kind")
     _common_fields: tuple[str, ...] = ("aws_conn_id", "region_name", "poll_interval", "deadline", "stream_logs")
 
+    #: The kind a subclass waits for (its ``kind`` argument may then be left out).
+    job_kind: str | None = None
+
     def __init__(
         self,
         job_name: str,
-        kind: str,
+        kind: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         poll_interval: float = 30,
@@ -67,7 +70,7 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
             poll_interval=poll_interval, deadline=deadline, aws_conn_id=aws_conn_id, region_name=region_name
         )
         self.job_name = job_name
-        self.kind = kind
+        self.kind = str(kind or self.job_kind)
         self.stream_logs = stream_logs
 
     @property
@@ -161,25 +164,7 @@ class ProcessingJobTrigger(SageMakerJobKindTrigger):
     """Wait for the evaluation's SageMaker processing job (``SageMakerJobKindTrigger`` of kind ``processing``)."""
 
     _fields = ("job_name",)
-
-    def __init__(
-        self,
-        job_name: str,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        poll_interval: float = 30,
-        deadline: float | None = None,
-        stream_logs: bool = True,
-    ) -> None:
-        super().__init__(
-            job_name,
-            PROCESSING.kind,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-            poll_interval=poll_interval,
-            deadline=deadline,
-            stream_logs=stream_logs,
-        )
+    job_kind = PROCESSING.kind
 
     @property
     def what(self) -> str:

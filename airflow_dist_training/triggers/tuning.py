@@ -42,25 +42,7 @@ class TuningJobTrigger(SageMakerJobKindTrigger):
 
     _fields = ("job_name",)
     _common_fields: tuple[str, ...] = ("aws_conn_id", "region_name", "poll_interval", "deadline")
-
-    def __init__(
-        self,
-        job_name: str,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        poll_interval: float = 30,
-        deadline: float | None = None,
-        stream_logs: bool = False,
-    ) -> None:
-        super().__init__(
-            job_name,
-            TUNING.kind,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-            poll_interval=poll_interval,
-            deadline=deadline,
-            stream_logs=False,  # no log group of its own
-        )
+    job_kind = TUNING.kind  # no log group of its own: nothing to stream
 
     @property
     def what(self) -> str:

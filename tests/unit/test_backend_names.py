@@ -152,10 +152,25 @@ def test_a_third_party_backend_is_found_through_its_entry_point(tmp_path, monkey
     (dist_info / "entry_points.txt").write_text("[airflow_dist_training.backends]\nhyperpod = hyperpod_backend:RECORD\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
-    monkeypatch.setattr(backends, "_entry_points_loaded", False)
+    monkeypatch.setattr(backends.BACKENDS, "entry_points_loaded", False)
     try:
         assert backend_record("hyperpod").durable
         assert "hyperpod" in backend_names()
     finally:
         forget_backend("hyperpod")
         sys.modules.pop("hyperpod_backend", None)
+
+
+def test_listing_the_backends_reads_no_entry_points_when_none_declares_the_group(monkeypatch) -> None:
+    """The shipped DAG lists every backend at each parse: without a distribution declaring the
+    group, that costs a look at each ``entry_points.txt``, not importlib.metadata's full scan."""
+    import importlib.metadata
+
+    from airflow_dist_training.spec import backends
+
+    def full_scan(**_: object) -> None:
+        raise AssertionError("entry points scanned although no distribution declares the group")
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", full_scan)
+    monkeypatch.setattr(backends.BACKENDS, "entry_points_loaded", False)
+    assert {"local", "sagemaker"} <= set(backend_names())

@@ -23,9 +23,7 @@ def _fresh_fallback_notes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_version_flags_follow_the_installed_airflow() -> None:
     installed = Version(Version(airflow.__version__).base_version)
-    assert compat.AIRFLOW_V_3_1_PLUS == (installed >= Version("3.1"))
     assert compat.AIRFLOW_V_3_2_PLUS == (installed >= Version("3.2"))
-    assert compat.AIRFLOW_V_3_3_PLUS == (installed >= Version("3.3"))
     assert installed >= Version(compat.MIN_AIRFLOW), "this Airflow is below the supported floor"
 
 

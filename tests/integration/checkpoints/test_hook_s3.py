@@ -104,7 +104,7 @@ def test_retention_rule_that_deletes_everything_is_refused_before_any_call(s3, h
         f"retention: keep_last=0 and keep_best=0 would delete every checkpoint under {ROOT}; "
         "keep at least one (keep_last >= 1 or keep_best >= 1)"
     )
-    assert hook.total_calls == 0
+    assert sum(hook.api_calls.values()) == 0
 
 
 def test_promote_best_copies_and_records_and_retention_protects_it(s3, hook):

@@ -368,3 +368,16 @@ def test_the_last_error_line_is_whole_when_the_toolkit_printed_it_in_pieces(piec
 def test_an_exception_name_alone_with_no_message_stays_as_it_is() -> None:
     assert last_error_line(["Traceback (most recent call last):", "KeyboardInterrupt"]) == "KeyboardInterrupt"
     assert last_error_line(["step 3", "torch.OutOfMemoryError", "done"]) == "torch.OutOfMemoryError"
+
+
+def test_the_last_error_line_is_the_scripts_not_the_toolkits_report() -> None:
+    toolkit = "2026-12-03 23:29:12,311 sagemaker-training-toolkit"
+    lines = [
+        f"{toolkit} INFO     Exceptions not imported for SageMaker TF as Tensorflow is not installed.",
+        "algo-2 cannot find its shard",  # sys.exit("...") prints only the message
+        f"{toolkit} INFO     Waiting for the process to finish and give a return code.",
+        f"{toolkit} ERROR    Reporting training FAILURE",
+        f"{toolkit} ERROR    ExecuteUserScriptError:",
+        'ErrorMessage ""',
+    ]
+    assert last_error_line(lines) == "algo-2 cannot find its shard"

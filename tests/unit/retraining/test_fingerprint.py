@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from airflow_dist_training.errors import SpecValidationError
@@ -143,13 +145,19 @@ def test_warm_start_is_one_of_three_choices_and_says_what_it_chose():
 
 
 def test_warm_start_is_an_input_channel_s3_on_sagemaker_local_source_locally():
-    from airflow_dist_training.retraining.warm_start import with_warm_start_channel
+    from airflow_dist_training.retraining.warm_start import CHANNEL, warm_start_channel
     from airflow_dist_training.spec.loading import load_spec
 
     spec = load_spec(REPO / "examples" / "specs" / "local_demo.yaml")
-    on_s3 = with_warm_start_channel(spec, "s3://bucket/models/job-1/output/model.tar.gz")
+
+    def with_warm_start(uri: str) -> Any:  # as the run plan adds it (planning._with_channels)
+        data = spec.model_dump(mode="json", exclude_unset=True)
+        data["channels"] = {**data.get("channels", {}), CHANNEL: warm_start_channel(uri)}
+        return load_spec(data)
+
+    on_s3 = with_warm_start("s3://bucket/models/job-1/output/model.tar.gz")
     assert on_s3.channels["warm_start"].uri == "s3://bucket/models/job-1/output/model.tar.gz"
     assert on_s3.channels["train"] == spec.channels["train"]
-    local = with_warm_start_channel(spec, "file:///tmp/models/job-1/output/model.tar.gz")
+    local = with_warm_start("file:///tmp/models/job-1/output/model.tar.gz")
     assert local.channels["warm_start"].local_source == "/tmp/models/job-1/output/model.tar.gz"
     assert "warm_start" not in spec.channels  # the spec itself is unchanged

@@ -109,6 +109,15 @@ def test_huggingface_images_that_do_not_exist_are_refused(image: dict[str, Any],
         resolve_image_uri(ImageSpec.model_validate(image), region="us-east-1", instance_type=instance)
 
 
+@pytest.mark.parametrize(
+    "image",
+    [{"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"}, HF],
+)
+def test_an_image_in_a_region_without_its_registry_is_refused_naming_the_region(image: dict[str, Any]) -> None:
+    with pytest.raises(ImageResolutionError, match=r"^Unsupported region: xx-nowhere-1: no .*supported regions: .*us-east-1"):
+        resolve_image_uri(ImageSpec.model_validate(image), region="xx-nowhere-1", instance_type="ml.p4d.24xlarge")
+
+
 def test_huggingface_with_smp_v2_is_refused_at_the_image() -> None:
     data = spec_data(HF, distribution={"strategy": "smp_v2", "smp": {"parameters": {"tensor_parallel_degree": 8}}})
     errors = plan_errors(data)

@@ -11,13 +11,8 @@ import pytest
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.pipeline_checks import check_pipeline, load_pipeline
 from airflow_dist_training.spec.backends import backend_record
-from airflow_dist_training.spec.pipeline import (
-    DirectoryStaging,
-    LocalRegistry,
-    RegistryStep,
-    SageMakerRegistry,
-    StagingStep,
-)
+from airflow_dist_training.spec.pipeline import DirectoryStaging, RegistryStep, StagingStep
+from airflow_dist_training.spec.registries import LocalRegistry, SageMakerRegistry
 from airflow_dist_training.step_checks import check_steps
 from tests.paths import REPO
 
@@ -52,7 +47,7 @@ def test_a_registry_without_kind_is_the_backends_default_registry(tmp_path: Path
             "registry: {kind: sagemaker, model_package_group: bad_name!}\n",
             "registry.model_package_group: 'bad_name!': 1-63 letters, digits and hyphens",
         ),
-        ("registry: {kind: mlflow}\n", "registry: kind must be one of 'sagemaker', 'local' (got 'mlflow')"),
+        ("registry: {kind: mlflow}\n", "registry.kind: unknown registry kind 'mlflow'; registered kinds: local, sagemaker"),
         ("staging: {kind: fsx, source: 's3://b/train', file_system_id: fs-1}\n", "staging.file_system_path: is required"),
         (
             "staging: {kind: fsx, source: 's3://b/train', file_system_path: /train}\n",

@@ -1,0 +1,177 @@
+"""Model registries by kind: the pipeline step each one reads, and where its implementation lives.
+
+Pure (pydantic + stdlib), like ``spec/backends.py``: one ``RegistryRecord`` per kind, registered by
+name; third parties register theirs with an entry point in the group
+``airflow_dist_training.registries`` whose object is a ``RegistryRecord``. A pipeline's
+``registry`` step is validated by the model of the kind it names, so a registered kind is a
+pipeline YAML kind. Callers decide by the record, never by the kind's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator
+
+from airflow_dist_training.spec.backends import BackendRecord, Records, load_reference
+from airflow_dist_training.spec.training import make_scalars_strict
+
+ENTRY_POINT_GROUP = "airflow_dist_training.registries"
+
+
+class RegistryStepModel(BaseModel):
+    """The fields every registry step has; a kind's step model subclasses it with ``kind: Literal[...]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        make_scalars_strict(cls)  # no `auto_approve: "yes"`
+
+    kind: str
+    auto_approve: bool = Field(
+        default=False, description="Approved when the gate passed; else PendingManualApproval"
+    )
+    inference_image: str | None = Field(
+        default=None,
+        description="The image the registered model is served with (default: the training image)",
+    )
+    model_package_group: str | None = Field(default=None, description="The group (default: the spec's name)")
+
+
+@dataclass(frozen=True)
+class RegistryRecord:
+    """A registry kind: its pipeline step, what it needs, and its implementation."""
+
+    name: str
+    step: type[RegistryStepModel]
+    #: ``"module:attribute"`` (imported on first use) or a callable; called with ``group``,
+    #: ``local_dir``, ``aws_conn_id`` and ``region_name``, it returns the ``ModelRegistry``
+    #: (``hooks/registry.py``)
+    factory: str | Callable[..., Any]
+    #: keeps its versions in a directory: the step's ``local_dir`` (default: the pipeline's
+    #: workspace) is passed to the factory, and operators require ``local_registry_dir``
+    local_dir: bool = False
+    #: a registration names the image the model is served with (operators require ``image_uri``)
+    needs_image: bool = False
+    description: str = ""
+
+    def load_factory(self) -> Callable[..., Any]:
+        return load_reference(self.factory)
+
+
+REGISTRIES: Records[RegistryRecord] = Records(ENTRY_POINT_GROUP, RegistryRecord)
+register_registry = REGISTRIES.register
+forget_registry = REGISTRIES.forget
+registry_kinds = REGISTRIES.names
+find_registry = REGISTRIES.find
+
+
+def unknown_registry_message(kind: object) -> str:
+    return f"unknown registry kind {kind!r}; registered kinds: {', '.join(registry_kinds())}"
+
+
+def registry_record(kind: object, *, field: str = "registry") -> RegistryRecord:
+    """The record of ``kind``; ``SpecValidationError`` naming ``field`` and the registered kinds."""
+    record = find_registry(kind)
+    if record is None:
+        from airflow_dist_training.errors import Problem, SpecValidationError
+
+        raise SpecValidationError([Problem(field, unknown_registry_message(kind))])
+    return record
+
+
+def _typed_step(value: Any) -> RegistryStepModel:
+    """A registry step validated by the model of the kind it names (errors keep their field paths)."""
+    if isinstance(value, RegistryStep):  # written for any backend: its kind must be given here
+        value = value.model_dump(exclude_unset=True)
+    elif isinstance(value, RegistryStepModel):
+        return value
+    kind = value.get("kind") if isinstance(value, dict) else None
+    record = find_registry(kind)
+    if record is None:
+        from pydantic import ValidationError
+        from pydantic_core import PydanticCustomError
+
+        message = unknown_registry_message(kind).replace("{", "{{").replace("}", "}}")
+        error = PydanticCustomError("unknown_registry", message)
+        raise ValidationError.from_exception_data(
+            "registry", [{"type": error, "loc": ("kind",), "input": kind}]
+        )
+    return record.step.model_validate(value)
+
+
+class _StepsSchema:
+    """The JSON schema of a registry step: one of the registered kinds' (read when it is asked for)."""
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
+        return {"oneOf": [r.step.model_json_schema() for r in REGISTRIES.by_name.values()]}
+
+
+#: a pipeline's registry step, of a registered kind
+TypedRegistry = Annotated[SerializeAsAny[RegistryStepModel], PlainValidator(_typed_step), _StepsSchema()]
+
+
+class RegistryStep(RegistryStepModel):
+    """A registry step written for any backend: ``kind`` (default: the backend's default registry)
+    picks the kind's step model; fields the kind does not have are not used."""
+
+    kind: str | None = None  # type: ignore[assignment]
+    local_dir: str | None = Field(default=None, description="Registry directory (kinds that keep one)")
+
+    def for_backend(self, backend: BackendRecord) -> RegistryStepModel:
+        """The typed registry on ``backend``, its rules checked (``SpecValidationError``)."""
+        from airflow_dist_training.spec.loading import validate_model
+
+        kind = self.kind or backend.default_registry
+        model = registry_record(kind, field="registry.kind").step
+        kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
+        return validate_model(model, {**kept, "kind": kind}, prefix="registry", pipeline=True)
+
+
+# -- the built-in kinds
+
+
+class SageMakerRegistry(RegistryStepModel):
+    """A SageMaker model package group."""
+
+    kind: Literal["sagemaker"] = "sagemaker"
+    model_package_group: str = Field(description="SageMaker model package group")
+
+    @field_validator("model_package_group")
+    @classmethod
+    def _group_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", value):
+            raise ValueError(f"{value!r}: 1-63 letters, digits and hyphens")
+        return value
+
+
+class LocalRegistry(RegistryStepModel):
+    """A registry in a directory (or S3 prefix) of its own: packages as JSON, no AWS registry."""
+
+    kind: Literal["local"] = "local"
+    local_dir: str | None = Field(default=None, description="Registry directory (default .adt-demo/registry)")
+
+
+register_registry(
+    RegistryRecord(
+        name="local",
+        step=LocalRegistry,
+        factory="airflow_dist_training.hooks.registry:local_registry",
+        local_dir=True,
+        description="a directory of JSON packages",
+    )
+)
+register_registry(
+    RegistryRecord(
+        name="sagemaker",
+        step=SageMakerRegistry,
+        factory="airflow_dist_training.hooks.registry:sagemaker_registry",
+        needs_image=True,
+        description="a SageMaker model package group",
+    )
+)

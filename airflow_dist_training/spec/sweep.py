@@ -42,12 +42,12 @@ from pydantic import Field, field_validator, model_validator
 from airflow_dist_training.spec.members import MAX_MEMBERS, Member, MemberList
 from airflow_dist_training.spec.training import _Model
 from airflow_dist_training.spec.tuning import (
-    RESERVED_PREFIX,
     CategoricalRange,
     ContinuousRange,
     HyperparameterRange,
     IntegerRange,
     TuningObjective,
+    checked_range_names,
 )
 
 MAX_SWEEP_MEMBERS = MAX_MEMBERS
@@ -87,14 +87,7 @@ class SweepSpec(_Model):
     @field_validator("ranges")
     @classmethod
     def _range_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name in value:
-            if not name.strip() or len(name) > 256:
-                raise ValueError(f"hyperparameter name {name!r} must be 1 to 256 characters")
-            if name.startswith(RESERVED_PREFIX):
-                raise ValueError(
-                    f"{name!r}: hyperparameters starting with {RESERVED_PREFIX!r} are SageMaker's own"
-                )
-        return value
+        return checked_range_names(value)
 
     @model_validator(mode="after")
     def _strategy_rules(self) -> SweepSpec:

@@ -108,6 +108,16 @@ class TuningObjective(_Model):
     type: Literal["Maximize", "Minimize"]
 
 
+def checked_range_names(ranges: dict[str, Any]) -> dict[str, Any]:
+    """``ranges`` when every hyperparameter name is one SageMaker accepts (tuning and sweeps alike)."""
+    for name in ranges:
+        if not name.strip() or len(name) > 256:
+            raise ValueError(f"hyperparameter name {name!r} must be 1 to 256 characters")
+        if name.startswith(RESERVED_PREFIX):
+            raise ValueError(f"{name!r}: hyperparameters starting with {RESERVED_PREFIX!r} are SageMaker's own")
+    return ranges
+
+
 class TuningSpec(_Model):
     """A SageMaker hyperparameter tuning job over a training spec."""
 
@@ -135,14 +145,7 @@ class TuningSpec(_Model):
     @field_validator("ranges")
     @classmethod
     def _range_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name in value:
-            if not name.strip() or len(name) > 256:
-                raise ValueError(f"hyperparameter name {name!r} must be 1 to 256 characters")
-            if name.startswith(RESERVED_PREFIX):
-                raise ValueError(
-                    f"{name!r}: hyperparameters starting with {RESERVED_PREFIX!r} are SageMaker's own"
-                )
-        return value
+        return checked_range_names(value)
 
     @model_validator(mode="after")
     def _strategy_rules(self) -> TuningSpec:

@@ -628,19 +628,25 @@ GENERATED_FAILURE_PREFIXES = (
 )
 
 
-TOOLKIT_LOGGER = "sagemaker-training-toolkit "  # the toolkit's own log lines: never the script's error
-# where the toolkit starts its own report, once the script's streams have closed (TT:process.py)
-TOOLKIT_REPORT_MARKS = (
-    f"{TOOLKIT_LOGGER}INFO     Waiting for the process to finish",
-    f"{TOOLKIT_LOGGER}ERROR",
-)
+TOOLKIT_LOGGER = "sagemaker-training-toolkit "  # the toolkit's own log lines: never the script's
 
 
 def script_lines(lines: list[str]) -> list[str]:
-    """A host's output up to where torchrun's agent or the toolkit starts its own failure report."""
-    marks = (AGENT_FAILURE_MARK, *TOOLKIT_REPORT_MARKS)
-    end = next((i for i, line in enumerate(lines) if any(m in line for m in marks)), len(lines))
-    return lines[:end]
+    """A host's output without what the launchers add after the script: torchrun's agent failure
+    report (from its first line on), the toolkit's log lines and its ``ExecuteUserScriptError``
+    report. The script's stderr and the toolkit's log reach us through different pipes, so the
+    script's last line may come after the toolkit's report: it is dropped, not cut at."""
+    mark = next((i for i, line in enumerate(lines) if AGENT_FAILURE_MARK in line), len(lines))
+    out: list[str] = []
+    in_report = False
+    for line in lines[:mark]:
+        if in_report:  # ExitCode, ErrorMessage "..." (may span lines), then Command "..." ends it
+            in_report = not line.lstrip().startswith('Command "')
+        elif TOOLKIT_LOGGER in line:
+            in_report = line.rstrip().endswith(GENERATED_FAILURE_PREFIXES)
+        else:
+            out.append(line)
+    return out
 
 
 # an exception's name alone on a line (``ModuleNotFoundError``, ``torch.OutOfMemoryError:``)
@@ -676,7 +682,7 @@ def rejoined_exception_lines(lines: list[str]) -> list[str]:
 def last_error_line(lines: list[str]) -> str:
     """The last line naming an exception (``ModuleNotFoundError: No module named 'x'``), before
     torchrun's own failure report; else the last non-empty line; else ``(no output)``."""
-    own = [line for line in rejoined_exception_lines(script_lines(lines)) if TOOLKIT_LOGGER not in line]
+    own = rejoined_exception_lines(script_lines(lines))
     named = [line for line in own if any(name in line for name in _EXCEPTION_NAMES) or "Error:" in line]
     return (named or own or ["(no output)"])[-1][:500]
 

@@ -378,6 +378,11 @@ def test_the_last_error_line_is_the_scripts_not_the_toolkits_report() -> None:
         f"{toolkit} INFO     Waiting for the process to finish and give a return code.",
         f"{toolkit} ERROR    Reporting training FAILURE",
         f"{toolkit} ERROR    ExecuteUserScriptError:",
+        "ExitCode 1",
         'ErrorMessage ""',
+        'Command "/opt/conda/bin/python train.py"',
+        f"{toolkit} ERROR    Encountered exit_code 1",
     ]
     assert last_error_line(lines) == "algo-2 cannot find its shard"
+    # the script's stderr and the toolkit's log come through different pipes: either order
+    assert last_error_line([*lines[:1], *lines[2:], lines[1]]) == "algo-2 cannot find its shard"

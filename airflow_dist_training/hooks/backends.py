@@ -348,6 +348,23 @@ def get_backend(
     )
 
 
+def operator_backend(operator: Any) -> TrainingBackend:
+    """The backend of an operator's jobs, sharing the operator's hooks: ``on_kill`` stops what
+    ``execute`` started, and a hook handed to the operator (a recording or fault-injecting one) is
+    the one its backend calls. No I/O until a method is called."""
+    backend = get_backend(
+        operator.backend,
+        aws_conn_id=operator.aws_conn_id,
+        region_name=operator.region_name,
+        local_hook_kwargs=operator.local_hook_kwargs,
+    )
+    if isinstance(backend, LocalBackend):
+        backend.hook = operator.local_hook
+    elif "hook" in vars(operator):
+        backend.hook = vars(operator)["hook"]  # type: ignore[attr-defined]
+    return backend
+
+
 def plan_on_backend(
     spec: TrainingJobSpec,
     *,

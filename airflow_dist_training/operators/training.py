@@ -208,21 +208,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     @cached_property
     def training_backend(self) -> TrainingBackend:
         """Where the job runs (``hooks/backends.py``); no I/O until a method is called."""
-        from airflow_dist_training.hooks.backends import LocalBackend, get_backend
+        from airflow_dist_training.hooks.backends import operator_backend
 
-        backend = get_backend(
-            self.backend,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            local_hook_kwargs=self.local_hook_kwargs,
-        )
-        # one hook: on_kill stops what execute started, and a hook handed to the operator (a
-        # recording or fault-injecting one) is the one its backend calls
-        if isinstance(backend, LocalBackend):
-            backend.hook = self.local_hook
-        elif "hook" in self.__dict__:
-            backend.hook = self.__dict__["hook"]  # type: ignore[attr-defined]
-        return backend
+        return operator_backend(self)
 
     # --- templating & secrets --------------------------------------------------------------------
 

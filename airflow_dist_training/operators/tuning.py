@@ -137,17 +137,9 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
     @cached_property
     def training_backend(self) -> TrainingBackend:
         """Where the training jobs run (``hooks/backends.py``); no I/O until a method is called."""
-        from airflow_dist_training.hooks.backends import LocalBackend, get_backend
+        from airflow_dist_training.hooks.backends import operator_backend
 
-        backend = get_backend(
-            self.backend,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            local_hook_kwargs=self.local_hook_kwargs,
-        )
-        if isinstance(backend, LocalBackend):
-            backend.hook = self.local_hook  # one hook: on_kill stops what execute started
-        return backend
+        return operator_backend(self)
 
     def _runs_in_task(self) -> bool:
         """True: the tuning job runs in the task on the local executor; False: a SageMaker tuning job.

@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 
     from airflow_dist_training.checkpoints.resume import AttemptOutcome
     from airflow_dist_training.hooks.backends import DurableBackend, TrainingBackend
-    from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.planning import RunJob, RunPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -739,17 +738,18 @@ class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
         self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
-    def hook(self) -> SageMakerTrainingHook:
-        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    def job_backend(self) -> DurableBackend:
+        """The SageMaker backend (``hooks/backends.py``): its jobs are the ones that outlive a task."""
+        from airflow_dist_training.hooks.backends import get_backend
 
-        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        return get_backend("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # type: ignore[return-value]
 
     def execute(self, context: Context) -> list[str]:
         dag_id = self.dag_id if self.has_dag() else "no-dag"
         run_hash = run_identity_hash(
             identity_from_context(context, self.training_task_id, dag_id=dag_id, map_index=self.map_index)
         )
-        return self.stop_run(self.hook, run_hash, self.training_task_id, self.log)
+        return self.stop_run(self.job_backend, run_hash, self.training_task_id, self.log)
 
     @staticmethod
     def stop_run(jobs: Any, run_hash: str, training_task_id: str, log: Any) -> list[str]:

@@ -40,15 +40,11 @@ def approval_status(decision: Mapping[str, Any] | None, auto_approve: bool) -> A
 
 def validate_group_name(name: str, field: str = "model_package_group_name") -> str:
     if not isinstance(name, str) or not _GROUP_NAME.match(name):
-        raise SpecValidationError(
-            [
-                Problem(
-                    field,
-                    f"{name!r} is not a valid model package group name (1-63 letters, digits and "
-                    "hyphens, starting with a letter or digit, no consecutive hyphens at the end)",
-                )
-            ]
+        why = (
+            f"{name!r} is not a valid model package group name (1-63 letters, digits and "
+            "hyphens, starting with a letter or digit, no consecutive hyphens at the end)"
         )
+        raise SpecValidationError([(field, why)])
     return name
 
 

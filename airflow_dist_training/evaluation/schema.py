@@ -205,14 +205,8 @@ def load_evaluation_file(path: str) -> EvaluationResult:
     try:
         raw = Path(local).read_bytes()
     except FileNotFoundError:
-        raise SpecValidationError(
-            [
-                Problem(
-                    "", "file not found (did the evaluation script write evaluation.json to its output dir?)"
-                )
-            ],
-            source=path,
-        ) from None
+        why = "file not found (did the evaluation script write evaluation.json to its output dir?)"
+        raise SpecValidationError([("", why)], source=path) from None
     except OSError as exc:
         raise SpecValidationError([Problem("", f"cannot read: {exc.strerror}")], source=path) from None
     return parse_evaluation_text(raw, source=path)

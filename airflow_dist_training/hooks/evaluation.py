@@ -239,15 +239,8 @@ class LocalEvaluationRunner:
         self._run_process(script, cmd, full_env, shipped.parent, timeout)
         result = out / EVALUATION_FILE_NAME
         if not result.is_file():
-            raise SpecValidationError(
-                [
-                    Problem(
-                        "",
-                        f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}",
-                    )
-                ],
-                source=str(result),
-            )
+            why = f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}"
+            raise SpecValidationError([("", why)], source=str(result))
         return result
 
     def _run_process(

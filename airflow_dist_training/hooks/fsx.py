@@ -224,14 +224,8 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         api_paths, covering = req.resolve_task_paths(kind, paths, self.describe_associations(file_system_id))
         if report and report_path is None:
             if covering is None:
-                raise SpecValidationError(
-                    [
-                        (
-                            "report_path",
-                            f"give report_path: no single association of {file_system_id} to put it in",
-                        )
-                    ]
-                )
+                why = f"give report_path: no single association of {file_system_id} to put it in"
+                raise SpecValidationError([("report_path", why)])
             report_path = covering["DataRepositoryPath"]
         return req.build_task_request(
             file_system_id, kind, api_paths, report_path=report_path if report else None, **options

@@ -135,14 +135,8 @@ class LocalModelRegistry:
         try:
             data = json.loads(self.index_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise SpecValidationError(
-                [
-                    Problem(
-                        "", f"malformed registry index at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-                    )
-                ],
-                source=str(self.index_path),
-            ) from None
+            why = f"malformed registry index at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            raise SpecValidationError([("", why)], source=str(self.index_path)) from None
         return dict(data)
 
     def _write_index(self, index: Mapping[str, Any]) -> None:
@@ -355,15 +349,9 @@ class ModelRegistryHook(AwsConnectionMixin):
         stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
         uri = stats.get("S3Uri")
         if not uri:
+            why = "is not set (the package was registered without an evaluation report); cannot compare metrics against it"
             raise ChampionUnreadableError(
-                [
-                    Problem(
-                        "ModelMetrics.ModelQuality.Statistics",
-                        "is not set (the package was registered without an evaluation report); "
-                        "cannot compare metrics against it",
-                    )
-                ],
-                source=f"champion model package {arn}",
+                [Problem("ModelMetrics.ModelQuality.Statistics", why)], source=f"champion model package {arn}"
             )
         try:
             evaluation = self.store.load_evaluation(str(uri))

@@ -80,14 +80,8 @@ def coerce_evaluation(
         uri = str(value.get("evaluation_uri") or f"<{field}>")
         data = {k: v for k, v in value.items() if k not in _EXTRA_EVALUATION_KEYS}
         return parse_evaluation(data, source=uri), uri
-    raise SpecValidationError(
-        [
-            Problem(
-                field,
-                f"must be an evaluation dict (EvaluationOperator output) or a URI, got {type(value).__name__}",
-            )
-        ]
-    )
+    why = f"must be an evaluation dict (EvaluationOperator output) or a URI, got {type(value).__name__}"
+    raise SpecValidationError([(field, why)])
 
 
 class EvaluationOperator(AwsConnectionMixin, BaseOperator):

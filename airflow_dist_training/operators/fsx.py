@@ -700,14 +700,8 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         if not mount_name:
             from airflow_dist_training.errors import SpecValidationError
 
-            raise SpecValidationError(
-                [
-                    (
-                        "file_system_id",
-                        f"file system {self.file_system_id} reports no LustreConfiguration.MountName",
-                    )
-                ]
-            )
+            why = f"file system {self.file_system_id} reports no LustreConfiguration.MountName"
+            raise SpecValidationError([("file_system_id", why)])
         return req.fsx_channel(self.file_system_id, mount_name, self.file_system_path, self.access_mode)
 
     def execute_complete(

@@ -144,7 +144,7 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
     def _runs_in_task(self) -> bool:
         """True: the tuning job runs in the task on the local executor; False: a SageMaker tuning job.
         Decided by the backend's record, never its name; a backend that can do neither is refused."""
-        from airflow_dist_training.errors import Problem, SpecValidationError
+        from airflow_dist_training.errors import SpecValidationError
         from airflow_dist_training.hooks.backends import LocalBackend
 
         backend = self.training_backend
@@ -152,15 +152,11 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             return False
         if not backend.record.durable and isinstance(backend, LocalBackend):
             return True
-        raise SpecValidationError(
-            [
-                Problem(
-                    "backend",
-                    f"{self.backend!r} cannot run tuning jobs: they run as SageMaker tuning jobs (a backend "
-                    "whose jobs run on AWS and outlive the worker) or on the local executor",
-                )
-            ]
+        why = (
+            f"{self.backend!r} cannot run tuning jobs: they run as SageMaker tuning jobs (a backend "
+            "whose jobs run on AWS and outlive the worker) or on the local executor"
         )
+        raise SpecValidationError([("backend", why)])
 
     @cached_property
     def jobs(self) -> DurableJob:

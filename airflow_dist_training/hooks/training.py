@@ -1,24 +1,11 @@
 """``SageMakerTrainingHook``: every SageMaker training API call the project makes, in one place.
 
-Built on the Amazon provider's ``AwsBaseHook`` (``aws_conn_id``, region, botocore config), but the
-class is assembled lazily: importing this module does not import boto3 or the Amazon provider
-(parse-time lightness). ``from airflow_dist_training.hooks.training import SageMakerTrainingHook``
-builds the subclass on first access (module ``__getattr__``).
-
-What it adds over the provider's ``SageMakerHook``:
-
-* errors translated into what the user can do: ``CapacityError`` (retry later),
-  ``AwsPermissionError`` (action + resource + the IAM permission to grant), ``SpecValidationError``
-  (SageMaker rejected the request), ``JobAlreadyExistsError`` (reattach);
-* throttling-aware calls: botocore ``adaptive`` retries plus our own jittered exponential backoff on
-  ``ThrottlingException`` when botocore gives up;
-* ``stop_training_job`` that is idempotent and tags the job ``stop-requested`` first, so a job we
-  stopped on request is told apart from one stopped in the console;
-* CloudWatch logs merged across *all* hosts' streams (``DescribeLogStreams`` is paginated, so
-  clusters of more than 50 hosts work), resumable from a JSON cursor;
-* ``result_from_description``: the small JSON ``TrainingResult`` (no datetimes);
-* no async API: the trigger polls and tails logs through the shared poller
-  (``triggers/polling.py``) and stops a job with this hook's ``stop_training_job`` in a thread.
+An ``AwsBaseHook`` subclass assembled on first access (module ``__getattr__``), so importing this
+module imports neither boto3 nor the Amazon provider. Over the provider's ``SageMakerHook`` it
+translates errors into what the user can do (``aws_errors``), retries throttling past botocore,
+stops idempotently with a ``stop-requested`` tag (a stop on request is told apart from one in the
+console), merges all hosts' CloudWatch logs and builds the JSON ``TrainingResult``. It has no
+async API: triggers poll through the shared poller (``triggers/polling.py``).
 """
 
 from __future__ import annotations

@@ -1,35 +1,11 @@
 """``DistributedTrainingOperator``: launch and watch one distributed training job, safely.
 
-The order of things in ``execute`` is the design:
-
-1. **The run's plan first.** With a plan task (``plan_task_id``, as ``stage_train_evaluate``
-   wires it) the run's ``RunPlan`` is the plan task's, not planned again; without one the task
-   plans it once here, and a bad spec fails with the field-path message (``SpecValidationError``)
-   before any AWS call. What the run learned since (staged channels, a warm start, the run's next
-   generation, on-demand after spot interruptions) is applied by ``planning.apply_run_state``,
-   and the task logs what it changed in the request.
-2. **Durable, duplicate-free submission.** Job names are deterministic
-   (``<base>-<run hash>[-r<generation>]``, see ``sagemaker/naming.py``) and the name is persisted
-   in ``task_state_store`` (Airflow 3.3 ``ResumableJobMixin``). Before creating, the operator
-   describes the deterministic name: InProgress/Stopping -> reattach, Completed -> return its
-   result, Failed/Stopped/MaxRuntimeExceeded -> try the next generation. A crash *between*
-   CreateTrainingJob and persisting the name is therefore harmless: the retry finds the job by
-   name. ``ResourceInUse`` on create (it appeared concurrently) -> reattach. Exactly one
-   CreateTrainingJob per successful run.
-3. **Wait** synchronously (logs + status transitions in the task log) or deferred
-   (``TrainingJobTrigger``: no silent cap; only ``max_wait_seconds`` if you set it).
-4. **Terminal states**: Completed -> the ``TrainingResult`` dict in XCom. Failed, Stopped (unless
-   stopped on request) and MaxRuntimeExceeded -> ``TrainingJobError`` with the FailureReason;
-   capacity/limit errors -> ``CapacityError`` (retry later). A job we stopped on request
-   (``on_kill``) is reported as such, and is never success.
-5. **Spot interruptions** (``spot.enabled``): a job whose spot capacity was reclaimed until
-   MaxWaitTimeInSeconds ran out is replaced by the run's next generation within the same task
-   try, resuming from the run's latest complete checkpoint. Interruptions have their own budget
-   (``spot.max_interruptions``) and never use up the task's ``retries``; after
-   ``spot.on_demand_after_interruptions`` the next generation runs on on-demand instances.
-6. ``on_kill`` stops the job (sync mode; in deferred mode the trigger's ``on_kill`` does). A
-   cleared task's rerun may reattach to the job before the replaced try's stop lands: a job
-   stopped on request that this try did not stop is replaced by the run's next job, not a failure.
+The order of ``execute`` is the design (``docs/training-operator.md``): the run's plan first (a
+bad spec fails before any AWS call); a deterministic job name, described before it is created,
+so a crash anywhere never creates a second job; a sync or deferred wait capped only by
+``max_wait_seconds``/``execution_timeout``; only ``Completed`` is success; a spot interruption is
+replaced by the run's next generation within the same try, on its own budget; ``on_kill`` stops
+the job, and a stop this try did not ask for is replaced, not failed.
 """
 
 from __future__ import annotations

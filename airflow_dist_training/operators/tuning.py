@@ -1,32 +1,11 @@
-"""``DistributedTuningOperator``: a SageMaker hyperparameter tuning job over a training spec, durable.
+"""``DistributedTuningOperator``: a hyperparameter tuning job over a training spec, durable.
 
-The managed alternative to a sweep: SageMaker (or the test endpoint) runs the training jobs with
-sampled hyperparameters and reports the best one. The order of things in ``execute``:
-
-1. **Load and plan first** (``sagemaker/tuning.py``): a bad training spec or tuning section fails
-   the task with the field-path message before any AWS call.
-2. **Durable, duplicate-free create**: the tuning job's name is deterministic from the run
-   identity (``<base>-<run hash>[-r<n>]``, at most 32 characters). ``DurableJob.find_or_create``
-   describes before it creates: an InProgress or Completed tuning job of this run is reattached
-   to (a retry never starts a second one); one that ended Failed or Stopped moves on to the next
-   generation; ``ResourceInUse`` on create reattaches. The code is uploaded only when creating.
-3. **Wait** deferred (default ``[operators] default_deferrable``, as the other remote operators:
-   ``TuningJobTrigger``, one describe per poll) or synchronously, logging the training jobs'
-   progress and the best objective so far.
-4. **Result**: the best training job as the training operator returns a job (``TrainingResult``:
-   ``job_name``, ``model_artifact_uri``, ``final_metrics``, ...) so evaluation, gate and registry
-   take it unchanged, plus ``tuning`` (the tuning job, its objective value, the tuned
-   hyperparameters, the training jobs' counters). Failed or Stopped -> ``TrainingJobError``.
-5. ``on_kill`` stops the tuning job (which stops its training jobs); deferred, the trigger's does.
-
-``backend="local"`` runs the same tuning spec on this machine (``local/tuning.py``): the same
-sampled hyperparameters, training job names and objective as the test endpoint, at most
-``max_parallel_jobs`` training jobs at a time, on the local executor in the default job
-environment. Its ledger makes it durable: a retry returns a Completed tuning job, resumes one whose
-process died without running its ended training jobs again, and moves on to the next generation
-after a Failed or Stopped one, as on SageMaker. The result has the same shape.
-
-The constructor does no I/O and parses nothing: the DAG file stays cheap to parse.
+As the training operator (``docs/tuning.md``): planned before any AWS call, a deterministic
+name described before it is created (a retry reattaches; a Failed/Stopped one moves on to the next
+generation), a deferred (``TuningJobTrigger``) or synchronous wait, and the best training job as a
+``TrainingResult`` plus ``tuning``, so evaluation, gate and registry take it unchanged.
+``backend="local"`` runs the same spec on the local executor, made durable by its ledger
+(``local/tuning.py``). The constructor does no I/O and parses nothing.
 """
 
 from __future__ import annotations

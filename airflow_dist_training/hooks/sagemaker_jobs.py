@@ -2,21 +2,10 @@
 
 ``SageMakerApi`` is the base every SageMaker call goes through: throttling-aware retries
 (``retry.call_throttled``, after botocore's own ``adaptive`` retries give up) and AWS errors
-translated into what the user can do (``aws_errors``: a missing permission names the IAM action, a
-missing bucket is bad input). The training hook and the evaluation runner both mix it in.
-
-``DurableJob(api, kind)`` drives one kind of job through that base, reading only its table row:
-
-* ``find_or_create(names, request_for)``: describe before create, over the run's deterministic
-  names (generation 1, 2, ...). An active or completed job is reattached to; a job that ended
-  Failed or Stopped moves on to the next name; the first free name is created. A crash between
-  the create and persisting the name is harmless (the retry finds the job by name), and a create
-  answered ``ResourceInUse`` (the job appeared concurrently) reattaches. Exactly one create per job.
-* ``wait(name, ...)``: the one synchronous wait, until a terminal state or a deadline.
-* ``stop(name)``: idempotent; tags the job ``stop-requested`` first, so a job stopped on request
-  is told apart from one stopped in the console (``stop_requested``).
-* ``trigger(name, ...)``: the trigger a deferred task waits on (the row's ``trigger``).
-
+translated into what the user can do (``aws_errors``). ``DurableJob(api, kind)`` drives one kind of
+job through it, reading only its table row. Describe before create, over the run's deterministic
+names, is what makes a job durable: a crash between the create and persisting the name is
+harmless (the retry finds the job by name), and a create answered ``ResourceInUse`` reattaches.
 Importing this module imports neither boto3 nor the Amazon provider.
 """
 

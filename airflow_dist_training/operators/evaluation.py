@@ -1,16 +1,10 @@
-"""Evaluate -> gate -> register, as three Airflow operators.
+"""Evaluate -> gate -> register, as three Airflow operators (``docs/evaluation.md``).
 
-- ``EvaluationOperator`` runs an evaluation script over a model artifact or checkpoint (locally in
-  a subprocess, or as a SageMaker processing job) and returns the parsed ``evaluation.json``.
-- ``QualityGateOperator`` compares it with per-metric thresholds and the registry's champion. On
-  rejection it short-circuits (skips everything downstream, like ``ShortCircuitOperator``) or,
-  with ``fail_on_reject=True``, fails the task. It writes a markdown + HTML report next to
-  ``evaluation.json`` and links it from the task.
-- ``RegisterModelOperator`` registers a model version (SageMaker model package group or local
-  registry) with an approval status derived from the gate decision, plus an audit record.
-
-All three are declarative at parse time: constructors validate their own arguments (thresholds
-included) and do no I/O; every rule lives in ``airflow_dist_training.evaluation``.
+``EvaluationOperator`` runs an evaluation script (a local process or a SageMaker processing job),
+``QualityGateOperator`` compares its ``evaluation.json`` with thresholds and the champion and
+short-circuits (or fails) on rejection, ``RegisterModelOperator`` registers the model version with
+an audit record. Constructors validate their own arguments and do no I/O; every rule lives in
+``airflow_dist_training.evaluation``.
 """
 
 from __future__ import annotations

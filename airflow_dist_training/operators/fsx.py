@@ -1,19 +1,7 @@
 """FSx for Lustre operators: associations, data repository tasks, file systems, staging, pre-flight.
 
 Declarative at parse time: constructors store arguments only; the hook is a ``cached_property``;
-every AWS call happens in ``execute``. Results pushed to XCom are small JSON dicts.
-
-Typical use::
-
-    stage = FSxStagePrefixOperator(
-        task_id="stage_train",
-        s3_uri="s3://my-bucket/datasets/train/",
-        file_system_id="fs-0123456789abcdef0",
-        file_system_path="/datasets/train",
-        subnets=["subnet-aaa"],
-        security_group_ids=["sg-train"],
-    )
-    # stage.output == {"type": "fsx", "file_system_id": ..., "directory_path": "/<mount>/datasets/train", ...}
+every AWS call happens in ``execute``. Results pushed to XCom are small JSON dicts (``docs/fsx.md``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """``AwsWaitTrigger``: the one base for "poll an AWS resource until a terminal state".
 
-The training, processing and FSx waits subclass it; each keeps only what is particular to its
-resource (the describe call, which states are terminal, what the events carry). What they share,
-and must keep alike:
-
-* **Serialisation**: the resource's own fields (``_fields``) plus the connection and the wait
-  limits, so the trigger row round-trips through the Airflow DB.
-* **Wait limits**: ``deadline`` is POSIX wall time (a restarted triggerer keeps it); a trigger
-  may also cap the number of polls (``max_attempts``, the FSx triggers). ``None`` waits as long as
-  the resource lives: there is no hidden cap. ``next_wait`` gives the next sleep, or ``None``
-  when a limit is reached and the trigger must yield its ``"timeout"`` event.
-* **Logs**: progress is logged when it changes (``log_change``); log streaming is best effort and
-  never fails the wait (``stream_best_effort``).
-* **Cancellation**: ``on_kill`` (the user killed the deferred task) runs ``stop_resource``
-  shielded, so a repeated cancel from the triggerer cannot abort a stop already sent. Resources
-  that must not be stopped (an FSx task) keep the default no-op.
-
-The training trigger's polling itself is the shared poller's (``triggers/polling.py``).
+The training, processing and FSx waits subclass it and keep only what is particular to their
+resource. What they share, and must keep alike (``docs/polling.md``): serialisation (``_fields``
+plus the connection and the wait limits), the limits (``deadline`` in POSIX wall time, so a
+restarted triggerer keeps it; optionally ``max_attempts``; ``None`` waits as long as the resource
+lives), logging on change, best-effort log streaming, and ``on_kill`` running ``stop_resource``
+shielded, so a repeated cancel cannot abort a stop already sent.
 """
 
 from __future__ import annotations

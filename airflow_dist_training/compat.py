@@ -1,19 +1,10 @@
 """The one home of every Airflow name that moved between the supported minors (3.1 to 3.3).
 
 Modules of this package import such names from here, never from their Airflow location, so a new
-minor (or a dropped one) changes this file only. The shape follows the official providers'
-``version_compat.py`` / ``airflow.providers.common.compat``: version flags computed once, and each
-name imported from its newest home when the running Airflow has it.
-
-Where a feature is missing the package degrades instead of failing (see
-``docs/compatibility.md``); each fallback names itself once per process with :func:`note_fallback`:
-
-* no ``ResumableJobMixin`` / ``task_state_store`` (before 3.3): :class:`ResumableJobFallback`;
-  durable reattach is the deterministic job name plus describe-before-create.
-* no ``retry_policy`` (before 3.3): :func:`retry_policy_supported` is False; bad input and missing
-  permissions fail at once as ``AirflowFailException`` (``retry.failing_fast_without_retry_policy``),
-  capacity errors follow the task's ``retries``.
-* no ``react_apps`` / ``external_views`` in plugins: :class:`AirflowPlugin` adapts the plugin.
+minor (or a dropped one) changes this file only (as the official providers' ``version_compat.py``).
+Where a feature is missing (``ResumableJobMixin``, ``retry_policy``, plugin ``react_apps`` /
+``external_views``) the package degrades instead of failing, and names each fallback once per
+process with :func:`note_fallback` (``docs/compatibility.md``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The I/O behind the fingerprints: list S3 prefixes, hash local files and source code, digest models.
 
-The hashes themselves are pure (``airflow_dist_training.retraining.fingerprint``). Costs:
-
-* an S3 channel: one paginated ``ListObjectsV2`` of its prefix (ceil(N/1000) calls, no GETs);
-* an FSx channel staged from S3: the same listing of the staged prefix (what the import copied);
-* a local channel: one read of every file (sha256), which is what "unchanged" has to mean there;
-* the code: one read of every file in the source directory (small).
+The hashes themselves are pure (``airflow_dist_training.retraining.fingerprint``). An S3 or
+FSx-staged channel costs one paginated ``ListObjectsV2`` (no GETs); a local channel and the code
+are read once (sha256), which is what "unchanged" has to mean there.
 """
 
 from __future__ import annotations

@@ -171,15 +171,18 @@ class DurableJob:
             raise
         return str(response.get(kind.arn_key, ""))
 
-    def tags(self, arn: str) -> dict[str, str]:
-        tags: dict[str, str] = {}
-        kwargs: dict[str, Any] = {"ResourceArn": arn}
+    def pages(self, operation: str, resource: str, items_key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every item of a paginated call, following NextToken."""
+        items: list[dict[str, Any]] = []
         while True:
-            page = self._call("ListTags", arn, **kwargs)
-            tags.update({t["Key"]: t["Value"] for t in page.get("Tags") or []})
+            page = self._call(operation, resource, **kwargs)
+            items += page.get(items_key) or []
             if not page.get("NextToken"):
-                return tags
+                return items
             kwargs["NextToken"] = page["NextToken"]
+
+    def tags(self, arn: str) -> dict[str, str]:
+        return {t["Key"]: t["Value"] for t in self.pages("ListTags", arn, "Tags", ResourceArn=arn)}
 
     def stop_requested(self, description: Mapping[str, Any]) -> bool:
         """Did we (Airflow) ask for this job to stop? Looks at the ``stop-requested`` tag."""
@@ -219,14 +222,7 @@ class DurableJob:
 
     def list(self, **filters: Any) -> list[dict[str, Any]]:
         """The list operation, following NextToken (100 per page)."""
-        out: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"MaxResults": 100, **filters}
-        while True:
-            page = self._call(self.kind.list, "*", **kwargs)
-            out.extend(page.get(self.kind.summaries_key) or [])
-            if not page.get("NextToken"):
-                return out
-            kwargs["NextToken"] = page["NextToken"]
+        return self.pages(self.kind.list, "*", self.kind.summaries_key, **{"MaxResults": 100, **filters})
 
     # --- a run's jobs -----------------------------------------------------------------------------
 

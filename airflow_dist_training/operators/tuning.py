@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     from airflow_dist_training.spec.tuning import TuningSpec
 
 MAX_GENERATIONS = 10  # tuning jobs of one run (after Failed/Stopped ones)
+
+
+def _exhausted(names: Sequence[str]) -> AirflowException:
+    return AirflowException(
+        f"every tuning job of this run ended Failed or Stopped ({', '.join(names)}); not starting another"
+    )
 
 
 class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
@@ -201,21 +207,13 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             self.hook.put_uploads(final.uploads)
             return final.request
 
-        def ended(name: str, desc: Mapping[str, Any], generation: int) -> None:
-            self.log.warning(
-                "This run's tuning job %s ended %s: starting generation %d",
-                name,
-                desc.get("HyperParameterTuningJobStatus"),
-                generation,
-            )
-
         ref = self.jobs.find_or_create(
             names,
             request_for,
-            exhausted=lambda: AirflowException(
-                f"every tuning job of this run ended Failed or Stopped ({', '.join(names)}); not starting another"
+            exhausted=partial(_exhausted, names),
+            on_ended=lambda name, desc, generation: self._log_ended(
+                name, desc.get("HyperParameterTuningJobStatus"), generation
             ),
-            on_ended=ended,
         )
         self._job_name = ref.name
         limits = plan.request["HyperParameterTuningJobConfig"]["ResourceLimits"]
@@ -261,21 +259,17 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
                 log=self.log.info,
             )
             if job.status in ("Failed", "Stopped"):
-                self.log.warning(
-                    "This run's tuning job %s ended %s: starting generation %d",
-                    name,
-                    job.status,
-                    generation + 1,
-                )
+                self._log_ended(name, job.status, generation + 1)
                 continue
             self._local = job
             self._job_name = name
             if job.status == "Completed":
                 self.log.info("This run's local tuning job %s completed earlier: not running it again.", name)
             return self._finish(job.run())
-        raise AirflowException(
-            f"every tuning job of this run ended Failed or Stopped ({', '.join(names)}); not starting another"
-        )
+        raise _exhausted(names)
+
+    def _log_ended(self, name: str, status: Any, next_generation: int) -> None:
+        self.log.warning("This run's tuning job %s ended %s: starting generation %d", name, status, next_generation)
 
     def _wait(self, name: str) -> dict[str, Any]:
         from airflow_dist_training.retry import PollTimeout
@@ -365,21 +359,16 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         return result
 
     def _training_jobs(self, name: str) -> list[dict[str, Any]]:
-        """The tuning job's training job summaries in launch order (``ListTrainingJobsForHyperParameterTuningJob``)."""
-        summaries: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"SortBy": "CreationTime", "SortOrder": "Ascending", "MaxResults": 100}
-        while True:
-            page = self.hook._call(
-                self.hook.sagemaker_client,
-                "ListTrainingJobsForHyperParameterTuningJob",
-                name,
-                HyperParameterTuningJobName=name,
-                **kwargs,
-            )
-            summaries += page.get("TrainingJobSummaries") or []
-            if not page.get("NextToken"):
-                return summaries
-            kwargs["NextToken"] = page["NextToken"]
+        """The tuning job's training job summaries in launch order."""
+        return self.jobs.pages(
+            "ListTrainingJobsForHyperParameterTuningJob",
+            name,
+            "TrainingJobSummaries",
+            HyperParameterTuningJobName=name,
+            SortBy="CreationTime",
+            SortOrder="Ascending",
+            MaxResults=100,
+        )
 
     # --- kill -------------------------------------------------------------------------------------------------
 

@@ -65,6 +65,16 @@ def mask_spec_secrets(spec: Any) -> list[str]:
     return masked
 
 
+def beside_dag(operator: Any, source: Any) -> Any:
+    """A relative ``.yaml`` path, looked up next to the operator's DAG file first; any other source as it is."""
+    if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
+        path = Path(source.strip())
+        if not path.is_absolute() and operator.dag is not None and getattr(operator.dag, "fileloc", None):
+            candidate = Path(operator.dag.fileloc).parent / path
+            return str(candidate) if candidate.exists() else source
+    return source
+
+
 def _fault_point(name: str) -> None:
     from airflow_dist_training.hooks.training import _fault_point as fp
 
@@ -196,12 +206,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     def _load_spec(self, context: Context) -> TrainingJobSpec:
         from airflow_dist_training.spec.loading import load_spec
 
-        source = self.spec
+        source = beside_dag(self, self.spec)
         if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
             path = Path(source)
-            if not path.is_absolute() and self.dag is not None and getattr(self.dag, "fileloc", None):
-                candidate = Path(self.dag.fileloc).parent / path
-                path = candidate if candidate.exists() else path
             try:
                 text = path.read_text(encoding="utf-8")
             except OSError:

@@ -159,19 +159,11 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
     # --- planning ----------------------------------------------------------------------------------------
 
     def _load(self) -> tuple[TrainingJobSpec, TuningSpec]:
+        from airflow_dist_training.operators.training import beside_dag
         from airflow_dist_training.spec.loading import load_spec
         from airflow_dist_training.spec.tuning import load_tuning_spec
 
-        return load_spec(self._beside_dag(self.spec)), load_tuning_spec(self._beside_dag(self.tuning))
-
-    def _beside_dag(self, source: Any) -> Any:
-        """A relative ``.yaml`` path is looked up next to the DAG file first."""
-        if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
-            path = Path(source.strip())
-            if not path.is_absolute() and self.dag is not None and getattr(self.dag, "fileloc", None):
-                candidate = Path(self.dag.fileloc).parent / path
-                return str(candidate) if candidate.exists() else source
-        return source
+        return load_spec(beside_dag(self, self.spec)), load_tuning_spec(beside_dag(self, self.tuning))
 
     def _names(self, context: Context, base: str) -> list[str]:
         from airflow_dist_training.sagemaker.naming import identity_from_context

@@ -24,7 +24,6 @@ MIN_AIRFLOW = "3.1"
 
 log = logging.getLogger(__name__)
 
-# --- Task SDK names (in ``airflow.sdk`` on every supported minor) -------------------------------------
 from airflow.sdk import (  # noqa: E402
     DAG,
     Asset,
@@ -81,7 +80,6 @@ else:
         )
 
 
-
 __all__ = [
     "AIRFLOW_V_3_2_PLUS",
     "DAG",
@@ -113,8 +111,6 @@ __all__ = [
     "note_fallback",
     "task",
 ]
-
-# --- fallbacks --------------------------------------------------------------------------------------
 
 _noted: set[str] = set()
 

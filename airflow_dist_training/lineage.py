@@ -103,9 +103,6 @@ def operator_lineage(
     return OperatorLineage(inputs=unique(inputs), outputs=unique(outputs), job_facets=dict(job_facets or {}))
 
 
-# -- per-operator lineage (called from the operators' get_openlineage_facets_on_complete) -------------
-
-
 def _return_value(operator: Any, task_instance: Any) -> Any:
     """The task's result, kept on the operator by ``execute`` (``_lineage_result``).
 

@@ -114,9 +114,7 @@ def _without_retry(exc: BaseException) -> BaseException:
     return copy
 
 
-# ---------------------------------------------------------------------------------------------
 # Throttle-aware call loops: the one backoff used by hooks (sync) and triggers (async).
-# ---------------------------------------------------------------------------------------------
 
 
 class Backoff:
@@ -188,9 +186,7 @@ async def call_with_retry(
             await asyncio.sleep(delay)
 
 
-# ---------------------------------------------------------------------------------------------
 # The one synchronous wait: poll until done, or until a deadline.
-# ---------------------------------------------------------------------------------------------
 
 
 class PollTimeout(TimeoutError):

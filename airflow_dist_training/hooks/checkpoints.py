@@ -102,7 +102,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(items))) as pool:
             return list(pool.map(fn, items))
 
-    # ------------------------------------------------------------------ reading checkpoints
     def _parse_manifest(self, raw: bytes, uri: str) -> dict[str, Any]:
         try:
             return parse_manifest(raw, uri)
@@ -238,7 +237,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
     def best(self, root_uri: str, metric: str, mode: str = "min") -> CheckpointInfo:
         return select_checkpoint(self.scan(root_uri), Selector.parse("best", metric, mode), root_uri)
 
-    # ------------------------------------------------------------------ writing / deleting
     def delete_checkpoints(self, root_uri: str, steps: Iterable[int]) -> int:
         """Delete whole checkpoints (manifest first, so a half-deleted one is never complete)."""
         root = self._loc(root_uri)

@@ -71,7 +71,6 @@ class FingerprintHook(AwsConnectionMixin):
     def s3(self) -> Any:
         return self.aws_client("s3")
 
-    # -- listings ------------------------------------------------------------------------------
     def s3_entries(self, uri: str) -> list[Entry]:
         """Every object under an ``s3://bucket/prefix`` (one paginated listing)."""
         _, bucket, prefix = split_uri(uri)
@@ -101,7 +100,6 @@ class FingerprintHook(AwsConnectionMixin):
             result = listing_fingerprint(self.local_entries(_local(uri, Path(base_dir))))
         return {**result, "source": uri}
 
-    # -- code ----------------------------------------------------------------------------------
     def code_hash(
         self,
         source_dir: str | None,
@@ -127,7 +125,6 @@ class FingerprintHook(AwsConnectionMixin):
                 return None
         return code_hash(files)
 
-    # -- one run -------------------------------------------------------------------------------
     def lineage(
         self,
         spec: Any,
@@ -169,7 +166,6 @@ class FingerprintHook(AwsConnectionMixin):
             channels=channels,
         )
 
-    # -- models --------------------------------------------------------------------------------
     def _open(self, uri: str) -> Any:
         """A readable binary file of the artifact (S3: spooled to disk past 64 MiB, never all in memory)."""
         if uri.startswith("s3://"):

@@ -67,7 +67,6 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
         self.sleep: Callable[[float], None] = time.sleep
 
-    # ---- clients ------------------------------------------------------------------------------
     def client(self, client_type: str = "fsx") -> Any:
         return self.aws_client(client_type)
 
@@ -88,7 +87,6 @@ class FSxHook(AwsConnectionMixin, BaseHook):
                 ) from exc
             raise
 
-    # ---- file systems -------------------------------------------------------------------------
     def describe_file_system(self, file_system_id: str) -> dict[str, Any] | None:
         """The file system, or ``None`` if it does not exist."""
         try:
@@ -125,7 +123,6 @@ class FSxHook(AwsConnectionMixin, BaseHook):
                 return None
             raise
 
-    # ---- data repository associations ---------------------------------------------------------
     def describe_associations(self, file_system_id: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         token: str | None = None
@@ -208,7 +205,6 @@ class FSxHook(AwsConnectionMixin, BaseHook):
             sleep=self.sleep,
         )
 
-    # ---- data repository tasks ----------------------------------------------------------------
     def prepare_task(
         self,
         file_system_id: str,
@@ -266,7 +262,6 @@ class FSxHook(AwsConnectionMixin, BaseHook):
             sleep=self.sleep,
         )
 
-    # ---- pre-flight reads ---------------------------------------------------------------------
     def describe_subnets(self, subnet_ids: list[str]) -> list[dict[str, Any]]:
         if not subnet_ids:
             return []

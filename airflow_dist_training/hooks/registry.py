@@ -86,10 +86,6 @@ def _champion_error(exc: SpecValidationError, who: str, uri: str) -> ChampionUnr
     return ChampionUnreadableError(problems, source=f"champion {who} ({uri})")
 
 
-# --------------------------------------------------------------------------------------------------
-# local
-
-
 class LocalModelRegistry:
     """A model registry in a directory: ``<root>/<group>/index.json`` plus one folder per version.
 
@@ -273,10 +269,6 @@ class LocalModelRegistry:
             self._write_index(index)
 
 
-# --------------------------------------------------------------------------------------------------
-# SageMaker
-
-
 class ModelRegistryHook(AwsConnectionMixin):
     """A SageMaker model package group as a model registry.
 
@@ -304,7 +296,6 @@ class ModelRegistryHook(AwsConnectionMixin):
     def client(self) -> Any:
         return self.aws_client("sagemaker")
 
-    # -- group --------------------------------------------------------------------------------
     def group_exists(self) -> bool:
         try:
             self.client.describe_model_package_group(ModelPackageGroupName=self.group)
@@ -324,7 +315,6 @@ class ModelRegistryHook(AwsConnectionMixin):
         log.info("Created model package group %s", self.group)
         return True
 
-    # -- champion -----------------------------------------------------------------------------
     def latest_approved_arn(self) -> str | None:
         try:
             resp = self.client.list_model_packages(
@@ -369,7 +359,6 @@ class ModelRegistryHook(AwsConnectionMixin):
             lineage=lineage_from_metadata(desc.get("CustomerMetadataProperties")),
         )
 
-    # -- registration -------------------------------------------------------------------------
     def register(
         self,
         *,

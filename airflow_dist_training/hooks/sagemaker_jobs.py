@@ -125,8 +125,6 @@ class DurableJob:
     def arn_hint(self, name: str) -> str:
         return f"arn:aws:sagemaker:{self.api.region_hint()}:<account>:{self.kind.arn_resource}/{name}"
 
-    # --- one job --------------------------------------------------------------------------------
-
     def describe(self, name: str) -> dict[str, Any]:
         """The raw description (datetimes included)."""
         return dict(self._call(self.kind.describe, self.arn_hint(name), **{self.kind.name_key: name}))
@@ -223,8 +221,6 @@ class DurableJob:
     def list(self, **filters: Any) -> list[dict[str, Any]]:
         """The list operation, following NextToken (100 per page)."""
         return self.pages(self.kind.list, "*", self.kind.summaries_key, **{"MaxResults": 100, **filters})
-
-    # --- a run's jobs -----------------------------------------------------------------------------
 
     def find(
         self, names: Iterable[str], on_ended: Callable[[str, dict[str, Any], int], None] | None = None

@@ -207,8 +207,6 @@ class _TrainingHookMethods(SageMakerApi):
             config=Config(**config_kwargs),
         )
 
-    # --- sibling clients (same connection, region and botocore config) ------------------------
-
     def _sibling(self, client_type: str) -> AwsBaseHook:
         """A hook of another AWS service with this hook's connection, region and botocore config."""
         return cached_aws_hook(
@@ -227,8 +225,6 @@ class _TrainingHookMethods(SageMakerApi):
     @property
     def s3_conn(self) -> Any:
         return self._sibling("s3").conn
-
-    # --- SageMaker (one DurableJob of kind "training": sagemaker/job_kinds.py) -----------------
 
     @property
     def sagemaker_client(self) -> Any:
@@ -309,8 +305,6 @@ class _TrainingHookMethods(SageMakerApi):
             sleep=sleep,
         )
 
-    # --- CloudWatch logs --------------------------------------------------------------------------
-
     def fetch_log_events(self, job_name: str, cursor: LogCursor | None = None) -> list[LogEvent]:
         """New events of every stream since ``cursor`` (updated in place), merged by timestamp.
 
@@ -319,8 +313,6 @@ class _TrainingHookMethods(SageMakerApi):
         return _logs.tail_sync(
             tail.fetch(), lambda operation, resource, kwargs: self._call(self.logs_conn, operation, resource, **kwargs)
         )
-
-    # --- S3 uploads ---------------------------------------------------------------------------------
 
     def put_uploads(self, uploads: Iterable[Upload]) -> None:
         """Put what the planner says must be in S3 before ``CreateTrainingJob`` (code, launcher files)."""

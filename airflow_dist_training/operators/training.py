@@ -171,8 +171,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._description: dict[str, Any] | None = None
         self._stopped_here = False  # this try asked for the stop (on_kill)
 
-    # --- hooks -------------------------------------------------------------------------------------
-
     @cached_property
     def hook(self) -> Any:
         """The backend's hook (``SageMakerTrainingHook`` on SageMaker)."""
@@ -197,8 +195,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
         return operator_backend(self)
 
-    # --- templating & secrets --------------------------------------------------------------------
-
     def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
         super().render_template_fields(context, jinja_env)
         mask_spec_secrets(self.spec)
@@ -220,8 +216,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             spec = load_spec(source)  # type: ignore[arg-type]
         mask_spec_secrets(spec)
         return spec
-
-    # --- checkpoints -------------------------------------------------------------------------------
 
     @cached_property
     def checkpoint_hook(self) -> Any:
@@ -254,8 +248,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 "(a new run never resumes another run's checkpoint)",
                 run_uri,
             )
-
-    # --- the run's plan ---------------------------------------------------------------------------
 
     def _identity(self, context: Context) -> str:
         return identity_from_context(context, self.task_id, dag_id=self.dag_id if self.has_dag() else "no-dag")
@@ -342,8 +334,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 "\n  ".join(job.changes) or "(no difference)",
             )
         return job
-
-    # --- execute --------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
         from airflow_dist_training.retry import failing_fast_without_retry_policy
@@ -647,8 +637,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 context, lambda: self._finish(self.job_backend.describe(name))
             )
 
-    # --- kill ------------------------------------------------------------------------------------------
-
     def on_kill(self) -> None:
         name = self._job_name
         if not name:
@@ -661,8 +649,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             self.job_backend.stop(name, reason="task killed")
         except Exception as exc:  # on_kill must not raise
             self.log.error("Could not stop training job %s: %s", name, exc)
-
-    # --- lineage ----------------------------------------------------------------------------------------
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Inputs: S3, FSx and EFS channels; output: the model artifact. None if OpenLineage is absent."""

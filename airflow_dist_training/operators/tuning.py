@@ -105,8 +105,6 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         self._identity: str | None = None
         self._local: LocalTuningJob | None = None
 
-    # --- hooks ---------------------------------------------------------------------------------------
-
     @cached_property
     def hook(self) -> SageMakerTrainingHook:
         from airflow_dist_training.hooks.training import SageMakerTrainingHook
@@ -156,8 +154,6 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         super().render_template_fields(context, jinja_env)
         mask_spec_secrets(self.spec)  # secret-looking environment values never reach the task log
 
-    # --- planning ----------------------------------------------------------------------------------------
-
     def _load(self) -> tuple[TrainingJobSpec, TuningSpec]:
         from airflow_dist_training.operators.training import beside_dag
         from airflow_dist_training.spec.loading import load_spec
@@ -179,8 +175,6 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
 
         region = task_region(self.aws_conn_id, self.region_name, hook=self.hook)
         return plan_tuning_job(spec, tuning, job_name=name, region=region, run_identity=self._identity)
-
-    # --- execute -------------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_dist_training.retry import failing_fast_without_retry_policy
@@ -361,8 +355,6 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             SortOrder="Ascending",
             MaxResults=100,
         )
-
-    # --- kill -------------------------------------------------------------------------------------------------
 
     def _stop(self, name: str, reason: str) -> None:
         try:

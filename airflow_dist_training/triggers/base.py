@@ -55,7 +55,6 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
         names = (*self._fields, *self._common_fields)
         return (f"{type(self).__module__}.{type(self).__qualname__}", {n: getattr(self, n) for n in names})
 
-    # -- wait limits ------------------------------------------------------------------------------
     def next_wait(self, *, attempts: int = 0, max_attempts: int | None = None) -> float | None:
         """Seconds to sleep before the next poll, or ``None`` when a wait limit is reached."""
         if max_attempts is not None and attempts >= max_attempts:
@@ -68,7 +67,6 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
             wait = min(wait, remaining)
         return wait
 
-    # -- logs ---------------------------------------------------------------------------------------
     def log_change(self, key: str, value: Any, message: str, *args: Any) -> None:
         """Log ``message`` when ``value`` differs from the last one logged under ``key``."""
         if self._last_logged.get(key, object()) != value:
@@ -83,7 +81,6 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
             level = self.log.info if is_transient(exc) else self.log.warning
             level("Could not read CloudWatch logs of %s: %s", what, exc)
 
-    # -- cancellation -------------------------------------------------------------------------------
     async def on_kill(self) -> None:
         """The user killed the deferred task: stop the resource so it stops billing (shielded)."""
         stop = asyncio.ensure_future(self.stop_resource())

@@ -223,7 +223,6 @@ class TrainingJobPoller:
         self._throttled_this_cycle = False
         self._throttle_failures = 0
 
-    # -- subscriptions ---------------------------------------------------------------------------
     @property
     def watched_jobs(self) -> list[str]:
         return list(self._jobs)
@@ -255,7 +254,6 @@ class TrainingJobPoller:
         intervals = [w.interval for s in self._jobs.values() for w in s.watches]
         return min(intervals) if intervals else 30.0
 
-    # -- clients -----------------------------------------------------------------------------------
     async def client(self, client_type: str) -> Any:
         """A shared aiobotocore client (``sagemaker`` or ``logs``), open while the poller runs."""
         return await self._clients.client(client_type)
@@ -272,7 +270,6 @@ class TrainingJobPoller:
                 await task
         await self._close_clients()
 
-    # -- main loop ---------------------------------------------------------------------------------
     def next_interval(self) -> float:
         base = self.base_interval()
         if self._throttle_failures:
@@ -514,7 +511,6 @@ class TrainingJobPoller:
         return {n for n in live if n not in running}
 
 
-# -- process-wide registry ---------------------------------------------------------------------------
 _REGISTRY: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[tuple[str | None, str | None], TrainingJobPoller]
 ]

@@ -120,7 +120,6 @@ class TrainingJobTrigger(SageMakerJobTrigger):
         self.stream_logs = stream_logs
         self.deadline_reason = deadline_reason
 
-    # -- events -----------------------------------------------------------------------------------
     def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
         status = desc.get("TrainingJobStatus")
         secondary = desc.get("SecondaryStatus")
@@ -151,7 +150,6 @@ class TrainingJobTrigger(SageMakerJobTrigger):
             )
         return max(already, len(transitions))
 
-    # -- run ----------------------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
         deadline = self.deadline
         limit = self.deadline_reason or "the deadline"

@@ -7,6 +7,7 @@ Where a feature is missing (``ResumableJobMixin``, ``retry_policy``, plugin ``re
 process with :func:`note_fallback` (``docs/compatibility.md``).
 """
 
+# ruff: noqa: F401  (every name imported here is re-exported to the package)
 from __future__ import annotations
 
 import logging
@@ -80,37 +81,6 @@ else:
         )
 
 
-__all__ = [
-    "AIRFLOW_V_3_2_PLUS",
-    "DAG",
-    "AirflowException",
-    "AirflowFailException",
-    "AirflowPlugin",
-    "AirflowSkipException",
-    "Asset",
-    "AssetAny",
-    "AssetOrTimeSchedule",
-    "BaseHook",
-    "BaseOperator",
-    "BaseOperatorLink",
-    "BaseSensorOperator",
-    "BaseTrigger",
-    "CronTriggerTimetable",
-    "DagBag",
-    "DagSerialization",
-    "Param",
-    "ParamValidationError",
-    "PokeReturnValue",
-    "ResumableJobMixin",
-    "TaskDeferred",
-    "TaskGroup",
-    "TriggerEvent",
-    "XComArg",
-    "conf",
-    "mask_secret",
-    "note_fallback",
-    "task",
-]
 
 _noted: set[str] = set()
 
@@ -154,7 +124,7 @@ def note_fallback(name: str, logger: Any = None, **fields: Any) -> bool:
 def retry_policy_supported() -> bool:
     """Whether operators accept ``retry_policy`` (Airflow 3.3's ``ExceptionRetryPolicy``)."""
     try:
-        from airflow.sdk import ExceptionRetryPolicy  # noqa: F401
+        from airflow.sdk import ExceptionRetryPolicy
     except ImportError:
         return False
     return True

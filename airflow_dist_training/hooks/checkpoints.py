@@ -234,9 +234,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
 
         return sorted(self._parallel(check, per_step), key=lambda c: c.step, reverse=True)
 
-    def best(self, root_uri: str, metric: str, mode: str = "min") -> CheckpointInfo:
-        return select_checkpoint(self.scan(root_uri), Selector.parse("best", metric, mode), root_uri)
-
     def delete_checkpoints(self, root_uri: str, steps: Iterable[int]) -> int:
         """Delete whole checkpoints (manifest first, so a half-deleted one is never complete)."""
         root = self._loc(root_uri)

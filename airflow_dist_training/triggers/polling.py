@@ -358,9 +358,7 @@ class TrainingJobPoller:
         state = self._jobs.get(name)
         if state is None:
             return
-        lmt = _as_utc(desc.get("LastModifiedTime"))
-        if lmt is not None and (self._watermark is None or lmt > self._watermark):
-            self._watermark = lmt
+        lmt = self._seen(desc)
         state.key = (desc.get("TrainingJobStatus"), desc.get("SecondaryStatus"), lmt)
         if state.description != desc:
             state.description = desc
@@ -429,10 +427,15 @@ class TrainingJobPoller:
         for status in sorted(ACTIVE_STATES):
             for summary in await self._list(StatusEquals=status):
                 running[summary["TrainingJobName"]] = summary
-                lmt = _as_utc(summary.get("LastModifiedTime"))
-                if lmt is not None and (self._watermark is None or lmt > self._watermark):
-                    self._watermark = lmt
+                self._seen(summary)
         return running
+
+    def _seen(self, job: dict[str, Any]) -> dt.datetime | None:
+        """A job's ``LastModifiedTime`` (UTC), moving the list watermark up to it."""
+        lmt = _as_utc(job.get("LastModifiedTime"))
+        if lmt is not None and (self._watermark is None or lmt > self._watermark):
+            self._watermark = lmt
+        return lmt
 
     async def _list(self, **params: Any) -> list[dict[str, Any]]:
         summaries, _ = await self._list_pages(**params)
@@ -484,9 +487,7 @@ class TrainingJobPoller:
         changed: set[str] = set()
         summaries, self._last_list_pages = await self._list_pages(**params)
         for summary in summaries:
-            lmt = _as_utc(summary.get("LastModifiedTime"))
-            if lmt is not None and (self._watermark is None or lmt > self._watermark):
-                self._watermark = lmt
+            lmt = self._seen(summary)
             name = summary.get("TrainingJobName")
             if name not in live:
                 continue

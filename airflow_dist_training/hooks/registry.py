@@ -77,6 +77,11 @@ class ModelRegistry(Protocol):
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None: ...
 
 
+def _check_status(status: str) -> None:
+    if status not in _STATUSES:
+        raise SpecValidationError([("status", f"must be one of {sorted(_STATUSES)}, got {status!r}")])
+
+
 def _group_missing(exc: Exception) -> bool:
     return error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc)
 
@@ -251,10 +256,7 @@ class LocalModelRegistry:
         }
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
-        if status not in _STATUSES:
-            raise SpecValidationError(
-                [Problem("status", f"must be one of {sorted(_STATUSES)}, got {status!r}")]
-            )
+        _check_status(status)
         version = int(str(package_id).rsplit("/", 1)[-1])
         with self._locked():
             index = self._read_index()
@@ -466,10 +468,7 @@ class ModelRegistryHook(AwsConnectionMixin):
         self.store.write_text(uri, json.dumps(record, indent=2, sort_keys=True), "application/json")
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
-        if status not in _STATUSES:
-            raise SpecValidationError(
-                [Problem("status", f"must be one of {sorted(_STATUSES)}, got {status!r}")]
-            )
+        _check_status(status)
         kwargs: dict[str, Any] = {"ModelPackageArn": package_id, "ModelApprovalStatus": status}
         if description:
             kwargs["ApprovalDescription"] = description

@@ -131,12 +131,8 @@ class TrainingJobTrigger(SageMakerJobTrigger):
             return self._event(
                 "failed", f"Training job {self.job_name} {status}: {why}", status, reason or secondary
             )
-        return self._event(
-            "stopped",
-            f"Training job {self.job_name} was stopped" + (f": {reason}" if reason else "."),
-            status,
-            reason,
-        )
+        why = f": {reason}" if reason else "."
+        return self._event("stopped", f"Training job {self.job_name} was stopped{why}", status, reason)
 
     def _log_transitions(self, desc: dict[str, Any], already: int) -> int:
         transitions = desc.get("SecondaryStatusTransitions") or []

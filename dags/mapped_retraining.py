@@ -92,7 +92,6 @@ with DAG(
 
     common: dict[str, Any] = {
         "spec": _spec(),
-        "members": MEMBERS,
         "base_dir": REPO,
         "checkpoints": CheckpointStep(resume="fresh", keep_last=1, keep_best=0),
         "evaluation": EvaluationStep(
@@ -107,7 +106,10 @@ with DAG(
         ),
     }
     # one mapped group per registered backend, named after it; the run's backend param picks one
-    groups = [stage_train_evaluate(group_id=name, backend=name, **common) for name in backend_names()]
+    groups = [
+        stage_train_evaluate(group_id=name, backend=name, members=MEMBERS, **common)
+        for name in backend_names()
+    ]
 
     # all_done: the summary lists every member of the chosen backend, those that failed too
     @task(task_id="summary", trigger_rule="all_done")

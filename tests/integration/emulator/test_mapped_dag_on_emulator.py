@@ -21,6 +21,7 @@ DAG_FILE = REPO / "dags" / "mapped_retraining.py"
 BUCKET = "adt-demo-bucket"  # the DAG's members read s3://adt-demo-bucket/markets/<member>/train
 MEMBERS = ("emea", "apac", "amer")
 RUN_CONF = {"backend": "sagemaker"}
+SAGEMAKER_RUN = ("choose_backend", "sagemaker", "summary")  # what a backend=sagemaker run runs
 
 
 @pytest.fixture
@@ -56,7 +57,9 @@ def _states(run: Any) -> dict[tuple[str, int], str]:
 
 
 def _packages(sm: Any, member: str) -> list[dict[str, Any]]:
-    return list(sm.list_model_packages(ModelPackageGroupName=f"market-mlp-{member}")["ModelPackageSummaryList"])
+    return list(
+        sm.list_model_packages(ModelPackageGroupName=f"market-mlp-{member}")["ModelPackageSummaryList"]
+    )
 
 
 def test_mapped_dag_on_sagemaker_trains_every_member_then_only_the_changed_one(
@@ -72,7 +75,7 @@ def test_mapped_dag_on_sagemaker_trains_every_member_then_only_the_changed_one(
     states = _states(run)
     assert str(run.state) == "success", states
     # the branch chose the sagemaker group; every other backend's group is skipped
-    others = {k: s for k, s in states.items() if k[0].split(".")[0] not in ("choose_backend", "sagemaker", "summary")}
+    others = {key: state for key, state in states.items() if key[0].split(".")[0] not in SAGEMAKER_RUN}
     assert others and set(others.values()) == {"skipped"}, others
     for index, member in enumerate(MEMBERS):
         for task in ("plan", "check_changes", "train", "evaluate", "gate", "register"):
@@ -105,7 +108,8 @@ def test_mapped_dag_on_sagemaker_trains_every_member_then_only_the_changed_one(
     assert sorted(p["ProcessingInputs"][0]["S3Input"]["S3Uri"] for p in processing) == sorted(models.values())
     summary = (tmp_path / "demo" / "last-mapped-run-summary.txt").read_text()
     for member in MEMBERS:
-        assert f"Member {member}: retraining run summary" in summary
+        assert f"Member {member}: retraining run summary (sagemaker backend)" in summary
+        assert f"model-package/market-mlp-{member}/1 (Approved)" in summary
 
     # Run 2: new data under apac's S3 prefix only -> apac retrains, emea and amer are skipped
     _upload_market(s3, tmp_path / "data", "apac", seed=7)

@@ -38,6 +38,7 @@ from importlib import resources
 from pathlib import Path
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.spec.records import Records
 
 STAMP = ".adt-job-env"
 STAMP_FORMAT = 2
@@ -84,31 +85,22 @@ PYTORCH = JobEnvRecipe(
     image_repositories=("pytorch-", "huggingface-pytorch-"),
 )
 
-RECIPES: dict[str, JobEnvRecipe] = {}
+RECIPES = Records(JobEnvRecipe, "job environment recipe", "recipes", builtin=[PYTORCH])
+register_recipe = RECIPES.register
 # An image no recipe claims (your own image, a custom entry point) gets this one: the local
 # backend runs PyTorch only.
 DEFAULT_RECIPE = PYTORCH.name
 
 
-def register_recipe(recipe: JobEnvRecipe) -> JobEnvRecipe:
-    if recipe.name in RECIPES and RECIPES[recipe.name] != recipe:
-        raise ValueError(f"a job environment recipe named {recipe.name!r} is already registered")
-    RECIPES[recipe.name] = recipe
-    return recipe
-
-
-register_recipe(PYTORCH)
-
-
 def recipe_for(image_uri: str | None = None, framework: str | None = None) -> JobEnvRecipe:
     """The recipe of the environment this image (or framework) gives its jobs."""
     repository = (image_uri or "").rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
-    for recipe in RECIPES.values():
+    for recipe in RECIPES.records():
         if framework in recipe.frameworks:
             return recipe
         if repository and any(repository.startswith(prefix) for prefix in recipe.image_repositories):
             return recipe
-    return RECIPES[DEFAULT_RECIPE]
+    return RECIPES.by_name[DEFAULT_RECIPE]
 
 
 def envs_home(environ: Mapping[str, str] | None = None) -> Path:

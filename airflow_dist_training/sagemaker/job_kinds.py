@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_dist_training.job_states import ACTIVE_STATES, FAILED_STATES, STOPPABLE_STATES, SUCCESS_STATES
+from airflow_dist_training.spec.records import Records
 
 #: The trigger of a kind without its own: one describe per poll, its logs, the same events.
 GENERIC_TRIGGER = "airflow_dist_training.triggers.processing.SageMakerJobKindTrigger"
@@ -53,6 +54,10 @@ class SageMakerJobKind:
     stoppable_states: frozenset[str] = STOPPABLE_STATES
     success_states: frozenset[str] = SUCCESS_STATES
     failed_states: frozenset[str] = FAILED_STATES
+
+    @property
+    def name(self) -> str:
+        return self.kind
 
     @property
     def terminal_states(self) -> frozenset[str]:
@@ -90,22 +95,12 @@ def job_kind(kind: str, noun: str, *, log_group: str | None, trigger: str = GENE
     )
 
 
-JOB_KINDS: dict[str, SageMakerJobKind] = {}
-
-
-def register_job_kind(row: SageMakerJobKind) -> SageMakerJobKind:
-    """Add (or replace) a kind in the table; returns it."""
-    JOB_KINDS[row.kind] = row
-    return row
+JOB_KINDS = Records(SageMakerJobKind, "SageMaker job kind", "kinds")
+register_job_kind = JOB_KINDS.register
 
 
 def get_job_kind(kind: str | SageMakerJobKind) -> SageMakerJobKind:
-    if isinstance(kind, SageMakerJobKind):
-        return kind
-    try:
-        return JOB_KINDS[kind]
-    except KeyError:
-        raise ValueError(f"unknown SageMaker job kind {kind!r}; known: {', '.join(sorted(JOB_KINDS))}") from None
+    return kind if isinstance(kind, SageMakerJobKind) else JOB_KINDS.get(kind, field="kind")
 
 
 TRAINING = register_job_kind(

@@ -1,25 +1,12 @@
 """FSx for Lustre on the emulator: each file system is a folder; associations and tasks move real data.
 
-moto keeps the file system records (``CreateFileSystem``/``DescribeFileSystems``/``DeleteFileSystem``)
-but has no lifecycle, no ``MountName``, no network interfaces, and no data repository associations or
-tasks at all. This module fills those gaps:
-
-- a file system gets ``Lifecycle`` (``CREATING`` in the create answer, ``AVAILABLE`` after), a
-  ``LustreConfiguration.MountName``, ``VpcId``, ``CreationTime``, ``OwnerId``, and one EC2 network
-  interface in its subnet carrying its security groups (moto's EC2), so the pre-flight's Lustre-port
-  check reads them as on AWS;
-- its contents are the folder ``<root>/fsx/<file system id>/``;
-- ``Create/Describe/DeleteDataRepositoryAssociation(s)`` link a file system path to an S3 prefix
-  (overlaps refused as FSx does; ``ClientRequestToken`` idempotent);
-- ``Create/Describe/CancelDataRepositoryTask(s)`` run: an import copies the objects under the task's
-  S3 paths into the folder (removing files whose object is gone), an export copies files back to
-  the association's prefix, a release succeeds (the data stays local); one task at a time per file
-  system, ``PENDING -> EXECUTING -> SUCCEEDED | FAILED | CANCELED`` with their counts;
-- a training job's FSx channel (``FileSystemDataSource``, ``DirectoryPath=/<MountName>/<path>``)
-  reads the folder: :meth:`FileSystems.channel_mounts` maps ``fsx://<id>/<MountName>`` to it.
-
-Real FSx lazy-loads file contents on first read; the emulator copies them during the import, which
-a job cannot tell apart.
+moto keeps the file system records but has no lifecycle, no ``MountName``, no network interfaces
+and no data repository associations or tasks. Here a file system gets those (its network interface
+in moto's EC2, so the pre-flight's Lustre-port check reads it as on AWS), its contents are the
+folder ``<root>/fsx/<file system id>/``, associations and import/export/release tasks move real
+data between it and S3, and a training job's FSx channel reads the folder
+(:meth:`FileSystems.channel_mounts`). Real FSx lazy-loads file contents on first read; the import
+copies them, which a job cannot tell apart.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Processing jobs of the emulator, run under SageMaker's processing contract.
 
-For ``CreateProcessingJob`` the emulator, like SageMaker:
-
-1. downloads every ``ProcessingInputs[].S3Input`` (``S3Prefix``: every key under the prefix) from
-   the endpoint's S3 into its ``LocalPath`` under ``/opt/ml/processing/...``;
-2. runs ``AppSpecification.ContainerEntrypoint`` + ``ContainerArguments`` with the request's
-   ``Environment``, ``python``/``python3`` being the image's interpreter: the job environment the
-   local backend's jobs run in (:func:`job_interpreter`), which holds nothing of this provider and
-   does not see the emulator's own ``PYTHONPATH``, so a script runs only with what the job ships;
-3. streams the output to CloudWatch Logs (``/aws/sagemaker/ProcessingJobs``,
-   ``<job>/algo-1-<epoch>``);
-4. on exit 0 uploads every ``ProcessingOutputConfig.Outputs[].S3Output.LocalPath`` to its
-   ``S3Uri`` and ends ``Completed``; otherwise ``Failed``, with ``FailureReason`` the script's own
-   ``/opt/ml/output/failure`` text, or else the exit code, the host and its last error line
-   (``AlgorithmError: ...``; no path of this machine). ``StopProcessingJob`` sends SIGTERM, then SIGKILL after a grace period, and
-   the job ends ``Stopped``; ``StoppingCondition.MaxRuntimeInSeconds`` is enforced.
+As SageMaker: the ``S3Input`` objects are downloaded to their ``LocalPath``; the container
+entrypoint runs with the request's environment, ``python`` being the job environment's
+(:func:`job_interpreter`), which does not see the emulator's own ``PYTHONPATH``, so a script runs
+only with what the job ships; output goes to CloudWatch Logs; on exit 0 the ``S3Output`` paths are
+uploaded, else the job fails with its ``/opt/ml/output/failure`` text or its last error line (no
+path of this machine). Stop and ``MaxRuntimeInSeconds`` are honoured.
 
 Without a container, ``/opt/ml`` is the job's folder ``<root>/processing/<job>/opt/ml``: the
 ``/opt/ml/`` prefix of the command, the arguments and the environment values is rewritten to it.

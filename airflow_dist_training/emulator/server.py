@@ -1,27 +1,11 @@
 """The emulator: moto's server, with a SageMaker backend whose jobs really run.
 
-What is moto's, unchanged: the AWS protocol (every request and error shape), S3, CloudWatch Logs,
-IAM, STS, and SageMaker's job records, Describe/List and the model registry calls.
-What the emulator adds, by wrapping moto's SageMaker response handlers:
-
-- ``CreateTrainingJob``: a duplicate name answers ``ResourceInUse``; a request the local executor
-  cannot run answers ``ValidationException`` (nothing is recorded); otherwise moto records the job
-  and :class:`~airflow_dist_training.emulator.training.TrainingJobs` runs it;
-- ``StopTrainingJob`` (moto has none): SIGTERM to the hosts, SIGKILL after a grace period, ``Stopped``;
-- ``CreateProcessingJob`` / ``StopProcessingJob``: run under the processing contract
-  (:mod:`airflow_dist_training.emulator.processing`);
-- ``CreateHyperParameterTuningJob`` / ``StopHyperParameterTuningJob`` /
-  ``ListTrainingJobsForHyperParameterTuningJob``: tuning jobs whose training jobs really run
-  (:mod:`airflow_dist_training.emulator.tuning`);
-- FSx for Lustre: moto's file systems completed (lifecycle, ``MountName``, network interface),
-  data repository associations and tasks that move real data, and FSx training channels that read
-  the file system's folder (:mod:`airflow_dist_training.emulator.fsx`);
-- a WSGI layer in front of moto for the admin calls (``/_emulator/...``) and throttling faults.
-
-One emulator per process (moto's backends are process-wide). ``Emulator`` is a context manager::
-
-    with Emulator(port=0) as emu:
-        boto3.client("sagemaker", endpoint_url=emu.endpoint, ...)
+moto keeps the AWS protocol (every request and error shape), S3, CloudWatch Logs, IAM, STS, and
+SageMaker's job records, Describe/List and the model registry calls. The emulator wraps moto's
+SageMaker and FSx response handlers so that training, processing and tuning jobs really run
+(``training.py``, ``processing.py``, ``tuning.py``) and FSx file systems hold real data
+(``fsx.py``); a WSGI layer in front of moto serves the admin calls (``/_emulator/...``) and the
+throttling fault. One emulator per process (moto's backends are process-wide); see docs/emulator.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Training jobs of the emulator: moto's job record, driven by the local backend's request executor.
 
-``CreateTrainingJob`` lands in moto's SageMaker backend as usual (moto keeps the job record and
-answers ``Describe``/``List``); the emulator then runs the request as sent through
-:class:`airflow_dist_training.local.executor.LocalExecutor`, whose ``describe()`` (statuses,
-secondary statuses with their transitions, ``FailureReason``, ``FinalMetricDataList``, times,
-``ModelArtifacts``) is copied onto moto's record while the job runs. The executor reads channels
-and code from, and writes checkpoints and ``model.tar.gz``/``output.tar.gz`` to, the endpoint's own
-S3. Host output goes to CloudWatch Logs, and the points its ``MetricDefinitions`` parse to
-CloudWatch metrics (:mod:`airflow_dist_training.emulator.logs`).
+moto keeps the job record and answers ``Describe``/``List``; the request as sent runs on
+:class:`~airflow_dist_training.local.executor.LocalExecutor` against the endpoint's own S3, and its
+``describe()`` is copied onto moto's record while the job runs. Output goes to CloudWatch Logs and
+metrics (:mod:`airflow_dist_training.emulator.logs`).
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Hyperparameter tuning jobs of the emulator: real training jobs with sampled hyperparameters.
 
 ``CreateHyperParameterTuningJob`` lands in moto's record as usual (moto answers Describe/List);
-the emulator then runs the tuning job as SageMaker does:
-
-1. it samples one configuration per training job from ``ParameterRanges``: **Grid** tries every
-   combination of the categorical values in order (``MaxNumberOfTrainingJobs`` caps it);
-   **Random** draws each hyperparameter from its range (``ScalingType`` honoured, ``RandomSeed``
-   or else the tuning job's name seeds it). **Bayesian and Hyperband fall back to random
-   sampling** here: no model of the objective is fitted and no job is stopped early;
-2. it launches the training jobs through the emulator's own ``CreateTrainingJob`` (the same path
-   as a user's job: real processes in the job environment, logs, metrics), at most
-   ``MaxParallelTrainingJobs`` at a time, ``MaxNumberOfTrainingJobs`` in all. Each job is named
-   ``<tuning job>-<NNN>-<8 hex>`` as SageMaker names them, has the static hyperparameters, the
-   ``_tuning_objective_metric`` SageMaker adds (a script sees ``--_tuning_objective_metric``: parse
-   its arguments with ``parse_known_args``) and its tuned ones, the tuning job's tags, and
-   ``TuningJobArn`` in its description;
-3. a job's objective is the final value of the objective metric (``FinalMetricDataList``, parsed
-   from its output by the ``MetricDefinitions``);
-4. the description reports ``HyperParameterTuningJobStatus``, ``TrainingJobStatusCounters``,
-   ``ObjectiveStatusCounters`` and ``BestTrainingJob``; ``ListTrainingJobsForHyperParameterTuningJob``
-   lists every job with its tuned hyperparameters and objective;
-5. ``StopHyperParameterTuningJob`` stops its running training jobs; it ends ``Stopped`` when they
-   have. When every training job is done it ends ``Completed`` if at least one has an objective
-   value, else ``Failed``.
+the emulator then runs it as SageMaker does, from the pure functions of ``sagemaker/tuning_jobs.py``
+(sampling, job names, requests, counters, outcome): its training jobs go through the emulator's own
+``CreateTrainingJob`` (real processes, logs, metrics), at most ``MaxParallelTrainingJobs`` at a
+time. ``StopHyperParameterTuningJob`` stops its running training jobs. Bayesian and Hyperband
+fall back to random sampling (docs/emulator.md).
 """
 
 from __future__ import annotations

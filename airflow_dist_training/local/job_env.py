@@ -1,26 +1,15 @@
 """The job's environment: what a SageMaker image gives a job, and nothing of this provider.
 
-A SageMaker PyTorch image brings its own Python with torch, torchvision, numpy and AWS's toolkit,
-apart from whatever runs the orchestrator, and holds nothing of this provider. Every place that
-runs a job here (the local backend's training and evaluation, the test endpoint's training and
-processing jobs, the tests) runs it in a job environment with the same contents: a virtualenv
-built from a **recipe** (pinned packages and an import check) by ``airflow-dist-training job-env``
-under ``$ADT_JOB_ENVS`` (default ``~/.cache/airflow-dist-training/job-envs/<recipe>``). Provider
-code reaches a job only by being shipped with it (``source.dependencies``, the evaluation's
-``dependencies``).
+Every place that runs a job here (local training and evaluation, the test endpoint's training and
+processing jobs, the tests) runs it in a virtualenv built from a **recipe** (pinned packages and an
+import check) by ``airflow-dist-training job-env`` under ``$ADT_JOB_ENVS``, as a SageMaker image
+brings its own Python with torch and AWS's toolkit and nothing of this provider: provider code
+reaches a job only by being shipped with it.
 
-Recipes are registered by name, like distribution strategies; an image URI (or framework) resolves
-to one (:func:`recipe_for`). The readiness stamp covers everything that defines an environment:
-the recipe (pins, packages, import check) and the Python it was built with. An environment that is
-missing or outdated is refused before anything runs, with the command that (re)builds it; it is
-never silently replaced by the worker's interpreter, which has the provider installed.
-
-Which interpreter runs a job, first match wins:
-
-1. the spec's ``local.python`` (per image URI, framework-version, framework or ``default``);
-2. the hook's ``python`` argument;
-3. ``$ADT_LOCAL_PYTHON`` (an interpreter you vouch for: nothing checks what it holds);
-4. the job environment of the image's recipe, when built and up to date.
+The readiness stamp covers the recipe and the Python it was built with. A missing or outdated
+environment is refused before anything runs, with the command that (re)builds it; it is never
+silently replaced by the worker's interpreter, which has the provider installed. Which interpreter
+runs a job: docs/local-backend.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """From a spec to the exact ``CreateTrainingJob`` request, staged for the local executor.
 
-One planner: :func:`local_request` calls the SageMaker planner (``plan_training_job``) and keeps
-its request unchanged. What the local backend adds lives *around* the request:
-
-* the spec's local conveniences become **store mounts** under the URIs the request names
-  (``channels.<c>.local_source`` -> the channel's ``S3Uri``; ``checkpoint.local_uri`` ->
-  ``CheckpointConfig.S3Uri``; ``output.local_uri`` -> ``S3OutputPath``), and the planner's uploads
-  (``sourcedir.tar.gz`` packed from a local ``source_dir``, the launcher files) are **put into
-  the store**, exactly where SageMaker would read them;
-* fields SageMaker requires but a local run does not need get local stand-ins: ``role_arn``
-  (a placeholder ARN), ``output`` (``s3://adt-local/<name>`` mounted on ``<jobs root>/_artifacts``),
-  ``source.source_dir`` (a folder holding only the entry point);
-* rules that only concern SageMaker's fleet (``torch_distributed`` needs GPU/Trainium instances)
-  are planned as if on a GPU instance and become warnings: the request keeps your instance type.
-
-Pure apart from the store writes: no Airflow, no boto3 (unless the store uses a client).
+:func:`local_request` keeps the SageMaker planner's request unchanged; what the local backend adds
+lives *around* it: the spec's local conveniences (``local_source``, ``local_uri``) become **store
+mounts** under the URIs the request names, the planner's uploads are **put into the store** where
+SageMaker would read them, fields SageMaker requires but a local run does not get local stand-ins,
+and rules that only concern SageMaker's fleet become warnings (planned as if on a GPU instance;
+the request keeps your instance type). No Airflow, no boto3 unless the store uses a client.
 """
 
 from __future__ import annotations

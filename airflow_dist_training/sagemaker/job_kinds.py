@@ -1,22 +1,10 @@
 """The kinds of SageMaker job the provider drives, as data (as the Amazon provider's trigger keeps a job-type table).
 
-Pure: no boto3, no Airflow. One row per kind says how to reach a job of that kind: its API
+Pure: no boto3, no Airflow. One record per kind says how to reach a job of that kind: its API
 operations, the keys of its description, its terminal states (from ``job_states``, never spelled
 here), its CloudWatch log group and the trigger a deferred task waits on. ``hooks/sagemaker_jobs.py``
-(``DurableJob``) reads the row and does the rest: find-or-create by generation, the synchronous
-wait with a deadline, stop, and the trigger.
-
-Adding a kind is a row plus its request. A batch transform job, for example::
-
-    TRANSFORM = register_job_kind(
-        job_kind("transform", "TransformJob", log_group="/aws/sagemaker/TransformJobs")
-    )
-    job = DurableJob(hook, "transform")
-    ref = job.find_or_create([name], lambda name, ended: {**request, "TransformJobName": name})
-    description = job.wait(ref.name, poll_interval=30)
-
-The hyperparameter tuning job is such a row (``TUNING`` below): its training jobs write the
-logs, its list answers ``HyperParameterTuningJobSummaries``.
+(``DurableJob``) reads it and does the rest, so adding a kind (a batch transform job, say) is one
+``register_job_kind(job_kind("transform", "TransformJob", log_group=...))`` plus its request.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.local.contract import LocalJobPlan
 from airflow_dist_training.local.hosts import available_cpus
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.loading import load_spec
@@ -111,6 +112,22 @@ class LocalTrainingHook(BaseHook):
         if flag is not None:
             return flag.strip().lower() in ("1", "true", "yes", "on")
         return _needs_s3(spec) and s3_credentials_available()
+
+    def plan(
+        self,
+        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
+        job_name: str,
+        *,
+        allow_oversubscribe: bool = False,
+        check_paths: bool = True,
+    ) -> LocalJobPlan:
+        """The request executor's plan of the run (nothing staged or launched); ``check_paths=False``
+        before the staging step has produced the local sources."""
+        sub = self.submission(
+            spec, job_name, allow_oversubscribe=allow_oversubscribe, check_paths=check_paths, stage=False
+        )
+        plan: LocalJobPlan = self.executor().plan(sub.request, store=sub.store, options=sub.options).plan
+        return plan
 
     def executor(self) -> Any:
         """The request executor of this hook's jobs root (one per root and process)."""

@@ -44,9 +44,7 @@ def test_example_spec_validates_and_plans(path, backend):
     else:
         from airflow_dist_training.hooks.local_training import LocalTrainingHook
 
-        hook = LocalTrainingHook(base_dir=REPO)
-        sub = hook.submission(spec, "example-1", check_paths=False, stage=False)
-        local = hook.executor().plan(sub.request, store=sub.store, options=sub.options).plan
+        local = LocalTrainingHook(base_dir=REPO).plan(spec, "example-1", check_paths=False)
         assert local.hosts and local.processes_per_host >= 1
 
 

@@ -89,8 +89,7 @@ def plan(tmp_path: Path, spec: Any, *, s3_available: bool = False, cpu_count: in
         mock.patch("os.sched_getaffinity", return_value=set(range(cpu_count)), create=True),
         mock.patch.dict("os.environ", {"ADT_LOCAL_ISOLATION": "none"}),
     ):
-        sub = hook.submission(spec, "job-1", stage=False)
-        return hook.executor().plan(sub.request, store=sub.store, options=sub.options).plan
+        return hook.plan(spec, "job-1")
 
 
 def test_hyperparameters_file_holds_json_encoded_strings_like_the_sdk(tmp_path: Path) -> None:

@@ -173,8 +173,7 @@ def test_a_toy_strategy_plans_locally(
     problems, _ = validate_local(spec, cpu_count=4)
     assert problems == []
     hook = LocalTrainingHook(root=tmp_path / "jobs", base_dir=tmp_path, use_s3=False)
-    sub = hook.submission(spec, "toy-job", stage=False)
-    plan = hook.executor().plan(sub.request, store=sub.store, options=sub.options).plan  # what a run executes
+    plan = hook.plan(spec, "toy-job")  # the request executor's plan: what a run executes
     assert json.loads(plan.hyperparameters_file["sagemaker_toy_allreduce_enabled"]) is True
     assert plan.host_plans[0].env["SM_FRAMEWORK_PARAMS"] == '{"sagemaker_toy_allreduce_enabled":true}'
 

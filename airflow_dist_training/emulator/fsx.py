@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.fsx.requests import is_under
 from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores
 from airflow_dist_training.storage.location import Location, split_uri
 
@@ -50,11 +51,6 @@ class FSxError(Exception):
 def _prefix(uri: str) -> str:
     """An S3 prefix URI with one trailing slash."""
     return uri.rstrip("/") + "/"
-
-
-def _under(child: str, parent: str) -> bool:
-    parent = parent.rstrip("/")
-    return parent == "" or child == parent or child.startswith(parent + "/")
 
 
 class FileSystems:
@@ -226,7 +222,7 @@ class FileSystems:
         for other in self.associations.values():
             if other["FileSystemId"] != fs_id:
                 continue
-            if _under(path, other["FileSystemPath"]) or _under(other["FileSystemPath"], path):
+            if is_under(path, other["FileSystemPath"]) or is_under(other["FileSystemPath"], path):
                 raise FSxError(
                     "BadRequest",
                     f"FileSystemPath {path} overlaps {other['FileSystemPath']} of association "
@@ -358,7 +354,7 @@ class FileSystems:
                 work.append((_prefix(raw), f"{hit[1].rstrip('/')}/{rel}" if rel else hit[1]))
             else:
                 fs_path = "/" + raw.strip("/") if raw != "/" else "/"
-                hit = max((p for p in pairs if _under(fs_path, p[1])), key=lambda p: len(p[1]), default=None)
+                hit = max((p for p in pairs if is_under(fs_path, p[1])), key=lambda p: len(p[1]), default=None)
                 if hit is None:
                     raise FSxError(
                         "BadRequest", f"{raw} is not inside a data repository association of {fs_id}"
@@ -551,7 +547,7 @@ class FileSystems:
                 )
             mount = str(extra["MountName"])
             path = str(fs.get("DirectoryPath") or "")
-            if not _under(path, f"/{mount}"):
+            if not is_under(path, f"/{mount}"):
                 raise FSxError(
                     "ValidationException",
                     f"channel {name}: DirectoryPath {path!r} must start with /{mount}, the MountName of {fs_id}",

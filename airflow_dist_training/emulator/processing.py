@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import datetime as dt
 import logging
 import os
 import re
@@ -31,15 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.emulator.logs import PROCESSING_LOG_GROUP, JobLogs
+from airflow_dist_training.emulator.training import moto_now
 from airflow_dist_training.storage import StoreOptions, Stores, get_tree, local_files, put_tree
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 5.0
 _OPT_ML = re.compile(r"/opt/ml(?=/|\b|$)")
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 class ProcessingRun:
@@ -75,7 +71,7 @@ class ProcessingRun:
     def set(self, **fields: Any) -> None:
         for key, value in fields.items():
             setattr(self.record, key, value)
-        self.record.last_modified_time = _now()
+        self.record.last_modified_time = moto_now()
 
 
 class ProcessingJobs:
@@ -138,7 +134,7 @@ class ProcessingJobs:
         finally:
             with contextlib.suppress(Exception):
                 run.logs.flush()
-            run.set(processing_end_time=_now())
+            run.set(processing_end_time=moto_now())
             run.done.set()
 
     def _stores(self) -> Stores:
@@ -194,7 +190,7 @@ class ProcessingJobs:
             **{k: run.local(str(v)) for k, v in (run.request.get("Environment") or {}).items()},
         }
         max_runtime = float((run.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        run.set(processing_start_time=_now())
+        run.set(processing_start_time=moto_now())
         run.proc = subprocess.Popen(
             command,
             cwd=run.job_dir,

@@ -34,7 +34,8 @@ def naive_utc(value: Any) -> Any:
     return value
 
 
-def _now() -> dt.datetime:
+def moto_now() -> dt.datetime:
+    """Now, as moto keeps times (naive UTC)."""
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
@@ -57,7 +58,7 @@ class TrainingRun:
     def set(self, **fields: Any) -> None:
         for key, value in fields.items():
             setattr(self.record, key, value)
-        self.record.last_modified_time = _now()
+        self.record.last_modified_time = moto_now()
 
     def publish_metrics(self) -> None:
         """Send the metric points parsed since the last call (CloudWatch, as SageMaker does)."""
@@ -79,7 +80,7 @@ class TrainingRun:
             if status == "Stopped" and (
                 not transitions or transitions[-1]["Status"] != "MaxWaitTimeExceeded"
             ):
-                now = _now()
+                now = moto_now()
                 if transitions and "EndTime" not in transitions[-1]:
                     transitions[-1]["EndTime"] = now
                 transitions.append(
@@ -122,7 +123,7 @@ def _host_failure(
     if status in ("Stopping", "InProgress"):
         return "InProgress", "Training" if secondary == "Stopping" else secondary, None, transitions
     kept = [t for t in transitions if t["Status"] not in ("Stopping", "Stopped", "Failed", "Completed")]
-    now = _now()
+    now = moto_now()
     if kept and "EndTime" not in kept[-1]:
         kept[-1]["EndTime"] = now
     kept.append({"Status": "Failed", "StartTime": now, "StatusMessage": HOST_FAILURE_REASON})
@@ -170,7 +171,7 @@ class TrainingJobs:
             JobMetrics(self.clients("cloudwatch"), name),
         )
         run.mounts = dict(mounts or {})
-        now = _now()
+        now = moto_now()
         run.set(
             training_job_status="InProgress",
             secondary_status="Starting",
@@ -193,7 +194,7 @@ class TrainingJobs:
         try:
             if self.faults.take_capacity_failure():
                 time.sleep(0.3)
-                now = _now()
+                now = moto_now()
                 run.set(
                     training_job_status="Failed",
                     secondary_status="Failed",
@@ -238,7 +239,7 @@ class TrainingJobs:
                 training_job_status="Failed",
                 secondary_status="Failed",
                 failure_reason=f"InternalServerError: emulator: {type(exc).__name__}: {exc}"[:1024],
-                training_end_time=_now(),
+                training_end_time=moto_now(),
             )
         finally:
             with contextlib.suppress(Exception):

@@ -10,7 +10,6 @@ fall back to random sampling (docs/emulator.md).
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
 import threading
@@ -18,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from airflow_dist_training.emulator.training import moto_now
 from airflow_dist_training.sagemaker.tuning_jobs import (
     RUNNING,
     best_summary,
@@ -33,10 +33,6 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 class TuningRun:
@@ -65,7 +61,7 @@ class TuningRun:
     def set(self, **fields: Any) -> None:
         for key, value in fields.items():
             setattr(self.record, key, value)
-        self.record.last_modified_time = _now()
+        self.record.last_modified_time = moto_now()
 
 
 class TuningJobs:
@@ -165,7 +161,7 @@ class TuningJobs:
             run.set(
                 hyper_parameter_tuning_job_status="Failed",
                 failure_reason=f"InternalServerError: emulator: {type(exc).__name__}: {exc}"[:1024],
-                hyper_parameter_tuning_end_time=_now(),
+                hyper_parameter_tuning_end_time=moto_now(),
             )
         finally:
             run.done.set()
@@ -183,8 +179,8 @@ class TuningJobs:
         run.set(
             hyper_parameter_tuning_job_status=status,
             failure_reason=reason[:1024] if reason else None,
-            hyper_parameter_tuning_end_time=_now(),
-            consumed_resources={"RuntimeInSeconds": int((_now() - created).total_seconds())},
+            hyper_parameter_tuning_end_time=moto_now(),
+            consumed_resources={"RuntimeInSeconds": int((moto_now() - created).total_seconds())},
         )
 
     def _report(self, run: TuningRun, summaries: list[dict[str, Any]]) -> None:

@@ -221,7 +221,6 @@ class LocalJobPlan:
     input_data_config: dict[str, dict[str, str]]
     user_args: list[str]
     checkpoint_store: Location | None
-    output_store: Location
     output_compression: Literal["GZIP", "NONE"]
     metric_definitions: list[tuple[str, str]]
     host_plans: list[HostPlan]

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.local.contract import local_path, validate_local
 from airflow_dist_training.local.executor import JobOptions
+from airflow_dist_training.local.request_plan import request_channels
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.source_archive import pack_source_dir
-from airflow_dist_training.spec.training import EFSChannel, FSxChannel, OutputSpec, S3Channel, TrainingJobSpec
+from airflow_dist_training.spec.training import OutputSpec, TrainingJobSpec
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
@@ -145,14 +146,14 @@ def _local_mounts(
 ) -> dict[str, Path]:
     """The spec's local conveniences as store mounts under the URIs the request names."""
     mounts: dict[str, Path] = {}
+    channel_uris, _ = request_channels(request, request["AlgorithmSpecification"])  # fsx:// efs:// keys too
     for name, channel in filled.channels.items():
         src = getattr(channel, "local_source", None)
         if not src:
             continue
         lp = local_path(src, base_dir)
-        key = _channel_uri(channel)
         if lp is not None:
-            mounts[key.rstrip("/")] = lp
+            mounts[channel_uris[name].rstrip("/")] = lp
         elif src.startswith("s3://") and store.s3_client is not None:
             request_channel = next(c for c in request["InputDataConfig"] if c["ChannelName"] == name)
             request_channel["DataSource"]["S3DataSource"]["S3Uri"] = src  # the data is in real S3 there
@@ -166,10 +167,3 @@ def _local_mounts(
             mounts[filled.output.s3_path.rstrip("/")] = lp
     return mounts
 
-
-def _channel_uri(channel: S3Channel | FSxChannel | EFSChannel) -> str:
-    """The URI the request names for a channel (fsx:// and efs:// are the store's mount keys)."""
-    if isinstance(channel, S3Channel):
-        return channel.uri
-    scheme = "fsx" if isinstance(channel, FSxChannel) else "efs"
-    return f"{scheme}://{channel.file_system_id}/{channel.directory_path.strip('/')}"

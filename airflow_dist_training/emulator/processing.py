@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.emulator.logs import PROCESSING_LOG_GROUP, JobLogs
-from airflow_dist_training.emulator.training import moto_now
+from airflow_dist_training.emulator.training import MotoRun, moto_now
 from airflow_dist_training.storage import StoreOptions, Stores, get_tree, local_files, put_tree
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ STOP_GRACE_SECONDS = 5.0
 _OPT_ML = re.compile(r"/opt/ml(?=/|\b|$)")
 
 
-class ProcessingRun:
+class ProcessingRun(MotoRun):
     def __init__(self, record: Any, request: dict[str, Any], job_dir: Path, logs: JobLogs) -> None:
         self.record = record
         self.request = request
@@ -67,11 +67,6 @@ class ProcessingRun:
     def local(self, value: str) -> str:
         """``/opt/ml/...`` in a command, argument or environment value -> this job's folder."""
         return _OPT_ML.sub(lambda _: str(self.opt_ml), value)
-
-    def set(self, **fields: Any) -> None:
-        for key, value in fields.items():
-            setattr(self.record, key, value)
-        self.record.last_modified_time = moto_now()
 
 
 class ProcessingJobs:

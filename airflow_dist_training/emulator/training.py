@@ -39,7 +39,18 @@ def moto_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-class TrainingRun:
+class MotoRun:
+    """A job the emulator runs beside moto's ``record`` of it."""
+
+    record: Any
+
+    def set(self, **fields: Any) -> None:
+        for key, value in fields.items():
+            setattr(self.record, key, value)
+        self.record.last_modified_time = moto_now()
+
+
+class TrainingRun(MotoRun):
     """One training job: the executor's handle, moto's record, the log streams."""
 
     def __init__(self, record: Any, request: dict[str, Any], logs: JobLogs, metrics: JobMetrics) -> None:
@@ -54,11 +65,6 @@ class TrainingRun:
         self.host_failed = False
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
-
-    def set(self, **fields: Any) -> None:
-        for key, value in fields.items():
-            setattr(self.record, key, value)
-        self.record.last_modified_time = moto_now()
 
     def publish_metrics(self) -> None:
         """Send the metric points parsed since the last call (CloudWatch, as SageMaker does)."""

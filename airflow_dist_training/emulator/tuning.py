@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from airflow_dist_training.emulator.training import moto_now
+from airflow_dist_training.emulator.training import MotoRun, moto_now
 from airflow_dist_training.sagemaker.tuning_jobs import (
     RUNNING,
     best_summary,
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 
 
-class TuningRun:
+class TuningRun(MotoRun):
     """One tuning job: moto's record, its training jobs, its stop request."""
 
     def __init__(self, record: Any, request: dict[str, Any]) -> None:
@@ -57,11 +57,6 @@ class TuningRun:
         self.stop_requested = threading.Event()
         self.done = threading.Event()
         self.max_running = 0  # the most training jobs seen running at once
-
-    def set(self, **fields: Any) -> None:
-        for key, value in fields.items():
-            setattr(self.record, key, value)
-        self.record.last_modified_time = moto_now()
 
 
 class TuningJobs:

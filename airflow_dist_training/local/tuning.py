@@ -62,18 +62,9 @@ def local_parallelism(
 
 
 class LocalTuningJob:
-    """One tuning job of the local backend (its ledger, its training jobs, its stop).
-
-    :param hook: the ``LocalTrainingHook`` whose jobs root, store, job Python and executor run the
-        training jobs.
-    :param spec: the training spec (validated).
-    :param tuning: the tuning section (validated).
-    :param name: the tuning job's name (deterministic from the run).
-    :param run_identity: the run's identity (as the training request carries it).
-    :param parallel: training jobs at once (default: :func:`local_parallelism`); never more than
-        the tuning section's ``max_parallel_jobs``.
-    :param log: the task log.
-    """
+    """One tuning job of the local backend (its ledger, its training jobs, its stop), run by
+    ``hook``'s executor; ``parallel`` training jobs at once (default :func:`local_parallelism`,
+    never more than the tuning section's ``max_parallel_jobs``)."""
 
     def __init__(
         self,

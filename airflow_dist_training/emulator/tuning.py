@@ -60,12 +60,8 @@ class TuningRun(MotoRun):
 
 
 class TuningJobs:
-    """Runs the emulator's tuning jobs (thread-safe).
-
-    :param create_training_job: the emulator's own ``CreateTrainingJob`` (an internal client).
-    :param stop_training_job: the emulator's own ``StopTrainingJob``.
-    :param training_record: moto's record of a training job by name (None: unknown).
-    """
+    """Runs the emulator's tuning jobs (thread-safe) through the emulator's own training job
+    calls; ``training_record``: moto's record of a training job by name (None: unknown)."""
 
     def __init__(
         self,

@@ -160,11 +160,8 @@ class SweepSelectionError(ValueError):
 
 @dataclass(frozen=True)
 class MemberOutcome:
-    """How one member ended: its final metrics when it finished, else why not.
-
-    :param status: ``succeeded``, ``failed``, ``skipped`` (unchanged, not retrained) or ``rejected``.
-    :param metrics: the final metrics (evaluation.json's, else the training job's final metrics).
-    """
+    """How one member ended (``succeeded``, ``failed``, ``skipped``: unchanged, not retrained, or
+    ``rejected``): its final metrics (evaluation.json's, else the training job's) when it finished."""
 
     member: str
     status: str

@@ -1,10 +1,5 @@
-"""The storage protocol and its registry (imported through :mod:`airflow_dist_training.storage`).
-
-Built in: ``file`` (:class:`LocalStore`, plain paths and ``file://``) and ``s3``
-(:class:`~airflow_dist_training.storage.s3.S3Store`). Another store is one module that calls
-:func:`register_store` with a :class:`StoreScheme` (as a strategy registers its record); checkpoint
-semantics, evaluation artefacts, the local executor's buckets and the checkpoint sync then work on it.
-"""
+"""The storage protocol and its registry (imported through :mod:`airflow_dist_training.storage`,
+whose docstring says how a store is added)."""
 
 from __future__ import annotations
 

@@ -104,8 +104,7 @@ def local_request(
     ]
     warnings += [f"SageMaker would refuse this spec: {p}; it runs locally as planned" for p in sagemaker_only]
     request = plan.request
-    mounts.update(_local_mounts(filled, request, base_dir, store))
-    staged = store.with_mounts({k: str(v) for k, v in mounts.items()})
+    staged = store.with_mounts({**mounts, **_local_mounts(filled, request, base_dir, store)})
     for upload in plan.uploads if stage else []:
         if upload.content is not None:
             staged.put_bytes(upload.content, upload.s3_uri)
@@ -143,9 +142,9 @@ def _plan_sagemaker_request(
 
 def _local_mounts(
     filled: TrainingJobSpec, request: dict[str, Any], base_dir: Path, store: ObjectStore
-) -> dict[str, Path]:
+) -> dict[str, Path | str]:
     """The spec's local conveniences as store mounts under the URIs the request names."""
-    mounts: dict[str, Path] = {}
+    mounts: dict[str, Path | str] = {}
     channel_uris, _ = request_channels(request, request["AlgorithmSpecification"])  # fsx:// efs:// keys too
     for name, channel in filled.channels.items():
         src = getattr(channel, "local_source", None)
@@ -157,13 +156,10 @@ def _local_mounts(
         elif src.startswith("s3://") and store.s3_client is not None:
             request_channel = next(c for c in request["InputDataConfig"] if c["ChannelName"] == name)
             request_channel["DataSource"]["S3DataSource"]["S3Uri"] = src  # the data is in real S3 there
-    if filled.checkpoint is not None and filled.checkpoint.local_uri:
-        lp = local_path(filled.checkpoint.local_uri, base_dir)
-        if lp is not None:
-            mounts[filled.checkpoint.s3_uri.rstrip("/")] = lp
-    if filled.output is not None and filled.output.local_uri:
-        lp = local_path(filled.output.local_uri, base_dir)
-        if lp is not None:
-            mounts[filled.output.s3_path.rstrip("/")] = lp
+    # a local_uri in another store (any registered scheme) is mounted as is: the run reaches it
+    if filled.checkpoint is not None and (uri := filled.checkpoint.local_uri):
+        mounts[filled.checkpoint.s3_uri.rstrip("/")] = local_path(uri, base_dir) or uri
+    if filled.output is not None and (uri := filled.output.local_uri):
+        mounts[filled.output.s3_path.rstrip("/")] = local_path(uri, base_dir) or uri
     return mounts
 

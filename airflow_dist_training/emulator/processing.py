@@ -40,14 +40,11 @@ _OPT_ML = re.compile(r"/opt/ml(?=/|\b|$)")
 
 class ProcessingRun(MotoRun):
     def __init__(self, record: Any, request: dict[str, Any], job_dir: Path, logs: JobLogs) -> None:
-        self.record = record
-        self.request = request
+        super().__init__(record, request, "ProcessingJobName")
         self.job_dir = job_dir
         self.logs = logs
-        self.name = str(request["ProcessingJobName"])
         self.proc: subprocess.Popen[bytes] | None = None
         self.stop_requested = threading.Event()
-        self.done = threading.Event()
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.python = sys.executable  # what python/python3 run in this job (set when it starts)
 

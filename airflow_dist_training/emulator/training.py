@@ -40,9 +40,13 @@ def moto_now() -> dt.datetime:
 
 
 class MotoRun:
-    """A job the emulator runs beside moto's ``record`` of it."""
+    """A job the emulator runs beside moto's ``record`` of it; ``name_key``: the request's job name field."""
 
-    record: Any
+    def __init__(self, record: Any, request: dict[str, Any], name_key: str) -> None:
+        self.record = record
+        self.request = request
+        self.name = str(request[name_key])
+        self.done = threading.Event()
 
     def set(self, **fields: Any) -> None:
         for key, value in fields.items():
@@ -54,16 +58,13 @@ class TrainingRun(MotoRun):
     """One training job: the executor's handle, moto's record, the log streams."""
 
     def __init__(self, record: Any, request: dict[str, Any], logs: JobLogs, metrics: JobMetrics) -> None:
-        self.record = record
-        self.request = request
+        super().__init__(record, request, "TrainingJobName")
         self.logs = logs
         self.metrics = metrics
-        self.name = str(request["TrainingJobName"])
         self.job: Any = None
         self.mounts: dict[str, Path] = {}
         self.interrupted = False
         self.host_failed = False
-        self.done = threading.Event()
         self.thread: threading.Thread | None = None
 
     def publish_metrics(self) -> None:

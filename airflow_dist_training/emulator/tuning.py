@@ -22,6 +22,7 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
     RUNNING,
     best_summary,
     job_counters,
+    objective_counters,
     objective_fields,
     objective_hyperparameter,
     training_job_name,
@@ -39,9 +40,7 @@ class TuningRun(MotoRun):
     """One tuning job: moto's record, its training jobs, its stop request."""
 
     def __init__(self, record: Any, request: dict[str, Any]) -> None:
-        self.record = record
-        self.request = request
-        self.name = str(request["HyperParameterTuningJobName"])
+        super().__init__(record, request, "HyperParameterTuningJobName")
         config = request["HyperParameterTuningJobConfig"]
         self.strategy = str(config["Strategy"])
         limits = config["ResourceLimits"]
@@ -55,7 +54,6 @@ class TuningRun(MotoRun):
         self.seed = tuning_seed(request)
         self.jobs: list[tuple[str, dict[str, str]]] = []  # (training job name, tuned hyperparameters)
         self.stop_requested = threading.Event()
-        self.done = threading.Event()
         self.max_running = 0  # the most training jobs seen running at once
 
 
@@ -93,7 +91,7 @@ class TuningJobs:
             tuning_job_completion_details=None,
             consumed_resources=None,
             training_job_status_counters=job_counters({}),
-            objective_status_counters={"Succeeded": 0, "Pending": 0, "Failed": 0},
+            objective_status_counters=objective_counters([]),
         )
         with self._lock:
             self.runs[run.name] = run
@@ -176,20 +174,13 @@ class TuningJobs:
 
     def _report(self, run: TuningRun, summaries: list[dict[str, Any]]) -> None:
         """Counters and the best training job, as DescribeHyperParameterTuningJob gives them."""
-        objectives = {"Succeeded": 0, "Pending": 0, "Failed": 0}
-        for s in summaries:
-            objectives[s["ObjectiveStatus"]] += 1
-        best = self.best(run, summaries)
         fields = {
             "training_job_status_counters": job_counters(summaries),
-            "objective_status_counters": objectives,
-            "best_training_job": best,
+            "objective_status_counters": objective_counters(summaries),
+            "best_training_job": best_summary(summaries, run.objective_type),
         }
         if any(getattr(run.record, k, None) != v for k, v in fields.items()):
             run.set(**fields)
-
-    def best(self, run: TuningRun, summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
-        return best_summary(summaries, run.objective_type)
 
     def summaries(self, run: TuningRun) -> list[dict[str, Any]]:
         """``HyperParameterTrainingJobSummary`` of each training job launched so far, in launch order."""

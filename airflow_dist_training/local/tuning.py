@@ -29,6 +29,7 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
     RUNNING,
     best_summary,
     job_counters,
+    objective_counters,
     objective_fields,
     training_job_name,
     training_request,
@@ -163,10 +164,7 @@ class LocalTuningJob:
                 k: v for k, v in self.ledger.items() if k not in ("TrainingJobs", "TrainingJobDefinition")
             }
             desc["TrainingJobStatusCounters"] = job_counters(summaries)
-            objectives = {"Succeeded": 0, "Pending": 0, "Failed": 0}
-            for s in summaries:
-                objectives[s["ObjectiveStatus"]] += 1
-            desc["ObjectiveStatusCounters"] = objectives
+            desc["ObjectiveStatusCounters"] = objective_counters(summaries)
             best = best_summary(summaries, objective["Type"])
             if best is not None:
                 desc["BestTrainingJob"] = best

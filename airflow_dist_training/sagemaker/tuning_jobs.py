@@ -215,3 +215,11 @@ def job_counters(summaries: Any) -> dict[str, int]:
         else:
             counters["NonRetryableError"] += 1
     return counters
+
+
+def objective_counters(summaries: Any) -> dict[str, int]:
+    """``ObjectiveStatusCounters`` of these training job summaries."""
+    counters = {"Succeeded": 0, "Pending": 0, "Failed": 0}
+    for s in summaries:
+        counters[s["ObjectiveStatus"]] += 1
+    return counters

@@ -20,7 +20,6 @@ from airflow_dist_training.spec.training import TrainingJobSpec, _Model
 # the API's limits (CreateHyperParameterTuningJob)
 MAX_RANGES = 30  # hyperparameters searched, all kinds together
 MAX_CATEGORICAL_VALUES = 30
-STRATEGIES = ("Bayesian", "Random", "Grid", "Hyperband")
 RESERVED_PREFIX = "sagemaker_"  # the SDK's and toolkit's own hyperparameters
 
 Number = int | float  # kept as written: the request carries str(value), as the SDK's to_string does

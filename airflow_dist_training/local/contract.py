@@ -470,42 +470,30 @@ def host_env(h: HostFacts) -> dict[str, str]:
     return env
 
 
+# TT:environment.py#Environment.to_env_vars: the 31 fixed ``SM_*`` variables, in the toolkit's order;
+# all but the six of ``sm_only`` are the same values as in ``SM_TRAINING_ENV``
+_SM_VARIABLES = (
+    "hosts", "network_interface_name", "hps", "user_entry_point", "framework_params", "resource_config",
+    "input_data_config", "output_data_dir", "channels", "current_host", "current_instance_type",
+    "current_instance_group", "current_instance_group_hosts", "instance_groups", "instance_groups_dict",
+    "distribution_instance_groups", "is_hetero", "module_name", "log_level", "framework_module", "input_dir",
+    "input_config_dir", "output_dir", "num_cpus", "num_gpus", "num_neurons", "model_dir", "module_dir",
+    "training_env", "user_args", "output_intermediate_dir",
+)  # fmt: skip
+
+
 def _sm_variables(h: HostFacts) -> dict[str, Any]:
-    """TT:environment.py#Environment.to_env_vars: the 31 fixed ``SM_*`` variables (before naming)."""
-    layout = h.layout
-    return {
-        "hosts": h.hosts,
-        "network_interface_name": h.nic,
+    """The ``SM_*`` variables (before naming)."""
+    training_env = _training_env(h)
+    sm_only = {
         "hps": h.user_hps,
-        "user_entry_point": h.entry,
         "framework_params": h.framework_params,
-        "resource_config": h.resource_config,
-        "input_data_config": h.input_data_config,
-        "output_data_dir": str(layout.output_data_dir),
         "channels": sorted(h.input_data_config),
-        "current_host": h.host,
-        "current_instance_type": h.itype,
-        "current_instance_group": h.group,
-        "current_instance_group_hosts": list(h.group_hosts),
-        "instance_groups": h.group_names,
-        "instance_groups_dict": h.groups_dict,
-        "distribution_instance_groups": h.dist_groups,
-        "is_hetero": len(h.instance_groups) > 1,
-        "module_name": h.module_name,
-        "log_level": DEFAULT_LOG_LEVEL,
         "framework_module": "",
-        "input_dir": str(layout.input_dir),
-        "input_config_dir": str(layout.input_config_dir),
-        "output_dir": str(layout.output_dir),
-        "num_cpus": h.cpu_count,
-        "num_gpus": h.num_gpus,
-        "num_neurons": 0,
-        "model_dir": str(layout.model_dir),
-        "module_dir": str(layout.code_dir),
-        "training_env": _training_env(h),
+        "training_env": training_env,
         "user_args": h.user_args,
-        "output_intermediate_dir": str(layout.output_intermediate_dir),
     }
+    return {k: sm_only[k] if k in sm_only else training_env[k] for k in _SM_VARIABLES}
 
 
 def _training_env(h: HostFacts) -> dict[str, Any]:

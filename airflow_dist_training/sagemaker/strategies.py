@@ -265,6 +265,15 @@ def _check_p5(ctx: StrategyContext, smdistributed: str) -> None:
             )
 
 
+def _check_py3(ctx: StrategyContext, strategy: str) -> None:
+    py = ctx.spec.image.py_version
+    if py is not None and "py3" not in py:
+        ctx.error(
+            "image.py_version",
+            f"Provided py_version {py} is not supported by {strategy}. Please specify py_version>=py3",
+        )
+
+
 def _check_smddp(ctx: StrategyContext) -> None:
     """SDK ``_validate_smdataparallel_args`` (pytorchddp is validated as SMDDP since 2.221.1)."""
     if ctx.distribution_instance_type is None and ctx.training_group is None:
@@ -283,12 +292,7 @@ def _check_smddp(ctx: StrategyContext) -> None:
                 f"Please specify one of the supported framework versions: {supported} "
                 "(PyTorch 2.3 and later need an explicit image.uri for SMDDP)",
             )
-        py = ctx.spec.image.py_version
-        if py is not None and "py3" not in py:
-            ctx.error(
-                "image.py_version",
-                f"Provided py_version {py} is not supported by smdataparallel. Please specify py_version>=py3",
-            )
+        _check_py3(ctx, "smdataparallel")
     _check_p5(ctx, "dataparallel")
 
 
@@ -303,12 +307,7 @@ def _check_torch_distributed(ctx: StrategyContext) -> None:
         )
     if ctx.explicit_image:
         return
-    py = ctx.spec.image.py_version
-    if py is not None and "py3" not in py:
-        ctx.error(
-            "image.py_version",
-            f"Provided py_version {py} is not supported by torch_distributed. Please specify py_version>=py3",
-        )
+    _check_py3(ctx, "torch_distributed")
     version = ctx.framework_version
     lists = sdk_version_lists()
     for instance_type in ctx.validation_instance_types:
@@ -471,19 +470,17 @@ def _smddp_keys(ctx: StrategyContext) -> dict[str, str]:
     return keys
 
 
-def _hf_pytorch_ddp_keys(ctx: StrategyContext) -> dict[str, str]:
-    """``HuggingFace._huggingface_distribution_configuration``: plain PyTorch DDP, not SMDDP."""
-    keys = {"sagemaker_pytorch_ddp_enabled": _dumps(True)}
-    if ctx.distribution_instance_type is not None:
-        keys["sagemaker_instance_type"] = _dumps(ctx.distribution_instance_type)
-    return keys
+def _enabled(key: str, *, instance_type: bool = False) -> Encoder:
+    """The encoder of one ``sagemaker_*_enabled`` key, with ``sagemaker_instance_type`` when asked
+    and the cluster is homogeneous."""
 
+    def encode(ctx: StrategyContext) -> dict[str, str]:
+        keys = {key: _dumps(True)}
+        if instance_type and ctx.distribution_instance_type is not None:
+            keys["sagemaker_instance_type"] = _dumps(ctx.distribution_instance_type)
+        return keys
 
-def _torch_distributed_keys(ctx: StrategyContext) -> dict[str, str]:
-    keys = {"sagemaker_torch_distributed_enabled": _dumps(True)}
-    if ctx.distribution_instance_type is not None:
-        keys["sagemaker_instance_type"] = _dumps(ctx.distribution_instance_type)
-    return keys
+    return encode
 
 
 def _mp_parameters(ctx: StrategyContext) -> str:
@@ -537,14 +534,6 @@ def _instance_group_keys(ctx: StrategyContext) -> dict[str, str]:
 
 def _no_keys(ctx: StrategyContext) -> dict[str, str]:
     return {}
-
-
-def _parameter_server_keys(ctx: StrategyContext) -> dict[str, str]:
-    return {"sagemaker_parameter_server_enabled": _dumps(True)}
-
-
-def _mwms_keys(ctx: StrategyContext) -> dict[str, str]:
-    return {"sagemaker_multi_worker_mirrored_strategy_enabled": _dumps(True)}
 
 
 # -------------------------------------------------------------------------------------------- records
@@ -658,9 +647,10 @@ _BUILTIN = (
         local=LocalRun("torchrun", refusal=_smddp_refusal("pytorchddp")),
         frameworks=frozenset({"pytorch"}),
         trainium_name="pytorchddp",
-        # the HuggingFace estimator keeps plain PyTorch DDP: its own key, no SMDDP version/instance rules
+        # the HuggingFace estimator keeps plain PyTorch DDP (HuggingFace._huggingface_distribution_configuration):
+        # its own key, no SMDDP version/instance rules
         huggingface=(
-            ("encode", _hf_pytorch_ddp_keys),
+            ("encode", _enabled("sagemaker_pytorch_ddp_enabled", instance_type=True)),
             ("rules", ()),
             ("smddp_instances", False),
         ),
@@ -668,7 +658,7 @@ _BUILTIN = (
     ),
     StrategyRecord(
         Strategy.TORCH_DISTRIBUTED,
-        encode=_torch_distributed_keys,
+        encode=_enabled("sagemaker_torch_distributed_enabled", instance_type=True),
         local=LocalRun("torchrun"),
         rules=(_check_torch_distributed,),
         frameworks=frozenset({"pytorch"}),
@@ -719,7 +709,7 @@ _BUILTIN = (
     ),
     StrategyRecord(
         Strategy.PARAMETER_SERVER,
-        encode=_parameter_server_keys,
+        encode=_enabled("sagemaker_parameter_server_enabled"),
         local=_refuse(
             "parameter_server is a TensorFlow strategy; the local backend runs PyTorch (torchrun) only"
         ),
@@ -733,7 +723,7 @@ _BUILTIN = (
     ),
     StrategyRecord(
         Strategy.MULTI_WORKER_MIRRORED,
-        encode=_mwms_keys,
+        encode=_enabled("sagemaker_multi_worker_mirrored_strategy_enabled"),
         local=_refuse(
             "multi_worker_mirrored is a TensorFlow strategy; the local backend runs PyTorch (torchrun) only"
         ),

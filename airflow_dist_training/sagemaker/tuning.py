@@ -52,18 +52,6 @@ class TuningPlan:
         """What must be in S3 before the create (the training job's code)."""
         return list(self.training.uploads)
 
-    def summary(self) -> dict[str, Any]:
-        config = self.request["HyperParameterTuningJobConfig"]
-        return {
-            "job_name": self.job_name,
-            "region": self.region,
-            "strategy": config["Strategy"],
-            "objective": config["HyperParameterTuningJobObjective"],
-            "resource_limits": config["ResourceLimits"],
-            "training": self.training.summary(),
-            "warnings": [str(w) for w in self.warnings],
-        }
-
 
 def tuning_job_name(base: str, identity: str, generation: int = 1) -> str:
     """The run's tuning job name: ``<base>-<run hash>[-r<n>]``, at most 32 characters."""

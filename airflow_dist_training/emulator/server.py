@@ -215,21 +215,16 @@ class Emulator:
         if fault == "insufficient_capacity":
             self.faults.capacity_failures = int(params.get("count", 1))
             return {"capacity_failures": self.faults.capacity_failures}
-        if fault == "spot_interruption":
+        name = str(params.get("job_name") or "")
+        if fault == "host_failure" and not name:
+            self.faults.host_failures = int(params.get("count", 1))
+            return {"host_failures": self.faults.host_failures}
+        if fault in ("spot_interruption", "host_failure"):
             assert self.training is not None
-            name = str(params.get("job_name") or "")
-            if not self.training.interrupt(name):
+            spot = fault == "spot_interruption"
+            if not (self.training.interrupt if spot else self.training.fail_hosts)(name):
                 raise KeyError(f"no running training job {name!r}")
-            return {"interrupted": name}
-        if fault == "host_failure":
-            assert self.training is not None
-            name = str(params.get("job_name") or "")
-            if not name:
-                self.faults.host_failures = int(params.get("count", 1))
-                return {"host_failures": self.faults.host_failures}
-            if not self.training.fail_hosts(name):
-                raise KeyError(f"no running training job {name!r}")
-            return {"failed": name}
+            return {"interrupted" if spot else "failed": name}
         raise KeyError(
             f"unknown fault {fault!r}: use spot_interruption, host_failure, insufficient_capacity or throttle"
         )

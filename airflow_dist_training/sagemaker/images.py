@@ -24,16 +24,14 @@ class ImageResolutionError(ValueError):
     """The image cannot be resolved; the message names the problem (the caller adds the field path)."""
 
 
+# the region prefix of each partition whose ECR domain is not amazonaws.com
+_ECR_DOMAINS = {
+    "cn-": "amazonaws.com.cn", "us-iso-": "c2s.ic.gov", "us-isob-": "sc2s.sgov.gov", "us-isof-": "csp.hci.ic.gov"
+}  # fmt: skip
+
+
 def ecr_domain(region: str) -> str:
-    if region.startswith("cn-"):
-        return "amazonaws.com.cn"
-    if region.startswith("us-iso-"):
-        return "c2s.ic.gov"
-    if region.startswith("us-isob-"):
-        return "sc2s.sgov.gov"
-    if region.startswith("us-isof-"):
-        return "csp.hci.ic.gov"
-    return "amazonaws.com"
+    return next((d for prefix, d in _ECR_DOMAINS.items() if region.startswith(prefix)), "amazonaws.com")
 
 
 def processor_for(instance_type: str, available: list[str] | None = None) -> str:

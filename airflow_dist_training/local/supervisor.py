@@ -44,6 +44,7 @@ from airflow_dist_training.local.prepare import stage_job
 from airflow_dist_training.local.request_plan import JobOptions, RequestPlan
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.results import StatusTransition, TrainingResult
+from airflow_dist_training.storage import atomic_write
 from airflow_dist_training.storage.location import local_location
 
 LogFn = Callable[[str], None]
@@ -526,7 +527,6 @@ class RunSupervisor:
     def write_status(self) -> None:
         """``<job dir>/status.json``: the status timeline and hosts, replaced atomically."""
         with contextlib.suppress(OSError):
-            self.plan.job_dir.mkdir(parents=True, exist_ok=True)
             last = self.timeline[-1]["status"] if self.timeline else None
             status = {
                 "job_name": self.plan.job_name,
@@ -537,9 +537,7 @@ class RunSupervisor:
                 "timeline": list(self.timeline),
                 "metric_definitions": [list(d) for d in self.plan.metric_definitions],
             }
-            tmp = self.plan.job_dir / ".status.json.tmp"
-            tmp.write_text(json.dumps(status, indent=1))
-            tmp.replace(self.plan.job_dir / "status.json")
+            atomic_write(self.plan.job_dir / "status.json", json.dumps(status, indent=1).encode())
 
     def write_metrics(self) -> None:
         path = self.plan.job_dir / "metrics.json"

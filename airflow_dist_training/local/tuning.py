@@ -36,6 +36,7 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
     tuning_configurations,
     tuning_outcome,
 )
+from airflow_dist_training.storage import atomic_write
 
 LEDGER = "tuning.json"
 POLL_SECONDS = 0.2
@@ -120,10 +121,7 @@ class LocalTuningJob:
     def _write(self) -> None:
         with self._lock:
             assert self.ledger is not None
-            self.dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.dir / f".{LEDGER}.tmp"
-            tmp.write_text(json.dumps(self.ledger, indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(self.ledger_path)
+            atomic_write(self.ledger_path, json.dumps(self.ledger, indent=1, sort_keys=True).encode())
 
     # -- describe -------------------------------------------------------------------------------------
 

@@ -527,9 +527,3 @@ def get_poller(aws_conn_id: str | None, region_name: str | None) -> TrainingJobP
     if poller is None:
         poller = pollers[key] = TrainingJobPoller(aws_conn_id, region_name)
     return poller
-
-
-def set_poller(poller: TrainingJobPoller) -> None:
-    """Register a pre-built poller for the running loop (tests and benchmarks inject fakes this way)."""
-    loop = asyncio.get_running_loop()
-    _REGISTRY.setdefault(loop, {})[(poller.aws_conn_id, poller.region_name)] = poller

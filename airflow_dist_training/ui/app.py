@@ -37,13 +37,6 @@ def _user_dep() -> Any:
     return get_user
 
 
-def _sagemaker_source(job_name: str, region: str | None) -> dict[str, Any]:
-    """A SageMaker job's live view: describe + CloudWatch training metrics (one call each)."""
-    from airflow_dist_training.ui.sagemaker_source import sagemaker_job_view
-
-    return sagemaker_job_view(job_name, region)
-
-
 def run_view(session: Any, dag_id: str, run_id: str) -> dict[str, Any]:
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
@@ -52,6 +45,7 @@ def run_view(session: Any, dag_id: str, run_id: str) -> dict[str, Any]:
 
     from airflow_dist_training.evaluation.report import render_svg
     from airflow_dist_training.sagemaker.catalog import hourly_price
+    from airflow_dist_training.ui.sagemaker_source import sagemaker_job_view  # describe + CloudWatch metrics
 
     dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
     if dag_run is None:
@@ -81,7 +75,7 @@ def run_view(session: Any, dag_id: str, run_id: str) -> dict[str, Any]:
         run_state=str(state.value if hasattr(state, "value") else state) if state else None,
         task_instances=task_instances,
         xcoms=xcoms,
-        sagemaker=_sagemaker_source,
+        sagemaker=sagemaker_job_view,
         hourly_price=hourly_price,
         render_plot=render_svg,
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_dist_training.triggers.polling import TrainingJobPoller, get_poller, set_poller
+from airflow_dist_training.triggers.polling import get_poller
 from airflow_dist_training.triggers.training import TrainingJobTrigger
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
@@ -134,7 +134,7 @@ async def test_list_denied_falls_back_to_describes(
 async def test_reconcile_catches_a_change_without_last_modified_time(moto_sm: MotoSageMaker) -> None:
     moto_sm.create_job("job-stale")
     moto_sm.set_state("job-stale", "InProgress", "Training")
-    set_poller(TrainingJobPoller(None, "us-east-1", reconcile_every=3))
+    get_poller(None, "us-east-1").reconcile_every = 3
     t = trigger("job-stale", 0.1)
     task = asyncio.create_task(t.run().__anext__())
     await _wait_until(lambda: moto_sm.calls["ListTrainingJobs"] >= 1)

@@ -34,15 +34,10 @@ _SDK_KEYS_PATHS = {"mp_parameters": "distribution.smp.parameters"}
 
 
 def check_spec(spec: TrainingJobSpec) -> list[Problem]:
-    problems: list[Problem] = []
-    problems += _check_instances(spec)
-    problems += _check_network(spec)
-    problems += _check_channels(spec)
-    problems += _check_stopping(spec)
-    problems += _check_environment(spec.environment)
-    problems += _check_tags(spec.tags)
-    problems += _check_source(spec)
-    return problems
+    return [
+        *_check_instances(spec), *_check_network(spec), *_check_channels(spec), *_check_stopping(spec),
+        *_check_environment(spec.environment), *_check_tags(spec.tags), *_check_source(spec),
+    ]  # fmt: skip
 
 
 def _instance_problem(path: str, name: str) -> Problem | None:
@@ -55,18 +50,13 @@ def _instance_problem(path: str, name: str) -> Problem | None:
 
 
 def _check_instances(spec: TrainingJobSpec) -> list[Problem]:
-    problems: list[Problem] = []
     compute = spec.compute
     paths = (
         [(f"compute.instance_groups[{i}].instance_type", g.instance_type) for i, g in enumerate(compute.instance_groups)]
         if compute.instance_groups
         else [("compute.instance_type", compute.instance_type)] if compute.instance_type is not None else []
     )
-    for path, name in paths:
-        problem = _instance_problem(path, name)
-        if problem is not None:
-            problems.append(problem)
-    return problems
+    return [problem for path, name in paths if (problem := _instance_problem(path, name)) is not None]
 
 
 def _check_network(spec: TrainingJobSpec) -> list[Problem]:
@@ -140,10 +130,8 @@ def _file_system_channel_problems(
                 "(in the file system's VPC and Availability Zone)",
             )
         )
-    if isinstance(channel, EFSChannel) and spec.input_mode == InputMode.PIPE:
-        problems.append(Problem("input_mode", f"EFS does not support Pipe mode (channel {name!r})"))
-    if isinstance(channel, FSxChannel) and spec.input_mode == InputMode.PIPE:
-        problems.append(Problem("input_mode", f"FSx for Lustre does not support Pipe mode (channel {name!r})"))
+    if spec.input_mode == InputMode.PIPE:
+        problems.append(Problem("input_mode", f"{kind} does not support Pipe mode (channel {name!r})"))
     return problems
 
 

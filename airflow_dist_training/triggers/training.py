@@ -155,7 +155,6 @@ class TrainingJobTrigger(SageMakerJobTrigger):
         watch: JobWatch = poller.subscribe(self.job_name, float(self.poll_interval), details=self.stream_logs)
         streamer = _LogStreamer(self.job_name, poller, self.log.info) if self.stream_logs else None
         seen_transitions = 0
-        last_status: tuple[Any, Any] | None = None
         self.log.info(
             "Waiting for SageMaker training job %s (poll interval %ss, %s).",
             self.job_name,
@@ -177,14 +176,8 @@ class TrainingJobTrigger(SageMakerJobTrigger):
                     seen_transitions = self._log_transitions(desc, seen_transitions)
                     status = desc.get("TrainingJobStatus")
                     secondary = desc.get("SecondaryStatus")
-                    if (status, secondary) != last_status:
-                        self.log.info(
-                            "Training job %s is %s%s.",
-                            self.job_name,
-                            status,
-                            f" ({secondary})" if secondary else "",
-                        )
-                        last_status = (status, secondary)
+                    shown = f"{status} ({secondary})" if secondary else status
+                    self.log_change("status", shown, "Training job %s is %s.", self.job_name, shown)
                     terminal = status in TERMINAL_STATES
                     if streamer is not None and (terminal or secondary in STREAMING_SECONDARY):
                         await self.stream_best_effort(streamer, desc, self.job_name)

@@ -29,7 +29,6 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
     training_request,
     tuning_configurations,
     tuning_outcome,
-    tuning_seed,
 )
 
 log = logging.getLogger(__name__)
@@ -45,13 +44,9 @@ class TuningRun(MotoRun):
         self.strategy = str(config["Strategy"])
         limits = config["ResourceLimits"]
         self.max_parallel = int(limits["MaxParallelTrainingJobs"])
-        self.max_jobs = (
-            int(limits["MaxNumberOfTrainingJobs"]) if limits.get("MaxNumberOfTrainingJobs") else None
-        )
         objective = config.get("HyperParameterTuningJobObjective") or {}
         self.metric = str(objective.get("MetricName") or "")
         self.objective_type = str(objective.get("Type") or "Maximize")
-        self.seed = tuning_seed(request)
         self.jobs: list[tuple[str, dict[str, str]]] = []  # (training job name, tuned hyperparameters)
         self.stop_requested = threading.Event()
         self.max_running = 0  # the most training jobs seen running at once

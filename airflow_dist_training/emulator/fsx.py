@@ -67,7 +67,6 @@ class FileSystems:
         self._lock = threading.RLock()
         self._fs_locks: dict[str, threading.Lock] = {}
         self._threads: list[threading.Thread] = []
-        self._stopping = threading.Event()
 
     def folder(self, file_system_id: str) -> Path:
         return self.root / file_system_id

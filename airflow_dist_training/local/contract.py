@@ -483,7 +483,6 @@ _SM_VARIABLES = (
 
 
 def _sm_variables(h: HostFacts) -> dict[str, Any]:
-    """The ``SM_*`` variables (before naming)."""
     training_env = _training_env(h)
     sm_only = {
         "hps": h.user_hps,

@@ -345,7 +345,6 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         return result
 
     def _training_jobs(self, name: str) -> list[dict[str, Any]]:
-        """The tuning job's training job summaries in launch order."""
         return self.jobs.pages(
             "ListTrainingJobsForHyperParameterTuningJob",
             name,

@@ -11,6 +11,7 @@ Everything here runs at DAG-parse time: it only constructs operators (no I/O, no
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,7 +199,7 @@ class _Group:
 
     def resolve(self, path: str) -> str:
         """A URI as is; a relative path against the group's base directory."""
-        return path if "://" in path else str((self.base / path).resolve())
+        return path if "://" in path else os.path.realpath(os.path.join(self.base, path))  # = Path.resolve, cheaper
 
     @property
     def planned_image(self) -> str:
@@ -691,7 +692,7 @@ def _local_registry_dir(registry: TypedRegistry | None, base: Path) -> str | Non
     if registry is None:
         return None
     directory = getattr(registry, "local_dir", None) or ".adt-demo/registry"
-    return str((base / directory).resolve())
+    return os.path.realpath(os.path.join(base, directory))
 
 
 def _staging_task(

@@ -29,6 +29,8 @@ from airflow_dist_training.task_groups import stage_train_evaluate
 REPO = Path(__file__).resolve().parent.parent
 # Where the local backend's data, checkpoints, models and registry live (the demo's workspace).
 DEMO = Path(os.environ.get("ADT_DEMO_DIR") or REPO / ".adt-demo")
+# Where its checkpoints and models live: a folder, or a URI in any registered store (storage/)
+STORE = os.environ.get("ADT_DEMO_STORE") or str(DEMO)
 
 
 def _demo_spec() -> Any:
@@ -38,8 +40,8 @@ def _demo_spec() -> Any:
     spec["source"]["source_dir"] = str(REPO / "examples")
     spec["source"]["dependencies"] = [str(REPO / "airflow_dist_training" / "checkpointing.py")]
     spec["channels"]["train"]["local_source"] = str(DEMO / "data" / "train")
-    spec["checkpoint"]["local_uri"] = str(DEMO / "checkpoints" / "local-demo")
-    spec["output"]["local_uri"] = str(DEMO / "models")
+    spec["checkpoint"]["local_uri"] = f"{STORE}/checkpoints/local-demo"
+    spec["output"]["local_uri"] = f"{STORE}/models"
     return load_spec(spec)
 
 
@@ -163,7 +165,7 @@ with DAG(
             keep_best=1,
             metric="loss",
             mode="min",
-            promote_to=str(DEMO / "checkpoints" / "promoted"),
+            promote_to=f"{STORE}/checkpoints/promoted",
         ),
         # evaluate.py imports train.py (shipped: it is beside it), which imports the checkpoint
         # helper: AWS's images lack it, so it ships with the script, as with the training code

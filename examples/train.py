@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import io
 import json
 import os
@@ -225,6 +226,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"saved model to {model_dir}", flush=True)
     if distributed:
         dist.barrier()
+        # DDP's reducer holds the process group: free it first, so that gloo's worker threads are
+        # joined here and not during interpreter shutdown (an intermittent SIGABRT,
+        # "terminate called without an active exception").
+        del ddp, model, optimizer
+        gc.collect()
         dist.destroy_process_group()
 
 

@@ -48,7 +48,7 @@ def stage_job(rp: RequestPlan, store: ObjectStore, log: LogFn, synced: SyncState
                 plan.checkpoint_store, local_location(hp.layout.checkpoint_dir), synced, store.stores
             )
             if n and hp.index == 0:
-                log(f"[local] restored {n} checkpoint file(s) from {rp.checkpoint_uri}")
+                log(f"[local] restored {n} checkpoint file(s) from {rp.checkpoint_uri} ({plan.checkpoint_store.as_uri()})")
     return _install_requirements(rp, log)
 
 

@@ -1,17 +1,10 @@
 """Where the local executor reads and writes the S3 URIs a ``CreateTrainingJob`` request names.
 
-:class:`ObjectStore` resolves every ``s3://bucket/key`` URI, in this order:
-
-1. a **mount**: a URI prefix bound to a local directory (the spec's ``local_source``,
-   ``local_uri`` conveniences), so ``s3://demo/data/train/x.csv`` is ``<mount>/x.csv``;
-2. **real S3** through a boto3 client, when one is given (e.g. from the Airflow AWS connection;
-   local compute on cloud data);
-3. otherwise a **folder standing in for buckets**: ``<root>/<bucket>/<key>``. This is the default
-   and needs no AWS.
-
-FSx/EFS channels (``FileSystemDataSource``) resolve through mounts keyed
-``fsx://<file system id>/<directory path>`` (``efs://`` likewise).
-No boto3 import unless a client is used. Thread-safe: no mutable state besides what callers pass.
+An ``s3://bucket/key`` URI resolves to, first match wins: a **mount** (a URI prefix bound to a
+local directory or any registered store's location: the spec's ``local_source``/``local_uri``;
+FSx/EFS channels through mounts keyed ``fsx://<id>/<directory path>`` or ``efs://...``), **real
+S3** when a boto3 client is given, else a **folder standing in for buckets**
+(``<root>/<bucket>/<key>``, the default: no AWS needed).
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ from typing import Any
 
 from airflow_dist_training.storage import ObjectStore as Store
 from airflow_dist_training.storage import StoreOptions, Stores, get_tree
-from airflow_dist_training.storage.location import Location, local_location, split_uri
+from airflow_dist_training.storage.location import Location, local_location, parse_location, split_uri
 
 
 class ObjectStore:
@@ -30,16 +23,16 @@ class ObjectStore:
 
     :param root: the folder standing in for buckets (created on first write).
     :param s3_client: a boto3 S3 client; ``None`` keeps everything local.
-    :param mounts: ``{uri prefix: local directory}``; the longest matching prefix wins.
+    :param mounts: ``{uri prefix: local directory or store URI}``; the longest matching prefix wins.
     """
 
-    def __init__(self, root: str | Path, *, s3_client: Any = None, mounts: Mapping[str, str | Path] | None = None) -> None:
+    def __init__(self, root: str | Path, *, s3_client: Any = None, mounts: Mapping[str, str | Path | Location] | None = None) -> None:
         self.root = Path(root).absolute()
         self.s3_client = s3_client
-        self.mounts = {k.rstrip("/"): Path(v).absolute() for k, v in (mounts or {}).items()}
+        self.mounts = {k.rstrip("/"): _mount_target(v) for k, v in (mounts or {}).items()}
         self.stores = Stores(StoreOptions(aws_conn_id=None, s3_client=s3_client))
 
-    def with_mounts(self, mounts: Mapping[str, str | Path]) -> ObjectStore:
+    def with_mounts(self, mounts: Mapping[str, str | Path | Location]) -> ObjectStore:
         return ObjectStore(self.root, s3_client=self.s3_client, mounts={**self.mounts, **mounts})
 
     def resolve(self, uri: str) -> Location:
@@ -48,7 +41,7 @@ class ObjectStore:
         for prefix in sorted(self.mounts, key=len, reverse=True):
             if uri == prefix or uri.startswith(prefix + "/"):
                 rest = uri[len(prefix) :].lstrip("/")
-                return local_location(self.mounts[prefix] / rest if rest else self.mounts[prefix])
+                return self.mounts[prefix].join(rest) if rest else self.mounts[prefix]
         scheme, bucket, key = split_uri(uri)
         if scheme == "file" and uri.startswith("file://"):
             return local_location(Path(key))
@@ -91,3 +84,9 @@ class ObjectStore:
         store, loc = self._open(uri)
         store.write(loc, data)
         return self.local_uri(uri)
+
+
+def _mount_target(target: str | Path | Location) -> Location:
+    """A mount's target: a local directory (made absolute) or a directory in a registered store."""
+    loc = target if isinstance(target, Location) else parse_location(str(target), "mount", directory=False)
+    return local_location(loc.path.absolute()) if loc.is_local else loc.as_dir()

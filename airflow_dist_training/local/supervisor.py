@@ -491,7 +491,7 @@ class RunSupervisor:
         self.transition("Uploading", f"Uploading generated training model to {rp.output_path}")
         if plan.checkpoint_store is not None:
             n = self.sync_checkpoints()
-            self.log(f"[local] synced {n} checkpoint file(s) to {rp.checkpoint_uri}")
+            self.log(f"[local] synced {n} checkpoint file(s) to {rp.checkpoint_uri} ({plan.checkpoint_store.as_uri()})")
         for hp in plan.host_plans:
             hp.layout.success_file.write_text("")
         with tempfile.TemporaryDirectory() as tmp:

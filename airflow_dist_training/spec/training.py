@@ -451,7 +451,7 @@ class OutputSpec(_Model):
     compression: Literal["GZIP", "NONE"] = "GZIP"
     local_uri: str | None = Field(
         default=None,
-        description="Local backend: a local directory or file:// URI used instead of s3_path.",
+        description="Local backend: a local directory, file:// URI or registered store's URI used instead of s3_path.",
     )
 
 
@@ -462,7 +462,7 @@ class CheckpointSpec(_Model):
     )
     local_uri: str | None = Field(
         default=None,
-        description="Local backend: a local directory or file:// URI used instead of s3_uri as the checkpoint store.",
+        description="Local backend: a local directory, file:// URI or registered store's URI used instead of s3_uri as the checkpoint store.",
     )
 
 

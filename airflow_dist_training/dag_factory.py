@@ -132,14 +132,11 @@ def dag_from_yaml(
         path = Path(yaml_file) if Path(yaml_file).is_absolute() else stub.parent / yaml_file
     pipeline = load_pipeline(path)
     from airflow_dist_training.errors import SpecValidationError
-    from airflow_dist_training.pipeline_checks import check_pipeline, duplicate_dag_id_problem
+    from airflow_dist_training.pipeline_checks import check_pipeline
 
     # the cheap checks are this file's import error now; planning is the plan task's (never at parse)
     problems, _ = check_pipeline(pipeline, path=path, plan_job=False)
     errors = [p for p in problems if p.severity == "error"]
-    duplicate = duplicate_dag_id_problem(path, pipeline.dag_id)
-    if duplicate is not None:
-        errors.insert(0, duplicate)
     if errors:
         raise SpecValidationError(errors, source=str(path))
     return build_dag(pipeline, base_dir=base_dir or path.parent, fileloc=str(stub))

@@ -61,10 +61,6 @@ def _dags_folder_holding(folder: Path) -> Path:
     return folder
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
 def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Path) -> list[Problem]:
     """Local data locations that resolve inside the DAGs folder."""
     spec = pipeline.training
@@ -78,12 +74,13 @@ def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Pat
         for name, ch in spec.channels.items()
     ]
     problems = []
+    folder = str(dags_folder)
     for path, value in candidates:
         if not value or ("://" in value and not value.startswith("file://")):
             continue
-        local = Path(split_uri(value)[2])
-        resolved = (base_dir / local).resolve()
-        if _inside(resolved, dags_folder):
+        # os.path on strings: a DAG parse does this for every local location (pathlib costs twice as much)
+        resolved = os.path.realpath(os.path.join(base_dir, split_uri(value)[2]))
+        if resolved == folder or resolved.startswith(folder.rstrip(os.sep) + os.sep):
             problems.append(
                 Problem(
                     path,
@@ -104,7 +101,10 @@ def check_pipeline(
     from airflow_dist_training.spec.pipeline import step_problems
 
     record = backend_record(pipeline.backend)
-    problems = step_problems(
+    me = path.resolve()
+    duplicate = duplicate_dag_id_problem(me, pipeline.dag_id)
+    problems = [duplicate] if duplicate else []
+    problems += step_problems(
         pipeline.training,
         record,
         staging=pipeline.staging,
@@ -119,8 +119,7 @@ def check_pipeline(
             plan, planned = _planned(pipeline, region)
             problems += planned
     else:
-        folder = path.resolve().parent
-        problems += local_path_problems(pipeline, folder, _dags_folder_holding(folder))
+        problems += local_path_problems(pipeline, me.parent, _dags_folder_holding(me.parent))
     return problems, plan
 
 
@@ -212,9 +211,8 @@ def _pipeline_dag_ids(folder: str) -> dict[str, str | None]:
     return found
 
 
-def duplicate_dag_id_problem(path: Path, dag_id: str) -> Problem | None:
-    """Another pipeline file (one with its ``.py`` stub) in the same folder with the same ``dag_id``."""
-    me = path.resolve()
+def duplicate_dag_id_problem(me: Path, dag_id: str) -> Problem | None:
+    """Another pipeline file (one with its ``.py`` stub) in the folder of ``me`` (resolved) with the same ``dag_id``."""
     for other, other_id in _pipeline_dag_ids(str(me.parent)).items():
         if other_id == dag_id and other != str(me):
             return Problem(

@@ -169,14 +169,15 @@ def _winner_gate_and_register(
     """The group's gate and registry steps, fed by the winner (``best`` returns its evaluation)."""
     from airflow_dist_training.spec.backends import backend_record
     from airflow_dist_training.spec.pipeline import resolve_steps
-    from airflow_dist_training.task_groups import _gate_and_register, _Group
+    from airflow_dist_training.task_groups import _gate_and_register, _Group, _local_registry_dir
 
     record = backend_record(str(group_kwargs.get("backend", "local")))
     _, typed_registry = resolve_steps(record, None, registry)
     base = Path(group_kwargs.get("base_dir") or Path.cwd())
     prefix = best.task_id.rsplit(".", 1)[0] + f".{MEMBERS_GROUP}."
     aws_conn_id = group_kwargs.get("aws_conn_id", "aws_default")
-    g = _Group(spec, record, base, prefix, aws_conn_id, group_kwargs.get("region_name"), None)
+    registry_dir = _local_registry_dir(typed_registry, base)
+    g = _Group(spec, record, base, prefix, aws_conn_id, group_kwargs.get("region_name"), None, registry_dir=registry_dir)
     _gate_and_register(g, _WinnerTraining(best), best, best, gate, typed_registry, fail_on_reject)
     register = best.dag.task_dict.get(best.task_id.replace("best_of_sweep", "register"))
     if register is not None and "key='request'" in str(register.image_uri):  # the planned image: the winner's

@@ -11,6 +11,7 @@ Everything here runs at DAG-parse time: it only constructs operators (no I/O, no
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,12 +107,12 @@ def stage_train_evaluate(
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
     group_defaults: Any = {"retry_policy": training_retry_policy()}
     with _task_group(group_id or "stage_train_evaluate", group_defaults, member_list := _members(spec_obj, members)) as group:
-        g = _Group(spec_obj, record, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list)
+        g = _Group(spec_obj, record, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list, _local_registry_dir(typed_registry, base))
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, typed_registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
         check_task = _changes_step(g, staging, typed_registry, force, warm_start, checkpoints)
         train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
-        upstream >> check_task >> train
+        upstream >> check_task  # check_changes >> train: its warm_start_uri XComArg makes that edge
         _stop_orphaned_teardown(g, plan_task, train)
         _checkpoint_tasks(g, train, checkpoints)
         if evaluation is not None:
@@ -159,6 +160,7 @@ class _Group:
     checkpoint_resume: str | None  # the training task's policy: the plan task plans the same location
     deferrable: bool | None = None
     members: MemberList | None = None  # a mapped group: map index i trains members[i]
+    registry_dir: str | None = None  # the local registry's folder, resolved once for all its tasks
 
     def spec_for(self, context: Mapping[str, Any]) -> TrainingJobSpec:
         """The spec the running task instance trains: its member's in a mapped group."""
@@ -197,7 +199,7 @@ class _Group:
 
     def resolve(self, path: str) -> str:
         """A URI as is; a relative path against the group's base directory."""
-        return path if "://" in path else str((self.base / path).resolve())
+        return path if "://" in path else os.path.realpath(os.path.join(self.base, path))  # = Path.resolve, cheaper
 
     @property
     def planned_image(self) -> str:
@@ -350,7 +352,10 @@ def _train_task(
 
 def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
     """Stop this run's SageMaker jobs still running once the group is done: a teardown of the plan
-    (skipped with it when the other backend's branch is taken)."""
+    (skipped with it when the other backend's branch is taken). A backend whose jobs are not durable
+    gets none: its processes die with their task, so the teardown could never stop anything."""
+    if not g.record.durable:
+        return
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import XComArg
 
@@ -358,8 +363,8 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
 
     def stop_run_jobs(run_hash: str | None, dry: Any = False) -> list[str]:
         """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker
-        running ``train`` died without ``on_kill``). The local backend's processes die with their task."""
-        if not g.record.durable or not run_hash or _truthy(dry):
+        running ``train`` died without ``on_kill``)."""
+        if not run_hash or _truthy(dry):
             return []  # nothing was launched that could outlive its task
         from airflow_dist_training.hooks.backends import get_backend
 
@@ -421,7 +426,6 @@ def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: Evaluati
             "image_uri": g.planned_image,
             "role_arn": g.spec.role_arn,
             "output_uri": g.per_member(f"{output}/evaluation/{{{{ run_id }}}}", sep="/"),
-            "deferrable": g.defer,
         }
     evaluate = EvaluationOperator(
         task_id="evaluate",
@@ -432,6 +436,7 @@ def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: Evaluati
         arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
         dependencies=XComArg(plan_task, key="evaluation_dependencies"),  # type: ignore[arg-type]
         backend=g.backend,
+        deferrable=g.defer,  # given: the operator's default reads Airflow's config at each parse
         aws_conn_id=g.aws_conn_id,
         region_name=g.region_name,
     )
@@ -454,7 +459,6 @@ def _gate_and_register(
     from airflow_dist_training.spec.registries import registry_record
 
     registry_kind = registry.kind if registry is not None else None
-    registry_dir = _local_registry_dir(registry, g.base)  # resolved once for both tasks
     gate_task = QualityGateOperator(
         task_id="gate",
         evaluation=evaluate.output,
@@ -462,7 +466,7 @@ def _gate_and_register(
         require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
         registry=registry_kind,
         model_package_group_name=g.per_member(_group_name(registry, g.spec)),
-        local_registry_dir=registry_dir,
+        local_registry_dir=g.registry_dir,
         fail_on_reject=fail_on_reject,
         training=train.output,  # refuses a model that did not learn
         # a rejection skips registration only; the run's summary still runs
@@ -482,7 +486,7 @@ def _gate_and_register(
         else (registry.inference_image or g.spec.image.uri),
         registry=registry_kind,
         model_package_group_name=g.per_member(_group_name(registry, g.spec)),
-        local_registry_dir=registry_dir,
+        local_registry_dir=g.registry_dir,
         auto_approve=registry.auto_approve,
         lineage=XComArg(check_task, key="lineage"),
         aws_conn_id=g.aws_conn_id,
@@ -502,7 +506,7 @@ def _finish(g: _Group, group: Any) -> None:
 def _teardowns_last(group: Any) -> None:
     """The teardowns (stop orphaned jobs, delete a scratch file system) run after everything else."""
     teardowns = [t for t in group.children.values() if getattr(t, "is_teardown", False)]
-    for leaf in list(group.get_leaves()):
+    for leaf in list(group.get_leaves()) if teardowns else ():
         for teardown_task in teardowns:
             if leaf is not teardown_task and not getattr(leaf, "is_teardown", False):
                 leaf >> teardown_task
@@ -642,7 +646,6 @@ def _check_changes_task(
 
     registry_kind = registry.kind if registry is not None else None
     group = _group_name(registry, spec_obj)
-    local_dir = _local_registry_dir(registry, base)
     promoted = promote_to if promote_to is None or "://" in promote_to else str((base / promote_to).resolve())
 
     def check_changes(**context: Any) -> bool:
@@ -656,7 +659,7 @@ def _check_changes_task(
             base_dir=str(base),
             registry=registry_kind,
             group=g.member_value(context, group),  # a member's champion is its own group's
-            local_registry_dir=local_dir,
+            local_registry_dir=g.registry_dir,
             force=force,
             warm_start=warm_start,
             promoted_uri=g.member_value(context, promoted, sep="/") if promoted else promoted,
@@ -689,7 +692,7 @@ def _local_registry_dir(registry: TypedRegistry | None, base: Path) -> str | Non
     if registry is None:
         return None
     directory = getattr(registry, "local_dir", None) or ".adt-demo/registry"
-    return str((base / directory).resolve())
+    return os.path.realpath(os.path.join(base, directory))
 
 
 def _staging_task(

@@ -91,7 +91,6 @@ def test_pipeline_schedule_is_cron_in_its_time_zone_or_asset():
         "stage_train_evaluate.stage",
         "stage_train_evaluate.check_changes",
         "stage_train_evaluate.train",
-        "stage_train_evaluate.stop_orphaned_job",
         "stage_train_evaluate.checkpoint_retention",
         "stage_train_evaluate.promote_checkpoint",
         "stage_train_evaluate.evaluate",

@@ -144,6 +144,10 @@ def test_duplicate_dag_id_across_pipeline_files_is_an_import_error_naming_both(t
         "one would silently replace the other" in errors["a.py"]
     )
     assert f"is also the dag_id of {tmp_path}/a.yaml" in errors["b.py"]
+    # `airflow-dist-training validate` finds it too, before the DAG processor does
+    with pytest.raises(SpecValidationError) as refused:
+        check_pipeline_file(tmp_path / "a.yaml")
+    assert f"dag_id: 'llm_finetune_sagemaker' is also the dag_id of {tmp_path}/b.yaml" in str(refused.value)
 
 
 def test_shipped_pipelines_validate():

@@ -26,9 +26,8 @@ def _downstream(dag: DAG, task: str) -> set[str]:
     return {t.removeprefix(f"{G}.") for t in dag.get_task(f"{G}.{task}").downstream_task_ids}
 
 
-@pytest.mark.parametrize(("backend", "spec"), [("local", "local_demo"), ("sagemaker", "smddp_p4d")])
-def test_plan_gates_training_and_a_teardown_stops_an_orphaned_job(backend: str, spec: str) -> None:
-    dag = _build(spec=example(spec), backend=backend)
+def test_plan_gates_training_and_a_teardown_stops_an_orphaned_job() -> None:
+    dag = _build(spec=example("smddp_p4d"), backend="sagemaker")
     assert {t.removeprefix(f"{G}.") for t in dag.task_ids} == {
         "plan",
         "check_changes",
@@ -41,6 +40,13 @@ def test_plan_gates_training_and_a_teardown_stops_an_orphaned_job(backend: str, 
     assert dag.get_task(f"{G}.stop_orphaned_job").is_teardown
     # the teardown runs after everything else in the group
     assert "stop_orphaned_job" in _downstream(dag, "checkpoint_retention")
+
+
+def test_local_jobs_die_with_their_task_so_the_group_has_no_teardown() -> None:
+    dag = _build(spec=example("local_demo"), backend="local")
+    assert {t.removeprefix(f"{G}.") for t in dag.task_ids} == {"plan", "check_changes", "train", "checkpoint_retention"}
+    assert _downstream(dag, "plan") == {"check_changes", "train"}
+    assert _downstream(dag, "check_changes") == {"train"}
 
 
 def test_evaluation_gate_and_registry_follow_training_in_that_order() -> None:

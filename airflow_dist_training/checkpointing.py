@@ -1,34 +1,13 @@
 """Write and find complete checkpoints from inside a training script (stdlib only).
 
-This module is meant to run *inside the training container*: it imports nothing but the standard
-library (no Airflow, no boto3, no torch), and it is self-contained, so it can also be copied into an
-image as a single file.
+It runs *inside the training container*: no Airflow, boto3 or torch, and self-contained, so it can
+be shipped with a job or copied into an image as one file (usage: docs/checkpoints.md).
 
-Layout (one directory per checkpoint, under the job's checkpoint root)::
-
-    <root>/step-000000000120/model.pt
-    <root>/step-000000000120/optimizer.pt
-    <root>/step-000000000120/_MANIFEST.json      <- written LAST, by an atomic rename
-
-A checkpoint is *complete* when its ``_MANIFEST.json`` exists and every file it lists is present with
-the listed size. SageMaker uploads the checkpoint directory to S3 file by file, in no guaranteed order;
-the size check is what keeps a half-uploaded checkpoint from ever looking complete.
-
-Usage::
-
-    from airflow_dist_training.checkpointing import CheckpointWriter, latest_complete_checkpoint
-
-    root = os.environ.get("SM_CHECKPOINT_DIR", "/opt/ml/checkpoints")
-    resume = latest_complete_checkpoint(root)          # a pathlib.Path or None
-    if resume is not None:
-        state = torch.load(resume / "model.pt")
-
-    writer = CheckpointWriter(root)                    # rank taken from $RANK; only rank 0 writes
-    with writer.checkpoint(step=120, epoch=3, metrics={"loss": 0.4}, world_size=2) as directory:
-        torch.save(state, directory / "model.pt")
-
-Only rank 0 writes. On other ranks ``writer.checkpoint(...)`` yields a throw-away temporary directory
-(removed on exit), so the same code runs on every rank without writing duplicate checkpoints.
+One directory per checkpoint under the job's checkpoint root, its ``_MANIFEST.json`` written last
+by an atomic rename. A checkpoint is *complete* when its manifest exists and every file it lists
+has the listed size: SageMaker uploads the directory file by file in no guaranteed order, and the
+size check keeps a half-uploaded checkpoint from ever looking complete. Only rank 0 writes; other
+ranks get a throw-away directory, so the same code runs on every rank.
 """
 
 from __future__ import annotations

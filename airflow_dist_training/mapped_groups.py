@@ -6,7 +6,7 @@ fails fails only its own task instances. What each task needs of its member come
 index (``ti.map_index``), the same in every task of that member, so the plan task and the training
 task compute the same identity and job name.
 
-Two Airflow behaviours inside mapped task groups are handled here (Airflow 3.3):
+Three Airflow behaviours around mapped task groups are handled here:
 
 * ``ti.xcom_pull(task_ids=...)`` without ``map_indexes`` returns *every* member's value; a task
   pulls its own member's with ``map_indexes=ti.map_index`` (:func:`pull_own`, :func:`xcom_field`).
@@ -16,13 +16,17 @@ Two Airflow behaviours inside mapped task groups are handled here (Airflow 3.3):
   is not itself mapped; apache/airflow#65745, and the "Known Issue" of apache/airflow#46584).
   :func:`skip_when_short_circuited` makes the direct downstream task skip itself instead, from its
   own member's decision; the rest of the member's tasks follow by their trigger rules.
+* On Airflow 3.1 the reverse: a branch outside the group (one group per backend, the run's param
+  picks one) does not skip the group's tasks, as that dependency reads the unmapped branch's
+  decision at the member's map index (apache/airflow#62118; 3.3 has the fix, #62287). The group's
+  first tasks read it at map index -1, with the same ``pre_execute``.
 
 Everything here runs at DAG-parse time or inside a task; nothing is imported from Airflow at module level.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 # the XCom key of a short circuit's decision (airflow.providers.standard.utils.skipmixin)
@@ -60,33 +64,45 @@ def per_member(values: Sequence[str]) -> str:
     return "{{ " + repr(list(values)) + "[ti.map_index] }}"
 
 
-def skip_when_short_circuited(short_circuit_task_ids: Sequence[str]) -> Callable[[Mapping[str, Any]], None]:
-    """A ``pre_execute`` for a task directly downstream of short circuits in a mapped task group:
-    it skips itself when its own member's short circuit decided so (see the module docstring)."""
+def skip_when_short_circuited(member_task_ids: Collection[str]) -> Callable[[Mapping[str, Any]], None]:
+    """A ``pre_execute`` for a task of a mapped task group whose ``member_task_ids`` are given: it
+    skips itself when an upstream short circuit or branch decided so, a task of the group for its
+    own member, any other (not mapped) at map index -1 (see the module docstring)."""
 
     def pre_execute(context: Mapping[str, Any]) -> None:
         ti = context["ti"]
-        for task_id in short_circuit_task_ids:
-            decision = pull_own(ti, task_id, _SKIPMIXIN_KEY)
-            if isinstance(decision, Mapping) and ti.task_id in (decision.get("skipped") or ()):
+        for upstream in context["task"].upstream_list:
+            if not getattr(upstream, "inherits_from_skipmixin", False):
+                continue
+            own = upstream.task_id in member_task_ids
+            decision = ti.xcom_pull(
+                task_ids=upstream.task_id, key=_SKIPMIXIN_KEY, map_indexes=ti.map_index if own else -1
+            )
+            if not isinstance(decision, Mapping):
+                continue
+            if ti.task_id in (decision.get("skipped") or ()) or (
+                "followed" in decision and ti.task_id not in (decision["followed"] or ())
+            ):
                 from airflow_dist_training.compat import AirflowSkipException
 
-                raise AirflowSkipException(f"{task_id} short-circuited this member")
+                raise AirflowSkipException(f"{upstream.task_id} short-circuited this member")
 
     return pre_execute
 
 
 def skip_short_circuited_members(group: Any) -> None:
-    """Give each task directly downstream of short circuits of ``group`` (teardowns aside) the
-    ``pre_execute`` of :func:`skip_when_short_circuited`."""
-    upstream: dict[str, list[str]] = {}
+    """Give the tasks of ``group`` that may follow a short circuit or branch (teardowns aside) the
+    ``pre_execute`` of :func:`skip_when_short_circuited`: those directly downstream of one of the
+    group's, and the group's first tasks (what is upstream of the group is set after it is built)."""
+    hook = skip_when_short_circuited(frozenset(group.children))
+    first = {task.task_id for task in group.get_roots()}
     for task in group.children.values():
-        if getattr(task, "inherits_from_skipmixin", False):
-            for downstream in task.downstream_list:
-                if not getattr(downstream, "is_teardown", False):
-                    upstream.setdefault(downstream.task_id, []).append(task.task_id)
-    for task_id, short_circuits in upstream.items():
-        group.children[task_id].pre_execute = skip_when_short_circuited(short_circuits)
+        if getattr(task, "is_teardown", False):
+            continue
+        if task.task_id in first or any(
+            getattr(u, "inherits_from_skipmixin", False) for u in task.upstream_list
+        ):
+            task.pre_execute = hook
 
 
 def member_task_group(group_id: str, default_args: Mapping[str, Any], names: Sequence[str]) -> Any:

@@ -1,14 +1,9 @@
 """Plan one run of a training task: apply the run's overrides, validate, and describe the launch.
 
-The DAGs' ``plan`` task (the dry-run view of the trigger form) emits one typed :class:`RunPlan`:
-the exact request (SageMaker) or launch (local), its uploads, the run identity, the job name, the
-run's checkpoint location, the cost bound and the warnings; it launches nothing. The training
-task sends that request, applying what the run learned since (a generation, on-demand after spot
-interruptions, staged channels, a warm start) with :func:`apply_run_state`, which names every
-difference it makes.
-
-Pure: the caller hands in the backend and the region (``hooks/backends.py`` ``plan_on_backend``
-for the plan task); nothing here imports a hook or does I/O.
+The DAGs' ``plan`` task (the dry-run view of the trigger form) emits one typed :class:`RunPlan`
+and launches nothing; the training task sends its request, applying what the run learned since
+with :func:`apply_run_state`, which names every difference it makes. Pure: the caller hands in
+the backend and the region (``hooks/backends.plan_on_backend``).
 """
 
 from __future__ import annotations

@@ -4,10 +4,14 @@ Each member (``emea``, ``apac``, ``amer``) trains the demo MLP on its own market
 overrides, as one map index of an Airflow mapped task group: its own job name, checkpoints,
 champion, skip-unchanged decision, quality gate and model package group (``market-mlp-<member>``).
 A member whose data and code equal its champion's is skipped; one member failing does not stop the
-others. The summary lists every member. Local backend (torchrun on CPU under the SageMaker container
-contract); generate each market's data first::
+others. The summary lists every member. ``backend=local`` (the default) runs each member's job on
+this machine (torchrun on CPU under the SageMaker container contract), reading its market's local
+data; generate it first::
 
     for m in emea apac amer; do python examples/make_dataset.py --out .adt-demo/markets/$m; done
+
+``backend=sagemaker`` launches SageMaker training jobs reading each market's S3 prefix, evaluates
+each member with a processing job and registers it in its own SageMaker model package group.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 import pendulum
 
 from airflow_dist_training.compat import DAG, Param, task
+from airflow_dist_training.spec.backends import backend_names
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep
 from airflow_dist_training.task_groups import stage_train_evaluate
@@ -67,35 +72,54 @@ with DAG(
     tags=["airflow-dist-training", "retraining", "mapped"],
     default_args={"owner": "ml-platform", "retries": 0},
     params={
+        "backend": Param(
+            "local",
+            enum=list(backend_names()),
+            title="Backend",
+            description="local: torchrun on this machine (CPU); sagemaker: SageMaker training and "
+            "processing jobs (and any other registered backend)",
+        ),
         "force": Param(
             False, type="boolean", title="Force training", description="Train every member anyway"
         ),
     },
     doc_md=__doc__,
 ) as dag:
-    markets = stage_train_evaluate(
-        group_id="markets",
-        spec=_spec(),
-        members=MEMBERS,
-        backend="local",
-        base_dir=REPO,
-        checkpoints=CheckpointStep(resume="fresh", keep_last=1, keep_best=0),
-        evaluation=EvaluationStep(
+
+    @task.branch(task_id="choose_backend")
+    def choose_backend(**context: Any) -> str:
+        return f"{context['params']['backend']}.plan"
+
+    common: dict[str, Any] = {
+        "spec": _spec(),
+        "base_dir": REPO,
+        "checkpoints": CheckpointStep(resume="fresh", keep_last=1, keep_best=0),
+        "evaluation": EvaluationStep(
             script="examples/evaluate.py",
             channel_source=str(DEMO / "markets" / "holdout" / "test"),
             dependencies=[str(REPO / "airflow_dist_training" / "checkpointing.py")],
         ),
-        gate={"thresholds": {"accuracy": {"min": 0.5}}},
-        registry=RegistryStep(local_dir=str(DEMO / "registry"), auto_approve=True),
-    )
+        "gate": {"thresholds": {"accuracy": {"min": 0.5}}},
+        # in the backend's own registry kind (its record's default_registry), a group per member
+        "registry": RegistryStep(
+            local_dir=str(DEMO / "registry"), model_package_group="market-mlp", auto_approve=True
+        ),
+    }
+    # one mapped group per registered backend, named after it; the run's backend param picks one
+    groups = [
+        stage_train_evaluate(group_id=name, backend=name, members=MEMBERS, **common)
+        for name in backend_names()
+    ]
 
-    # all_done: the summary lists every member, those that failed too
+    # all_done: the summary lists every member of the chosen backend, those that failed too
     @task(task_id="summary", trigger_rule="all_done")
     def summary(**context: Any) -> dict[str, Any]:
         """Every member's result: trained or skipped (and why), metrics, gate, where its model went."""
         from airflow_dist_training.reporting import run_summary
 
         names = [m["name"] for m in MEMBERS]
-        return run_summary(context, ["markets"], write_to=DEMO / "last-mapped-run-summary.txt", members=names)
+        return run_summary(
+            context, list(backend_names()), write_to=DEMO / "last-mapped-run-summary.txt", members=names
+        )
 
-    markets >> summary()
+    choose_backend() >> groups >> summary()

@@ -1,12 +1,7 @@
-"""A SageMaker test endpoint on this machine that really runs jobs.
+"""A SageMaker test endpoint on this machine that really runs jobs (docs/emulator.md).
 
-``airflow-dist-training emulator`` (or :class:`~airflow_dist_training.emulator.server.Emulator`
-as a context manager, or the ``sagemaker_emulator`` pytest fixture) serves S3, SageMaker,
-CloudWatch Logs and IAM/STS on 127.0.0.1. The AWS protocol is moto's server; this package only
-extends moto's SageMaker backend so that ``CreateTrainingJob`` and ``CreateProcessingJob`` execute
-the request on this machine (training through the local backend's request executor), with
-SageMaker's statuses, logs, metrics, artifacts, checkpoints and failure reasons.
-
+moto's server speaks the AWS protocol; this package extends its SageMaker backend so that jobs
+execute their request on this machine (training through the local backend's request executor).
 Nothing here is imported at DAG-parse time; moto is needed only when an emulator starts
 (``pip install 'airflow-dist-training[emulator]'``).
 """

@@ -1,22 +1,8 @@
-"""Fault injection for the emulator: spot interruptions, capacity errors, throttling.
+"""Fault injection for the emulator: spot interruptions, capacity errors, host failures, throttling.
 
-Faults are set through the admin call ``POST /_emulator/faults`` (JSON), the CLI flags, or
-:meth:`Emulator.inject <airflow_dist_training.emulator.server.Emulator.inject>`:
-
-- ``{"fault": "spot_interruption", "job_name": "..."}``: the running job's hosts are stopped and
-  the job ends ``Stopped`` with SecondaryStatus ``MaxWaitTimeExceeded``, as AWS reports a spot job
-  whose capacity was reclaimed; the spot-resume path then runs for real;
-- ``{"fault": "insufficient_capacity", "count": N}``: the next N training jobs fail while
-  ``Starting`` with AWS's ``CapacityError`` reason, before any host runs;
-- ``{"fault": "host_failure", "count": N}``: the next N training jobs lose their instances right
-  after the first complete checkpoint (a ``_MANIFEST.json``) is written under ``/opt/ml/checkpoints``
-  (as soon as they reach ``Training`` without a ``CheckpointConfig``): every host's processes are
-  killed, what was written is synced to ``CheckpointConfig.S3Uri`` as SageMaker syncs it, and the
-  job ends ``Failed`` with AWS's ``InternalServerError`` reason. ``{"fault": "host_failure",
-  "job_name": "..."}`` does that to a running job now. The task's retry then runs for real: its
-  next job resumes from the run's checkpoint;
-- ``{"fault": "throttle", "share": 0.3}``: that share of SageMaker API calls answers
-  ``ThrottlingException`` (HTTP 400), as SageMaker does under load (``share: 0`` turns it off).
+Set through ``POST /_emulator/faults`` (JSON), the CLI flags, or :meth:`Emulator.inject`; each
+fault ends a job as AWS reports it (its status, secondary status and reason), so the task's
+resume and retry paths run for real. The faults and their JSON: docs/emulator.md.
 """
 
 from __future__ import annotations

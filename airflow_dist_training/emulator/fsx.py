@@ -1,25 +1,12 @@
 """FSx for Lustre on the emulator: each file system is a folder; associations and tasks move real data.
 
-moto keeps the file system records (``CreateFileSystem``/``DescribeFileSystems``/``DeleteFileSystem``)
-but has no lifecycle, no ``MountName``, no network interfaces, and no data repository associations or
-tasks at all. This module fills those gaps:
-
-- a file system gets ``Lifecycle`` (``CREATING`` in the create answer, ``AVAILABLE`` after), a
-  ``LustreConfiguration.MountName``, ``VpcId``, ``CreationTime``, ``OwnerId``, and one EC2 network
-  interface in its subnet carrying its security groups (moto's EC2), so the pre-flight's Lustre-port
-  check reads them as on AWS;
-- its contents are the folder ``<root>/fsx/<file system id>/``;
-- ``Create/Describe/DeleteDataRepositoryAssociation(s)`` link a file system path to an S3 prefix
-  (overlaps refused as FSx does; ``ClientRequestToken`` idempotent);
-- ``Create/Describe/CancelDataRepositoryTask(s)`` run: an import copies the objects under the task's
-  S3 paths into the folder (removing files whose object is gone), an export copies files back to
-  the association's prefix, a release succeeds (the data stays local); one task at a time per file
-  system, ``PENDING -> EXECUTING -> SUCCEEDED | FAILED | CANCELED`` with their counts;
-- a training job's FSx channel (``FileSystemDataSource``, ``DirectoryPath=/<MountName>/<path>``)
-  reads the folder: :meth:`FileSystems.channel_mounts` maps ``fsx://<id>/<MountName>`` to it.
-
-Real FSx lazy-loads file contents on first read; the emulator copies them during the import, which
-a job cannot tell apart.
+moto keeps the file system records but has no lifecycle, no ``MountName``, no network interfaces
+and no data repository associations or tasks. Here a file system gets those (its network interface
+in moto's EC2, so the pre-flight's Lustre-port check reads it as on AWS), its contents are the
+folder ``<root>/fsx/<file system id>/``, associations and import/export/release tasks move real
+data between it and S3, and a training job's FSx channel reads the folder
+(:meth:`FileSystems.channel_mounts`). Real FSx lazy-loads file contents on first read; the import
+copies them, which a job cannot tell apart.
 """
 
 from __future__ import annotations
@@ -34,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.fsx.requests import is_under
 from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores
 from airflow_dist_training.storage.location import Location, split_uri
 
@@ -63,11 +51,6 @@ class FSxError(Exception):
 def _prefix(uri: str) -> str:
     """An S3 prefix URI with one trailing slash."""
     return uri.rstrip("/") + "/"
-
-
-def _under(child: str, parent: str) -> bool:
-    parent = parent.rstrip("/")
-    return parent == "" or child == parent or child.startswith(parent + "/")
 
 
 class FileSystems:
@@ -239,7 +222,7 @@ class FileSystems:
         for other in self.associations.values():
             if other["FileSystemId"] != fs_id:
                 continue
-            if _under(path, other["FileSystemPath"]) or _under(other["FileSystemPath"], path):
+            if is_under(path, other["FileSystemPath"]) or is_under(other["FileSystemPath"], path):
                 raise FSxError(
                     "BadRequest",
                     f"FileSystemPath {path} overlaps {other['FileSystemPath']} of association "
@@ -371,7 +354,7 @@ class FileSystems:
                 work.append((_prefix(raw), f"{hit[1].rstrip('/')}/{rel}" if rel else hit[1]))
             else:
                 fs_path = "/" + raw.strip("/") if raw != "/" else "/"
-                hit = max((p for p in pairs if _under(fs_path, p[1])), key=lambda p: len(p[1]), default=None)
+                hit = max((p for p in pairs if is_under(fs_path, p[1])), key=lambda p: len(p[1]), default=None)
                 if hit is None:
                     raise FSxError(
                         "BadRequest", f"{raw} is not inside a data repository association of {fs_id}"
@@ -564,7 +547,7 @@ class FileSystems:
                 )
             mount = str(extra["MountName"])
             path = str(fs.get("DirectoryPath") or "")
-            if not _under(path, f"/{mount}"):
+            if not is_under(path, f"/{mount}"):
                 raise FSxError(
                     "ValidationException",
                     f"channel {name}: DirectoryPath {path!r} must start with /{mount}, the MountName of {fs_id}",

@@ -1,15 +1,10 @@
 """Job output into CloudWatch, as SageMaker writes it.
 
-Logs, one stream per host. Training: group ``/aws/sagemaker/TrainingJobs``; processing:
-``/aws/sagemaker/ProcessingJobs``; stream ``<job>/algo-N-<epoch>``. Lines are buffered and sent
-with ``PutLogEvents`` through the endpoint's own Logs API (moto), so every reader (the triggers,
-the hook, a user's boto3) sees them.
-
-Metrics of a training job: each point its ``MetricDefinitions`` parse from a host's output line
-(:mod:`airflow_dist_training.local.metrics`) is sent with ``PutMetricData`` to the namespace
-``/aws/sagemaker/TrainingJobs``, metric name the definition's ``Name``, dimension
-``Host=<job>/algo-N``, timestamped at its line: what the Training view and SageMaker's own
-``TrainingJobAnalytics`` read back with ``GetMetricData``.
+Logs: one stream per host (``<job>/algo-N-<epoch>``) in the job kind's group, sent with
+``PutLogEvents`` through the endpoint's own Logs API (moto), so every reader (the triggers, the
+hook, a user's boto3) sees them. Metrics: each point a training job's ``MetricDefinitions`` parse
+from a host's line goes to ``PutMetricData`` (namespace ``/aws/sagemaker/TrainingJobs``, dimension
+``Host=<job>/algo-N``), what the Training view and SageMaker's ``TrainingJobAnalytics`` read back.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Processing jobs of the emulator, run under SageMaker's processing contract.
 
-For ``CreateProcessingJob`` the emulator, like SageMaker:
-
-1. downloads every ``ProcessingInputs[].S3Input`` (``S3Prefix``: every key under the prefix) from
-   the endpoint's S3 into its ``LocalPath`` under ``/opt/ml/processing/...``;
-2. runs ``AppSpecification.ContainerEntrypoint`` + ``ContainerArguments`` with the request's
-   ``Environment``, ``python``/``python3`` being the image's interpreter: the job environment the
-   local backend's jobs run in (:func:`job_interpreter`), which holds nothing of this provider and
-   does not see the emulator's own ``PYTHONPATH``, so a script runs only with what the job ships;
-3. streams the output to CloudWatch Logs (``/aws/sagemaker/ProcessingJobs``,
-   ``<job>/algo-1-<epoch>``);
-4. on exit 0 uploads every ``ProcessingOutputConfig.Outputs[].S3Output.LocalPath`` to its
-   ``S3Uri`` and ends ``Completed``; otherwise ``Failed``, with ``FailureReason`` the script's own
-   ``/opt/ml/output/failure`` text, or else the exit code, the host and its last error line
-   (``AlgorithmError: ...``; no path of this machine). ``StopProcessingJob`` sends SIGTERM, then SIGKILL after a grace period, and
-   the job ends ``Stopped``; ``StoppingCondition.MaxRuntimeInSeconds`` is enforced.
+As SageMaker: the ``S3Input`` objects are downloaded to their ``LocalPath``; the container
+entrypoint runs with the request's environment, ``python`` being the job environment's
+(:func:`job_interpreter`), which does not see the emulator's own ``PYTHONPATH``, so a script runs
+only with what the job ships; output goes to CloudWatch Logs; on exit 0 the ``S3Output`` paths are
+uploaded, else the job fails with its ``/opt/ml/output/failure`` text or its last error line (no
+path of this machine). Stop and ``MaxRuntimeInSeconds`` are honoured.
 
 Without a container, ``/opt/ml`` is the job's folder ``<root>/processing/<job>/opt/ml``: the
 ``/opt/ml/`` prefix of the command, the arguments and the environment values is rewritten to it.
@@ -25,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import datetime as dt
 import logging
 import os
 import re
@@ -40,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_dist_training.emulator.logs import PROCESSING_LOG_GROUP, JobLogs
+from airflow_dist_training.emulator.training import MotoRun, moto_now
 from airflow_dist_training.storage import StoreOptions, Stores, get_tree, local_files, put_tree
 
 log = logging.getLogger(__name__)
@@ -47,11 +38,7 @@ STOP_GRACE_SECONDS = 5.0
 _OPT_ML = re.compile(r"/opt/ml(?=/|\b|$)")
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
-class ProcessingRun:
+class ProcessingRun(MotoRun):
     def __init__(self, record: Any, request: dict[str, Any], job_dir: Path, logs: JobLogs) -> None:
         self.record = record
         self.request = request
@@ -80,11 +67,6 @@ class ProcessingRun:
     def local(self, value: str) -> str:
         """``/opt/ml/...`` in a command, argument or environment value -> this job's folder."""
         return _OPT_ML.sub(lambda _: str(self.opt_ml), value)
-
-    def set(self, **fields: Any) -> None:
-        for key, value in fields.items():
-            setattr(self.record, key, value)
-        self.record.last_modified_time = _now()
 
 
 class ProcessingJobs:
@@ -147,7 +129,7 @@ class ProcessingJobs:
         finally:
             with contextlib.suppress(Exception):
                 run.logs.flush()
-            run.set(processing_end_time=_now())
+            run.set(processing_end_time=moto_now())
             run.done.set()
 
     def _stores(self) -> Stores:
@@ -203,7 +185,7 @@ class ProcessingJobs:
             **{k: run.local(str(v)) for k, v in (run.request.get("Environment") or {}).items()},
         }
         max_runtime = float((run.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        run.set(processing_start_time=_now())
+        run.set(processing_start_time=moto_now())
         run.proc = subprocess.Popen(
             command,
             cwd=run.job_dir,

@@ -1,16 +1,9 @@
 """pytest fixtures for the SageMaker test endpoint (registered through the ``pytest11`` entry point).
 
-- ``sagemaker_emulator`` (session): ``airflow-dist-training emulator`` in a subprocess (moto's
-  state stays out of the test process), stopped with SIGTERM at the end of the session;
-- ``sagemaker_endpoint`` (function): the emulator reset to an empty state, with
-  ``AWS_ENDPOINT_URL`` (and test credentials) set for the test, so boto3, aiobotocore and
-  Airflow's AWS connections all talk to it. Yields the :class:`EmulatorProcess`.
-
-Use them in your own CI::
-
-    def test_my_dag(sagemaker_endpoint):
-        s3 = sagemaker_endpoint.client("s3")
-        ...
+``sagemaker_emulator`` (session) runs ``airflow-dist-training emulator`` in a subprocess, so moto's
+state stays out of the test process; ``sagemaker_endpoint`` (function) resets it and points
+``AWS_ENDPOINT_URL`` (and test credentials) at it, so boto3, aiobotocore and Airflow's AWS
+connections all talk to it (docs/emulator.md).
 """
 
 from __future__ import annotations

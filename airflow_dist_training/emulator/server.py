@@ -1,27 +1,11 @@
 """The emulator: moto's server, with a SageMaker backend whose jobs really run.
 
-What is moto's, unchanged: the AWS protocol (every request and error shape), S3, CloudWatch Logs,
-IAM, STS, and SageMaker's job records, Describe/List and the model registry calls.
-What the emulator adds, by wrapping moto's SageMaker response handlers:
-
-- ``CreateTrainingJob``: a duplicate name answers ``ResourceInUse``; a request the local executor
-  cannot run answers ``ValidationException`` (nothing is recorded); otherwise moto records the job
-  and :class:`~airflow_dist_training.emulator.training.TrainingJobs` runs it;
-- ``StopTrainingJob`` (moto has none): SIGTERM to the hosts, SIGKILL after a grace period, ``Stopped``;
-- ``CreateProcessingJob`` / ``StopProcessingJob``: run under the processing contract
-  (:mod:`airflow_dist_training.emulator.processing`);
-- ``CreateHyperParameterTuningJob`` / ``StopHyperParameterTuningJob`` /
-  ``ListTrainingJobsForHyperParameterTuningJob``: tuning jobs whose training jobs really run
-  (:mod:`airflow_dist_training.emulator.tuning`);
-- FSx for Lustre: moto's file systems completed (lifecycle, ``MountName``, network interface),
-  data repository associations and tasks that move real data, and FSx training channels that read
-  the file system's folder (:mod:`airflow_dist_training.emulator.fsx`);
-- a WSGI layer in front of moto for the admin calls (``/_emulator/...``) and throttling faults.
-
-One emulator per process (moto's backends are process-wide). ``Emulator`` is a context manager::
-
-    with Emulator(port=0) as emu:
-        boto3.client("sagemaker", endpoint_url=emu.endpoint, ...)
+moto keeps the AWS protocol (every request and error shape), S3, CloudWatch Logs, IAM, STS, and
+SageMaker's job records, Describe/List and the model registry calls. The emulator wraps moto's
+SageMaker and FSx response handlers so that training, processing and tuning jobs really run
+(``training.py``, ``processing.py``, ``tuning.py``) and FSx file systems hold real data
+(``fsx.py``); a WSGI layer in front of moto serves the admin calls (``/_emulator/...``) and the
+throttling fault. One emulator per process (moto's backends are process-wide); see docs/emulator.md.
 """
 
 from __future__ import annotations
@@ -119,10 +103,7 @@ class Emulator:
             "127.0.0.1", self.port, app, threaded=True, request_handler=MotoRequestHandler
         )
         self.port = int(self._server.server_port)
-        self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
-        self.processing = ProcessingJobs(self.root, self.client)
-        self.fsx = FileSystems(self.root, self.client, REGION)
-        self.tuning = self._tuning_jobs()
+        self._new_jobs()
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="emulator-server", daemon=True
         )
@@ -140,14 +121,7 @@ class Emulator:
     def stop(self) -> None:
         """Stop every job (their processes are gone when this returns), then the server."""
         global _ACTIVE
-        if self.tuning is not None:
-            self.tuning.shutdown()
-        if self.training is not None:
-            self.training.shutdown()
-        if self.processing is not None:
-            self.processing.shutdown()
-        if self.fsx is not None:
-            self.fsx.shutdown()
+        self._stop_jobs()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -170,19 +144,12 @@ class Emulator:
         """Stop every job and clear all state (moto's ``/moto-api/reset`` plus the emulator's)."""
         from moto.moto_api._internal.models import moto_api_backend
 
-        if self.tuning is not None:
-            self.tuning.shutdown()
-            self.tuning = self._tuning_jobs()
-        if self.training is not None:
-            self.training.shutdown()
-            self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
-        if self.processing is not None:
-            self.processing.shutdown()
-            self.processing = ProcessingJobs(self.root, self.client)
+        started = self.training is not None
+        self._stop_jobs()
         if self.fsx is not None:
-            self.fsx.shutdown()
             shutil.rmtree(self.fsx.root, ignore_errors=True)
-            self.fsx = FileSystems(self.root, self.client, REGION)
+        if started:
+            self._new_jobs()
         self.sagemaker_calls.clear()
         self.faults.throttle_share = 0.0
         self.faults.capacity_failures = 0
@@ -210,6 +177,18 @@ class Emulator:
                     ),
                 )
             return self._clients[key]
+
+    def _new_jobs(self) -> None:
+        self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
+        self.processing = ProcessingJobs(self.root, self.client)
+        self.fsx = FileSystems(self.root, self.client, REGION)
+        self.tuning = self._tuning_jobs()
+
+    def _stop_jobs(self) -> None:
+        """Every job's processes are gone when this returns."""
+        for jobs in (self.tuning, self.training, self.processing, self.fsx):
+            if jobs is not None:
+                jobs.shutdown()
 
     def _tuning_jobs(self) -> TuningJobs:
         """Tuning jobs launch their training jobs through this endpoint's own CreateTrainingJob."""
@@ -478,7 +457,18 @@ def _fsx_state() -> FileSystems | None:
     return _ACTIVE.fsx if _ACTIVE is not None else None
 
 
-def _fsx_call(fn: Callable[[FileSystems, dict[str, Any]], dict[str, Any]]) -> Callable[[Any], str]:
+# the data repository calls moto lacks: operation -> (the answer's key, None: the whole answer; method)
+_FSX_CALLS: dict[str, tuple[str | None, Callable[[FileSystems, dict[str, Any]], Any]]] = {
+    "create_data_repository_association": ("Association", FileSystems.create_association),
+    "describe_data_repository_associations": ("Associations", FileSystems.describe_associations),
+    "delete_data_repository_association": (None, FileSystems.delete_association),
+    "create_data_repository_task": ("DataRepositoryTask", FileSystems.create_task),
+    "describe_data_repository_tasks": ("DataRepositoryTasks", FileSystems.describe_tasks),
+    "cancel_data_repository_task": (None, FileSystems.cancel_task),
+}
+
+
+def _fsx_call(key: str | None, method: Callable[[FileSystems, dict[str, Any]], Any]) -> Callable[[Any], str]:
     from moto.core.exceptions import JsonRESTError
 
     def handler(self: Any) -> str:
@@ -486,7 +476,8 @@ def _fsx_call(fn: Callable[[FileSystems, dict[str, Any]], dict[str, Any]]) -> Ca
         if fsx is None:
             raise NotImplementedError("the FSx data repository calls need a running emulator")
         try:
-            return json.dumps(fn(fsx, json.loads(self.body or "{}")))
+            answer = method(fsx, json.loads(self.body or "{}"))
+            return json.dumps(answer if key is None else {key: answer})
         except FSxError as exc:
             raise JsonRESTError(exc.code, exc.message) from None
 
@@ -584,28 +575,11 @@ def _install_fsx_patches() -> None:
     _ORIGINALS["fsx_create"] = FSxResponse.create_file_system
     _ORIGINALS["fsx_describe"] = FSxResponse.describe_file_systems
     _ORIGINALS["fsx_delete"] = FSxResponse.delete_file_system
-    call = _fsx_call
     FSxResponse.create_file_system = _fsx_create_file_system  # type: ignore[method-assign]
     FSxResponse.describe_file_systems = _fsx_describe_file_systems  # type: ignore[method-assign]
     FSxResponse.delete_file_system = _fsx_delete_file_system  # type: ignore[method-assign]
-    FSxResponse.create_data_repository_association = call(  # type: ignore[attr-defined]
-        lambda fsx, req: {"Association": fsx.create_association(req)}
-    )
-    FSxResponse.describe_data_repository_associations = call(  # type: ignore[attr-defined]
-        lambda fsx, req: {"Associations": fsx.describe_associations(req)}
-    )
-    FSxResponse.delete_data_repository_association = call(  # type: ignore[attr-defined]
-        lambda fsx, req: fsx.delete_association(req)
-    )
-    FSxResponse.create_data_repository_task = call(  # type: ignore[attr-defined]
-        lambda fsx, req: {"DataRepositoryTask": fsx.create_task(req)}
-    )
-    FSxResponse.describe_data_repository_tasks = call(  # type: ignore[attr-defined]
-        lambda fsx, req: {"DataRepositoryTasks": fsx.describe_tasks(req)}
-    )
-    FSxResponse.cancel_data_repository_task = call(  # type: ignore[attr-defined]
-        lambda fsx, req: fsx.cancel_task(req)
-    )
+    for operation, (key, method) in _FSX_CALLS.items():
+        setattr(FSxResponse, operation, _fsx_call(key, method))
 
 
 def serve_forever(port: int = 0, root: str | Path | None = None, **faults: Any) -> int:

@@ -1,13 +1,9 @@
 """Training jobs of the emulator: moto's job record, driven by the local backend's request executor.
 
-``CreateTrainingJob`` lands in moto's SageMaker backend as usual (moto keeps the job record and
-answers ``Describe``/``List``); the emulator then runs the request as sent through
-:class:`airflow_dist_training.local.executor.LocalExecutor`, whose ``describe()`` (statuses,
-secondary statuses with their transitions, ``FailureReason``, ``FinalMetricDataList``, times,
-``ModelArtifacts``) is copied onto moto's record while the job runs. The executor reads channels
-and code from, and writes checkpoints and ``model.tar.gz``/``output.tar.gz`` to, the endpoint's own
-S3. Host output goes to CloudWatch Logs, and the points its ``MetricDefinitions`` parse to
-CloudWatch metrics (:mod:`airflow_dist_training.emulator.logs`).
+moto keeps the job record and answers ``Describe``/``List``; the request as sent runs on
+:class:`~airflow_dist_training.local.executor.LocalExecutor` against the endpoint's own S3, and its
+``describe()`` is copied onto moto's record while the job runs. Output goes to CloudWatch Logs and
+metrics (:mod:`airflow_dist_training.emulator.logs`).
 """
 
 from __future__ import annotations
@@ -38,11 +34,23 @@ def naive_utc(value: Any) -> Any:
     return value
 
 
-def _now() -> dt.datetime:
+def moto_now() -> dt.datetime:
+    """Now, as moto keeps times (naive UTC)."""
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-class TrainingRun:
+class MotoRun:
+    """A job the emulator runs beside moto's ``record`` of it."""
+
+    record: Any
+
+    def set(self, **fields: Any) -> None:
+        for key, value in fields.items():
+            setattr(self.record, key, value)
+        self.record.last_modified_time = moto_now()
+
+
+class TrainingRun(MotoRun):
     """One training job: the executor's handle, moto's record, the log streams."""
 
     def __init__(self, record: Any, request: dict[str, Any], logs: JobLogs, metrics: JobMetrics) -> None:
@@ -57,11 +65,6 @@ class TrainingRun:
         self.host_failed = False
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
-
-    def set(self, **fields: Any) -> None:
-        for key, value in fields.items():
-            setattr(self.record, key, value)
-        self.record.last_modified_time = _now()
 
     def publish_metrics(self) -> None:
         """Send the metric points parsed since the last call (CloudWatch, as SageMaker does)."""
@@ -83,7 +86,7 @@ class TrainingRun:
             if status == "Stopped" and (
                 not transitions or transitions[-1]["Status"] != "MaxWaitTimeExceeded"
             ):
-                now = _now()
+                now = moto_now()
                 if transitions and "EndTime" not in transitions[-1]:
                     transitions[-1]["EndTime"] = now
                 transitions.append(
@@ -126,7 +129,7 @@ def _host_failure(
     if status in ("Stopping", "InProgress"):
         return "InProgress", "Training" if secondary == "Stopping" else secondary, None, transitions
     kept = [t for t in transitions if t["Status"] not in ("Stopping", "Stopped", "Failed", "Completed")]
-    now = _now()
+    now = moto_now()
     if kept and "EndTime" not in kept[-1]:
         kept[-1]["EndTime"] = now
     kept.append({"Status": "Failed", "StartTime": now, "StatusMessage": HOST_FAILURE_REASON})
@@ -174,7 +177,7 @@ class TrainingJobs:
             JobMetrics(self.clients("cloudwatch"), name),
         )
         run.mounts = dict(mounts or {})
-        now = _now()
+        now = moto_now()
         run.set(
             training_job_status="InProgress",
             secondary_status="Starting",
@@ -197,7 +200,7 @@ class TrainingJobs:
         try:
             if self.faults.take_capacity_failure():
                 time.sleep(0.3)
-                now = _now()
+                now = moto_now()
                 run.set(
                     training_job_status="Failed",
                     secondary_status="Failed",
@@ -242,7 +245,7 @@ class TrainingJobs:
                 training_job_status="Failed",
                 secondary_status="Failed",
                 failure_reason=f"InternalServerError: emulator: {type(exc).__name__}: {exc}"[:1024],
-                training_end_time=_now(),
+                training_end_time=moto_now(),
             )
         finally:
             with contextlib.suppress(Exception):

@@ -1,33 +1,15 @@
 """Hyperparameter tuning jobs of the emulator: real training jobs with sampled hyperparameters.
 
 ``CreateHyperParameterTuningJob`` lands in moto's record as usual (moto answers Describe/List);
-the emulator then runs the tuning job as SageMaker does:
-
-1. it samples one configuration per training job from ``ParameterRanges``: **Grid** tries every
-   combination of the categorical values in order (``MaxNumberOfTrainingJobs`` caps it);
-   **Random** draws each hyperparameter from its range (``ScalingType`` honoured, ``RandomSeed``
-   or else the tuning job's name seeds it). **Bayesian and Hyperband fall back to random
-   sampling** here: no model of the objective is fitted and no job is stopped early;
-2. it launches the training jobs through the emulator's own ``CreateTrainingJob`` (the same path
-   as a user's job: real processes in the job environment, logs, metrics), at most
-   ``MaxParallelTrainingJobs`` at a time, ``MaxNumberOfTrainingJobs`` in all. Each job is named
-   ``<tuning job>-<NNN>-<8 hex>`` as SageMaker names them, has the static hyperparameters, the
-   ``_tuning_objective_metric`` SageMaker adds (a script sees ``--_tuning_objective_metric``: parse
-   its arguments with ``parse_known_args``) and its tuned ones, the tuning job's tags, and
-   ``TuningJobArn`` in its description;
-3. a job's objective is the final value of the objective metric (``FinalMetricDataList``, parsed
-   from its output by the ``MetricDefinitions``);
-4. the description reports ``HyperParameterTuningJobStatus``, ``TrainingJobStatusCounters``,
-   ``ObjectiveStatusCounters`` and ``BestTrainingJob``; ``ListTrainingJobsForHyperParameterTuningJob``
-   lists every job with its tuned hyperparameters and objective;
-5. ``StopHyperParameterTuningJob`` stops its running training jobs; it ends ``Stopped`` when they
-   have. When every training job is done it ends ``Completed`` if at least one has an objective
-   value, else ``Failed``.
+the emulator then runs it as SageMaker does, from the pure functions of ``sagemaker/tuning_jobs.py``
+(sampling, job names, requests, counters, outcome): its training jobs go through the emulator's own
+``CreateTrainingJob`` (real processes, logs, metrics), at most ``MaxParallelTrainingJobs`` at a
+time. ``StopHyperParameterTuningJob`` stops its running training jobs. Bayesian and Hyperband
+fall back to random sampling (docs/emulator.md).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
 import threading
@@ -35,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from airflow_dist_training.emulator.training import MotoRun, moto_now
 from airflow_dist_training.sagemaker.tuning_jobs import (
     RUNNING,
     best_summary,
@@ -52,11 +35,7 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
-class TuningRun:
+class TuningRun(MotoRun):
     """One tuning job: moto's record, its training jobs, its stop request."""
 
     def __init__(self, record: Any, request: dict[str, Any]) -> None:
@@ -79,19 +58,10 @@ class TuningRun:
         self.done = threading.Event()
         self.max_running = 0  # the most training jobs seen running at once
 
-    def set(self, **fields: Any) -> None:
-        for key, value in fields.items():
-            setattr(self.record, key, value)
-        self.record.last_modified_time = _now()
-
 
 class TuningJobs:
-    """Runs the emulator's tuning jobs (thread-safe).
-
-    :param create_training_job: the emulator's own ``CreateTrainingJob`` (an internal client).
-    :param stop_training_job: the emulator's own ``StopTrainingJob``.
-    :param training_record: moto's record of a training job by name (None: unknown).
-    """
+    """Runs the emulator's tuning jobs (thread-safe) through the emulator's own training job
+    calls; ``training_record``: moto's record of a training job by name (None: unknown)."""
 
     def __init__(
         self,
@@ -182,7 +152,7 @@ class TuningJobs:
             run.set(
                 hyper_parameter_tuning_job_status="Failed",
                 failure_reason=f"InternalServerError: emulator: {type(exc).__name__}: {exc}"[:1024],
-                hyper_parameter_tuning_end_time=_now(),
+                hyper_parameter_tuning_end_time=moto_now(),
             )
         finally:
             run.done.set()
@@ -200,8 +170,8 @@ class TuningJobs:
         run.set(
             hyper_parameter_tuning_job_status=status,
             failure_reason=reason[:1024] if reason else None,
-            hyper_parameter_tuning_end_time=_now(),
-            consumed_resources={"RuntimeInSeconds": int((_now() - created).total_seconds())},
+            hyper_parameter_tuning_end_time=moto_now(),
+            consumed_resources={"RuntimeInSeconds": int((moto_now() - created).total_seconds())},
         )
 
     def _report(self, run: TuningRun, summaries: list[dict[str, Any]]) -> None:

@@ -1,9 +1,6 @@
 """Pre-flight rules for an FSx for Lustre channel, over facts the hook has already fetched.
 
-Each rule yields a ``Problem`` naming the field (``file_system_id``, ``network.subnets``,
-``network.security_group_ids``, ``s3_uri``) and the resources involved. ``evaluate`` returns every
-problem; ``raise_for_problems`` raises ``SpecValidationError`` if any is an error and returns the
-warnings. Pure: no boto3, no Airflow.
+Each problem names the field and the resources involved. Pure: no boto3, no Airflow.
 """
 
 from __future__ import annotations

@@ -56,12 +56,10 @@ def normalize_fs_path(path: str, field: str = "file_system_path") -> str:
     return norm
 
 
-def _is_under(child: str, parent: str) -> bool:
-    return parent == "/" or child == parent or child.startswith(parent.rstrip("/") + "/")
-
-
-def _s3_is_under(child: str, parent: str) -> bool:
-    return child.startswith(parent)
+def is_under(child: str, parent: str) -> bool:
+    """Whether file-system path ``child`` is ``parent`` or inside it."""
+    parent = parent.rstrip("/")
+    return not parent or child == parent or child.startswith(parent + "/")
 
 
 @dataclass(frozen=True)
@@ -105,7 +103,7 @@ def match_association(
                     )
                 ]
             )
-        if _is_under(fs_path, a_path):
+        if is_under(fs_path, a_path):
             rel = fs_path[len(a_path) :].strip("/") if a_path != "/" else fs_path.strip("/")
             expected = f"{a_prefix}{rel}/"
             if expected == prefix:
@@ -119,7 +117,7 @@ def match_association(
                     )
                 ]
             )
-        if _is_under(a_path, fs_path):
+        if is_under(a_path, fs_path):
             raise SpecValidationError(
                 [
                     (
@@ -129,7 +127,7 @@ def match_association(
                     )
                 ]
             )
-        if _s3_is_under(prefix, a_prefix) or _s3_is_under(a_prefix, prefix):
+        if prefix.startswith(a_prefix) or a_prefix.startswith(prefix):
             raise SpecValidationError(
                 [
                     (
@@ -202,7 +200,7 @@ def _covering(fs_path: str, associations: list[dict[str, Any]]) -> dict[str, Any
     best: dict[str, Any] | None = None
     for assoc in associations:
         a_path = normalize_fs_path(assoc.get("FileSystemPath") or "/")
-        if _is_under(fs_path, a_path) and (
+        if is_under(fs_path, a_path) and (
             best is None or len(a_path) > len(normalize_fs_path(best.get("FileSystemPath") or "/"))
         ):
             best = assoc

@@ -1,12 +1,6 @@
-"""Run a training spec on this machine with torchrun, under the SageMaker container contract.
-
-``LocalTrainingHook`` is the local backend's counterpart of the SageMaker training hook: the
-training operator calls :meth:`LocalTrainingHook.run_job` for ``backend="local"`` and
-:meth:`LocalTrainingHook.stop` from ``on_kill``. No AWS access unless the spec points at S3 and
-credentials exist (channels without ``local_source``, checkpoints/output without ``local_uri``).
-
-The per-job root directory is, in order: the ``root`` argument, ``$ADT_LOCAL_ROOT``,
-``$AIRFLOW_HOME/dist-training-local``, ``~/airflow/dist-training-local``.
+"""Run a training spec on this machine with torchrun, under the SageMaker container contract:
+the local backend's counterpart of the SageMaker training hook (``hooks/backends.LocalBackend``).
+No AWS access unless the spec points at S3 and credentials exist.
 """
 
 from __future__ import annotations
@@ -34,7 +28,6 @@ _RUNNING_LOCK = threading.Lock()
 
 
 def default_root() -> Path:
-    """``$ADT_LOCAL_ROOT``, else ``$AIRFLOW_HOME/dist-training-local``, else ``~/airflow/...``."""
     if os.environ.get("ADT_LOCAL_ROOT"):
         return Path(os.environ["ADT_LOCAL_ROOT"]).expanduser()
     home = os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
@@ -128,12 +121,8 @@ class LocalTrainingHook(BaseHook):
         allow_oversubscribe: bool = False,
         check_paths: bool = True,
     ) -> LocalJobPlan:
-        """Validate ``spec`` for local mode and compute the plan; raises ``SpecValidationError``.
-
-        The plan is the one a run executes: the SageMaker planner's request, planned for this
-        machine by the request executor (nothing is staged or launched).
-        ``check_paths=False`` skips the existence checks of local sources (a dry run before the
-        staging step has produced them)."""
+        """The request executor's plan of the run (nothing staged or launched); ``check_paths=False``
+        before the staging step has produced the local sources."""
         sub = self.submission(
             spec, job_name, allow_oversubscribe=allow_oversubscribe, check_paths=check_paths, stage=False
         )
@@ -173,9 +162,7 @@ class LocalTrainingHook(BaseHook):
         run_identity: str | None = None,
         stage: bool = True,
     ) -> Any:
-        """The exact ``CreateTrainingJob`` request (SageMaker planner) and its staged store.
-
-        ``stage=False`` (a dry run) writes nothing into the store."""
+        """The exact ``CreateTrainingJob`` request and its store (``stage=False``: nothing written)."""
         from airflow_dist_training.local.submit import local_request
 
         spec_obj = load_spec(spec)
@@ -228,20 +215,8 @@ class LocalTrainingHook(BaseHook):
         allow_oversubscribe: bool = False,
         run_identity: str | None = None,
     ) -> TrainingResult:
-        """Run the job to the end (synchronous) and return its ``TrainingResult``.
-
-        The job runs the exact ``CreateTrainingJob`` request the SageMaker planner builds.
-
-        :param spec: a spec object, dict or YAML path.
-        :param job_name: the job name; the job directory is ``<root>/<job_name>``. Re-running a
-            name reuses its directory (and so its checkpoints).
-        :param log: called with every output line (``[algo-N] ...``) and progress message;
-            default: this hook's logger (the Airflow task log).
-        :param allow_oversubscribe: allow more training processes than CPU cores.
-        :raises SpecValidationError: the spec cannot run locally (nothing was launched).
-        :raises TrainingJobError: the script failed (status ``Failed``, message with its last lines
-            and the failure file) or the job was stopped (status ``Stopped``).
-        """
+        """Run the job to the end and return its ``TrainingResult``; re-running a name reuses its
+        directory (and so its checkpoints). ``TrainingJobError`` when it ends Failed or Stopped."""
         job = self.start_job(
             spec, job_name, log=log, allow_oversubscribe=allow_oversubscribe, run_identity=run_identity
         )
@@ -249,11 +224,8 @@ class LocalTrainingHook(BaseHook):
             return job.result()  # type: ignore[no-any-return]
 
     def stop(self, job_name: str, *, grace_seconds: float | None = None) -> bool:
-        """Stop a running job: SIGTERM to every host, SIGKILL after the grace period.
-
-        Returns False when no job of that name runs in this process. ``run_job`` then raises
-        ``TrainingJobError`` with status ``Stopped``.
-        """
+        """SIGTERM to every host, SIGKILL after the grace period; False when no job of that name
+        runs in this process."""
         job = self.executor().get(job_name)
         if job is None or job.done:
             return False

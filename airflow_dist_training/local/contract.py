@@ -1,30 +1,14 @@
 """The SageMaker training-container contract, mapped onto one machine (pure: no I/O, no torch, no boto3).
 
-Runs execute the CreateTrainingJob request: ``local/submit.py`` builds it with the SageMaker
-planner after :func:`validate_local`, and ``local/request_plan.py`` plans it per host into a
-:class:`LocalJobPlan` with :class:`HostFacts` / :func:`host_env` / :class:`HostLayout` /
-:func:`config_files` from here: the ``/opt/ml`` tree of every simulated host under
-``<root>/<job>/``, the config files, the full ``SM_*`` environment of every host and the user
-arguments, exactly as the classic ``sagemaker-training`` toolkit produces them (see
-``docs/local-backend.md`` and the contract reference it cites), plus the launch decision per host.
+``local/request_plan.py`` plans a request per host with what is here: the ``/opt/ml`` tree of
+every simulated host under ``<root>/<job>/`` (algo-1's *is* the job directory, the others'
+``hosts/<host>/`` share its ``code`` and ``input/data``, as File-mode channels are identical on
+every host), the config files, the ``SM_*`` environment and the user arguments exactly as the
+classic ``sagemaker-training`` toolkit produces them, and the launch decision per host.
 :func:`validate_local` reports local-mode problems as ``(field path, message)`` pairs.
 
-Layout (the first host's ``/opt/ml`` *is* the job directory; further simulated hosts get their
-own tree under ``hosts/<host>/`` whose ``code`` and ``input/data`` are symlinks to the shared
-ones, as read-only File-mode channels are identical on every SageMaker host)::
-
-    <root>/<job>/                       /opt/ml of algo-1
-      code/                             copy of source.source_dir (cwd of the script)
-      input/config/{hyperparameters,inputdataconfig,resourceconfig,checkpointconfig}.json
-      input/data/<channel>/
-      model/  output/{data,intermediate,failure,success}  checkpoints/
-      hosts/algo-2/...                  /opt/ml of algo-2 (multi-host jobs only)
-
-Deliberate differences from SageMaker (each documented in docs/local-backend.md):
-``network_interface_name`` is the loopback interface (``lo``), so scripts that pin
-``GLOO_SOCKET_IFNAME`` to it still work; ``SM_NUM_GPUS`` is 0 (gloo on CPU); argv is passed
-exactly (the generic-``train`` path), not re-split by ``/bin/sh`` as the PyTorch DLC does;
-``SM_CHECKPOINT_DIR`` is added (the classic toolkit has no checkpoint variable).
+The deliberate differences from SageMaker (``lo`` as the network interface, ``SM_NUM_GPUS`` 0,
+argv passed exactly, ``SM_CHECKPOINT_DIR`` added) are in docs/local-backend.md.
 """
 
 from __future__ import annotations
@@ -237,7 +221,6 @@ class LocalJobPlan:
     input_data_config: dict[str, dict[str, str]]
     user_args: list[str]
     checkpoint_store: Location | None
-    output_store: Location
     output_compression: Literal["GZIP", "NONE"]
     metric_definitions: list[tuple[str, str]]
     host_plans: list[HostPlan]

@@ -1,49 +1,8 @@
 """Execute a SageMaker ``CreateTrainingJob`` request on this machine: the local backend's engine.
 
-The request is the one the SageMaker planner (``sagemaker/request.py``) produces, unchanged:
-its ``HyperParameters``, channels, ``Environment``, entry point and distribution flags are what the
-simulated hosts see. Usable from a plain Python process (no Airflow import), thread-safe.
-
-Public API (stable)::
-
-    from airflow_dist_training.local.executor import LocalExecutor
-    from airflow_dist_training.local.store import ObjectStore
-
-    executor = LocalExecutor(jobs_root="/tmp/jobs", store=ObjectStore("/tmp/buckets"))
-    job = executor.start(request)              # request: a CreateTrainingJob dict
-    job.describe()                             # DescribeTrainingJob-shaped dict
-    job.logs("algo-1")                         # that host's output lines so far
-    job.stop()                                 # StopTrainingJob: SIGTERM, then SIGKILL
-    job.wait(timeout=600)                      # -> describe() once the job has ended
-    job.host_dirs()                            # {"algo-1": {"opt_ml", "model", "output", "checkpoints"}}
-    executor.get(name)                         # the handle of a job started by this executor
-
-* ``store``: where the request's ``s3://`` URIs live (:class:`~airflow_dist_training.local.store.ObjectStore`):
-  a folder standing in for buckets (default ``<jobs_root>/_buckets``), real S3 through a boto3
-  client, plus mounts of local folders. Code (``sagemaker_submit_directory`` or the ``code``
-  channel) and channels are read from it, and ``model.tar.gz``, ``output.tar.gz`` and checkpoints
-  are written to it, under the URIs the request names.
-* Each simulated host ``algo-N`` gets its own ``/opt/ml`` tree under ``<jobs_root>/<job>/``
-  (``algo-1``: the job folder itself, the others ``hosts/algo-N``), and runs in Linux namespaces
-  when this machine allows it (``local/hosts.py``): real ``/opt/ml``, host names that resolve,
-  master port 7777. Otherwise the relocated layout is used, with one warning.
-* What runs on a host is decided by the request as on SageMaker:
-
-  - ``AlgorithmSpecification.ContainerEntrypoint`` (our launcher mode, ``ModelTrainer``-style):
-    that command and its ``ContainerArguments`` (``python``/``python3`` is the job's interpreter);
-  - otherwise a framework image in script mode (``sagemaker_program``): AWS's own in-container
-    toolkit (``sagemaker-training`` + ``sagemaker-pytorch-training``, the ``train`` entry point)
-    when it is installed for the job's interpreter and namespaces are available; else the
-    project's re-implementation of that contract (``local/contract.py``).
-
-* Refused up front, with the reason and the nearest local equivalent: MPI (``sagemaker_mpi_enabled``,
-  launcher ``mpirun``), SMDDP, SageMaker model parallel, TensorFlow parameter server /
-  MultiWorkerMirrored, Pipe input mode. :class:`LocalRequestError` carries the problems.
-* ``describe()`` reports ``TrainingJobStatus`` (InProgress, Stopping, Completed, Failed, Stopped),
-  ``SecondaryStatus`` and its transitions, ``FailureReason`` (the failing host's
-  ``/opt/ml/output/failure``, truncated to 1,024 characters as SageMaker does, or
-  ``MaxRuntimeExceeded`` with the log tail, or a rendezvous/name-resolution hang with its cause),
-  ``FinalMetricDataList`` (from ``MetricDefinitions``), ``ModelArtifacts`` and timestamps.
+The request is the SageMaker planner's, unchanged: its hyperparameters, channels, environment and
+distribution flags are what the simulated hosts see. No Airflow import, thread-safe. Its public API,
+what runs on a host and how it differs from SageMaker: docs/local-backend.md.
 
 The work is split by job: ``request_plan.py`` (request -> hosts' plans, before anything runs),
 ``supervisor.py`` with ``prepare.py`` and ``launcher.py`` (the hosts' processes, checkpoints,

@@ -80,13 +80,8 @@ def unreachable_master(tails: Tails, master: str, waited: float) -> str | None:
 
 
 class HangWatch:
-    """What the hang checks remember between passes of the wait loop (one job, one launch).
-
-    :param hosts: the job's hosts, the master first.
-    :param limit: seconds a hang may last before it is named (``JobOptions.hang_seconds``).
-    :param torch_distributed: the hosts rendezvous through torchrun on the master port.
-    :param builtin_runner: the project's runner starts torchrun itself (no need to see it start).
-    """
+    """What the hang checks remember between passes of the wait loop (one job, one launch);
+    ``hosts`` the master first, ``limit`` the seconds a hang may last (``JobOptions.hang_seconds``)."""
 
     def __init__(
         self, hosts: list[str], limit: float, *, torch_distributed: bool, builtin_runner: bool

@@ -1,19 +1,11 @@
 """Simulated SageMaker hosts in Linux namespaces (see ``docs/local-backend.md``).
 
-One **network namespace per job** (its own loopback; ``/etc/hosts`` maps ``algo-1..N`` to
-``127.0.0.2..``; the master port is 7777 as on SageMaker; two jobs never clash). Inside it, every
-host gets its own **mount** namespace (``/opt/ml`` is that host's directory, through an overlay on
-``/opt`` so the rest of ``/opt`` stays visible), **UTS** namespace (host name ``algo-N``) and
-**PID** namespace (a stop or kill leaves no process behind: ``unshare --kill-child``).
-
-The job's namespace is held by a tiny stdlib-only process (:data:`HOLDER`), which also runs the
-inside end of the **relays**: services on the machine's ``127.0.0.1:<port>`` (an S3 endpoint, the
-SageMaker test endpoint) are reachable from inside the job at the same address, through a unix
-socket whose outside end this process serves.
-
-:func:`probe` checks once whether this works here (``unshare`` with root, or an unprivileged user
-namespace). Where it does not, the executor falls back to the relocated layout and warns once.
-Set ``ADT_LOCAL_ISOLATION=none`` to force the fallback, ``namespaces`` to require namespaces.
+One network namespace per job, so two jobs never clash; in it every host gets its own mount
+(``/opt/ml`` through an overlay on ``/opt``), UTS (``algo-N``) and PID namespace (a stop leaves no
+process behind). A tiny stdlib-only process (:data:`HOLDER`) holds the job's namespace and runs the
+inside end of the relays that make services on the machine's ``127.0.0.1:<port>`` reachable from
+the job at the same address. Where :func:`probe` finds namespaces unavailable, the executor falls
+back to the relocated layout and warns once (``ADT_LOCAL_ISOLATION``: ``none`` or ``namespaces``).
 """
 
 from __future__ import annotations

@@ -1,26 +1,15 @@
 """The job's environment: what a SageMaker image gives a job, and nothing of this provider.
 
-A SageMaker PyTorch image brings its own Python with torch, torchvision, numpy and AWS's toolkit,
-apart from whatever runs the orchestrator, and holds nothing of this provider. Every place that
-runs a job here (the local backend's training and evaluation, the test endpoint's training and
-processing jobs, the tests) runs it in a job environment with the same contents: a virtualenv
-built from a **recipe** (pinned packages and an import check) by ``airflow-dist-training job-env``
-under ``$ADT_JOB_ENVS`` (default ``~/.cache/airflow-dist-training/job-envs/<recipe>``). Provider
-code reaches a job only by being shipped with it (``source.dependencies``, the evaluation's
-``dependencies``).
+Every place that runs a job here (local training and evaluation, the test endpoint's training and
+processing jobs, the tests) runs it in a virtualenv built from a **recipe** (pinned packages and an
+import check) by ``airflow-dist-training job-env`` under ``$ADT_JOB_ENVS``, as a SageMaker image
+brings its own Python with torch and AWS's toolkit and nothing of this provider: provider code
+reaches a job only by being shipped with it.
 
-Recipes are registered by name, like distribution strategies; an image URI (or framework) resolves
-to one (:func:`recipe_for`). The readiness stamp covers everything that defines an environment:
-the recipe (pins, packages, import check) and the Python it was built with. An environment that is
-missing or outdated is refused before anything runs, with the command that (re)builds it; it is
-never silently replaced by the worker's interpreter, which has the provider installed.
-
-Which interpreter runs a job, first match wins:
-
-1. the spec's ``local.python`` (per image URI, framework-version, framework or ``default``);
-2. the hook's ``python`` argument;
-3. ``$ADT_LOCAL_PYTHON`` (an interpreter you vouch for: nothing checks what it holds);
-4. the job environment of the image's recipe, when built and up to date.
+The readiness stamp covers the recipe and the Python it was built with. A missing or outdated
+environment is refused before anything runs, with the command that (re)builds it; it is never
+silently replaced by the worker's interpreter, which has the provider installed. Which interpreter
+runs a job: docs/local-backend.md.
 """
 
 from __future__ import annotations
@@ -38,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.spec.records import Records
 
 STAMP = ".adt-job-env"
 STAMP_FORMAT = 2
@@ -84,31 +74,22 @@ PYTORCH = JobEnvRecipe(
     image_repositories=("pytorch-", "huggingface-pytorch-"),
 )
 
-RECIPES: dict[str, JobEnvRecipe] = {}
+RECIPES = Records(JobEnvRecipe, "job environment recipe", "recipes", builtin=[PYTORCH])
+register_recipe = RECIPES.register
 # An image no recipe claims (your own image, a custom entry point) gets this one: the local
 # backend runs PyTorch only.
 DEFAULT_RECIPE = PYTORCH.name
 
 
-def register_recipe(recipe: JobEnvRecipe) -> JobEnvRecipe:
-    if recipe.name in RECIPES and RECIPES[recipe.name] != recipe:
-        raise ValueError(f"a job environment recipe named {recipe.name!r} is already registered")
-    RECIPES[recipe.name] = recipe
-    return recipe
-
-
-register_recipe(PYTORCH)
-
-
 def recipe_for(image_uri: str | None = None, framework: str | None = None) -> JobEnvRecipe:
     """The recipe of the environment this image (or framework) gives its jobs."""
     repository = (image_uri or "").rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
-    for recipe in RECIPES.values():
+    for recipe in RECIPES.records():
         if framework in recipe.frameworks:
             return recipe
         if repository and any(repository.startswith(prefix) for prefix in recipe.image_repositories):
             return recipe
-    return RECIPES[DEFAULT_RECIPE]
+    return RECIPES.by_name[DEFAULT_RECIPE]
 
 
 def envs_home(environ: Mapping[str, str] | None = None) -> Path:

@@ -1,14 +1,10 @@
 """The job's Python: which interpreter runs a job, and its ``requirements.txt``.
 
-* **Interpreter**: the spec's ``local.python`` maps an image URI (or ``<framework>-<version>``,
-  or ``default``) to an interpreter path; without a match ``local/job_env.py`` chooses it (the
-  default job environment: torch and AWS's in-container toolkit, nothing of this provider).
-* **requirements.txt** in the source directory is installed as SageMaker's toolkit does
-  (``pip install -r``), but *before* the hosts start, because a job's network namespace has no
-  route to the package index: into a cached folder ``<jobs root>/_envs/<hash>`` (hash of the
-  interpreter and the file's content) put on the hosts' ``PYTHONPATH``. A second job with the same
-  requirements reuses it. Inside the hosts ``PIP_NO_INDEX=1`` makes the toolkit's own
-  ``pip install -r`` a no-op that cannot hang.
+The spec's ``local.python`` maps an image URI (or ``<framework>-<version>``, or ``default``) to an
+interpreter; without a match ``local/job_env.py`` chooses. ``requirements.txt`` is installed as
+SageMaker's toolkit does, but *before* the hosts start, because a job's network namespace has no
+route to the package index: into ``<jobs root>/_envs/<hash>`` (reused by later jobs) on the hosts'
+``PYTHONPATH``, with ``PIP_NO_INDEX=1`` so the toolkit's own ``pip install -r`` cannot hang.
 """
 
 from __future__ import annotations

@@ -219,7 +219,7 @@ def plan_request(
         problems.append(Problem("local.python", f"{python} ({python_why}) is not an executable file"))
         raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
     torch_distributed = _truthy(hyperparameters.get("sagemaker_torch_distributed_enabled"))
-    channel_uris, input_data_config = _request_channels(request, algorithm)
+    channel_uris, input_data_config = request_channels(request, algorithm)
     launch_config: dict[str, Any] = {}
     if mode == "container":
         runner = "container"
@@ -334,7 +334,7 @@ def _request_problems(
     return problems
 
 
-def _request_channels(
+def request_channels(
     request: Mapping[str, Any], algorithm: Mapping[str, Any]
 ) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """Each channel's URI (s3://, or fsx:// / efs:// mount keys) and ``inputdataconfig.json``."""
@@ -515,7 +515,6 @@ def _job_plan(
         input_data_config=facts.input_data_config,
         user_args=facts.user_args,
         checkpoint_store=store.resolve(checkpoint_uri) if checkpoint_uri else None,
-        output_store=store.resolve(_output_path(request)),
         output_compression="NONE"
         if (request.get("OutputDataConfig") or {}).get("CompressionType") == "NONE"
         else "GZIP",

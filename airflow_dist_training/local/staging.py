@@ -136,12 +136,8 @@ def _unchanged_entry(old: dict[str, Any] | None, src: _SourceFile, target: Path)
 
 
 def stage_local(source: str, channel_dir: str | Path, *, s3_client: Any = None) -> StageResult:
-    """Mirror ``source`` into ``channel_dir``; returns what was copied, skipped and deleted.
-
-    :param source: A local directory or file, a ``file://`` URI, or an ``s3://bucket/prefix``.
-    :param channel_dir: The job's channel directory (created if needed).
-    :param s3_client: A boto3 S3 client to use (default: ``boto3.client("s3")``).
-    """
+    """Mirror ``source`` (a local directory or file, ``file://`` or ``s3://bucket/prefix``) into
+    ``channel_dir``; returns what was copied, skipped and deleted."""
     dest = Path(channel_dir)
     dest.mkdir(parents=True, exist_ok=True)
     previous = read_manifest(dest)

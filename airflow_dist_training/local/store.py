@@ -1,17 +1,10 @@
 """Where the local executor reads and writes the S3 URIs a ``CreateTrainingJob`` request names.
 
-:class:`ObjectStore` resolves every ``s3://bucket/key`` URI, in this order:
-
-1. a **mount**: a URI prefix bound to a local directory or any registered store's location (the spec's
-   ``local_source``, ``local_uri`` conveniences), so ``s3://demo/data/train/x.csv`` is ``<mount>/x.csv``;
-2. **real S3** through a boto3 client, when one is given (e.g. from the Airflow AWS connection;
-   local compute on cloud data);
-3. otherwise a **folder standing in for buckets**: ``<root>/<bucket>/<key>``. This is the default
-   and needs no AWS.
-
-FSx/EFS channels (``FileSystemDataSource``) resolve through mounts keyed
-``fsx://<file system id>/<directory path>`` (``efs://`` likewise).
-No boto3 import unless a client is used. Thread-safe: no mutable state besides what callers pass.
+An ``s3://bucket/key`` URI resolves to, first match wins: a **mount** (a URI prefix bound to a
+local directory or any registered store's location: the spec's ``local_source``/``local_uri``;
+FSx/EFS channels through mounts keyed ``fsx://<id>/<directory path>`` or ``efs://...``), **real
+S3** when a boto3 client is given, else a **folder standing in for buckets**
+(``<root>/<bucket>/<key>``, the default: no AWS needed).
 """
 
 from __future__ import annotations

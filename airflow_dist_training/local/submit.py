@@ -1,20 +1,11 @@
 """From a spec to the exact ``CreateTrainingJob`` request, staged for the local executor.
 
-One planner: :func:`local_request` calls the SageMaker planner (``plan_training_job``) and keeps
-its request unchanged. What the local backend adds lives *around* the request:
-
-* the spec's local conveniences become **store mounts** under the URIs the request names
-  (``channels.<c>.local_source`` -> the channel's ``S3Uri``; ``checkpoint.local_uri`` ->
-  ``CheckpointConfig.S3Uri``; ``output.local_uri`` -> ``S3OutputPath``), and the planner's uploads
-  (``sourcedir.tar.gz`` packed from a local ``source_dir``, the launcher files) are **put into
-  the store**, exactly where SageMaker would read them;
-* fields SageMaker requires but a local run does not need get local stand-ins: ``role_arn``
-  (a placeholder ARN), ``output`` (``s3://adt-local/<name>`` mounted on ``<jobs root>/_artifacts``),
-  ``source.source_dir`` (a folder holding only the entry point);
-* rules that only concern SageMaker's fleet (``torch_distributed`` needs GPU/Trainium instances)
-  are planned as if on a GPU instance and become warnings: the request keeps your instance type.
-
-Pure apart from the store writes: no Airflow, no boto3 (unless the store uses a client).
+:func:`local_request` keeps the SageMaker planner's request unchanged; what the local backend adds
+lives *around* it: the spec's local conveniences (``local_source``, ``local_uri``) become **store
+mounts** under the URIs the request names, the planner's uploads are **put into the store** where
+SageMaker would read them, fields SageMaker requires but a local run does not get local stand-ins,
+and rules that only concern SageMaker's fleet become warnings (planned as if on a GPU instance;
+the request keeps your instance type). No Airflow, no boto3 unless the store uses a client.
 """
 
 from __future__ import annotations
@@ -27,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.local.contract import local_path, validate_local
 from airflow_dist_training.local.executor import JobOptions
+from airflow_dist_training.local.request_plan import request_channels
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.source_archive import pack_source_dir
-from airflow_dist_training.spec.training import EFSChannel, FSxChannel, OutputSpec, S3Channel, TrainingJobSpec
+from airflow_dist_training.spec.training import OutputSpec, TrainingJobSpec
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
@@ -153,14 +145,14 @@ def _local_mounts(
 ) -> dict[str, Path | str]:
     """The spec's local conveniences as store mounts under the URIs the request names."""
     mounts: dict[str, Path | str] = {}
+    channel_uris, _ = request_channels(request, request["AlgorithmSpecification"])  # fsx:// efs:// keys too
     for name, channel in filled.channels.items():
         src = getattr(channel, "local_source", None)
         if not src:
             continue
         lp = local_path(src, base_dir)
-        key = _channel_uri(channel)
         if lp is not None:
-            mounts[key.rstrip("/")] = lp
+            mounts[channel_uris[name].rstrip("/")] = lp
         elif src.startswith("s3://") and store.s3_client is not None:
             request_channel = next(c for c in request["InputDataConfig"] if c["ChannelName"] == name)
             request_channel["DataSource"]["S3DataSource"]["S3Uri"] = src  # the data is in real S3 there
@@ -171,10 +163,3 @@ def _local_mounts(
         mounts[filled.output.s3_path.rstrip("/")] = local_path(uri, base_dir) or uri
     return mounts
 
-
-def _channel_uri(channel: S3Channel | FSxChannel | EFSChannel) -> str:
-    """The URI the request names for a channel (fsx:// and efs:// are the store's mount keys)."""
-    if isinstance(channel, S3Channel):
-        return channel.uri
-    scheme = "fsx" if isinstance(channel, FSxChannel) else "efs"
-    return f"{scheme}://{channel.file_system_id}/{channel.directory_path.strip('/')}"

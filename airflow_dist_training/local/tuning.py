@@ -1,24 +1,13 @@
 """A hyperparameter tuning job on this machine: the local backend's ``CreateHyperParameterTuningJob``.
 
-The tuning job is planned as SageMaker gets it (``sagemaker/tuning.py``'s ``tuning_request`` over
-the local ``CreateTrainingJob`` request, code staged in the local store) and run as the test
-endpoint runs it, from the same pure functions (``sagemaker/tuning_jobs.py``): the same sampled
-hyperparameters for the same seed, the same training job names ``<tuning job>-<NNN>-<8 hex>``, the
-same per-job request (static + ``_tuning_objective_metric`` + tuned hyperparameters), the same
-objective (the final value of the objective metric, parsed by ``MetricDefinitions``), best job,
-counters and outcome. Each training job runs on the local executor (``local/executor.py``), in the
-default job environment, at most ``parallel`` at a time.
+Planned as SageMaker gets it (``sagemaker/tuning.py``) and run as the test endpoint runs it, from
+the same pure functions (``sagemaker/tuning_jobs.py``), each training job on the local executor.
 
-**Durable.** The tuning job's ledger ``<jobs root>/<tuning job>/tuning.json`` records each training
-job *before* it starts, and its status, metrics and result when it ends (replaced atomically). A
-retried task reads it: a Completed tuning job is returned without running anything; a tuning job
-whose process died resumes, skipping the training jobs that ended and running again, under the
-same name, the one the dead process had running (a local job dies with its process). Training job
-names are never reused for another configuration, so a retry creates no duplicate. A lock file
-keeps two processes from running the same tuning job at once.
-
-**Stop.** :meth:`LocalTuningJob.stop` stops the running training jobs and ends the tuning job
-``Stopped``; nothing more starts.
+**Durable.** The ledger ``<jobs root>/<tuning job>/tuning.json`` records each training job
+*before* it starts, and its result when it ends. A retried task reads it: a Completed tuning job is
+returned as is; one whose process died resumes, running again under the same name the job the dead
+process had running (a local job dies with its process). Names are never reused for another
+configuration, so a retry creates no duplicate; a lock file keeps two processes apart.
 """
 
 from __future__ import annotations
@@ -73,18 +62,9 @@ def local_parallelism(
 
 
 class LocalTuningJob:
-    """One tuning job of the local backend (its ledger, its training jobs, its stop).
-
-    :param hook: the ``LocalTrainingHook`` whose jobs root, store, job Python and executor run the
-        training jobs.
-    :param spec: the training spec (validated).
-    :param tuning: the tuning section (validated).
-    :param name: the tuning job's name (deterministic from the run).
-    :param run_identity: the run's identity (as the training request carries it).
-    :param parallel: training jobs at once (default: :func:`local_parallelism`); never more than
-        the tuning section's ``max_parallel_jobs``.
-    :param log: the task log.
-    """
+    """One tuning job of the local backend (its ledger, its training jobs, its stop), run by
+    ``hook``'s executor; ``parallel`` training jobs at once (default :func:`local_parallelism`,
+    never more than the tuning section's ``max_parallel_jobs``)."""
 
     def __init__(
         self,

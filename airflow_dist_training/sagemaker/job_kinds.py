@@ -1,22 +1,10 @@
 """The kinds of SageMaker job the provider drives, as data (as the Amazon provider's trigger keeps a job-type table).
 
-Pure: no boto3, no Airflow. One row per kind says how to reach a job of that kind: its API
+Pure: no boto3, no Airflow. One record per kind says how to reach a job of that kind: its API
 operations, the keys of its description, its terminal states (from ``job_states``, never spelled
 here), its CloudWatch log group and the trigger a deferred task waits on. ``hooks/sagemaker_jobs.py``
-(``DurableJob``) reads the row and does the rest: find-or-create by generation, the synchronous
-wait with a deadline, stop, and the trigger.
-
-Adding a kind is a row plus its request. A batch transform job, for example::
-
-    TRANSFORM = register_job_kind(
-        job_kind("transform", "TransformJob", log_group="/aws/sagemaker/TransformJobs")
-    )
-    job = DurableJob(hook, "transform")
-    ref = job.find_or_create([name], lambda name, ended: {**request, "TransformJobName": name})
-    description = job.wait(ref.name, poll_interval=30)
-
-The hyperparameter tuning job is such a row (``TUNING`` below): its training jobs write the
-logs, its list answers ``HyperParameterTuningJobSummaries``.
+(``DurableJob``) reads it and does the rest, so adding a kind (a batch transform job, say) is one
+``register_job_kind(job_kind("transform", "TransformJob", log_group=...))`` plus its request.
 """
 
 from __future__ import annotations
@@ -26,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_dist_training.job_states import ACTIVE_STATES, FAILED_STATES, STOPPABLE_STATES, SUCCESS_STATES
+from airflow_dist_training.spec.records import Records
 
 #: The trigger of a kind without its own: one describe per poll, its logs, the same events.
 GENERIC_TRIGGER = "airflow_dist_training.triggers.processing.SageMakerJobKindTrigger"
@@ -53,6 +42,10 @@ class SageMakerJobKind:
     stoppable_states: frozenset[str] = STOPPABLE_STATES
     success_states: frozenset[str] = SUCCESS_STATES
     failed_states: frozenset[str] = FAILED_STATES
+
+    @property
+    def name(self) -> str:
+        return self.kind
 
     @property
     def terminal_states(self) -> frozenset[str]:
@@ -90,22 +83,12 @@ def job_kind(kind: str, noun: str, *, log_group: str | None, trigger: str = GENE
     )
 
 
-JOB_KINDS: dict[str, SageMakerJobKind] = {}
-
-
-def register_job_kind(row: SageMakerJobKind) -> SageMakerJobKind:
-    """Add (or replace) a kind in the table; returns it."""
-    JOB_KINDS[row.kind] = row
-    return row
+JOB_KINDS = Records(SageMakerJobKind, "SageMaker job kind", "kinds")
+register_job_kind = JOB_KINDS.register
 
 
 def get_job_kind(kind: str | SageMakerJobKind) -> SageMakerJobKind:
-    if isinstance(kind, SageMakerJobKind):
-        return kind
-    try:
-        return JOB_KINDS[kind]
-    except KeyError:
-        raise ValueError(f"unknown SageMaker job kind {kind!r}; known: {', '.join(sorted(JOB_KINDS))}") from None
+    return kind if isinstance(kind, SageMakerJobKind) else JOB_KINDS.get(kind, field="kind")
 
 
 TRAINING = register_job_kind(

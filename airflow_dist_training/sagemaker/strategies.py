@@ -22,6 +22,7 @@ from airflow_dist_training.sagemaker.catalog import (
 )
 from airflow_dist_training.sagemaker.hardware import check_hardware
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
+from airflow_dist_training.spec.records import Records
 from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, extend_strategy, forget_strategy
 
 # The SDK's version lists (fw_utils.SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS,
@@ -601,6 +602,10 @@ class StrategyRecord:
     # field -> value where the SDK's HuggingFace estimator treats the strategy differently
     huggingface: tuple[tuple[str, Any], ...] = ()
 
+    @property
+    def name(self) -> str:
+        return self.strategy.value
+
 
 def _refuse(message: str) -> LocalRun:
     return LocalRun(launch="process", refusal=message)
@@ -752,42 +757,19 @@ _BUILTIN = (
         script_mode=False,
     ),
 )
-REGISTRY: dict[Strategy, StrategyRecord] = {record.strategy: record for record in _BUILTIN}
+REGISTRY = Records(StrategyRecord, "distribution strategy", "strategies", builtin=_BUILTIN)
+register = REGISTRY.register  # a strategy defined outside this module (tests, extensions)
+records = REGISTRY.records
+define_strategy = extend_strategy  # a Strategy value the spec accepts (then ``register`` its record)
 
 
 def record_for(strategy: Strategy | str) -> StrategyRecord:
-    """The record of ``strategy``; a clear error for a strategy nobody registered."""
-    try:
-        return REGISTRY[Strategy(strategy)]
-    except (KeyError, ValueError):
-        raise KeyError(
-            f"distribution strategy {strategy!r} has no record in airflow_dist_training.sagemaker.strategies"
-        ) from None
-
-
-def records() -> list[StrategyRecord]:
-    return list(REGISTRY.values())
-
-
-def register(record: StrategyRecord) -> StrategyRecord:
-    """Add a strategy defined outside this module (tests, extensions); built-ins are records above."""
-    REGISTRY[record.strategy] = record
-    return record
-
-
-def define_strategy(value: str) -> Strategy:
-    """A ``Strategy`` member for a strategy defined outside the enum (then ``register`` its record)."""
-    return extend_strategy(value)
+    return REGISTRY.get(strategy, field="distribution.strategy")
 
 
 def unregister(strategy: Strategy) -> None:
-    if strategy in _BUILTIN_STRATEGIES:
-        raise ValueError(f"{strategy.value!r} is a built-in strategy")
-    REGISTRY.pop(strategy, None)
+    REGISTRY.forget(strategy.value)
     forget_strategy(strategy.value)
-
-
-_BUILTIN_STRATEGIES = frozenset(REGISTRY)
 
 
 def distribution_hyperparameters(ctx: StrategyContext) -> dict[str, str]:

@@ -2,20 +2,9 @@
 
 Pure: no AWS call, no Airflow import. The request is the SageMaker Python SDK v2's
 ``HyperparameterTuner(estimator, ...).fit(job_name=...)`` (pinned by tests/parity/test_tuning_parity.py):
-
-- the training job is planned first (``plan_training_job``) under the tuning job's name, as the SDK
-  prepares its estimator with it (``sagemaker_job_name``, the code under ``<bucket>/<tuning job>/source``);
-- ``TrainingJobDefinition`` is that request narrowed to what a tuning job's training jobs take
-  (``_TuningJob._prepare_training_config`` / ``Session._map_training_config``): no Debugger,
-  Profiler, TensorBoard or metrics time-series settings, ``ResourceConfig`` becomes
-  ``HyperParameterTuningResourceConfig``;
-- ``StaticHyperParameters``: the training job's (already encoded as the SDK does) minus the tuned
-  ones, plus, in script mode, ``sagemaker_estimator_class_name``/``_module`` (JSON strings, as the
-  SDK adds them for framework estimators);
-- ranges as strings: ``MinValue``/``MaxValue`` ``str()`` of the number as written; categorical
-  values ``str()``-ed, then JSON-encoded in script mode (``CategoricalParameter.as_json_range``:
-  the toolkit ``json.loads`` every hyperparameter);
-- the tuning job's name is deterministic from the run identity and at most 32 characters.
+the training job is planned first under the tuning job's name, as the SDK prepares its estimator,
+then narrowed to what a tuning job's training jobs take. The tuning job's name is deterministic from
+the run identity and at most 32 characters.
 """
 
 from __future__ import annotations

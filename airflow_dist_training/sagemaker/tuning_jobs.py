@@ -1,22 +1,8 @@
-"""What a tuning job does with its training jobs, the pure parts shared by every place that runs one.
+"""What a tuning job does with its training jobs: the pure parts shared by the test endpoint
+(``emulator/tuning.py``) and the local backend (``local/tuning.py``), so the same request and seed
+give the same configurations, job names, requests and outcome wherever the tuning job runs.
 
-The test endpoint (``emulator/tuning.py``) and the local backend (``local/tuning.py``) run a
-``CreateHyperParameterTuningJob`` request the same way, from these functions:
-
-- :func:`tuning_configurations`: one ``{hyperparameter: value string}`` per training job, sampled
-  from ``ParameterRanges``. **Grid** tries every combination of the categorical values in order
-  (``MaxNumberOfTrainingJobs`` caps it); **Random** draws each value from its range
-  (``ScalingType`` honoured), seeded by ``RandomSeed`` or else the tuning job's name. **Bayesian
-  and Hyperband fall back to random sampling**: no model of the objective is fitted. The same
-  request and seed give the same configurations wherever the tuning job runs;
-- :func:`training_job_name`: ``<tuning job>-<NNN>-<8 hex>``, as SageMaker names them;
-- :func:`training_request`: the ``CreateTrainingJob`` request of one training job (static
-  hyperparameters, SageMaker's ``_tuning_objective_metric``, the tuned ones, the tuning job's tags);
-- :func:`job_counters`, :func:`best_summary` and :func:`tuning_outcome`: the
-  ``TrainingJobStatusCounters``, ``BestTrainingJob`` and final status from the training jobs'
-  ``HyperParameterTrainingJobSummary`` records.
-
-No I/O, no AWS, no Airflow.
+Bayesian and Hyperband fall back to random sampling: no model of the objective is fitted.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Members of a mapped training run: one spec, many models (one per market, customer, trial, ...).
 
-Pure: the standard library and pydantic. A member is a name plus overrides of the training spec's
-hyperparameters, channels, environment and instance settings. A member's fields mirror the spec's
-(``hyperparameters``, ``channels.<name>``, ``compute.instance_type``), so an error found in the
-member's spec names the member's field: ``for_each[1].compute.instance_count: ...``.
+Pure: the standard library and pydantic. A member is a name plus overrides of the spec's
+hyperparameters, channels, environment and instance settings, with the spec's field names, so an
+error names the member's field: ``for_each[1].compute.instance_count: ...`` (YAML: docs/mapped.md).
 
-YAML (a pipeline's ``for_each``)::
-
-    for_each:
-      - name: emea
-        channels: {train: {local_source: data/emea}}
-      - name: apac
-        hyperparameters: {lr: 0.05}
-        compute: {instance_type: ml.g5.xlarge}
-
-A member's name is part of its job name (``<spec name>-<member>-<run hash>``), of its checkpoint
-prefix and of its model package group, so it must be a valid job-name part, unique in the list
-(case-insensitively: SageMaker names are, and so are some file systems).
+A member's name is part of its job name, checkpoint prefix and model package group, so it must be
+a valid job-name part, unique in the list case-insensitively (SageMaker names are, and so are some
+file systems).
 """
 
 from __future__ import annotations

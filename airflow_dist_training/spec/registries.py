@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator
 
-from airflow_dist_training.spec.backends import BackendRecord, Records, load_reference
+from airflow_dist_training.spec.backends import BackendRecord
+from airflow_dist_training.spec.records import Factory, Records
 from airflow_dist_training.spec.training import make_scalars_strict
 
 ENTRY_POINT_GROUP = "airflow_dist_training.registries"
@@ -44,7 +45,7 @@ class RegistryStepModel(BaseModel):
 
 
 @dataclass(frozen=True)
-class RegistryRecord:
+class RegistryRecord(Factory):
     """A registry kind: its pipeline step, what it needs, and its implementation."""
 
     name: str
@@ -60,29 +61,17 @@ class RegistryRecord:
     needs_image: bool = False
     description: str = ""
 
-    def load_factory(self) -> Callable[..., Any]:
-        return load_reference(self.factory)
 
-
-REGISTRIES: Records[RegistryRecord] = Records(ENTRY_POINT_GROUP, RegistryRecord)
+REGISTRIES: Records[RegistryRecord] = Records(RegistryRecord, "registry kind", "kinds", ENTRY_POINT_GROUP)
 register_registry = REGISTRIES.register
 forget_registry = REGISTRIES.forget
 registry_kinds = REGISTRIES.names
 find_registry = REGISTRIES.find
 
 
-def unknown_registry_message(kind: object) -> str:
-    return f"unknown registry kind {kind!r}; registered kinds: {', '.join(registry_kinds())}"
-
-
 def registry_record(kind: object, *, field: str = "registry") -> RegistryRecord:
     """The record of ``kind``; ``SpecValidationError`` naming ``field`` and the registered kinds."""
-    record = find_registry(kind)
-    if record is None:
-        from airflow_dist_training.errors import Problem, SpecValidationError
-
-        raise SpecValidationError([Problem(field, unknown_registry_message(kind))])
-    return record
+    return REGISTRIES.get(kind, field=field)
 
 
 def _typed_step(value: Any) -> RegistryStepModel:
@@ -97,7 +86,7 @@ def _typed_step(value: Any) -> RegistryStepModel:
         from pydantic import ValidationError
         from pydantic_core import PydanticCustomError
 
-        message = unknown_registry_message(kind).replace("{", "{{").replace("}", "}}")
+        message = REGISTRIES.unknown(kind).replace("{", "{{").replace("}", "}}")
         error = PydanticCustomError("unknown_registry", message)
         raise ValidationError.from_exception_data(
             "registry", [{"type": error, "loc": ("kind",), "input": kind}]

@@ -1,28 +1,9 @@
 """A hyperparameter sweep run as mapped members, and the pick of its best member.
 
-Pure: the standard library and pydantic. A sweep is the self-managed alternative to a SageMaker
-tuning job (``spec/tuning.py``): the same range types and objective, expanded here into a
-``MemberList`` (``spec/members.py``) that the DAG trains side by side, one mapped member per set.
-The winner is the member with the best final objective metric; only it goes on to the gate and
-the registry.
-
-YAML::
-
-    sweep:
-      strategy: grid                 # every combination of the listed values
-      ranges:
-        lr: [0.01, 0.05]             # a list is shorthand for {type: categorical, values: [...]}
-        hidden: [16, 32]
-      objective: {metric: accuracy, type: Maximize}
-
-    sweep:
-      strategy: random               # `count` sets, drawn with `seed` (the same seed, the same sets)
-      count: 4
-      seed: 7
-      ranges:
-        lr: {type: continuous, min_value: 0.001, max_value: 0.1, scaling_type: Logarithmic}
-        hidden: {type: integer, min_value: 8, max_value: 64}
-      objective: {metric: loss, type: Minimize}
+Pure: the standard library and pydantic. The self-managed alternative to a SageMaker tuning job
+(``spec/tuning.py``): the same range types and objective, expanded into a ``MemberList``
+(``spec/members.py``) that the DAG trains side by side; only the member with the best final
+objective metric goes on to the gate and the registry (YAML: docs/mapped.md).
 
 Members are named ``<name_prefix>-<NN>`` in expansion order (the map index), so a member's job
 name and registry entry stay the same from one run to the next when the sweep does not change.
@@ -179,11 +160,8 @@ class SweepSelectionError(ValueError):
 
 @dataclass(frozen=True)
 class MemberOutcome:
-    """How one member ended: its final metrics when it finished, else why not.
-
-    :param status: ``succeeded``, ``failed``, ``skipped`` (unchanged, not retrained) or ``rejected``.
-    :param metrics: the final metrics (evaluation.json's, else the training job's final metrics).
-    """
+    """How one member ended (``succeeded``, ``failed``, ``skipped``: unchanged, not retrained, or
+    ``rejected``): its final metrics (evaluation.json's, else the training job's) when it finished."""
 
     member: str
     status: str

@@ -1,20 +1,8 @@
 """The hyperparameter tuning section: ranges, strategy, objective and limits of a SageMaker tuning job.
 
-Pure: the standard library and pydantic. Strict like ``spec/training.py`` (frozen, unknown fields
-forbidden, YAML's ``true`` is no count). ``tuning_problems`` checks the section against the training
-spec it tunes (the objective must be one of its metric definitions, a tuned hyperparameter is not
-one of the SDK's reserved ``sagemaker_*`` names, ...). Every problem names its field.
-
-YAML::
-
-    strategy: Random
-    objective: {metric: "validation:accuracy", type: Maximize}
-    max_jobs: 4
-    max_parallel_jobs: 2
-    ranges:
-      lr: {type: continuous, min_value: 0.0001, max_value: 0.1, scaling_type: Logarithmic}
-      layers: {type: integer, min_value: 1, max_value: 4}
-      optimizer: {type: categorical, values: [sgd, adam]}
+Pure: the standard library and pydantic. Strict like ``spec/training.py``. ``tuning_problems``
+checks the section against the training spec it tunes; every problem names its field (YAML:
+docs/tuning.md).
 """
 
 from __future__ import annotations

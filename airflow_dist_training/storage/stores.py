@@ -1,10 +1,5 @@
-"""The storage protocol and its registry (imported through :mod:`airflow_dist_training.storage`).
-
-Built in: ``file`` (:class:`LocalStore`, plain paths and ``file://``) and ``s3``
-(:class:`~airflow_dist_training.storage.s3.S3Store`). Another store is one module that calls
-:func:`register_store` with a :class:`StoreScheme` (as a strategy registers its record); checkpoint
-semantics, evaluation artefacts, the local executor's buckets and the checkpoint sync then work on it.
-"""
+"""The storage protocol and its registry (imported through :mod:`airflow_dist_training.storage`,
+whose docstring says how a store is added)."""
 
 from __future__ import annotations
 
@@ -20,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.spec.records import Records
 from airflow_dist_training.storage.location import Location, parse_location
 
 # what a listing knows of one file: (size in bytes, modified as POSIX seconds)
@@ -70,24 +66,10 @@ class StoreOptions:
 
 @dataclass(frozen=True)
 class StoreScheme:
-    """A URI scheme and how to open its store: the one place to add a store."""
+    """A URI scheme (its ``name``) and how to open its store: the one place to add a store."""
 
-    scheme: str
+    name: str
     open: Callable[[StoreOptions], ObjectStore]
-
-
-_SCHEMES: dict[str, StoreScheme] = {}
-
-
-def register_store(record: StoreScheme) -> StoreScheme:
-    _SCHEMES[record.scheme] = record
-    return record
-
-
-def unregister_store(scheme: str) -> None:
-    if scheme in ("file", "s3"):
-        raise ValueError(f"{scheme!r} is a built-in store")
-    _SCHEMES.pop(scheme, None)
 
 
 @dataclass
@@ -99,9 +81,9 @@ class Stores:
 
     def __call__(self, loc: Location, field_name: str = "uri", uri: str | None = None) -> ObjectStore:
         if loc.scheme not in self._open:
-            record = _SCHEMES.get(loc.scheme)
+            record = STORES.find(loc.scheme)
             if record is None:
-                schemes = ", ".join(f"{s}://" for s in sorted(_SCHEMES) if s != "file")
+                schemes = ", ".join(f"{s}://" for s in sorted(STORES.names()) if s != "file")
                 message = f"{uri or loc.uri}: unsupported scheme (use {schemes}, file:///dir or /dir)"
                 raise SpecValidationError([(field_name, message)])
             self._open[loc.scheme] = record.open(self.options)
@@ -236,5 +218,8 @@ def _open_s3(options: StoreOptions) -> ObjectStore:
     return store
 
 
-register_store(StoreScheme("file", lambda _options: LocalStore()))
-register_store(StoreScheme("s3", _open_s3))
+STORES = Records(
+    StoreScheme, "store", "stores", builtin=[StoreScheme("file", lambda _options: LocalStore()), StoreScheme("s3", _open_s3)]
+)
+register_store = STORES.register
+unregister_store = STORES.forget

@@ -15,7 +15,7 @@ from airflow_dist_training.compat import AirflowSkipException
 from airflow_dist_training.dag_factory import dag_from_yaml
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.backends import plan_on_backend
-from airflow_dist_training.mapped_groups import pull_own, skip_when_short_circuited
+from airflow_dist_training.mapped_groups import pull_own
 from airflow_dist_training.sagemaker.naming import identity_from_context
 from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
 from airflow_dist_training.task_groups import stage_train_evaluate
@@ -98,9 +98,9 @@ def test_a_short_circuit_skips_only_its_own_members_downstream_task() -> None:
     train: Any = dag.get_task(f"{G}.train")
     decisions = {(f"{G}.check_changes", "skipmixin_key", 1): {"skipped": [f"{G}.train"]}}
     with pytest.raises(AirflowSkipException, match=f"{G}.check_changes short-circuited this member"):
-        train.pre_execute({"ti": FakeTI(1, decisions, task_id=f"{G}.train")})
+        train.pre_execute({"ti": FakeTI(1, decisions, task_id=f"{G}.train"), "task": train})
     for other in (0, 2):  # the members whose short circuit let them through
-        train.pre_execute({"ti": FakeTI(other, decisions, task_id=f"{G}.train")})
+        train.pre_execute({"ti": FakeTI(other, decisions, task_id=f"{G}.train"), "task": train})
 
 
 def test_an_unmapped_group_keeps_airflows_own_short_circuit() -> None:
@@ -109,10 +109,29 @@ def test_an_unmapped_group_keeps_airflows_own_short_circuit() -> None:
 
 
 def test_skip_hook_reads_every_short_circuit_upstream() -> None:
-    hook = skip_when_short_circuited(["g.plan", "g.check_changes"])
-    ti = FakeTI(0, {("g.plan", "skipmixin_key", 0): {"skipped": ["g.train"]}}, task_id="g.train")
-    with pytest.raises(AirflowSkipException, match=r"g\.plan short-circuited"):
-        hook({"ti": ti})
+    train: Any = _build(members=MEMBERS).get_task(f"{G}.train")
+    ti = FakeTI(0, {(f"{G}.plan", "skipmixin_key", 0): {"skipped": [f"{G}.train"]}}, task_id=f"{G}.train")
+    with pytest.raises(AirflowSkipException, match=rf"{G}\.plan short-circuited"):
+        train.pre_execute({"ti": ti, "task": train})
+
+
+def test_a_branch_outside_the_group_skips_every_member_it_did_not_follow() -> None:
+    """Airflow 3.1 reads an unmapped branch's decision at the member's map index, finds none and runs
+    the group; its first task reads it where the branch wrote it, at map index -1."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.providers.standard.operators.python import BranchPythonOperator
+
+    with DAG(dag_id="branch_shape", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
+        choose_backend = BranchPythonOperator(task_id="choose_backend", python_callable=lambda: "other")
+        group = stage_train_evaluate(group_id=G, base_dir="/tmp", spec=example("local_demo"), members=MEMBERS)
+        choose_backend >> [group, EmptyOperator(task_id="other")]
+    plan: Any = dag.get_task(f"{G}.plan")
+    not_followed = {("choose_backend", "skipmixin_key", -1): {"followed": ["other"]}}
+    for index in range(3):
+        with pytest.raises(AirflowSkipException, match="choose_backend short-circuited this member"):
+            plan.pre_execute({"ti": FakeTI(index, not_followed, task_id=f"{G}.plan"), "task": plan})
+        followed = {("choose_backend", "skipmixin_key", -1): {"followed": [f"{G}.plan"]}}
+        plan.pre_execute({"ti": FakeTI(index, followed, task_id=f"{G}.plan"), "task": plan})
 
 
 def test_an_unmapped_task_pulls_as_before_a_mapped_one_its_own_member() -> None:

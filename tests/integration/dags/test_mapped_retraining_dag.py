@@ -1,5 +1,6 @@
 """The shipped mapped DAG with dag.test(): three members in one run, twice; run 2 retrains only the
-member whose data changed (local backend, jobs in the default job environment)."""
+member whose data changed (backend param's default, local: jobs in the default job environment;
+the other backends' mapped groups are skipped by the branch)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tests.paths import REPO
 
 DAG_FILE = REPO / "dags" / "mapped_retraining.py"
 MEMBERS = ("emea", "apac", "amer")
+_LOCAL_RUN = ("choose_backend", "local", "summary")  # what a backend=local run runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retraining-dag")]
 
@@ -51,9 +53,12 @@ def test_three_members_train_then_only_the_member_whose_data_changed_retrains(ma
     run1 = mapped_dag.test()
     states = _states(run1)
     assert str(run1.state) == "success", states
+    # the run's backend (default local) was chosen: every other backend's group is skipped
+    others = {key: state for key, state in states.items() if key[0].split(".")[0] not in _LOCAL_RUN}
+    assert others and set(others.values()) == {"skipped"}, others
     for index in range(3):
         for task in ("plan", "check_changes", "train", "evaluate", "gate", "register"):
-            assert states[(f"markets.{task}", index)] == "success", (task, index, states)
+            assert states[(f"local.{task}", index)] == "success", (task, index, states)
     out = capfd.readouterr().out
     assert "no champion yet: training" in out
     # each member: its own job (name from its map index), its own model package group with one version
@@ -79,7 +84,7 @@ def test_three_members_train_then_only_the_member_whose_data_changed_retrains(ma
     for index, member in enumerate(MEMBERS):
         expected = "success" if index == apac else "skipped"
         for task in ("train", "evaluate", "gate", "register"):
-            assert states[(f"markets.{task}", index)] == expected, (member, task, states)
+            assert states[(f"local.{task}", index)] == expected, (member, task, states)
     out = capfd.readouterr().out
     assert "data changed since champion market-mlp-apac/1: training" in out
     for member in ("emea", "amer"):

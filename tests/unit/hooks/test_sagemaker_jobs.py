@@ -36,7 +36,7 @@ def test_the_table_spells_the_api_of_each_kind_and_takes_its_states_from_job_sta
         "processing-job",
     )
     assert (training.log_group, processing.log_group) == ("/aws/sagemaker/TrainingJobs", "/aws/sagemaker/ProcessingJobs")
-    for row in JOB_KINDS.values():
+    for row in JOB_KINDS.records():
         assert row.terminal_states == SUCCESS_STATES | FAILED_STATES
         assert row.active_states == ACTIVE_STATES
     tuning = job_kind("tuning", "HyperParameterTuningJob", log_group=None)
@@ -45,7 +45,7 @@ def test_the_table_spells_the_api_of_each_kind_and_takes_its_states_from_job_sta
         "HyperParameterTuningJobSummaries",
         "hyper-parameter-tuning-job",
     )
-    with pytest.raises(ValueError, match=r"unknown SageMaker job kind 'nope'; known: .*processing, training"):
+    with pytest.raises(ValueError, match=r"kind: unknown SageMaker job kind 'nope'; registered kinds: training, processing, tuning"):
         get_job_kind("nope")
 
 
@@ -54,7 +54,7 @@ def toy_kind() -> Iterator[str]:
     """A kind the provider does not ship: batch transform, registered as one row."""
     register_job_kind(job_kind("toy-transform", "TransformJob", log_group=None))
     yield "toy-transform"
-    JOB_KINDS.pop("toy-transform")
+    JOB_KINDS.forget("toy-transform")
 
 
 def transform_request(name: str) -> dict[str, Any]:

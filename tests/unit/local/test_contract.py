@@ -323,18 +323,9 @@ def test_hook_raises_spec_validation_error_before_launch(tmp_path: Path) -> None
     assert not (tmp_path / "root" / "job-x").exists()
 
 
-def test_checkpoint_and_output_stores(tmp_path: Path) -> None:
-    spec = make_spec(
-        tmp_path,
-        checkpoint={"s3_uri": "s3://bkt/ck/demo", "local_uri": "ck"},
-        output={"s3_path": "s3://bkt/models"},
-    )
-    p = plan(tmp_path, spec)
-    assert p.checkpoint_store.as_uri() == (tmp_path / "ck").as_uri()
-    # the model goes to <output>/<job>/output/model.tar.gz: a folder standing in for the bucket, or S3
-    assert p.output_store.as_uri() == (tmp_path / "root" / "_s3" / "bkt" / "models").as_uri()
-    p3 = plan(tmp_path, spec, s3_available=True)
-    assert p3.output_store.as_uri() == "s3://bkt/models"
+def test_checkpoint_store_is_the_local_uri(tmp_path: Path) -> None:
+    spec = make_spec(tmp_path, checkpoint={"s3_uri": "s3://bkt/ck/demo", "local_uri": "ck"})
+    assert plan(tmp_path, spec).checkpoint_store.as_uri() == (tmp_path / "ck").as_uri()
 
 
 def test_failure_text_and_excerpt_follow_the_toolkit() -> None:

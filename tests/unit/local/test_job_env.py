@@ -136,7 +136,7 @@ def test_images_resolve_to_their_recipe_and_a_toy_recipe_registers_by_name(tmp_p
         ):
             job_env.job_python(None, {"ADT_JOB_ENVS": str(tmp_path)}, framework="toy-jax")
     finally:
-        del job_env.RECIPES["toy-jax"]
+        job_env.RECIPES.forget("toy-jax")
 
 
 def test_the_cli_shows_the_interpreter_a_job_would_run_with(

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+import psutil
+
 from airflow_dist_training.errors import KILLED_BY_SIGKILL, TrainingJobError, training_job_error
 from airflow_dist_training.local import hosts as nshosts
 from airflow_dist_training.local import launcher
@@ -118,6 +120,8 @@ class RunSupervisor:
         self._sync_lock = threading.Lock()
         self._proc_lock = threading.Lock()
         self._readers: list[threading.Thread] = []
+        # the launchers' descendants seen when they were signalled (what their process groups miss)
+        self._descendants: set[psutil.Process] = set()
         self._synced: launcher.SyncState = {}
         self._network_ready: threading.Thread | None = None
         self._network_error: BaseException | None = None
@@ -371,6 +375,10 @@ class RunSupervisor:
     def _signal_all(self, sig: int) -> None:
         for proc in list(self.processes.values()):
             if proc.poll() is None:
+                # torchrun starts each worker in a session of its own: a signal to the launcher's
+                # group misses them, and a worker that outlives its killed torchrun is orphaned
+                with contextlib.suppress(psutil.Error):
+                    self._descendants.update(psutil.Process(proc.pid).children(recursive=True))
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, sig)
 
@@ -386,6 +394,9 @@ class RunSupervisor:
         for proc in list(self.processes.values()):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+        for child in list(self._descendants):  # psutil checks the pid still names the same process
+            with contextlib.suppress(psutil.Error):
+                child.kill()
 
     def stop(self, grace: float | None = None) -> None:
         """SIGTERM every host's process group, then SIGKILL after the grace period."""

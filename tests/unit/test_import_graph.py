@@ -155,6 +155,7 @@ LOCAL_MAY_IMPORT = {
     "airflow_dist_training.storage.location": "a leaf: Location, the one value type of a place, and the URI split",
     "airflow_dist_training.source_archive": "a leaf: packs a local source folder, as the SageMaker hook does",
     "boto3": "inside functions only (ruff bans it at module level): a store that uses real S3",
+    "psutil": "a stop finds the workers torchrun starts in sessions of their own (Airflow needs it too)",
 }
 
 

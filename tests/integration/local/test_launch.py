@@ -40,10 +40,14 @@ WHO_AM_I = textwrap.dedent(
 SLEEPER = textwrap.dedent(
     """
     import os, time
-    print(f"ready rank={os.environ.get('RANK')}", flush=True)
+    # one write: print() under PYTHONUNBUFFERED writes the text and its newline apart, so the two
+    # ranks' lines could merge into one
+    os.write(1, f"ready rank={os.environ.get('RANK')}\\n".encode())
     time.sleep(600)
     """
 )
+# a worker a stop cannot end gracefully (say, busy in C code): only SIGKILL ends it
+STUBBORN_SLEEPER = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + SLEEPER
 
 
 @pytest.mark.slow
@@ -123,42 +127,48 @@ def test_a_master_port_taken_before_the_bind_is_retried_on_a_new_port(
 
 
 @pytest.mark.slow
-def test_stop_from_another_thread_kills_every_process_of_the_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["namespaces", "none"])
+def test_stop_from_another_thread_kills_every_process_of_the_job(
+    tmp_path: Path, isolation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # none: no PID namespace ends the job's processes; torchrun's workers are in sessions of their own
+    monkeypatch.setenv("ADT_LOCAL_ISOLATION", isolation)
     spec = script_spec(
-        tmp_path, SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2}
+        tmp_path, STUBBORN_SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2}
     )
     hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False, stop_grace_seconds=5)
+    name = f"stop-me-{isolation}-{os.getpid()}"  # processes are found by job name: one no other run uses
     lines: list[str] = []
     seen: dict[str, float] = {}
 
     def stopper() -> None:
         try:  # a slow start on a loaded machine is not what this test measures: allow it time
-            _wait_for(lambda: sum("ready rank=" in line for line in lines) == 2, timeout=240)
-            seen["processes"] = len(job_processes("stop-me"))
+            _wait_for(lambda: "\n".join(lines).count("ready rank=") == 2, timeout=240)
+            seen["processes"] = len(job_processes(name))
         finally:  # stop the job even when the wait failed, so a failure never waits out the job
             seen["stopped_at"] = time.time()
-            hook.stop("stop-me")
+            hook.stop(name)
 
     thread = threading.Thread(target=stopper)
     thread.start()
     with pytest.raises(TrainingJobError) as info:
-        hook.run_job(spec, "stop-me", log=lines.append)
+        hook.run_job(spec, name, log=lines.append)
     thread.join()
-    assert seen.get("processes", 0) >= 3, lines[-20:]  # the torchrun agent and two workers were up
+    assert seen.get("processes", 0) >= 3, "\n".join(lines[-40:])  # the torchrun agent and two workers were up
     assert info.value.status == "Stopped"
     assert time.time() - seen["stopped_at"] < 60  # the stop itself is prompt (grace 5 s)
-    assert job_processes("stop-me") == []
-    assert hook.stop("stop-me") is False  # nothing left to stop
+    assert job_processes(name) == []
+    assert hook.stop(name) is False  # nothing left to stop
 
 
 PARENT = textwrap.dedent(
     """
     import sys
     from airflow_dist_training.hooks.local_training import LocalTrainingHook
-    spec, root, log = sys.argv[1], sys.argv[2], sys.argv[3]
+    spec, root, log, name = sys.argv[1:5]
     out = open(log, "a", buffering=1)
     LocalTrainingHook(root=root, use_s3=False, stop_grace_seconds=5).run_job(
-        spec, "sigterm-me", log=lambda line: out.write(line + "\\n"))
+        spec, name, log=lambda line: out.write(line + "\\n"))
     """
 )
 
@@ -169,17 +179,20 @@ def test_sigterm_to_the_parent_leaves_no_orphan_training_processes(tmp_path: Pat
         tmp_path, SLEEPER, distribution={"strategy": "torch_distributed", "processes_per_host": 2}
     )
     spec_file = tmp_path / "spec.json"
+    name = f"sigterm-me-{os.getpid()}"  # processes are found by job name: one no other run uses
     spec_file.write_text(json.dumps(spec))
     log = tmp_path / "parent.log"
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, str(spec_file), str(tmp_path / "root"), str(log)],
+        [sys.executable, "-c", PARENT, str(spec_file), str(tmp_path / "root"), str(log), name],
         env={**os.environ, "ADT_LOCAL_USE_S3": "0"},
     )
-    _wait_for(lambda: log.exists() and log.read_text().count("ready rank=") == 2)
-    assert len(job_processes("sigterm-me")) >= 3
-    parent.send_signal(signal.SIGTERM)
-    parent.wait(timeout=60)
-    _wait_for(lambda: job_processes("sigterm-me") == [], timeout=20)
+    try:  # a slow start on a loaded machine is not what this test measures: allow it time
+        _wait_for(lambda: log.exists() and log.read_text().count("ready rank=") == 2, timeout=240)
+        assert len(job_processes(name)) >= 3
+    finally:  # SIGTERM the parent even when the wait failed, so no job outlives the test
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=60)
+    _wait_for(lambda: job_processes(name) == [], timeout=20)
 
 
 FAILING = textwrap.dedent(

@@ -15,12 +15,6 @@ from typing import Any
 EXIT_INVALID = 2
 
 
-def _load(path: str) -> Any:
-    from airflow_dist_training.spec.loading import load_spec
-
-    return load_spec(path)
-
-
 def _check_flags(args: argparse.Namespace) -> None:
     """A bad flag value is the flag's error, not a spec field's."""
     from airflow_dist_training.errors import Problem, SpecValidationError
@@ -31,12 +25,8 @@ def _check_flags(args: argparse.Namespace) -> None:
         from airflow_dist_training.sagemaker.catalog import known_regions
 
         if region not in known_regions():
-            problems.append(
-                Problem(
-                    "--region",
-                    f"{region!r} is not an AWS region with SageMaker training images (e.g. us-east-1, eu-west-1)",
-                )
-            )
+            why = f"{region!r} is not an AWS region with SageMaker training images (e.g. us-east-1, eu-west-1)"
+            problems.append(Problem("--region", why))
     if getattr(args, "job_name", None):
         from airflow_dist_training.sagemaker.naming import job_name_problems
 
@@ -49,9 +39,10 @@ def _plan(args: argparse.Namespace) -> Any:
     from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.sagemaker.naming import job_name
     from airflow_dist_training.sagemaker.request import plan_training_job
+    from airflow_dist_training.spec.loading import load_spec
 
     _check_flags(args)
-    spec = _load(args.spec)
+    spec = load_spec(args.spec)
     name = args.job_name or job_name(spec.name, args.run_identity or f"cli:{args.spec}")
     try:
         return plan_training_job(spec, job_name=name, region=args.region, run_identity=args.run_identity)
@@ -105,14 +96,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    if args.pipeline:
-        from airflow_dist_training.spec.pipeline import PipelineSpec
-
-        print(json.dumps(PipelineSpec.model_json_schema(), indent=2))
-        return 0
+    from airflow_dist_training.spec.pipeline import PipelineSpec
     from airflow_dist_training.spec.training import TrainingJobSpec
 
-    print(json.dumps(TrainingJobSpec.model_json_schema(), indent=2))
+    print(json.dumps((PipelineSpec if args.pipeline else TrainingJobSpec).model_json_schema(), indent=2))
     return 0
 
 
@@ -151,11 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, handler, help_text in (
-        (
-            "validate",
-            cmd_validate,
-            "validate a spec or a pipeline file (exit 2 with one line per problem)",
-        ),
+        ("validate", cmd_validate, "validate a spec or a pipeline file (exit 2 with one line per problem)"),
         ("plan", cmd_plan, "show the plan: cluster size, global batch, cost bound, warnings"),
         (
             "validate-pipeline",
@@ -165,20 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("spec", help="path to a spec (or pipeline) YAML file")
-        p.add_argument(
-            "--region",
-            default=None,
-            help="AWS region to plan for (default us-east-1; a pipeline's region_name)",
-        )
-        p.add_argument(
-            "--job-name", default=None, help="explicit job name (default: derived from the spec name)"
-        )
-        p.add_argument("--run-identity", default=None, help="run identity the job name derives from")
+        p.add_argument("--region", help="AWS region to plan for (default us-east-1; a pipeline's region_name)")
+        p.add_argument("--job-name", help="explicit job name (default: derived from the spec name)")
+        p.add_argument("--run-identity", help="run identity the job name derives from")
         p.set_defaults(handler=handler)
         if name == "plan":
-            p.add_argument(
-                "--json", action="store_true", help="print the exact CreateTrainingJob request as JSON"
-            )
+            p.add_argument("--json", action="store_true", help="print the exact CreateTrainingJob request as JSON")
     schema = sub.add_parser("schema", help="print the JSON Schema of the spec (or of a pipeline file)")
     schema.add_argument("--pipeline", action="store_true", help="the pipeline file's schema")
     schema.set_defaults(handler=cmd_schema)

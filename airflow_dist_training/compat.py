@@ -1,21 +1,13 @@
 """The one home of every Airflow name that moved between the supported minors (3.1 to 3.3).
 
 Modules of this package import such names from here, never from their Airflow location, so a new
-minor (or a dropped one) changes this file only. The shape follows the official providers'
-``version_compat.py`` / ``airflow.providers.common.compat``: version flags computed once, and each
-name imported from its newest home when the running Airflow has it.
-
-Where a feature is missing the package degrades instead of failing (see
-``docs/compatibility.md``); each fallback names itself once per process with :func:`note_fallback`:
-
-* no ``ResumableJobMixin`` / ``task_state_store`` (before 3.3): :class:`ResumableJobFallback`;
-  durable reattach is the deterministic job name plus describe-before-create.
-* no ``retry_policy`` (before 3.3): :func:`retry_policy_supported` is False; bad input and missing
-  permissions fail at once as ``AirflowFailException`` (``retry.failing_fast_without_retry_policy``),
-  capacity errors follow the task's ``retries``.
-* no ``react_apps`` / ``external_views`` in plugins: :class:`AirflowPlugin` adapts the plugin.
+minor (or a dropped one) changes this file only (as the official providers' ``version_compat.py``).
+Where a feature is missing (``ResumableJobMixin``, ``retry_policy``, plugin ``react_apps`` /
+``external_views``) the package degrades instead of failing, and names each fallback once per
+process with :func:`note_fallback` (``docs/compatibility.md``).
 """
 
+# ruff: noqa: F401  (every name imported here is re-exported to the package)
 from __future__ import annotations
 
 import logging
@@ -33,7 +25,6 @@ MIN_AIRFLOW = "3.1"
 
 log = logging.getLogger(__name__)
 
-# --- Task SDK names (in ``airflow.sdk`` on every supported minor) -------------------------------------
 from airflow.sdk import (  # noqa: E402
     DAG,
     Asset,
@@ -91,40 +82,6 @@ else:
 
 
 
-__all__ = [
-    "AIRFLOW_V_3_2_PLUS",
-    "DAG",
-    "AirflowException",
-    "AirflowFailException",
-    "AirflowPlugin",
-    "AirflowSkipException",
-    "Asset",
-    "AssetAny",
-    "AssetOrTimeSchedule",
-    "BaseHook",
-    "BaseOperator",
-    "BaseOperatorLink",
-    "BaseSensorOperator",
-    "BaseTrigger",
-    "CronTriggerTimetable",
-    "DagBag",
-    "DagSerialization",
-    "Param",
-    "ParamValidationError",
-    "PokeReturnValue",
-    "ResumableJobMixin",
-    "TaskDeferred",
-    "TaskGroup",
-    "TriggerEvent",
-    "XComArg",
-    "conf",
-    "mask_secret",
-    "note_fallback",
-    "task",
-]
-
-# --- fallbacks --------------------------------------------------------------------------------------
-
 _noted: set[str] = set()
 
 FALLBACK_DURABLE = "durable-reattach"
@@ -167,7 +124,7 @@ def note_fallback(name: str, logger: Any = None, **fields: Any) -> bool:
 def retry_policy_supported() -> bool:
     """Whether operators accept ``retry_policy`` (Airflow 3.3's ``ExceptionRetryPolicy``)."""
     try:
-        from airflow.sdk import ExceptionRetryPolicy  # noqa: F401
+        from airflow.sdk import ExceptionRetryPolicy
     except ImportError:
         return False
     return True

@@ -1,26 +1,9 @@
 """OpenLineage datasets of the pipeline's steps (pure naming, plus a lazy ``OperatorLineage`` builder).
 
-The chain a platform team follows, with the dataset each step emits (OpenLineage naming):
-
-=======================  ===========================================  ====================================
-step                     inputs                                       outputs
-=======================  ===========================================  ====================================
-FSx staging              ``s3://<bucket>`` + prefix (or a local path) ``fsx://<file system id>`` + directory
-                                                                      path; locally the staged directory
-training                 each data channel (S3 / FSx / EFS / local)   the model artifact
-checkpoint promotion     the promoted checkpoint                      the stable target location
-evaluation               the model artifact (+ evaluation data)       ``evaluation.json``
-registration             the model artifact, ``evaluation.json``      the model package version
-=======================  ===========================================  ====================================
-
-Namespaces: ``s3://<bucket>`` (name: the key), ``fsx://<fs id>`` / ``efs://<fs id>`` (name: the
-directory path as SageMaker mounts it, ``/<mount name>/<path>``), ``file`` (name: the absolute
-path), and a model package: ``arn:aws:sagemaker:<region>:<account>`` + ``model-package/<group>/<version>``
-on SageMaker, ``file`` + ``<registry dir>/<group>/<version>`` for the local registry.
-
-Nothing here imports Airflow or OpenLineage at module level; :func:`operator_lineage` imports the
-OpenLineage provider only when the listener calls an operator's ``get_openlineage_facets_on_*``,
-and returns ``None`` when it is not installed.
+The chain and its namespaces (``s3://<bucket>``, ``fsx://``/``efs://<fs id>``, ``file``, a model
+package ARN) are in ``docs/lineage.md``. Nothing here imports Airflow or OpenLineage at module
+level: :func:`operator_lineage` imports the provider only when the listener asks, and returns
+``None`` when it is not installed.
 """
 
 from __future__ import annotations
@@ -118,9 +101,6 @@ def operator_lineage(
         return [Dataset(namespace=ns, name=name) for ns, name in seen]
 
     return OperatorLineage(inputs=unique(inputs), outputs=unique(outputs), job_facets=dict(job_facets or {}))
-
-
-# -- per-operator lineage (called from the operators' get_openlineage_facets_on_complete) -------------
 
 
 def _return_value(operator: Any, task_instance: Any) -> Any:

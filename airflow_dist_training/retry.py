@@ -43,32 +43,23 @@ def training_retry_policy(capacity_retry_delay: timedelta = CAPACITY_RETRY_DELAY
         return None
     from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
 
-    return ExceptionRetryPolicy(
-        rules=[
-            RetryRule(
-                exception="airflow_dist_training.errors.SpecValidationError",
-                action=RetryAction.FAIL,
-                reason="invalid spec or input: fix it, retrying cannot",
-            ),
-            RetryRule(
-                exception="airflow_dist_training.errors.AwsPermissionError",
-                action=RetryAction.FAIL,
-                reason="missing IAM permission: grant it, retrying cannot",
-            ),
-            RetryRule(
-                exception="airflow_dist_training.errors.ScriptFailure",
-                action=RetryAction.FAIL,
-                reason="the job's script failed (its own error, not the infrastructure's): "
-                "a retry would run the same code on the same data",
-            ),
-            RetryRule(
-                exception="airflow_dist_training.errors.CapacityError",
-                action=RetryAction.RETRY,
-                retry_delay=capacity_retry_delay,
-                reason="no capacity or an account limit: retrying later",
-            ),
-        ]
+    fail = {
+        "SpecValidationError": "invalid spec or input: fix it, retrying cannot",
+        "AwsPermissionError": "missing IAM permission: grant it, retrying cannot",
+        "ScriptFailure": "the job's script failed (its own error, not the infrastructure's): "
+        "a retry would run the same code on the same data",
+    }
+    rules = [
+        RetryRule(exception=f"airflow_dist_training.errors.{name}", action=RetryAction.FAIL, reason=reason)
+        for name, reason in fail.items()
+    ]
+    capacity = RetryRule(
+        exception="airflow_dist_training.errors.CapacityError",
+        action=RetryAction.RETRY,
+        retry_delay=capacity_retry_delay,
+        reason="no capacity or an account limit: retrying later",
     )
+    return ExceptionRetryPolicy(rules=[*rules, capacity])
 
 
 @contextmanager
@@ -114,9 +105,7 @@ def _without_retry(exc: BaseException) -> BaseException:
     return copy
 
 
-# ---------------------------------------------------------------------------------------------
 # Throttle-aware call loops: the one backoff used by hooks (sync) and triggers (async).
-# ---------------------------------------------------------------------------------------------
 
 
 class Backoff:
@@ -188,9 +177,7 @@ async def call_with_retry(
             await asyncio.sleep(delay)
 
 
-# ---------------------------------------------------------------------------------------------
 # The one synchronous wait: poll until done, or until a deadline.
-# ---------------------------------------------------------------------------------------------
 
 
 class PollTimeout(TimeoutError):

@@ -1,16 +1,8 @@
 """``airflow-dist-training run SPEC.yaml``: run one training job without Airflow.
 
-``--backend local`` (default) runs the exact ``CreateTrainingJob`` request on this machine;
-``--backend sagemaker`` creates it on SageMaker (credentials from boto3's default chain).
-``--follow`` streams the job's log lines. Exit code 0 when the job ends ``Completed``; otherwise
-1 with the failure reason (2 for an invalid spec, before anything is launched). Ctrl-C stops the job.
-
-The Python equivalent::
-
-    from airflow_dist_training.hooks.backends import get_backend
-    backend = get_backend("local", local_hook_kwargs={"base_dir": "."})
-    backend.submit(spec, "my-job-1", log=print)
-    result = backend.result("my-job-1")          # TrainingResult; TrainingJobError if not Completed
+``--backend local`` (default) runs the exact ``CreateTrainingJob`` request on this machine,
+``--backend sagemaker`` on SageMaker; ``--follow`` streams the log. Exit code 0 when the job ends
+``Completed``, 1 with the failure reason, 2 for an invalid spec (nothing launched). Ctrl-C stops it.
 """
 
 from __future__ import annotations

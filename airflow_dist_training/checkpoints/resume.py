@@ -1,18 +1,10 @@
 """Resume policy, the run's checkpoint location and the spot-interruption budget. Pure.
 
 Resume is scoped to the run (:func:`run_checkpoint_location`): every job of a run (retries, spot
-replacements) checkpoints under the run's own prefix, and SageMaker (or the local launcher)
-restores that prefix into ``/opt/ml/checkpoints`` of each new job, where the script's
-``latest_complete_checkpoint()`` finds it. Policies:
-
-* ``fresh`` / ``latest``: ``<root>/<run key>``, shared by the run's jobs, so each resumes the run's
-  own latest checkpoint; a new run never resumes another run's (that is ``warm_start``);
-* ``none``: ``<root>/<job name>``, every job starts from scratch.
-
-:func:`decide_retry` keeps separate budgets for interruptions (spot reclaim, capacity errors) and real
-failures, as Ray Train's ``FailureConfig`` does (preemptions don't use up ``max_failures``), and
-switches to on-demand after N interruptions (as Flyte's ``interruptible`` does for the last attempt).
-Which failure reason is capacity or an interruption is ``aws_errors.py``'s.
+replacements) checkpoints under the run's own prefix, restored into ``/opt/ml/checkpoints`` of
+each new job; a new run never resumes another run's (that is ``warm_start``). :func:`decide_retry`
+keeps separate budgets for interruptions and real failures, as Ray Train's ``FailureConfig`` does,
+and switches to on-demand after N interruptions (``docs/checkpoints.md``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Retention planning: which checkpoints to keep and which to delete. Pure.
 
-Rules (as in Ray Train's ``CheckpointConfig(num_to_keep, checkpoint_score_attribute,
-checkpoint_score_order)``, plus protections that Ray does not need because it owns the training loop):
-
-* keep the ``keep_last`` newest complete checkpoints;
-* keep the ``keep_best`` best complete checkpoints by ``metric`` (``mode`` "min" or "max");
-* **never** delete the newest complete checkpoint, the best one, or a promoted one;
-* incomplete checkpoints newer than the newest complete one are kept (they may still be uploading);
-  older incomplete ones are deleted when ``delete_incomplete`` is set (the default);
-* a rule that keeps nothing (``keep_last=0`` and ``keep_best=0``) is an error naming the location,
-  and so is any plan that would delete every checkpoint.
+Ray Train's ``CheckpointConfig`` rules plus protections Ray does not need because it owns the
+training loop: the newest complete, the best and any promoted checkpoint are never deleted, and
+incomplete ones newer than the newest complete one may still be uploading (``docs/checkpoints.md``).
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The quality gate: per-metric thresholds, checked against a challenger and (optionally) a champion.
 
-Pure: standard library and pydantic only; the thresholds' model (``GateSpec``) is in ``spec/gate.py``. The vocabulary follows MLflow's ``MetricThreshold``
-(absolute bound, minimum change against a baseline) and SageMaker Pipelines' ``ConditionStep``:
-
-=========================== ======================================================================
-``min`` / ``max``           absolute floor / ceiling on the challenger's value
-``no_regression``           the challenger is at least as good as the champion
-``min_improvement``         better than the champion by at least this much (absolute)
-``min_relative_improvement`` better than the champion by at least this fraction (0.01 = 1 %)
-``direction``               ``higher_is_better`` (default) or ``lower_is_better`` (loss, error)
-=========================== ======================================================================
-
-Champion-relative checks pass with a ``SKIP`` reason when there is no champion yet (the first
-model in a group). The decision is a small JSON dict with one readable line per check.
+Pure: standard library and pydantic only; the thresholds' model (``GateSpec``) is in
+``spec/gate.py``. The vocabulary (``min``/``max``, ``no_regression``, ``min_improvement``,
+``min_relative_improvement``, ``direction``) follows MLflow's ``MetricThreshold`` and SageMaker
+Pipelines' ``ConditionStep`` (``docs/evaluation.md``). Champion-relative checks pass with a
+``SKIP`` reason when there is no champion yet. The decision is a small JSON dict, one line a check.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The evaluation-script contract, and the SageMaker ``CreateProcessingJob`` request that honours it.
 
-Pure: no Airflow, no boto3.
-
-**Contract** (identical locally and on SageMaker): the script is run as::
-
-    python <script> --model-dir <dir> --output-dir <dir> [user arguments...]
-
-- ``<model-dir>`` holds the model, already extracted when it was a ``model.tar.gz``;
-- the script writes ``evaluation.json`` (see ``airflow_dist_training.evaluation.schema``) into
-  ``<output-dir>``;
-- the same paths are also in the environment: ``ADT_MODEL_DIR``, ``ADT_OUTPUT_DIR`` and, when an
-  evaluation data set is given, ``ADT_DATA_DIR``.
-
-On SageMaker the paths are the usual processing-job ones (``/opt/ml/processing/...``). Processing
-jobs download a ``model.tar.gz`` but never extract it, so the container entrypoint is a shell
-one-liner that extracts archives in the model dir and then ``exec``s ``python3 <script>``
-(``sh``, ``tar`` and ``python3`` exist in every SageMaker framework image).
+Pure: no Airflow, no boto3. The contract (``docs/evaluation.md``) is identical locally and on
+SageMaker: ``python <script> --model-dir <dir> --output-dir <dir> [arguments]``, the same paths in
+``ADT_MODEL_DIR``/``ADT_OUTPUT_DIR``/``ADT_DATA_DIR``. Processing jobs download a ``model.tar.gz``
+but never extract it, so the container entrypoint is a shell one-liner that extracts archives in
+the model dir and then ``exec``s ``python3 <script>`` (``sh``, ``tar`` and ``python3`` exist in
+every SageMaker framework image).
 """
 
 from __future__ import annotations

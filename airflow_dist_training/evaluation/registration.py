@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.errors import SpecValidationError
 
 APPROVED: Literal["Approved"] = "Approved"
 PENDING: Literal["PendingManualApproval"] = "PendingManualApproval"
@@ -40,15 +40,11 @@ def approval_status(decision: Mapping[str, Any] | None, auto_approve: bool) -> A
 
 def validate_group_name(name: str, field: str = "model_package_group_name") -> str:
     if not isinstance(name, str) or not _GROUP_NAME.match(name):
-        raise SpecValidationError(
-            [
-                Problem(
-                    field,
-                    f"{name!r} is not a valid model package group name (1-63 letters, digits and "
-                    "hyphens, starting with a letter or digit, no consecutive hyphens at the end)",
-                )
-            ]
+        why = (
+            f"{name!r} is not a valid model package group name (1-63 letters, digits and "
+            "hyphens, starting with a letter or digit, no consecutive hyphens at the end)"
         )
+        raise SpecValidationError([(field, why)])
     return name
 
 
@@ -106,31 +102,21 @@ def _text(value: Any) -> str | None:
 
 def _metadata(values: Mapping[str, str | None]) -> dict[str, str]:
     out: dict[str, str] = {}
-    problems: list[Problem] = []
+    problems: list[tuple[str, str]] = []
     for key, value in values.items():
         if value is None or value == "":
             continue
+        where = f"customer_metadata.{key}"
         if not _META_KEY.match(key):
-            problems.append(
-                Problem(f"customer_metadata.{key}", "key must be 1-128 letters, digits or _.:/=+-@")
-            )
+            problems.append((where, "key must be 1-128 letters, digits or _.:/=+-@"))
         elif not _META_VALUE.match(str(value)):
-            problems.append(
-                Problem(
-                    f"customer_metadata.{key}",
-                    f"value {value!r} may only hold letters, digits, spaces and _.:/=+-@",
-                )
-            )
+            problems.append((where, f"value {value!r} may only hold letters, digits, spaces and _.:/=+-@"))
         elif len(str(value)) > _MAX_META_VALUE:
-            problems.append(
-                Problem(
-                    f"customer_metadata.{key}", f"value is {len(str(value))} characters; SageMaker allows 256"
-                )
-            )
+            problems.append((where, f"value is {len(str(value))} characters; SageMaker allows 256"))
         else:
             out[key] = str(value)
     if len(out) > _MAX_META_ENTRIES:
-        problems.append(Problem("customer_metadata", f"{len(out)} entries; SageMaker allows 50"))
+        problems.append(("customer_metadata", f"{len(out)} entries; SageMaker allows 50"))
     if problems:
         raise SpecValidationError(problems)
     return out
@@ -270,22 +256,16 @@ def _check_package_inputs(
     model_data_uri: str, evaluation_uri: str, image_uri: str, description: str | None
 ) -> None:
     """Every problem of the arguments at once, before the request is built."""
-    problems: list[Problem] = []
+    problems: list[tuple[str, str]] = []
     if not model_data_uri.startswith("s3://"):
-        problems.append(
-            Problem("model_data_uri", f"must be an s3:// URI for SageMaker, got {model_data_uri!r}")
-        )
+        problems.append(("model_data_uri", f"must be an s3:// URI for SageMaker, got {model_data_uri!r}"))
     if not evaluation_uri.startswith("s3://"):
-        problems.append(
-            Problem(
-                "evaluation_uri",
-                f"must be an s3:// URI (ModelMetrics points SageMaker at it), got {evaluation_uri!r}",
-            )
-        )
+        why = f"must be an s3:// URI (ModelMetrics points SageMaker at it), got {evaluation_uri!r}"
+        problems.append(("evaluation_uri", why))
     if not image_uri:
-        problems.append(Problem("image_uri", "is required for a SageMaker model package"))
+        problems.append(("image_uri", "is required for a SageMaker model package"))
     if description is not None and len(description) > _MAX_DESCRIPTION:
-        problems.append(Problem("description", f"is {len(description)} characters; SageMaker allows 1024"))
+        problems.append(("description", f"is {len(description)} characters; SageMaker allows 1024"))
     if problems:
         raise SpecValidationError(problems)
 

@@ -1,26 +1,8 @@
-"""The ``evaluation.json`` contract between an evaluation script and the quality gate.
+"""The ``evaluation.json`` contract between an evaluation script and the quality gate (``docs/evaluation.md``).
 
-Pure: standard library and pydantic only (no Airflow, no boto3).
-
-An evaluation script writes one JSON file, ``evaluation.json``, into its output directory::
-
-    {
-      "schema_version": "1",                     # optional; "1" is the only version so far
-      "metrics": {"accuracy": 0.93, "loss": 0.21},
-      "slices": {"lang=en": {"accuracy": 0.95}, "lang=de": {"accuracy": 0.88}},   # optional
-      "evaluation_set_hash": "sha256:3f1c...",   # optional but recommended (audit record)
-      "model": "s3://bucket/job/output/model.tar.gz",   # optional: what was evaluated
-      "details": {"samples": 10000}              # optional, free-form, ignored by the gate
-    }
-
-Rules: metric values are finite numbers (``true``/``false``, strings, ``null`` and NaN are
-rejected), ``metrics`` holds at least one metric, unknown top-level keys are rejected (a typo such
-as ``"metric"`` would otherwise silently drop every metric). A metric on a slice is addressed as
-``<metric>@<slice>`` in gate thresholds, e.g. ``accuracy@lang=de``.
-
-Every problem is reported as a ``SpecValidationError`` whose source is the file (path or URI) and
-whose field path names the metric, e.g. ``s3://b/eval/evaluation.json: metrics.accuracy: must be a
-number, got 'high'``.
+Pure: standard library and pydantic only. Metric values are finite numbers, ``metrics`` is not
+empty, and unknown top-level keys are rejected (a typo such as ``"metric"`` would otherwise drop
+every metric silently). Every problem is a ``SpecValidationError`` naming the file and the metric.
 """
 
 from __future__ import annotations
@@ -205,14 +187,8 @@ def load_evaluation_file(path: str) -> EvaluationResult:
     try:
         raw = Path(local).read_bytes()
     except FileNotFoundError:
-        raise SpecValidationError(
-            [
-                Problem(
-                    "", "file not found (did the evaluation script write evaluation.json to its output dir?)"
-                )
-            ],
-            source=path,
-        ) from None
+        why = "file not found (did the evaluation script write evaluation.json to its output dir?)"
+        raise SpecValidationError([("", why)], source=path) from None
     except OSError as exc:
         raise SpecValidationError([Problem("", f"cannot read: {exc.strerror}")], source=path) from None
     return parse_evaluation_text(raw, source=path)

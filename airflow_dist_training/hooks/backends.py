@@ -1,15 +1,9 @@
 """Training backends: where a training job runs, behind one interface.
 
-``TrainingBackend`` is the seam between the operators/task groups and the place a job runs.
-Operators and task groups ask :func:`get_backend` for the configured backend (by its name in the
-registry of ``spec/backends.py``) and use its methods and its record's capabilities; they never
-compare backend names.
-
-* ``SageMakerBackend``: the job runs on SageMaker (``SageMakerTrainingHook``).
-* ``LocalBackend``: the same ``CreateTrainingJob`` request runs on this machine
-  (``LocalTrainingHook`` -> ``local/executor.py``).
-
-Both plan with the one SageMaker planner (``sagemaker/request.py``), so the request is identical.
+Operators and task groups ask :func:`get_backend` for the configured backend (by its name in
+``spec/backends.py``) and use its methods and its record's capabilities; they never compare backend
+names. ``SageMakerBackend`` runs the job on SageMaker, ``LocalBackend`` the same ``CreateTrainingJob``
+request on this machine: both plan with the one SageMaker planner, so the request is identical.
 Constructing a backend does no I/O (safe at DAG-parse time); hooks are created on first use.
 """
 

@@ -1,19 +1,9 @@
 """Checkpoint semantics over the storage protocol (S3, local paths, any registered store).
 
 Decisions (complete / latest / best / retention) live in :mod:`airflow_dist_training.checkpoints`;
-this module only fetches the facts and carries out the plan.
-
-Cost model (S3 calls; every store does the same operations), for a root with N checkpoints of F files each:
-
-* ``latest_complete``: one GET of the ``_LATEST.json`` hint written by
-  :class:`~airflow_dist_training.checkpointing.CheckpointWriter`, one ``ListObjectsV2`` for steps
-  newer than the hint (``StartAfter``), then per candidate (newest first) one manifest GET and one
-  listing of that checkpoint's files - usually 4 calls. Without a usable hint: ``ListObjectsV2``
-  with ``Delimiter='/'`` (ceil(N/1000) calls, one ``CommonPrefix`` per checkpoint) and the same
-  per-candidate checks. Never a listing of all N*F objects.
-* ``scan`` (retention, best-by-metric): one full listing (ceil(N*F/1000) calls) plus one manifest GET
-  per checkpoint that has one, in parallel.
-* Deletes: ``DeleteObjects`` with up to 1000 keys per call.
+this module only fetches the facts and carries out the plan. The cost model (``docs/checkpoints.md``):
+``latest_complete`` reads the ``_LATEST.json`` hint and lists only newer steps (usually 4 calls;
+without a hint one ``Delimiter`` listing), never every object; ``scan`` lists everything once.
 """
 
 from __future__ import annotations
@@ -112,7 +102,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(items))) as pool:
             return list(pool.map(fn, items))
 
-    # ------------------------------------------------------------------ reading checkpoints
     def _parse_manifest(self, raw: bytes, uri: str) -> dict[str, Any]:
         try:
             return parse_manifest(raw, uri)
@@ -245,10 +234,6 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
 
         return sorted(self._parallel(check, per_step), key=lambda c: c.step, reverse=True)
 
-    def best(self, root_uri: str, metric: str, mode: str = "min") -> CheckpointInfo:
-        return select_checkpoint(self.scan(root_uri), Selector.parse("best", metric, mode), root_uri)
-
-    # ------------------------------------------------------------------ writing / deleting
     def delete_checkpoints(self, root_uri: str, steps: Iterable[int]) -> int:
         """Delete whole checkpoints (manifest first, so a half-deleted one is never complete)."""
         root = self._loc(root_uri)

@@ -138,6 +138,11 @@ class ArtifactStore(AwsConnectionMixin):
         return parse_evaluation_text(raw, source=uri)
 
 
+def evaluation_output_uri(job: Mapping[str, Any]) -> str:
+    """Where a processing job (its request or description) writes ``evaluation.json``."""
+    return join_uri(job["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"], EVALUATION_FILE_NAME)
+
+
 def extract_archive(archive: Path, dest: Path) -> None:
     """Extract a model archive safely (no absolute paths, no ``..``, no device files)."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -239,15 +244,8 @@ class LocalEvaluationRunner:
         self._run_process(script, cmd, full_env, shipped.parent, timeout)
         result = out / EVALUATION_FILE_NAME
         if not result.is_file():
-            raise SpecValidationError(
-                [
-                    Problem(
-                        "",
-                        f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}",
-                    )
-                ],
-                source=str(result),
-            )
+            why = f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}"
+            raise SpecValidationError([("", why)], source=str(result))
         return result
 
     def _run_process(
@@ -416,6 +414,4 @@ class SageMakerEvaluationRunner(SageMakerApi, AwsConnectionMixin):
         name = self.start(request, retry_names)
         if on_start is not None:
             on_start(name)
-        info = self.wait(name, timeout)
-        output = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
-        return info, join_uri(output, EVALUATION_FILE_NAME)
+        return self.wait(name, timeout), evaluation_output_uri(request)

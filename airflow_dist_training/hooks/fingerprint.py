@@ -1,11 +1,8 @@
 """The I/O behind the fingerprints: list S3 prefixes, hash local files and source code, digest models.
 
-The hashes themselves are pure (``airflow_dist_training.retraining.fingerprint``). Costs:
-
-* an S3 channel: one paginated ``ListObjectsV2`` of its prefix (ceil(N/1000) calls, no GETs);
-* an FSx channel staged from S3: the same listing of the staged prefix (what the import copied);
-* a local channel: one read of every file (sha256), which is what "unchanged" has to mean there;
-* the code: one read of every file in the source directory (small).
+The hashes themselves are pure (``airflow_dist_training.retraining.fingerprint``). An S3 or
+FSx-staged channel costs one paginated ``ListObjectsV2`` (no GETs); a local channel and the code
+are read once (sha256), which is what "unchanged" has to mean there.
 """
 
 from __future__ import annotations
@@ -74,7 +71,6 @@ class FingerprintHook(AwsConnectionMixin):
     def s3(self) -> Any:
         return self.aws_client("s3")
 
-    # -- listings ------------------------------------------------------------------------------
     def s3_entries(self, uri: str) -> list[Entry]:
         """Every object under an ``s3://bucket/prefix`` (one paginated listing)."""
         _, bucket, prefix = split_uri(uri)
@@ -104,7 +100,6 @@ class FingerprintHook(AwsConnectionMixin):
             result = listing_fingerprint(self.local_entries(_local(uri, Path(base_dir))))
         return {**result, "source": uri}
 
-    # -- code ----------------------------------------------------------------------------------
     def code_hash(
         self,
         source_dir: str | None,
@@ -130,7 +125,6 @@ class FingerprintHook(AwsConnectionMixin):
                 return None
         return code_hash(files)
 
-    # -- one run -------------------------------------------------------------------------------
     def lineage(
         self,
         spec: Any,
@@ -172,7 +166,6 @@ class FingerprintHook(AwsConnectionMixin):
             channels=channels,
         )
 
-    # -- models --------------------------------------------------------------------------------
     def _open(self, uri: str) -> Any:
         """A readable binary file of the artifact (S3: spooled to disk past 64 MiB, never all in memory)."""
         if uri.startswith("s3://"):

@@ -67,7 +67,6 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
         self.sleep: Callable[[float], None] = time.sleep
 
-    # ---- clients ------------------------------------------------------------------------------
     def client(self, client_type: str = "fsx") -> Any:
         return self.aws_client(client_type)
 
@@ -88,7 +87,6 @@ class FSxHook(AwsConnectionMixin, BaseHook):
                 ) from exc
             raise
 
-    # ---- file systems -------------------------------------------------------------------------
     def describe_file_system(self, file_system_id: str) -> dict[str, Any] | None:
         """The file system, or ``None`` if it does not exist."""
         try:
@@ -125,19 +123,15 @@ class FSxHook(AwsConnectionMixin, BaseHook):
                 return None
             raise
 
-    # ---- data repository associations ---------------------------------------------------------
     def describe_associations(self, file_system_id: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        token: str | None = None
+        kwargs: dict[str, Any] = {"Filters": [{"Name": "file-system-id", "Values": [file_system_id]}]}
         while True:
-            kwargs: dict[str, Any] = {"Filters": [{"Name": "file-system-id", "Values": [file_system_id]}]}
-            if token:
-                kwargs["NextToken"] = token
             page = self._call("fsx", "describe_data_repository_associations", **kwargs)
             out.extend(_clean(page.get("Associations") or []))
-            token = page.get("NextToken")
-            if not token:
+            if not page.get("NextToken"):
                 return out
+            kwargs["NextToken"] = page["NextToken"]
 
     def describe_association(self, association_id: str) -> dict[str, Any]:
         page = self._call("fsx", "describe_data_repository_associations", AssociationIds=[association_id])
@@ -208,7 +202,6 @@ class FSxHook(AwsConnectionMixin, BaseHook):
             sleep=self.sleep,
         )
 
-    # ---- data repository tasks ----------------------------------------------------------------
     def prepare_task(
         self,
         file_system_id: str,
@@ -224,14 +217,8 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         api_paths, covering = req.resolve_task_paths(kind, paths, self.describe_associations(file_system_id))
         if report and report_path is None:
             if covering is None:
-                raise SpecValidationError(
-                    [
-                        (
-                            "report_path",
-                            f"give report_path: no single association of {file_system_id} to put it in",
-                        )
-                    ]
-                )
+                why = f"give report_path: no single association of {file_system_id} to put it in"
+                raise SpecValidationError([("report_path", why)])
             report_path = covering["DataRepositoryPath"]
         return req.build_task_request(
             file_system_id, kind, api_paths, report_path=report_path if report else None, **options
@@ -272,33 +259,25 @@ class FSxHook(AwsConnectionMixin, BaseHook):
             sleep=self.sleep,
         )
 
-    # ---- pre-flight reads ---------------------------------------------------------------------
     def describe_subnets(self, subnet_ids: list[str]) -> list[dict[str, Any]]:
-        if not subnet_ids:
+        return self._describe_ec2("describe_subnets", "SubnetIds", "Subnets", subnet_ids)
+
+    def describe_security_groups(self, group_ids: list[str]) -> list[dict[str, Any]]:
+        return self._describe_ec2("describe_security_groups", "GroupIds", "SecurityGroups", group_ids)
+
+    def _describe_ec2(self, operation: str, ids_key: str, items_key: str, ids: list[str]) -> list[dict[str, Any]]:
+        """EC2 resources by id, leaving out the missing ones."""
+        if not ids:
             return []
         try:
-            return _clean(self._call("ec2", "describe_subnets", SubnetIds=list(subnet_ids))["Subnets"])
+            return _clean(self._call("ec2", operation, **{ids_key: list(ids)})[items_key])
         except Exception as exc:
             if "NotFound" not in error_code(exc):
                 raise
-            if len(subnet_ids) == 1:
+            if len(ids) == 1:
                 return []
         # one of several is missing: find out which
-        return [s for sid in subnet_ids for s in self.describe_subnets([sid])]
-
-    def describe_security_groups(self, group_ids: list[str]) -> list[dict[str, Any]]:
-        if not group_ids:
-            return []
-        try:
-            return _clean(
-                self._call("ec2", "describe_security_groups", GroupIds=list(group_ids))["SecurityGroups"]
-            )
-        except Exception as exc:
-            if "NotFound" in error_code(exc):
-                if len(group_ids) == 1:
-                    return []
-                return [g for gid in group_ids for g in self.describe_security_groups([gid])]
-            raise
+        return [r for one in ids for r in self._describe_ec2(operation, ids_key, items_key, [one])]
 
     def file_system_security_group_ids(self, file_system: dict[str, Any]) -> list[str]:
         """The file system's security groups, read from its network interfaces."""

@@ -6,9 +6,7 @@ an audit record), and *change a version's approval*. The request itself is built
 ``airflow_dist_training.evaluation.registration``.
 
 Lineage: SageMaker packages carry ``MetadataProperties.GeneratedBy`` = the training job ARN, the
-job name/ARN in ``CustomerMetadataProperties`` and a tag. moto cannot list/add tags on model
-packages nor delete them (see ``/work/shared/reference/moto.md``), so those calls are tested with
-botocore ``Stubber``.
+job name/ARN in ``CustomerMetadataProperties`` and a tag.
 """
 
 from __future__ import annotations
@@ -79,13 +77,18 @@ class ModelRegistry(Protocol):
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None: ...
 
 
+def _check_status(status: str) -> None:
+    if status not in _STATUSES:
+        raise SpecValidationError([("status", f"must be one of {sorted(_STATUSES)}, got {status!r}")])
+
+
+def _group_missing(exc: Exception) -> bool:
+    return error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc)
+
+
 def _champion_error(exc: SpecValidationError, who: str, uri: str) -> ChampionUnreadableError:
     problems = [Problem(p.path, p.message) for p in exc.problems]
     return ChampionUnreadableError(problems, source=f"champion {who} ({uri})")
-
-
-# --------------------------------------------------------------------------------------------------
-# local
 
 
 class LocalModelRegistry:
@@ -133,14 +136,8 @@ class LocalModelRegistry:
         try:
             data = json.loads(self.index_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise SpecValidationError(
-                [
-                    Problem(
-                        "", f"malformed registry index at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-                    )
-                ],
-                source=str(self.index_path),
-            ) from None
+            why = f"malformed registry index at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            raise SpecValidationError([("", why)], source=str(self.index_path)) from None
         return dict(data)
 
     def _write_index(self, index: Mapping[str, Any]) -> None:
@@ -259,10 +256,7 @@ class LocalModelRegistry:
         }
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
-        if status not in _STATUSES:
-            raise SpecValidationError(
-                [Problem("status", f"must be one of {sorted(_STATUSES)}, got {status!r}")]
-            )
+        _check_status(status)
         version = int(str(package_id).rsplit("/", 1)[-1])
         with self._locked():
             index = self._read_index()
@@ -275,17 +269,6 @@ class LocalModelRegistry:
             else:
                 raise SpecValidationError([Problem("version", f"no version {version} in group {self.group}")])
             self._write_index(index)
-
-    def delete_version(self, package_id: str) -> None:
-        version = int(str(package_id).rsplit("/", 1)[-1])
-        with self._locked():
-            index = self._read_index()
-            index["versions"] = [v for v in index["versions"] if v["version"] != version]
-            self._write_index(index)
-
-
-# --------------------------------------------------------------------------------------------------
-# SageMaker
 
 
 class ModelRegistryHook(AwsConnectionMixin):
@@ -315,13 +298,12 @@ class ModelRegistryHook(AwsConnectionMixin):
     def client(self) -> Any:
         return self.aws_client("sagemaker")
 
-    # -- group --------------------------------------------------------------------------------
     def group_exists(self) -> bool:
         try:
             self.client.describe_model_package_group(ModelPackageGroupName=self.group)
             return True
         except Exception as exc:
-            if error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc):
+            if _group_missing(exc):
                 return False
             raise
 
@@ -335,7 +317,6 @@ class ModelRegistryHook(AwsConnectionMixin):
         log.info("Created model package group %s", self.group)
         return True
 
-    # -- champion -----------------------------------------------------------------------------
     def latest_approved_arn(self) -> str | None:
         try:
             resp = self.client.list_model_packages(
@@ -346,7 +327,7 @@ class ModelRegistryHook(AwsConnectionMixin):
                 MaxResults=1,
             )
         except Exception as exc:
-            if error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc):
+            if _group_missing(exc):
                 return None
             raise
         summaries = resp.get("ModelPackageSummaryList") or []
@@ -360,15 +341,9 @@ class ModelRegistryHook(AwsConnectionMixin):
         stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
         uri = stats.get("S3Uri")
         if not uri:
+            why = "is not set (the package was registered without an evaluation report); cannot compare metrics against it"
             raise ChampionUnreadableError(
-                [
-                    Problem(
-                        "ModelMetrics.ModelQuality.Statistics",
-                        "is not set (the package was registered without an evaluation report); "
-                        "cannot compare metrics against it",
-                    )
-                ],
-                source=f"champion model package {arn}",
+                [Problem("ModelMetrics.ModelQuality.Statistics", why)], source=f"champion model package {arn}"
             )
         try:
             evaluation = self.store.load_evaluation(str(uri))
@@ -386,7 +361,6 @@ class ModelRegistryHook(AwsConnectionMixin):
             lineage=lineage_from_metadata(desc.get("CustomerMetadataProperties")),
         )
 
-    # -- registration -------------------------------------------------------------------------
     def register(
         self,
         *,
@@ -440,16 +414,7 @@ class ModelRegistryHook(AwsConnectionMixin):
         arn = str(self.client.create_model_package(**request)["ModelPackageArn"])
         self._write_audit(audit_uri, build_audit_record(**audit_kwargs, registered_at=_now(), package_id=arn))
         log.info("Registered %s as %s", arn, status)
-        return {
-            "registry": self.kind,
-            "group": self.group,
-            "package_id": arn,
-            "version": int(arn.rsplit("/", 1)[-1]) if arn.rsplit("/", 1)[-1].isdigit() else None,
-            "approval_status": status,
-            "model_data_uri": model_data_uri,
-            "evaluation_uri": evaluation_uri,
-            "audit_uri": audit_uri,
-        }
+        return self._result(arn, status, model_data_uri, evaluation_uri, audit_uri)
 
     # A retried register task finds its version among the newest ones (ClientToken alone is not
     # enough: its idempotency window is short, and emulators ignore it).
@@ -466,7 +431,7 @@ class ModelRegistryHook(AwsConnectionMixin):
                 MaxResults=self._RETRY_LOOKBACK,
             )
         except Exception as exc:
-            if error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc):
+            if _group_missing(exc):
                 return None
             raise
         for summary in resp.get("ModelPackageSummaryList") or []:
@@ -480,15 +445,22 @@ class ModelRegistryHook(AwsConnectionMixin):
         desc = self.client.describe_model_package(ModelPackageName=arn)
         containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
         stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
+        return self._result(
+            arn, desc.get("ModelApprovalStatus"), containers[0].get("ModelDataUrl"), stats.get("S3Uri"), audit_uri
+        )
+
+    def _result(
+        self, arn: str, status: Any, model_data_uri: Any, evaluation_uri: Any, audit_uri: str
+    ) -> dict[str, Any]:
         tail = arn.rsplit("/", 1)[-1]
         return {
             "registry": self.kind,
             "group": self.group,
             "package_id": arn,
             "version": int(tail) if tail.isdigit() else None,
-            "approval_status": desc.get("ModelApprovalStatus"),
-            "model_data_uri": containers[0].get("ModelDataUrl"),
-            "evaluation_uri": stats.get("S3Uri"),
+            "approval_status": status,
+            "model_data_uri": model_data_uri,
+            "evaluation_uri": evaluation_uri,
             "audit_uri": audit_uri,
         }
 
@@ -496,26 +468,11 @@ class ModelRegistryHook(AwsConnectionMixin):
         self.store.write_text(uri, json.dumps(record, indent=2, sort_keys=True), "application/json")
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
-        if status not in _STATUSES:
-            raise SpecValidationError(
-                [Problem("status", f"must be one of {sorted(_STATUSES)}, got {status!r}")]
-            )
+        _check_status(status)
         kwargs: dict[str, Any] = {"ModelPackageArn": package_id, "ModelApprovalStatus": status}
         if description:
             kwargs["ApprovalDescription"] = description
         self.client.update_model_package(**kwargs)
-
-    def tag_version(self, package_id: str, tags: Mapping[str, str]) -> None:
-        """Add tags to a model package version (moto cannot: tested with Stubber)."""
-        self.client.add_tags(ResourceArn=package_id, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
-
-    def version_tags(self, package_id: str) -> dict[str, str]:
-        resp = self.client.list_tags(ResourceArn=package_id)
-        return {t["Key"]: t["Value"] for t in resp.get("Tags", [])}
-
-    def delete_version(self, package_id: str) -> None:
-        """Delete a model package version (moto cannot: tested with Stubber)."""
-        self.client.delete_model_package(ModelPackageName=package_id)
 
 
 def get_registry(

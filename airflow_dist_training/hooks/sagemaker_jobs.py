@@ -2,21 +2,10 @@
 
 ``SageMakerApi`` is the base every SageMaker call goes through: throttling-aware retries
 (``retry.call_throttled``, after botocore's own ``adaptive`` retries give up) and AWS errors
-translated into what the user can do (``aws_errors``: a missing permission names the IAM action, a
-missing bucket is bad input). The training hook and the evaluation runner both mix it in.
-
-``DurableJob(api, kind)`` drives one kind of job through that base, reading only its table row:
-
-* ``find_or_create(names, request_for)``: describe before create, over the run's deterministic
-  names (generation 1, 2, ...). An active or completed job is reattached to; a job that ended
-  Failed or Stopped moves on to the next name; the first free name is created. A crash between
-  the create and persisting the name is harmless (the retry finds the job by name), and a create
-  answered ``ResourceInUse`` (the job appeared concurrently) reattaches. Exactly one create per job.
-* ``wait(name, ...)``: the one synchronous wait, until a terminal state or a deadline.
-* ``stop(name)``: idempotent; tags the job ``stop-requested`` first, so a job stopped on request
-  is told apart from one stopped in the console (``stop_requested``).
-* ``trigger(name, ...)``: the trigger a deferred task waits on (the row's ``trigger``).
-
+translated into what the user can do (``aws_errors``). ``DurableJob(api, kind)`` drives one kind of
+job through it, reading only its table row. Describe before create, over the run's deterministic
+names, is what makes a job durable: a crash between the create and persisting the name is
+harmless (the retry finds the job by name), and a create answered ``ResourceInUse`` reattaches.
 Importing this module imports neither boto3 nor the Amazon provider.
 """
 
@@ -136,8 +125,6 @@ class DurableJob:
     def arn_hint(self, name: str) -> str:
         return f"arn:aws:sagemaker:{self.api.region_hint()}:<account>:{self.kind.arn_resource}/{name}"
 
-    # --- one job --------------------------------------------------------------------------------
-
     def describe(self, name: str) -> dict[str, Any]:
         """The raw description (datetimes included)."""
         return dict(self._call(self.kind.describe, self.arn_hint(name), **{self.kind.name_key: name}))
@@ -182,15 +169,18 @@ class DurableJob:
             raise
         return str(response.get(kind.arn_key, ""))
 
-    def tags(self, arn: str) -> dict[str, str]:
-        tags: dict[str, str] = {}
-        kwargs: dict[str, Any] = {"ResourceArn": arn}
+    def pages(self, operation: str, resource: str, items_key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every item of a paginated call, following NextToken."""
+        items: list[dict[str, Any]] = []
         while True:
-            page = self._call("ListTags", arn, **kwargs)
-            tags.update({t["Key"]: t["Value"] for t in page.get("Tags") or []})
+            page = self._call(operation, resource, **kwargs)
+            items += page.get(items_key) or []
             if not page.get("NextToken"):
-                return tags
+                return items
             kwargs["NextToken"] = page["NextToken"]
+
+    def tags(self, arn: str) -> dict[str, str]:
+        return {t["Key"]: t["Value"] for t in self.pages("ListTags", arn, "Tags", ResourceArn=arn)}
 
     def stop_requested(self, description: Mapping[str, Any]) -> bool:
         """Did we (Airflow) ask for this job to stop? Looks at the ``stop-requested`` tag."""
@@ -230,16 +220,7 @@ class DurableJob:
 
     def list(self, **filters: Any) -> list[dict[str, Any]]:
         """The list operation, following NextToken (100 per page)."""
-        out: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"MaxResults": 100, **filters}
-        while True:
-            page = self._call(self.kind.list, "*", **kwargs)
-            out.extend(page.get(self.kind.summaries_key) or [])
-            if not page.get("NextToken"):
-                return out
-            kwargs["NextToken"] = page["NextToken"]
-
-    # --- a run's jobs -----------------------------------------------------------------------------
+        return self.pages(self.kind.list, "*", self.kind.summaries_key, **{"MaxResults": 100, **filters})
 
     def find(
         self, names: Iterable[str], on_ended: Callable[[str, dict[str, Any], int], None] | None = None

@@ -1,26 +1,11 @@
 """``SageMakerTrainingHook``: every SageMaker training API call the project makes, in one place.
 
-Built on the Amazon provider's ``AwsBaseHook`` (``aws_conn_id``, region, botocore config), but the
-class is assembled lazily: importing this module does not import boto3 or the Amazon provider
-(parse-time lightness). ``from airflow_dist_training.hooks.training import SageMakerTrainingHook``
-builds the subclass on first access (module ``__getattr__``).
-
-What it adds over the provider's ``SageMakerHook``:
-
-* errors translated into what the user can do: ``CapacityError`` (retry later),
-  ``AwsPermissionError`` (action + resource + the IAM permission to grant), ``SpecValidationError``
-  (SageMaker rejected the request), ``JobAlreadyExistsError`` (reattach);
-* throttling-aware calls: botocore ``adaptive`` retries plus our own jittered exponential backoff on
-  ``ThrottlingException`` when botocore gives up;
-* ``stop_training_job`` that is idempotent and tags the job ``stop-requested`` first, so a job we
-  stopped on request is told apart from one stopped in the console;
-* ``find_job_by_run_identity``: the deterministic name first (one describe), then
-  ``ListTrainingJobs(NameContains=<run hash>)``;
-* CloudWatch logs merged across *all* hosts' streams (``DescribeLogStreams`` is paginated, so
-  clusters of more than 50 hosts work), resumable from a JSON cursor;
-* ``result_from_description``: the small JSON ``TrainingResult`` (no datetimes);
-* no async API: the trigger polls and tails logs through the shared poller
-  (``triggers/polling.py``) and stops a job with this hook's ``stop_training_job`` in a thread.
+An ``AwsBaseHook`` subclass assembled on first access (module ``__getattr__``), so importing this
+module imports neither boto3 nor the Amazon provider. Over the provider's ``SageMakerHook`` it
+translates errors into what the user can do (``aws_errors``), retries throttling past botocore,
+stops idempotently with a ``stop-requested`` tag (a stop on request is told apart from one in the
+console), merges all hosts' CloudWatch logs and builds the JSON ``TrainingResult``. It has no
+async API: triggers poll through the shared poller (``triggers/polling.py``).
 """
 
 from __future__ import annotations
@@ -33,27 +18,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_dist_training.aws_errors import THROTTLING_CODES as THROTTLING_CODES
 from airflow_dist_training.aws_errors import is_capacity_failure
-from airflow_dist_training.aws_errors import permission_error as permission_error
-from airflow_dist_training.errors import (
-    CapacityError,
-    TrainingJobError,
-    training_job_error,
-)
+from airflow_dist_training.errors import CapacityError, TrainingJobError, training_job_error
 from airflow_dist_training.hooks.aws import cached_aws_hook
-from airflow_dist_training.hooks.sagemaker_jobs import TAG_STOP_REQUESTED as TAG_STOP_REQUESTED
 from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
-from airflow_dist_training.hooks.sagemaker_jobs import JobAlreadyExistsError as JobAlreadyExistsError
 from airflow_dist_training.job_states import STOPPABLE_STATES, STOPPED_STATES
 from airflow_dist_training.results import StatusTransition, TrainingResult
 from airflow_dist_training.sagemaker import log_tail as _logs
 from airflow_dist_training.sagemaker.job_kinds import TRAINING
-
-# the tail's cursor, events and merge live in sagemaker/log_tail.py (shared with the triggers)
-from airflow_dist_training.sagemaker.log_tail import LogCursor as LogCursor
-from airflow_dist_training.sagemaker.log_tail import LogEvent as LogEvent
-from airflow_dist_training.sagemaker.log_tail import merge_log_events as merge_log_events
+from airflow_dist_training.sagemaker.log_tail import LogCursor, LogEvent
 from airflow_dist_training.source_archive import pack_source_dir
 from airflow_dist_training.storage.location import split_uri
 
@@ -62,16 +35,7 @@ if TYPE_CHECKING:
 
     from airflow_dist_training.sagemaker.uploads import Upload
 
-# ---------------------------------------------------------------------------------------------
-# Constants shared with the operator, the sensor and the trigger.
-# ---------------------------------------------------------------------------------------------
-
 LOG_GROUP = str(TRAINING.log_group)
-
-
-# ---------------------------------------------------------------------------------------------
-# Pure helpers (no AWS)
-# ---------------------------------------------------------------------------------------------
 
 
 def _iso(value: Any) -> str | None:
@@ -175,10 +139,8 @@ def error_for_terminal_state(
     )
 
 
-
-
 def _fault_point(name: str) -> None:
-    """Crash-injection hook for the fault-injection tests and bench/crash_retry.py.
+    """Crash-injection point for the fault-injection tests and bench/crash_retry.py.
 
     When ``ADT_CRASH_AT`` equals ``name`` the process dies at once (``os._exit``), like a worker
     killed by the OOM killer or a node loss. With ``ADT_CRASH_KILL_PGID`` it first SIGKILLs that
@@ -192,11 +154,6 @@ def _fault_point(name: str) -> None:
 
             os.killpg(int(group), signal.SIGKILL)
         os._exit(int(os.environ.get("ADT_CRASH_EXIT_CODE", "137")))
-
-
-# ---------------------------------------------------------------------------------------------
-# The hook's methods (mixed into the lazily built AwsBaseHook subclass)
-# ---------------------------------------------------------------------------------------------
 
 
 DEFAULT_MAX_ATTEMPTS = 10
@@ -250,8 +207,6 @@ class _TrainingHookMethods(SageMakerApi):
             config=Config(**config_kwargs),
         )
 
-    # --- sibling clients (same connection, region and botocore config) ------------------------
-
     def _sibling(self, client_type: str) -> AwsBaseHook:
         """A hook of another AWS service with this hook's connection, region and botocore config."""
         return cached_aws_hook(
@@ -270,8 +225,6 @@ class _TrainingHookMethods(SageMakerApi):
     @property
     def s3_conn(self) -> Any:
         return self._sibling("s3").conn
-
-    # --- SageMaker (one DurableJob of kind "training": sagemaker/job_kinds.py) -----------------
 
     @property
     def sagemaker_client(self) -> Any:
@@ -315,22 +268,6 @@ class _TrainingHookMethods(SageMakerApi):
                     stopped.append(name)
         return stopped
 
-    def find_job_by_run_identity(self, job_name: str, identity_hash: str) -> dict[str, Any] | None:
-        """The newest job of a run: describe the deterministic ``job_name`` first (one call), else
-        ``ListTrainingJobs(NameContains=identity_hash)`` and describe the newest match."""
-        desc = self.describe_training_job_or_none(job_name)
-        if desc is not None:
-            return desc
-        matches = [
-            s
-            for s in self.list_training_jobs(NameContains=identity_hash)
-            if identity_hash in s["TrainingJobName"]
-        ]
-        if not matches:
-            return None
-        newest = max(matches, key=lambda s: s.get("CreationTime") or datetime.min.replace(tzinfo=UTC))
-        return self.describe_training_job(str(newest["TrainingJobName"]))
-
     def wait_for_job(
         self,
         job_name: str,
@@ -368,8 +305,6 @@ class _TrainingHookMethods(SageMakerApi):
             sleep=sleep,
         )
 
-    # --- CloudWatch logs --------------------------------------------------------------------------
-
     def fetch_log_events(self, job_name: str, cursor: LogCursor | None = None) -> list[LogEvent]:
         """New events of every stream since ``cursor`` (updated in place), merged by timestamp.
 
@@ -378,8 +313,6 @@ class _TrainingHookMethods(SageMakerApi):
         return _logs.tail_sync(
             tail.fetch(), lambda operation, resource, kwargs: self._call(self.logs_conn, operation, resource, **kwargs)
         )
-
-    # --- S3 uploads ---------------------------------------------------------------------------------
 
     def put_uploads(self, uploads: Iterable[Upload]) -> None:
         """Put what the planner says must be in S3 before ``CreateTrainingJob`` (code, launcher files)."""
@@ -413,10 +346,6 @@ class _TrainingHookMethods(SageMakerApi):
             extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}
         self._call(self.s3_conn, "PutObject", s3_uri, Bucket=bucket, Key=key, Body=body, **extra)
 
-
-# ---------------------------------------------------------------------------------------------
-# Lazy class assembly
-# ---------------------------------------------------------------------------------------------
 
 def _build_hook_class() -> type:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook

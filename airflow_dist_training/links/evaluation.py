@@ -1,10 +1,7 @@
 """Extra links for evaluation tasks: the evaluation report and the registration audit record.
 
-Airflow 3 computes links on the worker (``get_link`` runs in ``finalize``); the operator
-``persist``s a small dict to XCom during ``execute`` and ``get_link`` only formats it, as the Amazon
-provider's ``BaseAwsLink`` does. ``persist`` also keeps the dict on the operator, and ``get_link``
-reads it from there: the worker calls ``get_link`` on the operator that ran, and an XCom lookup
-for a task that failed before persisting would log an "XCom not found" error.
+The operator ``persist``s a small dict to XCom and onto itself during ``execute``; ``get_link``
+only formats it, reading it from the operator (why: ``links/sagemaker.py``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""Extra links of training tasks: SageMaker console job page, CloudWatch logs, S3 output and checkpoints.
-
-Airflow 3 computes links on the worker and stores them in XCom; the operator calls
-``TrainingJobLinks.persist(context, ...)`` once it knows the job, and each link formats the same
-small dict (region, job name, output and checkpoint URIs). Nothing here talks to AWS.
-
-On the local backend the same links point to the Training view (job, logs) and to the job's
-local artifacts (``file://`` model output and checkpoint directories).
+"""Extra links of training tasks: SageMaker console job page, CloudWatch logs, S3 output and checkpoints
+(on the local backend: the Training view and the job's ``file://`` artifacts). Nothing here talks to AWS.
 
 Why ``get_link`` reads the operator first: the worker calls it in ``finalize`` on the very operator
-that ran, so what ``persist`` stored on it is at hand. Reading XCom instead would log an
-"XCom not found" *error* (from the Task SDK's API client) for every task that failed before the job
-was known. XCom is read only by an operator resumed after a deferral (it knows its job name from
-the trigger event, and the info was persisted before deferring).
+that ran, where ``persist`` stored the job's info. Reading XCom instead would log an "XCom not
+found" *error* for every task that failed before the job was known; XCom is read only by an
+operator resumed after a deferral.
 """
 
 from __future__ import annotations

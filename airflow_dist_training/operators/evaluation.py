@@ -1,16 +1,10 @@
-"""Evaluate -> gate -> register, as three Airflow operators.
+"""Evaluate -> gate -> register, as three Airflow operators (``docs/evaluation.md``).
 
-- ``EvaluationOperator`` runs an evaluation script over a model artifact or checkpoint (locally in
-  a subprocess, or as a SageMaker processing job) and returns the parsed ``evaluation.json``.
-- ``QualityGateOperator`` compares it with per-metric thresholds and the registry's champion. On
-  rejection it short-circuits (skips everything downstream, like ``ShortCircuitOperator``) or,
-  with ``fail_on_reject=True``, fails the task. It writes a markdown + HTML report next to
-  ``evaluation.json`` and links it from the task.
-- ``RegisterModelOperator`` registers a model version (SageMaker model package group or local
-  registry) with an approval status derived from the gate decision, plus an audit record.
-
-All three are declarative at parse time: constructors validate their own arguments (thresholds
-included) and do no I/O; every rule lives in ``airflow_dist_training.evaluation``.
+``EvaluationOperator`` runs an evaluation script (a local process or a SageMaker processing job),
+``QualityGateOperator`` compares its ``evaluation.json`` with thresholds and the champion and
+short-circuits (or fails) on rejection, ``RegisterModelOperator`` registers the model version with
+an audit record. Constructors validate their own arguments and do no I/O; every rule lives in
+``airflow_dist_training.evaluation``.
 """
 
 from __future__ import annotations
@@ -80,14 +74,8 @@ def coerce_evaluation(
         uri = str(value.get("evaluation_uri") or f"<{field}>")
         data = {k: v for k, v in value.items() if k not in _EXTRA_EVALUATION_KEYS}
         return parse_evaluation(data, source=uri), uri
-    raise SpecValidationError(
-        [
-            Problem(
-                field,
-                f"must be an evaluation dict (EvaluationOperator output) or a URI, got {type(value).__name__}",
-            )
-        ]
-    )
+    why = f"must be an evaluation dict (EvaluationOperator output) or a URI, got {type(value).__name__}"
+    raise SpecValidationError([(field, why)])
 
 
 class EvaluationOperator(AwsConnectionMixin, BaseOperator):
@@ -241,8 +229,11 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
                 result, uri, job = self._run_sagemaker(context, store)
             else:
                 result, uri, job = self._run_local(context, store)
-        self.log.info("Evaluation metrics: %s", result.metrics)
         self._lineage_result = {"evaluation_uri": uri}
+        return self._result(result, uri, job)
+
+    def _result(self, result: EvaluationResult, uri: str, job: Mapping[str, Any]) -> dict[str, Any]:
+        self.log.info("Evaluation metrics: %s", result.metrics)
         return {**result.model_dump(mode="json"), "evaluation_uri": uri, "backend": self.backend, **job}
 
     def _run_local(
@@ -351,12 +342,11 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     def _defer_to_trigger(self, request: Mapping[str, Any], retry_names: Sequence[str]) -> None:
         import time as _time
 
-        from airflow_dist_training.hooks.evaluation import join_uri
+        from airflow_dist_training.hooks.evaluation import evaluation_output_uri
 
         assert self._runner is not None
         name = self._runner.start(request, retry_names)
         self._started(name)
-        output = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
         self.defer(
             trigger=self._runner.jobs.trigger(
                 name,
@@ -366,7 +356,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
                 deadline=_time.time() + self.timeout if self.timeout else None,
             ),
             method_name="execute_complete",
-            kwargs={"evaluation_uri": join_uri(output, EVALUATION_FILE_NAME)},
+            kwargs={"evaluation_uri": evaluation_output_uri(request)},
         )
 
     def execute_complete(
@@ -376,7 +366,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.hooks.evaluation import (
             EvaluationScriptError,
             SageMakerEvaluationRunner,
-            join_uri,
+            evaluation_output_uri,
             processing_failure,
         )
         from airflow_dist_training.retry import failing_fast_without_retry_policy
@@ -395,20 +385,9 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         # the job says where its evaluation.json is: defer kwargs do not survive every resume
         # (dag.test() resumes with the event only)
         job = runner.jobs.describe(name)
-        evaluation_uri = evaluation_uri or join_uri(
-            job["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"], EVALUATION_FILE_NAME
-        )
-        store = _store(self.aws_conn_id, self.region_name)
-        result = store.load_evaluation(evaluation_uri)
-        arn = job.get("ProcessingJobArn")
-        self.log.info("Evaluation metrics: %s", result.metrics)
-        return {
-            **result.model_dump(mode="json"),
-            "evaluation_uri": evaluation_uri,
-            "backend": self.backend,
-            "job_name": name,
-            "job_arn": arn,
-        }
+        evaluation_uri = evaluation_uri or evaluation_output_uri(job)
+        result = _store(self.aws_conn_id, self.region_name).load_evaluation(evaluation_uri)
+        return self._result(result, evaluation_uri, {"job_name": name, "job_arn": job.get("ProcessingJobArn")})
 
     def _started(self, name: str) -> None:
         self._processing_job = name
@@ -513,17 +492,8 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
         check_thresholds_apply(challenger, spec, uri)  # before any registry call
         champion = None
         if self.registry:
-            from airflow_dist_training.hooks.registry import get_registry
-
-            reg = get_registry(
-                self.registry,
-                group=self.model_package_group_name or "",
-                local_registry_dir=self.local_registry_dir,
-                aws_conn_id=self.aws_conn_id,
-                region_name=self.region_name,
-            )
             try:
-                champion = reg.get_champion()
+                champion = _registry(self).get_champion()
             except ChampionUnreadableError as exc:
                 if any(t.needs_champion for t in spec.thresholds.values()):
                     raise
@@ -596,6 +566,19 @@ class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
             return
         self.log.info("Gate rejected the model: skipping %s", sorted(t.task_id for t in to_skip))
         self.skip(ti=context["ti"], tasks=to_skip)  # raises DownstreamTasksSkipped
+
+
+def _registry(operator: Any) -> Any:
+    """The registry a gate or register task was configured with (``hooks/registry.get_registry``)."""
+    from airflow_dist_training.hooks.registry import get_registry
+
+    return get_registry(
+        operator.registry,
+        group=operator.model_package_group_name or "",
+        local_registry_dir=operator.local_registry_dir,
+        aws_conn_id=operator.aws_conn_id,
+        region_name=operator.region_name,
+    )
 
 
 def _check_dependencies(script: str, dependencies: Sequence[str]) -> None:
@@ -722,32 +705,21 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
         self._set_aws_connection(aws_conn_id, region_name)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_dist_training.hooks.registry import get_registry
+        from airflow_dist_training.evaluation.registration import build_lineage
 
         store = _store(self.aws_conn_id, self.region_name)
         _, evaluation_uri = coerce_evaluation(self.evaluation, store)
         if evaluation_uri.startswith("<"):
-            raise SpecValidationError(
-                [("evaluation", "needs an evaluation_uri (the stored evaluation.json)")]
-            )
+            raise SpecValidationError([("evaluation", "needs an evaluation_uri (the stored evaluation.json)")])
         model = self.model_data_uri or (self.training or {}).get("model_artifact_uri")
         if not model:
-            raise SpecValidationError(
-                [("model_data_uri", "is empty and the training result has no model_artifact_uri")]
-            )
+            why = "is empty and the training result has no model_artifact_uri"
+            raise SpecValidationError([("model_data_uri", why)])
         decision = dict(self.decision) if isinstance(self.decision, Mapping) else None
         if self.decision is not None and decision is None:
-            raise SpecValidationError(
-                [("decision", f"must be the gate's output dict, got {type(self.decision).__name__}")]
-            )
-        reg = get_registry(
-            self.registry,
-            group=self.model_package_group_name,
-            local_registry_dir=self.local_registry_dir,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-        )
-        from airflow_dist_training.evaluation.registration import build_lineage
+            why = f"must be the gate's output dict, got {type(self.decision).__name__}"
+            raise SpecValidationError([("decision", why)])
+        reg = _registry(self)
 
         lineage = build_lineage(
             self.lineage if isinstance(self.lineage, Mapping) else None,

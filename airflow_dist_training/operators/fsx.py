@@ -1,19 +1,7 @@
 """FSx for Lustre operators: associations, data repository tasks, file systems, staging, pre-flight.
 
 Declarative at parse time: constructors store arguments only; the hook is a ``cached_property``;
-every AWS call happens in ``execute``. Results pushed to XCom are small JSON dicts.
-
-Typical use::
-
-    stage = FSxStagePrefixOperator(
-        task_id="stage_train",
-        s3_uri="s3://my-bucket/datasets/train/",
-        file_system_id="fs-0123456789abcdef0",
-        file_system_path="/datasets/train",
-        subnets=["subnet-aaa"],
-        security_group_ids=["sg-train"],
-    )
-    # stage.output == {"type": "fsx", "file_system_id": ..., "directory_path": "/<mount>/datasets/train", ...}
+every AWS call happens in ``execute``. Results pushed to XCom are small JSON dicts (``docs/fsx.md``).
 """
 
 from __future__ import annotations
@@ -162,6 +150,10 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
     """
 
     ui_color = "#7ac5cd"
+    # the waiting operators' arguments (``_wait_task``)
+    poll_interval: float
+    max_wait_seconds: float | None
+    deferrable: bool
 
     def __init__(
         self,
@@ -181,15 +173,24 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
 
         return FSxHook(**self.aws_settings)
 
-    def _trigger(self, fsx_task_id: str, poll_interval: float, max_wait_seconds: float | None) -> Any:
-        from airflow_dist_training.triggers.fsx import FSxDataRepositoryTaskTrigger
+    def _wait_task(self, fsx_task_id: str, **resume_kwargs: Any) -> dict[str, Any]:
+        """Wait for a data repository task to succeed: in the triggerer (``deferrable``; the task
+        resumes in ``execute_complete``) or here. Its progress, or ``DataRepositoryTaskFailed``."""
+        if self.deferrable:
+            from airflow_dist_training.triggers.fsx import FSxDataRepositoryTaskTrigger
 
-        return FSxDataRepositoryTaskTrigger(
-            fsx_task_id=fsx_task_id,
-            poll_interval=poll_interval,
-            max_attempts=polls_within(max_wait_seconds, poll_interval),
-            **self.aws_settings,
-        )
+            trigger = FSxDataRepositoryTaskTrigger(
+                fsx_task_id=fsx_task_id,
+                poll_interval=self.poll_interval,
+                max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
+                **self.aws_settings,
+            )
+            self.defer(trigger=trigger, method_name="execute_complete", kwargs=resume_kwargs or None)
+        limit = self.max_wait_seconds or TASK_WAIT_DEFAULT_SECONDS
+        done = task_progress(self.hook.wait_task(fsx_task_id, self.poll_interval, limit))
+        if done["lifecycle"] != "SUCCEEDED":
+            raise DataRepositoryTaskFailed(done)
+        return done
 
 
 class FSxPreflightOperator(_FSxBaseOperator):
@@ -397,16 +398,7 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         self._fsx_task_id = task["TaskId"]
         if not self.wait_for_completion:
             return task_progress(task)
-        if self.deferrable:
-            self.defer(
-                trigger=self._trigger(task["TaskId"], self.poll_interval, self.max_wait_seconds),
-                method_name="execute_complete",
-            )
-        limit = self.max_wait_seconds or TASK_WAIT_DEFAULT_SECONDS
-        done = task_progress(self.hook.wait_task(task["TaskId"], self.poll_interval, limit))
-        if done["lifecycle"] != "SUCCEEDED":
-            raise DataRepositoryTaskFailed(done)
-        return done
+        return self._wait_task(task["TaskId"])
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         progress = progress_from_event(event)
@@ -443,6 +435,7 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
     """
 
     template_fields: Sequence[str] = (*AWS_TEMPLATE_FIELDS, "subnet_id", "security_group_ids", "tags")
+    max_wait_seconds: float
 
     def __init__(
         self,
@@ -682,16 +675,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         )
         task = self.hook.create_task(request)
         self._fsx_task_id = task["TaskId"]
-        if self.deferrable:
-            self.defer(
-                trigger=self._trigger(task["TaskId"], self.poll_interval, self.max_wait_seconds),
-                method_name="execute_complete",
-                kwargs={"channel": channel},
-            )
-        limit = self.max_wait_seconds or TASK_WAIT_DEFAULT_SECONDS
-        done = task_progress(self.hook.wait_task(task["TaskId"], self.poll_interval, limit))
-        if done["lifecycle"] != "SUCCEEDED":
-            raise DataRepositoryTaskFailed(done)
+        self._wait_task(task["TaskId"], channel=channel)
         return channel
 
     def _channel(self, file_system: dict[str, Any] | None) -> dict[str, Any]:
@@ -700,14 +684,8 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         if not mount_name:
             from airflow_dist_training.errors import SpecValidationError
 
-            raise SpecValidationError(
-                [
-                    (
-                        "file_system_id",
-                        f"file system {self.file_system_id} reports no LustreConfiguration.MountName",
-                    )
-                ]
-            )
+            why = f"file system {self.file_system_id} reports no LustreConfiguration.MountName"
+            raise SpecValidationError([("file_system_id", why)])
         return req.fsx_channel(self.file_system_id, mount_name, self.file_system_path, self.access_mode)
 
     def execute_complete(

@@ -1,13 +1,10 @@
 """The ``check_changes`` step of a retraining run: fingerprint the inputs, skip when nothing changed.
 
-It runs after staging and before training, as a short-circuit task: when the data fingerprint,
-code hash and spec hash all equal those recorded with the registry's champion, it returns False and
-train, evaluate, gate and register are *skipped* (shown so in the grid), with the reason in its
-log, its XCom and the run's summary. ``force`` trains anyway. It also resolves the run's warm start
-(the champion's model or the promoted checkpoint) for the training task.
-
-XCom (keys): ``lineage`` (data fingerprint, code hash, spec hash, per-channel listings),
-``skip_reason`` (the sentence), ``skipped`` (bool), ``warm_start_uri`` (or ""), ``champion``.
+A short-circuit task between staging and training (``docs/retraining.md``): when the data
+fingerprint, code hash and spec hash all equal the registry champion's, train, evaluate, gate and
+register are skipped, with the reason in its log, its XCom and the run's summary (``force`` trains
+anyway). It also resolves the run's warm start. XCom keys: ``lineage``, ``skip_reason``,
+``skipped``, ``warm_start_uri``, ``champion``.
 """
 
 from __future__ import annotations

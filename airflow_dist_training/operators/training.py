@@ -1,35 +1,11 @@
 """``DistributedTrainingOperator``: launch and watch one distributed training job, safely.
 
-The order of things in ``execute`` is the design:
-
-1. **The run's plan first.** With a plan task (``plan_task_id``, as ``stage_train_evaluate``
-   wires it) the run's ``RunPlan`` is the plan task's, not planned again; without one the task
-   plans it once here, and a bad spec fails with the field-path message (``SpecValidationError``)
-   before any AWS call. What the run learned since (staged channels, a warm start, the run's next
-   generation, on-demand after spot interruptions) is applied by ``planning.apply_run_state``,
-   and the task logs what it changed in the request.
-2. **Durable, duplicate-free submission.** Job names are deterministic
-   (``<base>-<run hash>[-r<generation>]``, see ``sagemaker/naming.py``) and the name is persisted
-   in ``task_state_store`` (Airflow 3.3 ``ResumableJobMixin``). Before creating, the operator
-   describes the deterministic name: InProgress/Stopping -> reattach, Completed -> return its
-   result, Failed/Stopped/MaxRuntimeExceeded -> try the next generation. A crash *between*
-   CreateTrainingJob and persisting the name is therefore harmless: the retry finds the job by
-   name. ``ResourceInUse`` on create (it appeared concurrently) -> reattach. Exactly one
-   CreateTrainingJob per successful run.
-3. **Wait** synchronously (logs + status transitions in the task log) or deferred
-   (``TrainingJobTrigger``: no silent cap; only ``max_wait_seconds`` if you set it).
-4. **Terminal states**: Completed -> the ``TrainingResult`` dict in XCom. Failed, Stopped (unless
-   stopped on request) and MaxRuntimeExceeded -> ``TrainingJobError`` with the FailureReason;
-   capacity/limit errors -> ``CapacityError`` (retry later). A job we stopped on request
-   (``on_kill``) is reported as such, and is never success.
-5. **Spot interruptions** (``spot.enabled``): a job whose spot capacity was reclaimed until
-   MaxWaitTimeInSeconds ran out is replaced by the run's next generation within the same task
-   try, resuming from the run's latest complete checkpoint. Interruptions have their own budget
-   (``spot.max_interruptions``) and never use up the task's ``retries``; after
-   ``spot.on_demand_after_interruptions`` the next generation runs on on-demand instances.
-6. ``on_kill`` stops the job (sync mode; in deferred mode the trigger's ``on_kill`` does). A
-   cleared task's rerun may reattach to the job before the replaced try's stop lands: a job
-   stopped on request that this try did not stop is replaced by the run's next job, not a failure.
+The order of ``execute`` is the design (``docs/training-operator.md``): the run's plan first (a
+bad spec fails before any AWS call); a deterministic job name, described before it is created,
+so a crash anywhere never creates a second job; a sync or deferred wait capped only by
+``max_wait_seconds``/``execution_timeout``; only ``Completed`` is success; a spot interruption is
+replaced by the run's next generation within the same try, on its own budget; ``on_kill`` stops
+the job, and a stop this try did not ask for is replaced, not failed.
 """
 
 from __future__ import annotations
@@ -61,7 +37,6 @@ if TYPE_CHECKING:
 
     from airflow_dist_training.checkpoints.resume import AttemptOutcome
     from airflow_dist_training.hooks.backends import DurableBackend, TrainingBackend
-    from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.planning import RunJob, RunPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -88,6 +63,16 @@ def mask_spec_secrets(spec: Any) -> list[str]:
             mask_secret(str(value), str(key))
             masked.append(str(key))
     return masked
+
+
+def beside_dag(operator: Any, source: Any) -> Any:
+    """A relative ``.yaml`` path, looked up next to the operator's DAG file first; any other source as it is."""
+    if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
+        path = Path(source.strip())
+        if not path.is_absolute() and operator.dag is not None and getattr(operator.dag, "fileloc", None):
+            candidate = Path(operator.dag.fileloc).parent / path
+            return str(candidate) if candidate.exists() else source
+    return source
 
 
 def _fault_point(name: str) -> None:
@@ -186,8 +171,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._description: dict[str, Any] | None = None
         self._stopped_here = False  # this try asked for the stop (on_kill)
 
-    # --- hooks -------------------------------------------------------------------------------------
-
     @cached_property
     def hook(self) -> Any:
         """The backend's hook (``SageMakerTrainingHook`` on SageMaker)."""
@@ -212,8 +195,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
         return operator_backend(self)
 
-    # --- templating & secrets --------------------------------------------------------------------
-
     def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
         super().render_template_fields(context, jinja_env)
         mask_spec_secrets(self.spec)
@@ -221,12 +202,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     def _load_spec(self, context: Context) -> TrainingJobSpec:
         from airflow_dist_training.spec.loading import load_spec
 
-        source = self.spec
+        source = beside_dag(self, self.spec)
         if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
             path = Path(source)
-            if not path.is_absolute() and self.dag is not None and getattr(self.dag, "fileloc", None):
-                candidate = Path(self.dag.fileloc).parent / path
-                path = candidate if candidate.exists() else path
             try:
                 text = path.read_text(encoding="utf-8")
             except OSError:
@@ -238,8 +216,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             spec = load_spec(source)  # type: ignore[arg-type]
         mask_spec_secrets(spec)
         return spec
-
-    # --- checkpoints -------------------------------------------------------------------------------
 
     @cached_property
     def checkpoint_hook(self) -> Any:
@@ -272,8 +248,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 "(a new run never resumes another run's checkpoint)",
                 run_uri,
             )
-
-    # --- the run's plan ---------------------------------------------------------------------------
 
     def _identity(self, context: Context) -> str:
         return identity_from_context(context, self.task_id, dag_id=self.dag_id if self.has_dag() else "no-dag")
@@ -362,8 +336,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 "\n  ".join(job.changes) or "(no difference)",
             )
         return job
-
-    # --- execute --------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
         from airflow_dist_training.retry import failing_fast_without_retry_policy
@@ -674,8 +646,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
                 context, lambda: self._finish(self.job_backend.describe(name))
             )
 
-    # --- kill ------------------------------------------------------------------------------------------
-
     def on_kill(self) -> None:
         name = self._job_name
         if not name:
@@ -688,8 +658,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
             self.job_backend.stop(name, reason="task killed")
         except Exception as exc:  # on_kill must not raise
             self.log.error("Could not stop training job %s: %s", name, exc)
-
-    # --- lineage ----------------------------------------------------------------------------------------
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Inputs: S3, FSx and EFS channels; output: the model artifact. None if OpenLineage is absent."""
@@ -748,17 +716,18 @@ class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
         self._set_aws_connection(aws_conn_id, region_name)
 
     @cached_property
-    def hook(self) -> SageMakerTrainingHook:
-        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    def job_backend(self) -> DurableBackend:
+        """The SageMaker backend (``hooks/backends.py``): its jobs are the ones that outlive a task."""
+        from airflow_dist_training.hooks.backends import get_backend
 
-        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        return get_backend("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # type: ignore[return-value]
 
     def execute(self, context: Context) -> list[str]:
         dag_id = self.dag_id if self.has_dag() else "no-dag"
         run_hash = run_identity_hash(
             identity_from_context(context, self.training_task_id, dag_id=dag_id, map_index=self.map_index)
         )
-        return self.stop_run(self.hook, run_hash, self.training_task_id, self.log)
+        return self.stop_run(self.job_backend, run_hash, self.training_task_id, self.log)
 
     @staticmethod
     def stop_run(jobs: Any, run_hash: str, training_task_id: str, log: Any) -> list[str]:

@@ -1,39 +1,18 @@
-"""``DistributedTuningOperator``: a SageMaker hyperparameter tuning job over a training spec, durable.
+"""``DistributedTuningOperator``: a hyperparameter tuning job over a training spec, durable.
 
-The managed alternative to a sweep: SageMaker (or the test endpoint) runs the training jobs with
-sampled hyperparameters and reports the best one. The order of things in ``execute``:
-
-1. **Load and plan first** (``sagemaker/tuning.py``): a bad training spec or tuning section fails
-   the task with the field-path message before any AWS call.
-2. **Durable, duplicate-free create**: the tuning job's name is deterministic from the run
-   identity (``<base>-<run hash>[-r<n>]``, at most 32 characters). ``DurableJob.find_or_create``
-   describes before it creates: an InProgress or Completed tuning job of this run is reattached
-   to (a retry never starts a second one); one that ended Failed or Stopped moves on to the next
-   generation; ``ResourceInUse`` on create reattaches. The code is uploaded only when creating.
-3. **Wait** deferred (default ``[operators] default_deferrable``, as the other remote operators:
-   ``TuningJobTrigger``, one describe per poll) or synchronously, logging the training jobs'
-   progress and the best objective so far.
-4. **Result**: the best training job as the training operator returns a job (``TrainingResult``:
-   ``job_name``, ``model_artifact_uri``, ``final_metrics``, ...) so evaluation, gate and registry
-   take it unchanged, plus ``tuning`` (the tuning job, its objective value, the tuned
-   hyperparameters, the training jobs' counters). Failed or Stopped -> ``TrainingJobError``.
-5. ``on_kill`` stops the tuning job (which stops its training jobs); deferred, the trigger's does.
-
-``backend="local"`` runs the same tuning spec on this machine (``local/tuning.py``): the same
-sampled hyperparameters, training job names and objective as the test endpoint, at most
-``max_parallel_jobs`` training jobs at a time, on the local executor in the default job
-environment. Its ledger makes it durable: a retry returns a Completed tuning job, resumes one whose
-process died without running its ended training jobs again, and moves on to the next generation
-after a Failed or Stopped one, as on SageMaker. The result has the same shape.
-
-The constructor does no I/O and parses nothing: the DAG file stays cheap to parse.
+As the training operator (``docs/tuning.md``): planned before any AWS call, a deterministic
+name described before it is created (a retry reattaches; a Failed/Stopped one moves on to the next
+generation), a deferred (``TuningJobTrigger``) or synchronous wait, and the best training job as a
+``TrainingResult`` plus ``tuning``, so evaluation, gate and registry take it unchanged.
+``backend="local"`` runs the same spec on the local executor, made durable by its ledger
+(``local/tuning.py``). The constructor does no I/O and parses nothing.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +32,12 @@ if TYPE_CHECKING:
     from airflow_dist_training.spec.tuning import TuningSpec
 
 MAX_GENERATIONS = 10  # tuning jobs of one run (after Failed/Stopped ones)
+
+
+def _exhausted(names: Sequence[str]) -> AirflowException:
+    return AirflowException(
+        f"every tuning job of this run ended Failed or Stopped ({', '.join(names)}); not starting another"
+    )
 
 
 class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
@@ -120,8 +105,6 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         self._identity: str | None = None
         self._local: LocalTuningJob | None = None
 
-    # --- hooks ---------------------------------------------------------------------------------------
-
     @cached_property
     def hook(self) -> SageMakerTrainingHook:
         from airflow_dist_training.hooks.training import SageMakerTrainingHook
@@ -144,7 +127,7 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
     def _runs_in_task(self) -> bool:
         """True: the tuning job runs in the task on the local executor; False: a SageMaker tuning job.
         Decided by the backend's record, never its name; a backend that can do neither is refused."""
-        from airflow_dist_training.errors import Problem, SpecValidationError
+        from airflow_dist_training.errors import SpecValidationError
         from airflow_dist_training.hooks.backends import LocalBackend
 
         backend = self.training_backend
@@ -152,15 +135,11 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             return False
         if not backend.record.durable and isinstance(backend, LocalBackend):
             return True
-        raise SpecValidationError(
-            [
-                Problem(
-                    "backend",
-                    f"{self.backend!r} cannot run tuning jobs: they run as SageMaker tuning jobs (a backend "
-                    "whose jobs run on AWS and outlive the worker) or on the local executor",
-                )
-            ]
+        why = (
+            f"{self.backend!r} cannot run tuning jobs: they run as SageMaker tuning jobs (a backend "
+            "whose jobs run on AWS and outlive the worker) or on the local executor"
         )
+        raise SpecValidationError([("backend", why)])
 
     @cached_property
     def jobs(self) -> DurableJob:
@@ -175,22 +154,12 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         super().render_template_fields(context, jinja_env)
         mask_spec_secrets(self.spec)  # secret-looking environment values never reach the task log
 
-    # --- planning ----------------------------------------------------------------------------------------
-
     def _load(self) -> tuple[TrainingJobSpec, TuningSpec]:
+        from airflow_dist_training.operators.training import beside_dag
         from airflow_dist_training.spec.loading import load_spec
         from airflow_dist_training.spec.tuning import load_tuning_spec
 
-        return load_spec(self._beside_dag(self.spec)), load_tuning_spec(self._beside_dag(self.tuning))
-
-    def _beside_dag(self, source: Any) -> Any:
-        """A relative ``.yaml`` path is looked up next to the DAG file first."""
-        if isinstance(source, str) and source.strip().endswith((".yaml", ".yml")) and "\n" not in source:
-            path = Path(source.strip())
-            if not path.is_absolute() and self.dag is not None and getattr(self.dag, "fileloc", None):
-                candidate = Path(self.dag.fileloc).parent / path
-                return str(candidate) if candidate.exists() else source
-        return source
+        return load_spec(beside_dag(self, self.spec)), load_tuning_spec(beside_dag(self, self.tuning))
 
     def _names(self, context: Context, base: str) -> list[str]:
         from airflow_dist_training.sagemaker.naming import identity_from_context
@@ -206,8 +175,6 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
 
         region = task_region(self.aws_conn_id, self.region_name, hook=self.hook)
         return plan_tuning_job(spec, tuning, job_name=name, region=region, run_identity=self._identity)
-
-    # --- execute -------------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_dist_training.retry import failing_fast_without_retry_policy
@@ -226,21 +193,13 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
             self.hook.put_uploads(final.uploads)
             return final.request
 
-        def ended(name: str, desc: Mapping[str, Any], generation: int) -> None:
-            self.log.warning(
-                "This run's tuning job %s ended %s: starting generation %d",
-                name,
-                desc.get("HyperParameterTuningJobStatus"),
-                generation,
-            )
-
         ref = self.jobs.find_or_create(
             names,
             request_for,
-            exhausted=lambda: AirflowException(
-                f"every tuning job of this run ended Failed or Stopped ({', '.join(names)}); not starting another"
+            exhausted=partial(_exhausted, names),
+            on_ended=lambda name, desc, generation: self._log_ended(
+                name, desc.get("HyperParameterTuningJobStatus"), generation
             ),
-            on_ended=ended,
         )
         self._job_name = ref.name
         limits = plan.request["HyperParameterTuningJobConfig"]["ResourceLimits"]
@@ -286,21 +245,17 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
                 log=self.log.info,
             )
             if job.status in ("Failed", "Stopped"):
-                self.log.warning(
-                    "This run's tuning job %s ended %s: starting generation %d",
-                    name,
-                    job.status,
-                    generation + 1,
-                )
+                self._log_ended(name, job.status, generation + 1)
                 continue
             self._local = job
             self._job_name = name
             if job.status == "Completed":
                 self.log.info("This run's local tuning job %s completed earlier: not running it again.", name)
             return self._finish(job.run())
-        raise AirflowException(
-            f"every tuning job of this run ended Failed or Stopped ({', '.join(names)}); not starting another"
-        )
+        raise _exhausted(names)
+
+    def _log_ended(self, name: str, status: Any, next_generation: int) -> None:
+        self.log.warning("This run's tuning job %s ended %s: starting generation %d", name, status, next_generation)
 
     def _wait(self, name: str) -> dict[str, Any]:
         from airflow_dist_training.retry import PollTimeout
@@ -390,23 +345,16 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         return result
 
     def _training_jobs(self, name: str) -> list[dict[str, Any]]:
-        """The tuning job's training job summaries in launch order (``ListTrainingJobsForHyperParameterTuningJob``)."""
-        summaries: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"SortBy": "CreationTime", "SortOrder": "Ascending", "MaxResults": 100}
-        while True:
-            page = self.hook._call(
-                self.hook.sagemaker_client,
-                "ListTrainingJobsForHyperParameterTuningJob",
-                name,
-                HyperParameterTuningJobName=name,
-                **kwargs,
-            )
-            summaries += page.get("TrainingJobSummaries") or []
-            if not page.get("NextToken"):
-                return summaries
-            kwargs["NextToken"] = page["NextToken"]
-
-    # --- kill -------------------------------------------------------------------------------------------------
+        """The tuning job's training job summaries in launch order."""
+        return self.jobs.pages(
+            "ListTrainingJobsForHyperParameterTuningJob",
+            name,
+            "TrainingJobSummaries",
+            HyperParameterTuningJobName=name,
+            SortBy="CreationTime",
+            SortOrder="Ascending",
+            MaxResults=100,
+        )
 
     def _stop(self, name: str, reason: str) -> None:
         try:

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.compat import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES
+from airflow_dist_training.job_states import ACTIVE_STATES
 from airflow_dist_training.links import sagemaker as links
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    from airflow_dist_training.hooks.backends import DurableBackend
 
 
 class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
@@ -60,50 +60,31 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self.stream_logs = stream_logs
 
     @cached_property
-    def hook(self) -> SageMakerTrainingHook:
-        from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    def job_backend(self) -> DurableBackend:
+        """The SageMaker backend (``hooks/backends.py``): its describe, result, links and trigger."""
+        from airflow_dist_training.hooks.backends import get_backend
 
-        return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-
-    def _region(self) -> str:
-        return str(self.region_name or self.hook.conn_region_name or "us-east-1")
+        return get_backend("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # type: ignore[return-value]
 
     def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
-        from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
-
-        if desc.get("TrainingJobStatus") not in SUCCESS_STATES:
-            raise error_for_terminal_state(desc, stop_requested=self.hook.stop_requested(desc))
-        return dict(result_from_description(desc))
+        return dict(self.job_backend.result_of(desc))
 
     def execute(self, context: Context) -> Any:
-        desc = self.hook.describe_training_job(self.job_name)
-        links.persist(
-            context,
-            region=self._region(),
-            job_name=self.job_name,
-            output_uri=(desc.get("OutputDataConfig") or {}).get("S3OutputPath"),
-            checkpoint_uri=(desc.get("CheckpointConfig") or {}).get("S3Uri"),
-        )
+        desc = self.job_backend.describe(self.job_name)
+        links.persist(context, **self.job_backend.links(desc))
         if self.deferrable and desc.get("TrainingJobStatus") in ACTIVE_STATES:
-            from airflow_dist_training.triggers.training import TrainingJobTrigger
-
-            self.defer(
-                trigger=TrainingJobTrigger(
-                    job_name=self.job_name,
-                    aws_conn_id=self.aws_conn_id,
-                    region_name=self._region(),
-                    poll_interval=self.poke_interval
-                    if not isinstance(self.poke_interval, timedelta)
-                    else self.poke_interval.total_seconds(),
-                    max_wait_seconds=self.max_wait_seconds,
-                    stream_logs=self.stream_logs,
-                ),
-                method_name="execute_complete",
+            interval = self.poke_interval
+            trigger = self.job_backend.trigger(
+                self.job_name,
+                poll_interval=interval.total_seconds() if isinstance(interval, timedelta) else interval,
+                max_wait_seconds=self.max_wait_seconds,
+                stream_logs=self.stream_logs,
             )
+            self.defer(trigger=trigger, method_name="execute_complete")
         return super().execute(context)
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
-        desc = self.hook.describe_training_job(self.job_name)
+        desc = self.job_backend.describe(self.job_name)
         status = desc.get("TrainingJobStatus")
         self.log.info("Training job %s is %s (%s)", self.job_name, status, desc.get("SecondaryStatus"))
         if status in ACTIVE_STATES:
@@ -116,4 +97,4 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self._job_name = str(event["job_name"])  # its links were persisted before deferring
         if event.get("status") in {"timeout", "error"}:
             raise AirflowException(str(event.get("message")))
-        return self._finish(self.hook.describe_training_job(str(event["job_name"])))
+        return self._finish(self.job_backend.describe(str(event["job_name"])))

@@ -1,22 +1,11 @@
 """``AwsWaitTrigger``: the one base for "poll an AWS resource until a terminal state".
 
-The training, processing and FSx waits subclass it; each keeps only what is particular to its
-resource (the describe call, which states are terminal, what the events carry). What they share,
-and must keep alike:
-
-* **Serialisation**: the resource's own fields (``_fields``) plus the connection and the wait
-  limits, so the trigger row round-trips through the Airflow DB.
-* **Wait limits**: ``deadline`` is POSIX wall time (a restarted triggerer keeps it); a trigger
-  may also cap the number of polls (``max_attempts``, the FSx triggers). ``None`` waits as long as
-  the resource lives: there is no hidden cap. ``next_wait`` gives the next sleep, or ``None``
-  when a limit is reached and the trigger must yield its ``"timeout"`` event.
-* **Logs**: progress is logged when it changes (``log_change``); log streaming is best effort and
-  never fails the wait (``stream_best_effort``).
-* **Cancellation**: ``on_kill`` (the user killed the deferred task) runs ``stop_resource``
-  shielded, so a repeated cancel from the triggerer cannot abort a stop already sent. Resources
-  that must not be stopped (an FSx task) keep the default no-op.
-
-The training trigger's polling itself is the shared poller's (``triggers/polling.py``).
+The training, processing and FSx waits subclass it and keep only what is particular to their
+resource. What they share, and must keep alike (``docs/polling.md``): serialisation (``_fields``
+plus the connection and the wait limits), the limits (``deadline`` in POSIX wall time, so a
+restarted triggerer keeps it; optionally ``max_attempts``; ``None`` waits as long as the resource
+lives), logging on change, best-effort log streaming, and ``on_kill`` running ``stop_resource``
+shielded, so a repeated cancel cannot abort a stop already sent.
 """
 
 from __future__ import annotations
@@ -66,7 +55,6 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
         names = (*self._fields, *self._common_fields)
         return (f"{type(self).__module__}.{type(self).__qualname__}", {n: getattr(self, n) for n in names})
 
-    # -- wait limits ------------------------------------------------------------------------------
     def next_wait(self, *, attempts: int = 0, max_attempts: int | None = None) -> float | None:
         """Seconds to sleep before the next poll, or ``None`` when a wait limit is reached."""
         if max_attempts is not None and attempts >= max_attempts:
@@ -79,7 +67,6 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
             wait = min(wait, remaining)
         return wait
 
-    # -- logs ---------------------------------------------------------------------------------------
     def log_change(self, key: str, value: Any, message: str, *args: Any) -> None:
         """Log ``message`` when ``value`` differs from the last one logged under ``key``."""
         if self._last_logged.get(key, object()) != value:
@@ -94,7 +81,6 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
             level = self.log.info if is_transient(exc) else self.log.warning
             level("Could not read CloudWatch logs of %s: %s", what, exc)
 
-    # -- cancellation -------------------------------------------------------------------------------
     async def on_kill(self) -> None:
         """The user killed the deferred task: stop the resource so it stops billing (shielded)."""
         stop = asyncio.ensure_future(self.stop_resource())

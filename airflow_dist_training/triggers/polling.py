@@ -1,31 +1,13 @@
 """One shared SageMaker poller per (event loop, AWS connection, region) in a triggerer process.
 
-Why: a triggerer runs up to 1,000 triggers in one event loop. If each of them called
-``DescribeTrainingJob`` every 30 s that would be 33 requests/s, and SageMaker throttles far below
-that. Instead every :class:`~airflow_dist_training.triggers.training.TrainingJobTrigger` subscribes
-to the poller for its connection and region, and the poller:
-
-* describes a job once when it is first watched (its state, secondary-status timeline and the
-  server-side ``LastModifiedTime`` that seeds the list watermark);
-* every cycle lists the jobs modified since the watermark with ``ListTrainingJobs``
-  (``LastModifiedTimeAfter``, 100 per page, following ``NextToken``) and describes **only** the
-  watched jobs whose ``(TrainingJobStatus, SecondaryStatus, LastModifiedTime)`` changed;
-* every ``reconcile_every`` cycles lists ``StatusEquals=InProgress`` and describes any watched,
-  non-terminal job missing from it (a safety net that does not rely on ``LastModifiedTime`` being
-  updated; it also covers jobs last seen ``Stopping``);
-* falls back to one describe per job per cycle if ``ListTrainingJobs`` is denied by IAM.
-
-Cadence: the cycle interval is the smallest ``poll_interval`` of the subscribers, so a completion
-is seen within one poll interval. It halves while something changed in the last cycle or a job is
-in a pre-terminal state (``Uploading``, ``Stopping``) - but only while the change listing is a
-single page, so the faster cadence costs one call, not one per 100 jobs - and backs off exponentially (with jitter, up
-to 8x) while SageMaker throttles. With nothing to watch the poller task ends and its clients close.
-
-Transient errors (throttling, 5xx, network) never reach a trigger; they only slow the poller down.
-Permanent errors for one job (e.g. ``ValidationException`` "Requested resource not found",
-``AccessDeniedException``) are published to that job's watchers only.
-
-Log streaming stays per trigger (it is per job anyway) but reuses the poller's CloudWatch Logs client.
+Why: a triggerer runs up to 1,000 triggers; one ``DescribeTrainingJob`` each every 30 s would be
+33 requests/s, far above SageMaker's throttling. Instead every ``TrainingJobTrigger`` subscribes to
+the poller, which describes a job once, then lists the jobs modified since its watermark
+(``ListTrainingJobs``) and describes only the watched ones that changed; every
+``reconcile_every`` cycles it lists ``InProgress`` as a safety net, and it falls back to one
+describe per job when listing is denied. The cadence is the smallest subscriber ``poll_interval``,
+halved near a completion while the listing is one page, backed off while throttled. Transient
+errors only slow it down; a job's permanent error goes to that job's watchers (``docs/polling.md``).
 """
 
 from __future__ import annotations
@@ -241,7 +223,6 @@ class TrainingJobPoller:
         self._throttled_this_cycle = False
         self._throttle_failures = 0
 
-    # -- subscriptions ---------------------------------------------------------------------------
     @property
     def watched_jobs(self) -> list[str]:
         return list(self._jobs)
@@ -273,7 +254,6 @@ class TrainingJobPoller:
         intervals = [w.interval for s in self._jobs.values() for w in s.watches]
         return min(intervals) if intervals else 30.0
 
-    # -- clients -----------------------------------------------------------------------------------
     async def client(self, client_type: str) -> Any:
         """A shared aiobotocore client (``sagemaker`` or ``logs``), open while the poller runs."""
         return await self._clients.client(client_type)
@@ -290,7 +270,6 @@ class TrainingJobPoller:
                 await task
         await self._close_clients()
 
-    # -- main loop ---------------------------------------------------------------------------------
     def next_interval(self) -> float:
         base = self.base_interval()
         if self._throttle_failures:
@@ -379,9 +358,7 @@ class TrainingJobPoller:
         state = self._jobs.get(name)
         if state is None:
             return
-        lmt = _as_utc(desc.get("LastModifiedTime"))
-        if lmt is not None and (self._watermark is None or lmt > self._watermark):
-            self._watermark = lmt
+        lmt = self._seen(desc)
         state.key = (desc.get("TrainingJobStatus"), desc.get("SecondaryStatus"), lmt)
         if state.description != desc:
             state.description = desc
@@ -450,10 +427,15 @@ class TrainingJobPoller:
         for status in sorted(ACTIVE_STATES):
             for summary in await self._list(StatusEquals=status):
                 running[summary["TrainingJobName"]] = summary
-                lmt = _as_utc(summary.get("LastModifiedTime"))
-                if lmt is not None and (self._watermark is None or lmt > self._watermark):
-                    self._watermark = lmt
+                self._seen(summary)
         return running
+
+    def _seen(self, job: dict[str, Any]) -> dt.datetime | None:
+        """A job's ``LastModifiedTime`` (UTC), moving the list watermark up to it."""
+        lmt = _as_utc(job.get("LastModifiedTime"))
+        if lmt is not None and (self._watermark is None or lmt > self._watermark):
+            self._watermark = lmt
+        return lmt
 
     async def _list(self, **params: Any) -> list[dict[str, Any]]:
         summaries, _ = await self._list_pages(**params)
@@ -505,9 +487,7 @@ class TrainingJobPoller:
         changed: set[str] = set()
         summaries, self._last_list_pages = await self._list_pages(**params)
         for summary in summaries:
-            lmt = _as_utc(summary.get("LastModifiedTime"))
-            if lmt is not None and (self._watermark is None or lmt > self._watermark):
-                self._watermark = lmt
+            lmt = self._seen(summary)
             name = summary.get("TrainingJobName")
             if name not in live:
                 continue
@@ -532,7 +512,6 @@ class TrainingJobPoller:
         return {n for n in live if n not in running}
 
 
-# -- process-wide registry ---------------------------------------------------------------------------
 _REGISTRY: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[tuple[str | None, str | None], TrainingJobPoller]
 ]

@@ -1,17 +1,10 @@
 """Deferrable wait for a SageMaker job of any kind in the job-kind table (the evaluation's processing job
 among them), with its logs in the task log.
 
-The evaluation operator starts the processing job and defers to this trigger, so the wait holds no
-worker slot. While it waits, the job's CloudWatch logs (``/aws/sagemaker/ProcessingJobs``, one
-stream per host, merged by timestamp) go to the task log, through the same log streamer as the
-training trigger. Transient errors (throttling, 5xx, network) are retried with backoff
-(``retry.call_with_retry``); a Stopped job is not success; ``on_kill``
-stops the job.
-
-Event payload::
-
-    {"status": "success" | "failed" | "stopped" | "timeout" | "error", "job_name": str,
-     "job_status": str | None, "failure_reason": str | None, "message": str}
+The evaluation operator defers to it, so the wait holds no worker slot; the job's CloudWatch logs
+go to the task log through the training trigger's log streamer. Transient errors are retried with
+backoff, a Stopped job is not success, ``on_kill`` stops the job. Events as
+``triggers/base.SageMakerJobTrigger``'s.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Deferrable wait for a SageMaker training job, with its logs and status timeline in the task log.
 
-Differences from the Amazon provider's ``SageMakerTrigger``:
-
-* **No silent cap.** It waits until the job ends. Only ``max_wait_seconds`` (if the user sets it)
-  ends the wait early, with a ``"timeout"`` event; the job keeps running (the operator decides).
-* **Logs while deferred.** SecondaryStatus transitions (Starting -> Downloading -> Training ->
-  Uploading, with their timestamps) and the job's CloudWatch logs, merged across all hosts'
-  streams in timestamp order, go to ``self.log``, which Airflow 3 shows in the task log.
-* **Cheap at scale.** Status comes from the process-wide shared poller
-  (:mod:`airflow_dist_training.triggers.polling`), so 1,000 deferred jobs cost a few
-  ``ListTrainingJobs`` pages per interval instead of 1,000 ``DescribeTrainingJob`` calls.
-* **Transient errors are not fatal**: throttling, 5xx and network errors are retried with backoff.
-* **Stopped is not success**, and ``on_kill`` (a user marking the task failed/success or clearing
-  it) calls ``StopTrainingJob``. ``cleanup`` does not: it also runs on triggerer restarts.
-
-Event payload (always these keys)::
-
-    {"status": "success" | "failed" | "stopped" | "timeout" | "error",
-     "job_name": str, "job_status": str | None, "failure_reason": str | None, "message": str}
+Unlike the Amazon provider's ``SageMakerTrigger`` (``docs/polling.md``): no silent cap (only
+``max_wait_seconds`` ends the wait, with a ``"timeout"`` event); status transitions and the logs
+of all hosts while deferred; status from the shared poller (``triggers/polling.py``); transient
+errors retried; Stopped is not success; ``on_kill`` stops the job, ``cleanup`` does not (it also
+runs on triggerer restarts). Events as ``triggers/base.SageMakerJobTrigger``'s.
 """
 
 from __future__ import annotations
@@ -133,7 +120,6 @@ class TrainingJobTrigger(SageMakerJobTrigger):
         self.stream_logs = stream_logs
         self.deadline_reason = deadline_reason
 
-    # -- events -----------------------------------------------------------------------------------
     def _terminal_event(self, desc: dict[str, Any]) -> TriggerEvent:
         status = desc.get("TrainingJobStatus")
         secondary = desc.get("SecondaryStatus")
@@ -145,12 +131,8 @@ class TrainingJobTrigger(SageMakerJobTrigger):
             return self._event(
                 "failed", f"Training job {self.job_name} {status}: {why}", status, reason or secondary
             )
-        return self._event(
-            "stopped",
-            f"Training job {self.job_name} was stopped" + (f": {reason}" if reason else "."),
-            status,
-            reason,
-        )
+        why = f": {reason}" if reason else "."
+        return self._event("stopped", f"Training job {self.job_name} was stopped{why}", status, reason)
 
     def _log_transitions(self, desc: dict[str, Any], already: int) -> int:
         transitions = desc.get("SecondaryStatusTransitions") or []
@@ -164,7 +146,6 @@ class TrainingJobTrigger(SageMakerJobTrigger):
             )
         return max(already, len(transitions))
 
-    # -- run ----------------------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
         deadline = self.deadline
         limit = self.deadline_reason or "the deadline"

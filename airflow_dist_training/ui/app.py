@@ -1,14 +1,8 @@
 """The Training view's FastAPI app, mounted by the plugin at ``/dist-training`` in the api-server.
 
-Routes (all behind Airflow's auth: the ``_token`` cookie the UI sets, or ``Authorization: Bearer``;
-none -> 401, a token the auth manager rejects -> 403, a DAG the user may not read -> 403):
-
-* ``GET /dist-training/view?dag_id=&run_id=[&task_id=]`` - the page (no run: recent runs with jobs);
-* ``GET /dist-training/api/run?dag_id=&run_id=`` - the run's JSON (:func:`ui.data.build_run_view`);
-* ``GET /dist-training/api/runs`` - recent runs that have training jobs, for the readable DAGs;
-* ``GET /dist-training/static/training.js`` - the page's script (plain JS drawing SVG, no CDN).
-
-The page polls ``api/run`` every 2 s while the run is live, so curves grow without a reload.
+Every route is behind Airflow's auth (``docs/training-view.md``): ``view`` (the page),
+``api/run`` (the run's JSON, :func:`ui.data.build_run_view`, polled every 2 s while the run is
+live), ``api/runs`` (recent runs with training jobs of the readable DAGs) and the page's script.
 """
 
 from __future__ import annotations

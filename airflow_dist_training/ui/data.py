@@ -168,12 +168,6 @@ def _elapsed(timeline: list[dict[str, Any]], status: str | None, now: float) -> 
     return max(0.0, end - min(starts))
 
 
-def _job_status(info: Mapping[str, Any], live: Mapping[str, Any], result: Mapping[str, Any] | None) -> str:
-    if result and result.get("status"):
-        return str(result["status"])
-    return str(live.get("status") or "InProgress")
-
-
 def _compute(plan: Mapping[str, Any]) -> tuple[str | None, int | None]:
     request = plan.get("request") or {}
     if isinstance(request, Mapping) and isinstance(request.get("ResourceConfig"), Mapping):
@@ -254,9 +248,9 @@ def _job_view(
     found = xcoms.get((task_id, "return_value"))
     result: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     backend = str(info.get("backend") or "sagemaker")
-    on_aws = runs_on_aws(info.get("backend") or "sagemaker")
+    on_aws = runs_on_aws(backend)
     live, error = _live_job(info, sagemaker)
-    status = _job_status(info, live, found if isinstance(found, Mapping) else None)
+    status = str(result.get("status") or live.get("status") or "InProgress")
     timeline = list(live.get("timeline") or result.get("timeline") or [])
     instance_type, count = _compute(plan)
     hosts = list(live.get("hosts") or []) or ([f"algo-{i + 1}" for i in range(int(count))] if count else [])
@@ -341,20 +335,12 @@ def _checkpoints(retention: Any, promoted: Any) -> dict[str, Any]:
     if not isinstance(retention, Mapping):
         return out
     out["root"] = retention.get("root")
-    promoted_step = None
-    if isinstance(promoted, Mapping):
-        promoted_step = promoted.get("step")
-    items = []
-    for step, reasons in (retention.get("kept") or {}).items():
-        items.append(
-            {
-                "step": step,
-                "complete": True,
-                "retained": True,
-                "reasons": list(reasons),
-                "promoted": str(step) == str(promoted_step),
-            }
-        )
+    promoted_step = promoted.get("step") if isinstance(promoted, Mapping) else None
+    items = [
+        {"step": step, "complete": True, "retained": True, "reasons": list(reasons)}
+        | {"promoted": str(step) == str(promoted_step)}
+        for step, reasons in (retention.get("kept") or {}).items()
+    ]
     for entry in retention.get("deleted") or []:
         step = entry.get("step") if isinstance(entry, Mapping) else entry
         complete = entry.get("complete", True) if isinstance(entry, Mapping) else True

@@ -1,15 +1,9 @@
-"""The Airflow 3 UI plugin: the Training view (a FastAPI app + external views).
+"""The Airflow 3 UI plugin: the Training view (a FastAPI app + external views: a tab on DAG run and
+task instance pages, an entry in the top navigation).
 
 Registered through the ``airflow.plugins`` entry point (pyproject), because Airflow loads
 provider-info plugins only with ``lazy_discover_providers=False``. The app is built on its first
-request (``_LazyApp``): every Airflow process loads plugins, and only the api-server serves this one,
-so the others never import FastAPI routes or the DB models for it.
-
-Where it shows in the UI:
-
-* a **Training** tab on every DAG run page and task instance page (``destination`` ``dag_run`` /
-  ``task_instance``, rendered in an iframe because ``url_route`` is set);
-* a **Training** entry in the top navigation, listing recent runs with training jobs.
+request (``_LazyApp``): every Airflow process loads plugins, only the api-server serves this one.
 """
 
 from __future__ import annotations

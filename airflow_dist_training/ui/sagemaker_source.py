@@ -16,25 +16,24 @@ MAX_QUERIES = 500  # GetMetricData's limit per call
 
 
 def metric_queries(job_name: str, metric_names: list[str], host_count: int) -> list[dict[str, Any]]:
-    queries = []
-    for mi, name in enumerate(metric_names):
-        for h in range(1, host_count + 1):
-            queries.append(
-                {
-                    "Id": f"m{mi}_h{h}",
-                    "Label": f"{name}|algo-{h}",
-                    "MetricStat": {
-                        "Metric": {
-                            "Namespace": NAMESPACE,
-                            "MetricName": name,
-                            "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-{h}"}],
-                        },
-                        "Period": 60,
-                        "Stat": "Average",
-                    },
-                    "ReturnData": True,
-                }
-            )
+    queries = [
+        {
+            "Id": f"m{mi}_h{h}",
+            "Label": f"{name}|algo-{h}",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": NAMESPACE,
+                    "MetricName": name,
+                    "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-{h}"}],
+                },
+                "Period": 60,
+                "Stat": "Average",
+            },
+            "ReturnData": True,
+        }
+        for mi, name in enumerate(metric_names)
+        for h in range(1, host_count + 1)
+    ]
     return queries[:MAX_QUERIES]
 
 
@@ -53,14 +52,10 @@ def curves_from_metric_data(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {"axis": "seconds", "series": series, "epochs": None}
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if isinstance(value, dt.datetime) else (str(value) if value else None)
-
-
 def sagemaker_job_view(
     job_name: str, region: str | None, aws_conn_id: str | None = "aws_default"
 ) -> dict[str, Any]:
-    from airflow_dist_training.hooks.training import SageMakerTrainingHook
+    from airflow_dist_training.hooks.training import SageMakerTrainingHook, timeline_from_description
 
     hook = SageMakerTrainingHook(aws_conn_id=aws_conn_id, region_name=region)
     desc = hook.describe_training_job(job_name)
@@ -83,19 +78,10 @@ def sagemaker_job_view(
             EndTime=end + dt.timedelta(minutes=1),
         )
         metrics = curves_from_metric_data(response.get("MetricDataResults", []))
-    timeline = [
-        {
-            "status": t.get("Status"),
-            "start": _iso(t.get("StartTime")),
-            "end": _iso(t.get("EndTime")),
-            "message": t.get("StatusMessage", ""),
-        }
-        for t in desc.get("SecondaryStatusTransitions") or []
-    ]
     return {
         "status": desc.get("TrainingJobStatus"),
         "secondary_status": desc.get("SecondaryStatus"),
-        "timeline": timeline,
+        "timeline": timeline_from_description(desc),  # as the job's result has it
         "hosts": [f"algo-{i}" for i in range(1, count + 1)],
         "metric_definitions": names,
         "metrics": metrics,

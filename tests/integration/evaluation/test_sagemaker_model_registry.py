@@ -1,4 +1,4 @@
-"""ModelRegistryHook against the moto server; Stubber for what moto lacks (model package tags, delete)."""
+"""ModelRegistryHook against the moto server; Stubber for what moto lacks (listing model package tags)."""
 
 from __future__ import annotations
 
@@ -195,32 +195,6 @@ def _stubbed(h: ModelRegistryHook) -> Stubber:
     client = boto3.client("sagemaker", region_name="us-east-1")
     h.__dict__["client"] = client
     return Stubber(client)
-
-
-def test_tags_on_model_packages_with_stubber() -> None:
-    """moto: list/add tags on a model package ARN raise ValueError (models.py _get_resource_from_arn)."""
-    h = hook()
-    arn = f"{ARN_PREFIX}/churn/4"
-    stub = _stubbed(h)
-    stub.add_response(
-        "add_tags", {"Tags": []}, {"ResourceArn": arn, "Tags": [{"Key": "stage", "Value": "canary"}]}
-    )
-    stub.add_response("list_tags", {"Tags": [{"Key": "stage", "Value": "canary"}]}, {"ResourceArn": arn})
-    with stub:
-        h.tag_version(arn, {"stage": "canary"})
-        assert h.version_tags(arn) == {"stage": "canary"}
-    stub.assert_no_pending_responses()
-
-
-def test_delete_model_package_with_stubber() -> None:
-    """moto: DeleteModelPackage is not implemented."""
-    h = hook()
-    arn = f"{ARN_PREFIX}/churn/4"
-    stub = _stubbed(h)
-    stub.add_response("delete_model_package", {}, {"ModelPackageName": arn})
-    with stub:
-        h.delete_version(arn)
-    stub.assert_no_pending_responses()
 
 
 def test_create_request_with_tags_and_client_token_exactly_as_sent() -> None:

@@ -12,12 +12,8 @@ import pytest
 from fake_sagemaker_training import FakeTrainingLifecycle, make_request, seed_logs
 
 from airflow_dist_training.errors import AwsPermissionError, CapacityError, TrainingJobError
-from airflow_dist_training.hooks.training import (
-    JobAlreadyExistsError,
-    LogCursor,
-    error_for_terminal_state,
-    result_from_description,
-)
+from airflow_dist_training.hooks.sagemaker_jobs import JobAlreadyExistsError
+from airflow_dist_training.hooks.training import LogCursor, error_for_terminal_state, result_from_description
 
 pytestmark = pytest.mark.integration
 
@@ -92,13 +88,6 @@ def test_describe_survives_throttling_on_half_the_calls(hook: Any, fake: FakeTra
     for _ in range(6):
         assert hook.describe_training_job("job-throttle")["TrainingJobName"] == "job-throttle"
     assert fake.throttled >= 3
-
-
-def test_find_job_by_run_identity_falls_back_to_list(hook: Any, fake: FakeTrainingLifecycle) -> None:
-    hook.create_training_job(make_request("base-0123456789-r2"))
-    found = hook.find_job_by_run_identity("base-0123456789", "0123456789")
-    assert found is not None and found["TrainingJobName"] == "base-0123456789-r2"
-    assert hook.find_job_by_run_identity("base-aaaaaaaaaa", "aaaaaaaaaa") is None
 
 
 def test_logs_merge_all_hosts_beyond_50_streams(hook: Any, boto: Any, fake: FakeTrainingLifecycle) -> None:

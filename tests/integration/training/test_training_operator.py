@@ -423,6 +423,7 @@ def test_stop_orphaned_jobs_teardown_stops_only_this_runs_running_jobs(fake: Fak
         train >> stop.as_teardown()
     orphan = train.submit_job(make_context("run_a"))  # left InProgress: its worker died
     other_run = train.submit_job(make_context("run_b"))  # the same task in another DAG run
+    assert stop.job_backend.record.name == "sagemaker"  # through the backend, not a hook of its own
     assert stop.execute(make_context("run_a")) == [orphan]
     assert fake.stops == {orphan: 1}
     assert fake.job(other_run).training_job_status == "InProgress"

@@ -7,15 +7,11 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+from airflow_dist_training.aws_errors import permission_error
 from airflow_dist_training.errors import AwsPermissionError, CapacityError, TrainingJobError
-from airflow_dist_training.hooks.training import (
-    LogEvent,
-    error_for_terminal_state,
-    merge_log_events,
-    permission_error,
-    result_from_description,
-)
+from airflow_dist_training.hooks.training import LogEvent, error_for_terminal_state, result_from_description
 from airflow_dist_training.links.sagemaker import job_links
+from airflow_dist_training.sagemaker.log_tail import merge_log_events
 from airflow_dist_training.sagemaker.naming import job_name, run_identity, run_identity_hash
 
 

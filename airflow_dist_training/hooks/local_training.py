@@ -228,26 +228,12 @@ class LocalTrainingHook(BaseHook):
         self,
         spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
         job_name: str,
-        *,
-        log: Callable[[str], None] | None = None,
-        allow_oversubscribe: bool = False,
-        run_identity: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        uploads: Iterable[Any] = (),
-        region: str | None = None,
+        **start: Any,
     ) -> TrainingResult:
         """Run the job to the end and return its ``TrainingResult``; re-running a name reuses its
-        directory (and so its checkpoints). ``TrainingJobError`` when it ends Failed or Stopped."""
-        job = self.start_job(
-            spec,
-            job_name,
-            log=log,
-            allow_oversubscribe=allow_oversubscribe,
-            run_identity=run_identity,
-            request=request,
-            uploads=uploads,
-            region=region,
-        )
+        directory (and so its checkpoints). ``TrainingJobError`` when it ends Failed or Stopped.
+        ``start``: the settings of :meth:`start_job`."""
+        job = self.start_job(spec, job_name, **start)
         with _stop_on_sigterm(job, self.stop_grace_seconds):
             return job.result()  # type: ignore[no-any-return]
 

@@ -211,7 +211,7 @@ class RunJob:
     name: str
     spec: TrainingJobSpec  # checkpoints under the run's prefix, the state's channels and spot
     state_spec: TrainingJobSpec  # the plan's spec with the state's channels: the run's later jobs reuse it
-    request: dict[str, Any] | None  # None: a local plan, its request planned when the job runs
+    request: dict[str, Any] | None  # None: a local job's, planned when the job runs
     uploads: tuple[Upload, ...] = ()
     warnings: tuple[str, ...] = ()
     planned_again: bool = False  # the state changed the request: planned here, not the plan task's
@@ -223,8 +223,9 @@ def apply_run_state(plan: RunPlan, state: RunState, *, state_spec: TrainingJobSp
     planned again from the plan's spec (SageMaker's request), with the difference named.
 
     Validates the spec with the state's channels once (``state_spec``: an earlier job's of the
-    same state, not validated again); a local plan (``remote`` False) is not planned again here:
-    the local backend plans the job's request when it runs it.
+    same state, not validated again); a local job's changed request is not planned here (its
+    local stand-ins need this machine's paths): it is None, and the local backend plans it from
+    ``spec`` when it runs it.
     """
     if state_spec is None:
         state_spec = _with_channels(plan, state)
@@ -234,8 +235,10 @@ def apply_run_state(plan: RunPlan, state: RunState, *, state_spec: TrainingJobSp
     )
     if state.on_demand:
         spec = spec.model_copy(update={"spot": type(spec.spot)()})
-    if state == RunState() or not plan.remote:
+    if state == RunState():
         return RunJob(name, spec, state_spec, plan.request, plan.uploads, plan.warnings)
+    if not plan.remote:
+        return RunJob(name, spec, state_spec, None, planned_again=True)
     from airflow_dist_training.sagemaker.request import plan_training_job, request_changes
 
     planned = plan_training_job(spec, job_name=name, region=plan.region, run_identity=plan.identity_hash)

@@ -36,6 +36,12 @@ def environment_region() -> str | None:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
+def local_region(region_name: str | None = None) -> str:
+    """The local backend's region, for its plan and its run alike (its request's image URI and
+    ``sagemaker_region``): ``region_name``, else the environment's, else ``us-east-1``; no AWS call."""
+    return region_name or environment_region() or "us-east-1"
+
+
 def aws_hook(
     client_type: str,
     *,

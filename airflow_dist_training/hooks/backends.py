@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_dist_training.hooks.aws import AwsConnectionMixin, task_region
+from airflow_dist_training.hooks.aws import AwsConnectionMixin, local_region, task_region
 from airflow_dist_training.job_states import SUCCESS_STATES
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.backends import BackendRecord, backend_record
@@ -43,7 +43,11 @@ class TrainingBackend(Protocol):
         *,
         log: Callable[[str], None] | None = None,
         run_identity: str | None = None,
-    ) -> str: ...
+        request: Mapping[str, Any] | None = None,
+        uploads: Iterable[Any] = (),
+    ) -> str:
+        """Create the job: ``request`` (and its ``uploads``) as planned, else planned from ``spec``."""
+        ...
 
     def describe(self, job_name: str) -> dict[str, Any]: ...
 
@@ -150,9 +154,14 @@ class SageMakerBackend(AwsConnectionMixin):
         *,
         log: Callable[[str], None] | None = None,
         run_identity: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        uploads: Iterable[Any] = (),
     ) -> str:
-        region = self.region_name or self.hook.conn_region_name or "us-east-1"
-        planned = self.plan(spec, job_name=job_name, region=region, run_identity=run_identity)
+        if request is not None:
+            planned: dict[str, Any] = {"request": dict(request), "uploads": list(uploads)}
+        else:
+            region = self.region_name or self.hook.conn_region_name or "us-east-1"
+            planned = self.plan(spec, job_name=job_name, region=region, run_identity=run_identity)
         self.hook.put_uploads(planned["uploads"])
         self.hook.create_training_job(planned["request"])
         return job_name
@@ -236,10 +245,16 @@ class LocalBackend:
     """The same request on this machine: simulated hosts (``local/executor.py``)."""
 
     def __init__(
-        self, hook_kwargs: Mapping[str, Any] | None = None, *, record: BackendRecord | None = None, **_: Any
+        self,
+        hook_kwargs: Mapping[str, Any] | None = None,
+        *,
+        record: BackendRecord | None = None,
+        region_name: str | None = None,
+        **_: Any,
     ) -> None:
         self.record = record or backend_record("local")
         self.hook_kwargs = dict(hook_kwargs or {})
+        self.region_name = region_name  # the region its requests are planned for (``local_region``)
 
     @cached_property
     def hook(self) -> Any:
@@ -277,6 +292,7 @@ class LocalBackend:
             "warnings": list(sub.warnings) + list(rp.warnings),
             "summary": "\n".join(lines),
             "cost_bound_usd": 0.0,
+            "uploads": sub.uploads,
         }
 
     def submit(
@@ -286,9 +302,16 @@ class LocalBackend:
         *,
         log: Callable[[str], None] | None = None,
         run_identity: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        uploads: Iterable[Any] = (),
     ) -> str:
-        self.hook.start_job(spec, job_name, log=log, run_identity=run_identity)
+        self.hook.start_job(
+            spec, job_name, log=log, run_identity=run_identity, request=request, uploads=uploads, region=self.region()
+        )
         return job_name
+
+    def region(self) -> str:
+        return local_region(self.region_name)
 
     def _job(self, job_name: str) -> Any:
         job = self.hook.executor().get(job_name)
@@ -315,9 +338,13 @@ class LocalBackend:
         *,
         log: Callable[[str], None] | None = None,
         run_identity: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        uploads: Iterable[Any] = (),
     ) -> TrainingResult:
         """submit + result, stopping the job if this process gets SIGTERM (the task is killed)."""
-        return self.hook.run_job(spec, job_name, log=log, run_identity=run_identity)  # type: ignore[no-any-return]
+        return self.hook.run_job(  # type: ignore[no-any-return]
+            spec, job_name, log=log, run_identity=run_identity, request=request, uploads=uploads, region=self.region()
+        )
 
 
 _RUNNER_TEXT = {
@@ -366,17 +393,21 @@ def plan_on_backend(
     aws_conn_id: str | None = None,
     region_name: str | None = None,
     base_dir: str | None = None,
+    local_hook_kwargs: Mapping[str, Any] | None = None,
     **plan_kwargs: Any,
 ) -> RunPlan:
     """The plan task: ``planning.plan_run`` on the configured backend, in the task's region.
 
-    The region is the one rule every task uses (``hooks/aws.task_region``); a local plan needs
-    no AWS region lookup: its request is planned for a stand-in region.
+    The region is the one rule the training task uses too (``hooks/aws.task_region``, locally
+    ``local_region``: no AWS lookup); a local plan uses the training task's ``local_hook_kwargs``
+    (its S3 use decides a channel's URI), so the request shown is the one the job runs.
     """
     from airflow_dist_training.planning import plan_run
 
+    hook_kwargs = {"base_dir": base_dir, **dict(local_hook_kwargs or {})}
     training_backend = get_backend(
-        backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs={"base_dir": base_dir}
+        backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs=hook_kwargs
     )
-    region = region_name or (task_region(aws_conn_id) if training_backend.record.on_aws else "us-east-1")
+    on_aws = training_backend.record.on_aws
+    region = task_region(aws_conn_id, region_name) if on_aws else local_region(region_name)
     return plan_run(spec, backend=training_backend, region=region, base_dir=base_dir, **plan_kwargs)

@@ -9,7 +9,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.hooks.aws import local_region
 from airflow_dist_training.local.contract import LocalJobPlan
 from airflow_dist_training.local.hosts import available_cpus
 from airflow_dist_training.results import TrainingResult
@@ -161,8 +162,11 @@ class LocalTrainingHook(BaseHook):
         region: str | None = None,
         run_identity: str | None = None,
         stage: bool = True,
+        request: Mapping[str, Any] | None = None,
+        uploads: Iterable[Any] = (),
     ) -> Any:
-        """The exact ``CreateTrainingJob`` request and its store (``stage=False``: nothing written)."""
+        """The exact ``CreateTrainingJob`` request and its store (``stage=False``: nothing written);
+        ``request``: the one planned for ``spec`` (the plan task's), checked and staged, not planned again."""
         from airflow_dist_training.local.submit import local_request
 
         spec_obj = load_spec(spec)
@@ -173,13 +177,15 @@ class LocalTrainingHook(BaseHook):
             jobs_root=self.root,
             base_dir=(self.base_dir or Path.cwd()).absolute(),
             store=self.object_store(spec_obj),
-            region=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            region=region or local_region(),
             run_identity=run_identity,
             cpu_count=available_cpus(),
             allow_oversubscribe=allow_oversubscribe,
             check_paths=check_paths,
             stage=stage,
             s3_available=self._s3_available(spec_obj),
+            request=request,
+            uploads=uploads,
         )
         sub.options.python = self.python
         sub.options.checkpoint_sync_seconds = self.checkpoint_sync_seconds
@@ -196,9 +202,21 @@ class LocalTrainingHook(BaseHook):
         log: Callable[[str], None] | None = None,
         allow_oversubscribe: bool = False,
         run_identity: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        uploads: Iterable[Any] = (),
+        region: str | None = None,
     ) -> Any:
-        """Plan and start the job; returns the executor's handle at once (see ``local/executor.py``)."""
-        sub = self.submission(spec, job_name, allow_oversubscribe=allow_oversubscribe, run_identity=run_identity)
+        """Plan (unless given the ``request``) and start the job; returns the executor's handle at
+        once (see ``local/executor.py``)."""
+        sub = self.submission(
+            spec,
+            job_name,
+            allow_oversubscribe=allow_oversubscribe,
+            run_identity=run_identity,
+            request=request,
+            uploads=uploads,
+            region=region,
+        )
         emit = log or self.log.info
         for warning in sub.warnings:
             emit(f"[local] WARNING {warning}")
@@ -210,16 +228,12 @@ class LocalTrainingHook(BaseHook):
         self,
         spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
         job_name: str,
-        *,
-        log: Callable[[str], None] | None = None,
-        allow_oversubscribe: bool = False,
-        run_identity: str | None = None,
+        **start: Any,
     ) -> TrainingResult:
         """Run the job to the end and return its ``TrainingResult``; re-running a name reuses its
-        directory (and so its checkpoints). ``TrainingJobError`` when it ends Failed or Stopped."""
-        job = self.start_job(
-            spec, job_name, log=log, allow_oversubscribe=allow_oversubscribe, run_identity=run_identity
-        )
+        directory (and so its checkpoints). ``TrainingJobError`` when it ends Failed or Stopped.
+        ``start``: the settings of :meth:`start_job`."""
+        job = self.start_job(spec, job_name, **start)
         with _stop_on_sigterm(job, self.stop_grace_seconds):
             return job.result()  # type: ignore[no-any-return]
 

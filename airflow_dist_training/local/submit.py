@@ -10,7 +10,9 @@ the request keeps your instance type). No Airflow, no boto3 unless the store use
 
 from __future__ import annotations
 
+import copy
 import shutil
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,7 @@ from airflow_dist_training.spec.training import OutputSpec, TrainingJobSpec
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
+    from airflow_dist_training.sagemaker.uploads import Upload
 
 LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/adt-local-backend"
 LOCAL_OUTPUT = "s3://adt-local"
@@ -38,6 +41,7 @@ class LocalSubmission:
     store: ObjectStore
     options: JobOptions
     warnings: list[str] = field(default_factory=list)
+    uploads: list[Upload] = field(default_factory=list)  # what the request reads from the store
 
 
 def _fill_local_defaults(
@@ -85,8 +89,14 @@ def local_request(
     check_paths: bool = True,
     s3_available: bool = False,
     stage: bool = True,
+    request: Mapping[str, Any] | None = None,
+    uploads: Iterable[Upload] = (),
 ) -> LocalSubmission:
-    """Validate for this machine, plan with the SageMaker planner, stage into the store."""
+    """Validate for this machine, plan with the SageMaker planner, stage into the store.
+
+    ``request`` (with its ``uploads``): the request already planned for ``spec`` (the plan
+    task's, planned with these settings): checked for this machine and staged, not planned again.
+    """
     problems, warnings = validate_local(
         spec,
         cpu_count=cpu_count,
@@ -98,14 +108,18 @@ def local_request(
     if problems:
         raise SpecValidationError(problems, source="local backend")
     filled, mounts = _fill_local_defaults(spec, job_name, jobs_root, base_dir)
-    plan, sagemaker_only = _plan_sagemaker_request(filled, job_name, region, run_identity)
-    warnings = list(warnings) + [
-        str(w) for w in plan.warnings if "is used by the local backend only" not in str(w)
-    ]
-    warnings += [f"SageMaker would refuse this spec: {p}; it runs locally as planned" for p in sagemaker_only]
-    request = plan.request
+    if request is None:
+        plan, sagemaker_only = _plan_sagemaker_request(filled, job_name, region, run_identity)
+        warnings = list(warnings) + [
+            str(w) for w in plan.warnings if "is used by the local backend only" not in str(w)
+        ]
+        warnings += [f"SageMaker would refuse this spec: {p}; it runs locally as planned" for p in sagemaker_only]
+        request, uploads = plan.request, plan.uploads
+    else:  # the plan task's warnings were shown there
+        request = copy.deepcopy(dict(request))
+    uploads = list(uploads)
     staged = store.with_mounts({**mounts, **_local_mounts(filled, request, base_dir, store)})
-    for upload in plan.uploads if stage else []:
+    for upload in uploads if stage else []:
         if upload.content is not None:
             staged.put_bytes(upload.content, upload.s3_uri)
         elif upload.local_path:
@@ -114,7 +128,7 @@ def local_request(
             deps = [str(local_path(d, base_dir)) for d in upload.dependencies]
             staged.put_bytes(pack_source_dir(source, deps), upload.s3_uri)
     options = JobOptions(processes_per_host=filled.distribution.processes_per_host)
-    return LocalSubmission(request=request, store=staged, options=options, warnings=warnings)
+    return LocalSubmission(request, staged, options, warnings=list(warnings), uploads=uploads)
 
 
 def _plan_sagemaker_request(

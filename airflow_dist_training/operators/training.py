@@ -26,7 +26,7 @@ from airflow_dist_training.compat import (
     conf,
 )
 from airflow_dist_training.errors import TrainingJobError
-from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.hooks.aws import AwsConnectionMixin, local_region
 from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.sagemaker.naming import identity_from_context, run_identity_hash
@@ -293,7 +293,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return plan_spec(
             self._loaded_spec,
             backend=backend,
-            region=self._region() if backend.record.on_aws else "us-east-1",
+            region=self._region() if backend.record.on_aws else local_region(self.region_name),
             identity=self._identity(context),
             checkpoint_resume=self.checkpoint_resume,
             base_dir=str(self.local_hook_kwargs.get("base_dir") or Path.cwd()),
@@ -320,9 +320,11 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         if state.warm_start_uri:
             self.log.info("Warm start: the script gets %s as channel warm_start", state.warm_start_uri)
         if not job.planned_again:
-            if self.plan_task_id is not None and plan.remote:  # a local job plans its request as it runs
+            if self.plan_task_id is not None and job.request is not None:
                 self.log.info("Sending the request planned by %s (not planned again).", self.plan_task_id)
             return job
+        if job.request is None and plan.request is not None:  # a local job: planned as it runs
+            self.log.info("Staged channels or a warm start change the request %s planned.", self.plan_task_id)
         for warning in job.warnings:
             self.log.warning("Spec warning: %s", warning)
         if plan.request is not None and job.request is not None:
@@ -390,7 +392,14 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         self._log_where_the_job_starts()
         self._persist_local_links(context, job.name)
         backend: Any = self.training_backend
-        result = backend.run(job.spec, job.name, log=self.log.info, run_identity=self._run_plan(context).identity_hash)
+        result = backend.run(
+            job.spec,
+            job.name,
+            log=self.log.info,
+            run_identity=self._run_plan(context).identity_hash,
+            request=job.request,
+            uploads=job.uploads,
+        )
         result = {**dict(result), "backend": self.backend}  # the executor's job, under this backend's name
         self._persist_local_links(context, self._job_name, result)
         return result

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.spec.backends import backend_record, runs_on_aws
-from airflow_dist_training.spec.members import member_problems
 from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
@@ -98,6 +97,7 @@ def check_pipeline(
 
     The DAG factory passes ``plan_job=False``: a DAG parse stays cheap and plans nothing; the
     plan task refuses what only planning finds (the CLI's ``validate`` plans)."""
+    from airflow_dist_training.spec.members import member_problems  # pydantic models: not at import
     from airflow_dist_training.spec.pipeline import step_problems
 
     record = backend_record(pipeline.backend)

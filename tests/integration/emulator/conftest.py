@@ -157,3 +157,17 @@ def assert_jobs_ran_in_the_job_environment(endpoint: Any) -> None:
     python = str(job_env.default_env_dir() / "bin" / "python")
     found = job_interpreters(endpoint)
     assert found and all(seen == {python} for seen in found.values()), found
+
+
+@pytest.fixture
+def aws_default_on_endpoint(sagemaker_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``aws_default`` points at the endpoint with the connection's ``endpoint_url`` extra."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    conn = {
+        "conn_type": "aws",
+        "login": "testing",
+        "password": "testing",
+        "extra": {"endpoint_url": sagemaker_endpoint.endpoint, "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    return sagemaker_endpoint

@@ -32,20 +32,6 @@ SERVING_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/adt-serve:1"
 
 
 @pytest.fixture
-def aws_default_on_endpoint(sagemaker_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``aws_default`` points at the endpoint with the connection's ``endpoint_url`` extra."""
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    conn = {
-        "conn_type": "aws",
-        "login": "testing",
-        "password": "testing",
-        "extra": {"endpoint_url": sagemaker_endpoint.endpoint, "region_name": "us-east-1"},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
-    return sagemaker_endpoint
-
-
-@pytest.fixture
 def retraining_dag(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) -> Any:
     from airflow_dist_training.compat import DagBag
 

@@ -6,7 +6,6 @@ state and the run's summary."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +25,12 @@ SAGEMAKER_RUN = ("choose_backend", "sagemaker", "summary")  # what a backend=sag
 
 @pytest.fixture
 def mapped_dag_on_endpoint(
-    sagemaker_endpoint: Any, airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aws_default_on_endpoint: Any, airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Any:
     """The shipped DAG, ``aws_default`` pointing at the endpoint (its ``endpoint_url`` extra), the
     demo's folder (holdout evaluation set, run summary) in ``tmp_path``."""
     from airflow_dist_training.compat import DagBag
 
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    conn = {
-        "conn_type": "aws",
-        "login": "testing",
-        "password": "testing",
-        "extra": {"endpoint_url": sagemaker_endpoint.endpoint, "region_name": "us-east-1"},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
     monkeypatch.setenv("ADT_DEMO_DIR", str(tmp_path / "demo"))
     make_dataset(tmp_path / "demo" / "markets" / "holdout", train=64, test=400, seed=99)
     bag = DagBag(dag_folder=str(DAG_FILE), safe_mode=False)
@@ -63,9 +54,9 @@ def _packages(sm: Any, member: str) -> list[dict[str, Any]]:
 
 
 def test_mapped_dag_on_sagemaker_trains_every_member_then_only_the_changed_one(
-    mapped_dag_on_endpoint: Any, sagemaker_endpoint: Any, tmp_path: Path
+    mapped_dag_on_endpoint: Any, aws_default_on_endpoint: Any, tmp_path: Path
 ) -> None:
-    dag, endpoint = mapped_dag_on_endpoint, sagemaker_endpoint
+    dag, endpoint = mapped_dag_on_endpoint, aws_default_on_endpoint
     s3, sm = endpoint.client("s3"), endpoint.client("sagemaker")
     s3.create_bucket(Bucket=BUCKET)
     for seed, member in enumerate(MEMBERS):

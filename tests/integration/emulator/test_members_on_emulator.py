@@ -4,7 +4,6 @@ retrains only the member whose S3 data changed. Asserted from the endpoint's sta
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +24,11 @@ def _states(run: Any) -> dict[tuple[str, int], str]:
 
 
 def test_for_each_on_sagemaker_trains_every_member_then_only_the_changed_one(
-    sagemaker_endpoint: Any, airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aws_default_on_endpoint: Any, airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow_dist_training.compat import DagBag
 
-    endpoint = sagemaker_endpoint
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    conn = {
-        "conn_type": "aws",
-        "login": "testing",
-        "password": "testing",
-        "extra": {"endpoint_url": endpoint.endpoint, "region_name": "us-east-1"},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    endpoint = aws_default_on_endpoint
     s3 = endpoint.client("s3")
     s3.create_bucket(Bucket=BUCKET)
     for seed, member in enumerate(MEMBERS):

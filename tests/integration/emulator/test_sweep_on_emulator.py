@@ -4,7 +4,6 @@ best set's, in the sweep's group. Asserted from the endpoint's state."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +19,11 @@ BUCKET = "adt-demo-bucket"
 
 
 def test_a_sweep_of_four_sets_on_sagemaker_registers_only_the_best(
-    sagemaker_endpoint: Any, airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aws_default_on_endpoint: Any, airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow_dist_training.compat import DagBag
 
-    endpoint = sagemaker_endpoint
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    conn = {
-        "conn_type": "aws",
-        "login": "testing",
-        "password": "testing",
-        "extra": {"endpoint_url": endpoint.endpoint, "region_name": "us-east-1"},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    endpoint = aws_default_on_endpoint
     s3 = endpoint.client("s3")
     s3.create_bucket(Bucket=BUCKET)
     data = make_dataset(tmp_path / "data", train=1000, test=400)

@@ -375,24 +375,15 @@ with DAG("tuning_on_endpoint", schedule=None) as dag:
 
 @pytest.mark.xdist_group("sagemaker-emulator")  # a dag.test() run, as test_dags_on_emulator.py
 def test_a_dag_run_defers_the_tuning_task_and_pushes_the_best_job(
-    sagemaker_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
+    aws_default_on_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
 ) -> None:
     """A real ``dag.test()`` run: the trigger is serialised, run and resumed by Airflow itself, and the
     ``aws_default`` connection points at the endpoint (its ``endpoint_url`` extra), as a user sets it up."""
-    import json
-
     from airflow_dist_training.compat import DagBag
 
     from .conftest import serve_dags_folder
 
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    conn = {
-        "conn_type": "aws",
-        "login": "testing",
-        "password": "testing",
-        "extra": {"endpoint_url": sagemaker_endpoint.endpoint, "region_name": "us-east-1"},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    sagemaker_endpoint = aws_default_on_endpoint
     sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
     op = tuning_operator(tmp_path, sleep=0)
     dags = tmp_path / "dags"

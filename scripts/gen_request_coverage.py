@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write docs/request-coverage.md: every CreateTrainingJob field from botocore's service model, with
-the spec field that sets it or the reason it is left out (``airflow_dist_training.sagemaker.coverage``).
+the spec field that sets it or the reason it is left out (``scripts/request_coverage.py``).
 
     .venv/bin/python scripts/gen_request_coverage.py           # rewrite the page
     .venv/bin/python scripts/gen_request_coverage.py --check   # exit 1 if a field is unmapped or the page is stale
@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from request_coverage import COVERAGE, SDK_ARGUMENTS_LEFT_OUT, lookup
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -56,14 +58,10 @@ def request_fields(model: dict[str, Any]) -> list[str]:
 
 
 def unmapped(paths: list[str]) -> list[str]:
-    from airflow_dist_training.sagemaker.coverage import lookup
-
     return [p for p in paths if lookup(p) is None]
 
 
 def render(paths: list[str], botocore_version: str) -> str:
-    from airflow_dist_training.sagemaker.coverage import COVERAGE, SDK_ARGUMENTS_LEFT_OUT, lookup
-
     counts = {"spec": 0, "planner": 0, "unsupported": 0}
     rows = []
     for path in paths:
@@ -82,7 +80,7 @@ def render(paths: list[str], botocore_version: str) -> str:
         "with the spec field that sets it (encoded as the SageMaker Python SDK v2 does, parity-tested in",
         "`tests/parity`), what the planner derives itself, or why it is deliberately left out.",
         "`tests/unit/sagemaker/test_coverage.py` fails when botocore gains a field this table",
-        "does not mention. The decisions live in `airflow_dist_training/sagemaker/coverage.py`.",
+        "does not mention. The decisions live in `scripts/request_coverage.py`.",
         "",
         f"{len(paths)} fields: {counts['spec']} set from the spec, {counts['planner']} set by the planner, "
         f"{counts['unsupported']} left out.",
@@ -109,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = request_fields(model)
     missing = unmapped(paths)
     if missing:
-        print("CreateTrainingJob fields with no coverage decision (add them to sagemaker/coverage.py):", file=sys.stderr)
+        print("CreateTrainingJob fields with no coverage decision (add them to scripts/request_coverage.py):", file=sys.stderr)
         for path in missing:
             print(f"  {path}", file=sys.stderr)
         return 1

@@ -33,15 +33,13 @@ def test_the_published_table_is_current():
 
 
 def test_the_issue_fields_are_spec_fields():
-    from airflow_dist_training.sagemaker.coverage import lookup
-
     for path in (
         "InputDataConfig[].RecordWrapperType",
         "InputDataConfig[].ShuffleConfig.Seed",
         "HyperParameters",
         "AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAccessMode",
     ):
-        entry = lookup(path)
+        entry = gen.lookup(path)
         assert entry is not None and entry.status == "spec", path
 
 

@@ -1,6 +1,6 @@
 """Every field of the ``CreateTrainingJob`` request: where the spec sets it, or why it is left out.
 
-Pure data. ``scripts/gen_request_coverage.py`` renders it into ``docs/reference/request-coverage.md``
+Pure data. ``scripts/gen_request_coverage.py`` renders it into ``docs/request-coverage.md``
 with the field list taken from botocore's service model, and ``tests/unit/sagemaker/test_coverage.py``
 fails when botocore has a field this table does not mention (so a new API field is a decision, not
 a silent gap). Paths use the API's names; ``[]`` is a list item. An entry for a structure covers

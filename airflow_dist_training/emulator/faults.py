@@ -33,17 +33,11 @@ class Faults:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _rng: random.Random = field(default_factory=lambda: random.Random(7), repr=False)
 
-    def take_capacity_failure(self) -> bool:
+    def take(self, fault: str) -> bool:
+        """Use up one armed ``capacity_failures`` or ``host_failures``: whether one was armed."""
         with self._lock:
-            if self.capacity_failures > 0:
-                self.capacity_failures -= 1
-                return True
-            return False
-
-    def take_host_failure(self) -> bool:
-        with self._lock:
-            if self.host_failures > 0:
-                self.host_failures -= 1
+            if getattr(self, fault) > 0:
+                setattr(self, fault, getattr(self, fault) - 1)
                 return True
             return False
 

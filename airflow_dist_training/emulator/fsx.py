@@ -18,6 +18,8 @@ import secrets
 import shutil
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,16 @@ class FSxError(Exception):
 def _prefix(uri: str) -> str:
     """An S3 prefix URI with one trailing slash."""
     return uri.rstrip("/") + "/"
+
+
+def _select(table: dict[str, dict[str, Any]], what: str, ids: list[str] | None) -> list[dict[str, Any]]:
+    """A Describe call's records: the ids asked for (each must exist), or every one."""
+    missing = [i for i in ids or [] if i not in table]
+    if missing:
+        raise FSxError(
+            f"DataRepository{what.title()}NotFound", f"Data repository {what} {missing[0]} does not exist."
+        )
+    return [table[i] for i in ids] if ids else list(table.values())
 
 
 class FileSystems:
@@ -241,18 +253,8 @@ class FileSystems:
         return json.loads(json.dumps(assoc))
 
     def describe_associations(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        ids = list(request.get("AssociationIds") or [])
         with self._lock:
-            if ids:
-                missing = [i for i in ids if i not in self.associations]
-                if missing:
-                    raise FSxError(
-                        "DataRepositoryAssociationNotFound",
-                        f"Data repository association {missing[0]} does not exist.",
-                    )
-                found = [self.associations[i] for i in ids]
-            else:
-                found = list(self.associations.values())
+            found = _select(self.associations, "association", request.get("AssociationIds"))
             for flt in request.get("Filters") or []:
                 values = set(flt.get("Values") or [])
                 if flt.get("Name") == "file-system-id":
@@ -423,25 +425,26 @@ class FileSystems:
                 if not rel or name.endswith("/"):
                     continue
                 seen.add(target / rel)
-                self._import_object(store, loc.join(name), target / rel, counts, task)
+                source = loc.join(name)
+                self._copy(partial(store.get_file, source, target / rel), "import", source.uri, counts, task)
             _remove_unseen(target, seen)
 
-    def _import_object(
-        self, store: ObjectStore, source: Location, dest: Path, counts: dict[str, Any], task: dict[str, Any] | None
+    def _copy(
+        self, copy: Callable[[], Any], kind: str, name: str, counts: dict[str, Any], task: dict[str, Any] | None
     ) -> None:
-        """Copy one object onto the file system, counting it as AWS's task report does."""
+        """Copy one file, counting it as AWS's task report does."""
         with self._lock:
             counts["TotalCount"] = counts.get("TotalCount", 0) + 1
         try:
-            store.get_file(source, dest)
+            copy()
             with self._lock:
                 counts["SucceededCount"] = counts.get("SucceededCount", 0) + 1
         except Exception as exc:
-            log.warning("emulator fsx: import of %s failed: %s", source.uri, exc)
+            log.warning("emulator fsx: %s of %s failed: %s", kind, name, exc)
             with self._lock:
                 counts["FailedCount"] = counts.get("FailedCount", 0) + 1
                 if task is not None:
-                    task.setdefault("failed_files", []).append((source.uri, str(exc)))
+                    task.setdefault("failed_files", []).append((name, str(exc)))
 
     def _export(
         self, fs_id: str, work: list[tuple[str, str]], counts: dict[str, Any], task: dict[str, Any]
@@ -452,18 +455,9 @@ class FileSystems:
             for path in sorted(source.rglob("*")) if source.is_dir() else []:
                 if task["cancel"]:
                     return
-                if not path.is_file():
-                    continue
-                with self._lock:
-                    counts["TotalCount"] += 1
-                try:
-                    store.put_file(path, loc.join(path.relative_to(source).as_posix()))
-                    with self._lock:
-                        counts["SucceededCount"] += 1
-                except Exception as exc:
-                    with self._lock:
-                        counts["FailedCount"] += 1
-                        task.setdefault("failed_files", []).append((str(path), str(exc)))
+                if path.is_file():
+                    dest = loc.join(path.relative_to(source).as_posix())
+                    self._copy(partial(store.put_file, path, dest), "export", str(path), counts, task)
 
     def _write_report(self, task: dict[str, Any]) -> None:
         """The completion report (failed files only, as the project requests it) under ``<Path>/<TaskId>/``."""
@@ -481,17 +475,8 @@ class FileSystems:
         return json.loads(json.dumps({k: v for k, v in task.items() if k not in ("cancel", "failed_files")}))
 
     def describe_tasks(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        ids = list(request.get("TaskIds") or [])
         with self._lock:
-            if ids:
-                missing = [i for i in ids if i not in self.tasks]
-                if missing:
-                    raise FSxError(
-                        "DataRepositoryTaskNotFound", f"Data repository task {missing[0]} does not exist."
-                    )
-                found = [self.tasks[i] for i in ids]
-            else:
-                found = list(self.tasks.values())
+            found = _select(self.tasks, "task", request.get("TaskIds"))
             for flt in request.get("Filters") or []:
                 values = set(flt.get("Values") or [])
                 if flt.get("Name") == "file-system-id":

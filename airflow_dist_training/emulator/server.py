@@ -338,19 +338,28 @@ def _sagemaker_create_training_job(self: Any) -> Any:
     return result
 
 
-def _sagemaker_stop_training_job(self: Any) -> Any:
-    from moto.core.responses import EmptyResult
-    from moto.sagemaker.exceptions import ValidationError
+def _stop_job(jobs: str, param: str, records: str, what: str, defer: str | None = None) -> Callable[[Any], Any]:
+    """A Stop...Job handler: ``jobs`` is the emulator's runner, ``records`` moto's table; ``defer``:
+    moto's own handler while no emulator runs (else a stop without one is rejected)."""
 
-    emu = _ACTIVE
-    name = self._get_param("TrainingJobName")
-    backend = self.sagemaker_backend
-    if name not in backend.training_jobs:
-        raise ValidationError(f"Requested resource not found: training job {name}")
-    if emu is None or emu.training is None or not emu.training.stop(name):
-        status = backend.training_jobs[name].training_job_status
-        raise ValidationError(f"The request was rejected because the training job is in status {status}.")
-    return EmptyResult()
+    def handler(self: Any) -> Any:
+        from moto.core.responses import EmptyResult
+        from moto.sagemaker.exceptions import ValidationError
+
+        runner = getattr(_ACTIVE, jobs, None)
+        if runner is None and defer is not None:
+            return _ORIGINALS[defer](self)
+        name = self._get_param(param)
+        found = getattr(self.sagemaker_backend, records)
+        if name not in found:
+            raise ValidationError(f"Requested resource not found: {what} {name}")
+        if runner is None or not runner.stop(name):
+            status = getattr(found[name], f"{records[:-1]}_status")  # e.g. training_job_status
+            short = what.removeprefix("hyperparameter ")  # SageMaker: "the tuning job is in status"
+            raise ValidationError(f"The request was rejected because the {short} is in status {status}.")
+        return EmptyResult()
+
+    return handler
 
 
 def _sagemaker_create_processing_job(self: Any) -> Any:
@@ -371,25 +380,6 @@ def _sagemaker_create_processing_job(self: Any) -> Any:
     result = _ORIGINALS["create_processing"](self)
     emu.processing.start(backend.processing_jobs[name], request)
     return result
-
-
-def _sagemaker_stop_processing_job(self: Any) -> Any:
-    from moto.core.responses import EmptyResult
-    from moto.sagemaker.exceptions import ValidationError
-
-    emu = _ACTIVE
-    if emu is None or emu.processing is None:
-        return _ORIGINALS["stop_processing"](self)
-    name = self._get_param("ProcessingJobName")
-    backend = self.sagemaker_backend
-    if name not in backend.processing_jobs:
-        raise ValidationError(f"Requested resource not found: processing job {name}")
-    if not emu.processing.stop(name):
-        status = backend.processing_jobs[name].processing_job_status
-        raise ValidationError(
-            f"The request was rejected because the processing job is in status {status}."
-        )
-    return EmptyResult()
 
 
 def _sagemaker_create_tuning_job(self: Any) -> Any:
@@ -420,21 +410,6 @@ def _sagemaker_create_tuning_job(self: Any) -> Any:
     result = _ORIGINALS["create_tuning"](self)  # ResourceInUse for a duplicate name (moto's)
     emu.tuning.start(self.sagemaker_backend.hyper_parameter_tuning_jobs[name], request)
     return result
-
-
-def _sagemaker_stop_tuning_job(self: Any) -> Any:
-    from moto.core.responses import EmptyResult
-    from moto.sagemaker.exceptions import ValidationError
-
-    emu = _ACTIVE
-    name = self._get_param("HyperParameterTuningJobName")
-    jobs = self.sagemaker_backend.hyper_parameter_tuning_jobs
-    if name not in jobs:
-        raise ValidationError(f"Requested resource not found: hyperparameter tuning job {name}")
-    if emu is None or emu.tuning is None or not emu.tuning.stop(name):
-        status = jobs[name].hyper_parameter_tuning_job_status
-        raise ValidationError(f"The request was rejected because the tuning job is in status {status}.")
-    return EmptyResult()
 
 
 def _sagemaker_list_tuning_training_jobs(self: Any) -> Any:
@@ -530,11 +505,17 @@ def _install_patches() -> None:
     _install_fsx_patches()
     _jobs_start_in_progress()
     SageMakerResponse.create_training_job = _sagemaker_create_training_job  # type: ignore[method-assign]
-    SageMakerResponse.stop_training_job = _sagemaker_stop_training_job  # type: ignore[attr-defined]
+    SageMakerResponse.stop_training_job = _stop_job(  # type: ignore[attr-defined]
+        "training", "TrainingJobName", "training_jobs", "training job"
+    )
     SageMakerResponse.create_processing_job = _sagemaker_create_processing_job  # type: ignore[method-assign]
-    SageMakerResponse.stop_processing_job = _sagemaker_stop_processing_job  # type: ignore[method-assign]
+    SageMakerResponse.stop_processing_job = _stop_job(  # type: ignore[method-assign,assignment]
+        "processing", "ProcessingJobName", "processing_jobs", "processing job", "stop_processing"
+    )
     SageMakerResponse.create_hyper_parameter_tuning_job = _sagemaker_create_tuning_job  # type: ignore[method-assign]
-    SageMakerResponse.stop_hyper_parameter_tuning_job = _sagemaker_stop_tuning_job  # type: ignore[attr-defined]
+    SageMakerResponse.stop_hyper_parameter_tuning_job = _stop_job(  # type: ignore[attr-defined]
+        "tuning", "HyperParameterTuningJobName", "hyper_parameter_tuning_jobs", "hyperparameter tuning job"
+    )
     SageMakerResponse.list_training_jobs_for_hyper_parameter_tuning_job = (  # type: ignore[attr-defined]
         _sagemaker_list_tuning_training_jobs
     )

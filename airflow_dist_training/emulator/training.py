@@ -199,7 +199,7 @@ class TrainingJobs:
 
     def _main(self, run: TrainingRun) -> None:
         try:
-            if self.faults.take_capacity_failure():
+            if self.faults.take("capacity_failures"):
                 time.sleep(0.3)
                 now = moto_now()
                 run.set(
@@ -219,7 +219,7 @@ class TrainingJobs:
                 )
                 return
             store = self.executor.store.with_mounts(run.mounts) if run.mounts else None
-            host_failure = self.faults.take_host_failure()
+            host_failure = self.faults.take("host_failures")
             run.job = self.executor.start(run.request, log=run.logs.add, store=store)
             if host_failure:
                 threading.Thread(

@@ -11,7 +11,6 @@ merged over the shipped data. ``scripts/refresh_instance_catalog.py`` regenerate
 from __future__ import annotations
 
 import difflib
-import functools
 import json
 import os
 import re
@@ -55,8 +54,7 @@ def is_trainium(instance_type: str) -> bool:
 
 
 def _load(name: str) -> dict[str, Any]:
-    text = resources.files("airflow_dist_training.sagemaker").joinpath("data", name).read_text()
-    return json.loads(text)
+    return json.loads(resources.files("airflow_dist_training.sagemaker").joinpath("data", name).read_text())
 
 
 USER_CATALOG_ENV = "ADT_INSTANCE_CATALOG"
@@ -196,7 +194,7 @@ def image_config() -> dict[str, Any]:
     return _load("images.json")
 
 
-@functools.cache
+@cache
 def sdk_version_lists() -> dict[str, Any]:
     """The SDK's distribution version lists (``sagemaker.fw_utils``), generated into ``sdk_versions.json``."""
     return _load("sdk_versions.json")
@@ -205,7 +203,4 @@ def sdk_version_lists() -> dict[str, Any]:
 @cache
 def known_regions() -> frozenset[str]:
     """Regions with SageMaker training images (the DLC registry sets in ``images.json``)."""
-    regions: set[str] = set()
-    for registries in image_config()["registry_sets"].values():
-        regions.update(registries)
-    return frozenset(regions)
+    return frozenset(r for registries in image_config()["registry_sets"].values() for r in registries)

@@ -44,8 +44,7 @@ SMDDP_INSTANCE_TYPES = (
 
 def is_neuron_image(uri: str) -> bool:
     """AWS Neuron DLCs: ``pytorch-training-neuronx``, ``...-neuron`` repositories and tags."""
-    repo_and_tag = uri.rsplit("/", 1)[-1]
-    return "neuron" in repo_and_tag
+    return "neuron" in uri.rsplit("/", 1)[-1]  # the repository and tag
 
 
 def is_gpu_image(uri: str) -> bool:
@@ -152,9 +151,8 @@ def scaling_advice(spec: TrainingJobSpec, region: str, *, distributed: bool = Tr
     of the same family (faster NVLink/NeuronLink inside one instance, less traffic between instances),
     with both on-demand cost bounds."""
     compute = spec.compute
-    if compute.instance_groups or compute.instance_type is None or compute.count < 2:
-        return []
-    if not distributed:  # the strategy's record says it runs one process
+    # not distributed: the strategy's record says it runs one process
+    if compute.instance_groups or compute.instance_type is None or compute.count < 2 or not distributed:
         return []
     current = instance_info(compute.instance_type)
     if current.accelerator == "cpu":

@@ -132,8 +132,7 @@ def resolve_image_uri(
         container_version = _smp_cuda(version, instance)
     middle = "neuron" if framework == "pytorch-neuron" else processor  # the SDK's inference_tool for trn
     tag = "-".join(x for x in (version, middle, py_version, container_version) if x)
-    domain = ecr_domain(region)
-    return f"{account}.dkr.ecr.{region}.{domain}/{version_config['repository']}:{tag}"
+    return f"{account}.dkr.ecr.{region}.{ecr_domain(region)}/{version_config['repository']}:{tag}"
 
 
 def _latest(versions: list[str]) -> str:

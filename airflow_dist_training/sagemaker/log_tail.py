@@ -51,9 +51,8 @@ class LogCursor:
 
 def merge_log_events(per_stream: Iterable[list[LogEvent]]) -> list[LogEvent]:
     """Merge several streams' events into one list ordered by timestamp (stable per stream)."""
-    merged = [e for events in per_stream for e in events]
-    merged.sort(key=lambda e: e.timestamp)  # sort is stable: each stream's order is kept on ties
-    return merged
+    # sorted is stable: each stream's order is kept on ties
+    return sorted((e for events in per_stream for e in events), key=lambda e: e.timestamp)
 
 
 class LogTail:

@@ -80,9 +80,6 @@ class ClusterFacts:
     per_device_batch_size: int | None
     global_batch_size: int | None
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 @dataclass(frozen=True)
 class TrainingPlan:
@@ -95,19 +92,6 @@ class TrainingPlan:
     cost_bound_usd: float | None = None
     cost_note: str = ""
     advice: list[str] = field(default_factory=list)  # e.g. the guide's scale-up-before-scale-out
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "job_name": self.job_name,
-            "region": self.region,
-            "image": self.request["AlgorithmSpecification"].get("TrainingImage"),
-            "cluster": self.cluster.as_dict(),
-            "cost_bound_usd": self.cost_bound_usd,
-            "cost_note": self.cost_note,
-            "warnings": [str(w) for w in self.warnings],
-            "advice": list(self.advice),
-            "uploads": [u.s3_uri for u in self.uploads],
-        }
 
 
 def _s3_join(*parts: str) -> str:
@@ -179,18 +163,14 @@ def _validate(
     problems: list[Problem] = []
     problems += [Problem("name", f"job name {job_name!r} {m}") for m in job_name_problems(job_name)]
     problems += check_spec(spec)
-    if spec.output is None:
-        problems.append(Problem("output.s3_path", "is required for SageMaker jobs (where model.tar.gz goes)"))
-    if spec.role_arn is None:
-        problems.append(
-            Problem("role_arn", "is required for SageMaker jobs (the execution role SageMaker assumes)")
-        )
-    if spec.source.source_dir is None:
-        problems.append(
-            Problem(
-                "source.source_dir", "is required for SageMaker jobs: a local directory or an s3:// tarball"
-            )
-        )
+    required = (
+        (spec.output, "output.s3_path", " (where model.tar.gz goes)"),
+        (spec.role_arn, "role_arn", " (the execution role SageMaker assumes)"),
+        (spec.source.source_dir, "source.source_dir", ": a local directory or an s3:// tarball"),
+    )
+    problems += [
+        Problem(path, f"is required for SageMaker jobs{why}") for value, path, why in required if value is None
+    ]
     # Heterogeneous clusters: like the SDK's ``EstimatorBase._get_instance_type``, the image follows the
     # first GPU (ml.p*/ml.g*) group, else the first group.
     group_types = [g.instance_type for g in spec.compute.groups]

@@ -9,8 +9,10 @@ entrypoint (see ``airflow_dist_training.sagemaker.launcher``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem
@@ -95,10 +97,7 @@ class StrategyContext:
     @property
     def distribution_instance_type(self) -> str | None:
         """The instance type the SDK writes into ``sagemaker_instance_type`` (None when heterogeneous)."""
-        compute = self.spec.compute
-        if compute.instance_groups:
-            return None
-        return compute.instance_type
+        return None if self.spec.compute.instance_groups else self.spec.compute.instance_type
 
     def error(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
@@ -187,10 +186,6 @@ def _check_trainium(ctx: StrategyContext, record: StrategyRecord) -> None:
     )
 
 
-def _group_strategies() -> list[str]:
-    return sorted(r.strategy.value for r in records() if r.instance_groups == "one_group")
-
-
 def _check_instance_group(ctx: StrategyContext, record: StrategyRecord) -> None:
     """SDK ``validate_distribution`` and ``_distribution_configuration`` rules for heterogeneous clusters."""
     dist = ctx.spec.distribution
@@ -219,7 +214,8 @@ def _check_instance_group(ctx: StrategyContext, record: StrategyRecord) -> None:
             )
         ctx.error(
             "distribution.instance_group",
-            f"{message}; it applies to: " + ", ".join(_group_strategies()),
+            f"{message}; it applies to: "
+            + ", ".join(sorted(r.strategy.value for r in records() if r.instance_groups == "one_group")),
         )
         return
     _check_named_group(ctx)
@@ -447,11 +443,7 @@ def _check_launcher(ctx: StrategyContext) -> None:
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+    return tuple(int("".join(ch for ch in part if ch.isdigit()) or 0) for part in version.split("."))
 
 
 # ------------------------------------------------------------------------------------------- encoding
@@ -466,8 +458,7 @@ def _smddp_keys(ctx: StrategyContext) -> dict[str, str]:
     }
     if dist.torch_distributed:
         keys["sagemaker_torch_distributed_enabled"] = _dumps(True)
-    keys.update(_instance_group_keys(ctx))
-    return keys
+    return keys | _instance_group_keys(ctx)
 
 
 def _enabled(key: str, *, instance_type: bool = False) -> Encoder:
@@ -483,48 +474,27 @@ def _enabled(key: str, *, instance_type: bool = False) -> Encoder:
     return encode
 
 
-def _mp_parameters(ctx: StrategyContext) -> str:
+def _smp_keys(ctx: StrategyContext) -> dict[str, str]:
     smp = ctx.spec.distribution.smp
-    return _dumps(smp.parameters if smp else {})
-
-
-def _smp_v1_keys(ctx: StrategyContext) -> dict[str, str]:
-    keys = {"sagemaker_mpi_enabled": _dumps(True)}
-    keys.update(_mpi_process_keys(ctx))
-    keys.update(
-        {
-            "mp_parameters": _mp_parameters(ctx),
-            "sagemaker_distributed_dataparallel_enabled": _dumps(False),
-            "sagemaker_instance_type": _dumps(ctx.distribution_instance_type),
-        }
-    )
-    keys.update(_instance_group_keys(ctx))
-    return keys
-
-
-def _smp_v2_keys(ctx: StrategyContext) -> dict[str, str]:
     return {
-        "mp_parameters": _mp_parameters(ctx),
+        "mp_parameters": _dumps(smp.parameters if smp else {}),
         "sagemaker_distributed_dataparallel_enabled": _dumps(False),
         "sagemaker_instance_type": _dumps(ctx.distribution_instance_type),
-        "sagemaker_torch_distributed_enabled": _dumps(True),
     }
 
 
-def _mpi_process_keys(ctx: StrategyContext) -> dict[str, str]:
+def _smp_v2_keys(ctx: StrategyContext) -> dict[str, str]:
+    return {**_smp_keys(ctx), "sagemaker_torch_distributed_enabled": _dumps(True)}
+
+
+def _mpi_keys(ctx: StrategyContext, *, smp: bool = False) -> dict[str, str]:
+    """The MPI runner's keys; SMP v1 (``smp``) runs on it, its keys before the instance group's."""
     dist = ctx.spec.distribution
-    keys = {}
+    keys = {"sagemaker_mpi_enabled": _dumps(True)}
     if dist.processes_per_host:
         keys["sagemaker_mpi_num_of_processes_per_host"] = _dumps(dist.processes_per_host)
     keys["sagemaker_mpi_custom_mpi_options"] = _dumps(dist.custom_mpi_options or "")
-    return keys
-
-
-def _mpi_keys(ctx: StrategyContext) -> dict[str, str]:
-    keys = {"sagemaker_mpi_enabled": _dumps(True)}
-    keys.update(_mpi_process_keys(ctx))
-    keys.update(_instance_group_keys(ctx))
-    return keys
+    return {**keys, **(_smp_keys(ctx) if smp else {}), **_instance_group_keys(ctx)}
 
 
 def _instance_group_keys(ctx: StrategyContext) -> dict[str, str]:
@@ -666,7 +636,7 @@ _BUILTIN = (
     ),
     StrategyRecord(
         Strategy.SMP_V1,
-        encode=_smp_v1_keys,
+        encode=partial(_mpi_keys, smp=True),
         local=_refuse(
             "smp_v1 cannot run on the local backend: SageMaker model parallel needs the smdistributed "
             "library, MPI and GPUs; use strategy torch_distributed for local runs"
@@ -771,9 +741,5 @@ def model_parallel_degree(spec: TrainingJobSpec) -> int:
     smp = spec.distribution.smp
     if smp is None or not record_for(spec.distribution.strategy).model_parallel:
         return 1
-    degree = 1
-    for key in _MODEL_PARALLEL_KEYS:
-        value = smp.parameters.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            degree *= value
-    return degree
+    values = [smp.parameters.get(key) for key in _MODEL_PARALLEL_KEYS]
+    return math.prod(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0)

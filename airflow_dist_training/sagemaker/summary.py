@@ -44,10 +44,7 @@ def render_plan(plan: TrainingPlan) -> str:
         lines.append(
             f"Spot             max wait {request['StoppingCondition'].get('MaxWaitTimeInSeconds')} s"
         )
-    for upload in plan.uploads:
-        lines.append(f"Upload           {upload.s3_uri}")
-    for warning in plan.warnings:
-        lines.append(f"WARNING          {warning}")
-    for advice in plan.advice:
-        lines.append(f"Advice           {advice}")
+    lines += [f"Upload           {upload.s3_uri}" for upload in plan.uploads]
+    lines += [f"WARNING          {warning}" for warning in plan.warnings]
+    lines += [f"Advice           {advice}" for advice in plan.advice]
     return "\n".join(lines)

@@ -201,16 +201,14 @@ def job_counters(summaries: Any) -> dict[str, int]:
     """``TrainingJobStatusCounters`` of these training job summaries."""
     counters = {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0}
     for s in summaries or []:
-        status = s["TrainingJobStatus"]
+        status, reason = s["TrainingJobStatus"], str(s.get("FailureReason") or "")
         if status in RUNNING:
             counters["InProgress"] += 1
         elif status == "Completed":
             counters["Completed"] += 1
         elif status == "Stopped":
             counters["Stopped"] += 1
-        elif "InsufficientCapacity" in str(s.get("FailureReason") or "") or "InternalServerError" in str(
-            s.get("FailureReason") or ""
-        ):
+        elif "InsufficientCapacity" in reason or "InternalServerError" in reason:
             counters["RetryableError"] += 1  # SageMaker may retry these
         else:
             counters["NonRetryableError"] += 1

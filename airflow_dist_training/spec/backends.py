@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
@@ -54,11 +55,8 @@ register_backend = BACKENDS.register
 forget_backend = BACKENDS.forget
 backend_names = BACKENDS.names
 find_backend = BACKENDS.find
-
-
-def backend_record(name: str, *, field: str = "backend") -> BackendRecord:
-    """The record of ``name``; ``SpecValidationError`` naming ``field`` and the registered names."""
-    return BACKENDS.get(name, field=field)
+#: the record of a name; ``SpecValidationError`` naming ``field`` and the registered names
+backend_record = partial(BACKENDS.get, field="backend")
 
 
 def runs_on_aws(name: object) -> bool | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator
@@ -67,11 +68,8 @@ register_registry = REGISTRIES.register
 forget_registry = REGISTRIES.forget
 registry_kinds = REGISTRIES.names
 find_registry = REGISTRIES.find
-
-
-def registry_record(kind: object, *, field: str = "registry") -> RegistryRecord:
-    """The record of ``kind``; ``SpecValidationError`` naming ``field`` and the registered kinds."""
-    return REGISTRIES.get(kind, field=field)
+#: the record of a kind; ``SpecValidationError`` naming ``field`` and the registered kinds
+registry_record = partial(REGISTRIES.get, field="registry")
 
 
 def _typed_step(value: Any) -> RegistryStepModel:

@@ -96,6 +96,11 @@ class _YamlLimit(Exception):
         super().__init__(f"line {node.start_mark.line + 1}: {message}")
 
 
+def _check_alias_count(aliases: int, node: Any) -> None:
+    if aliases > MAX_ALIASES:
+        raise _YamlLimit(f"more than {MAX_ALIASES} alias references (*name): refusing to expand them", node)
+
+
 def _check_duplicate_keys(node: Any) -> None:
     """A mapping node's keys are unique (YAML would silently keep only the last one)."""
     import yaml
@@ -130,10 +135,7 @@ def _check_node_graph(root: Any) -> None:
         key = id(node)
         if key in sizes:
             aliases += 1
-            if aliases > MAX_ALIASES:
-                raise _YamlLimit(
-                    f"more than {MAX_ALIASES} alias references (*name): refusing to expand them", node
-                )
+            _check_alias_count(aliases, node)
             return sizes[key]
         if key in on_path:
             raise _YamlLimit("an alias refers to a value that contains it (recursive YAML)", node)

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from airflow_dist_training.spec.loading import validate_model
-from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, make_scalars_strict
+from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, _Model
 
 # Spot needs a MaxWait >= MaxRuntime; when the form turns spot on we allow twice the runtime.
 SPOT_WAIT_FACTOR = 2
 
 
-class RunOverrides(BaseModel):
+class RunOverrides(_Model):  # strict: no `instance_count: true` from a run's conf either
     """The knobs of one run. ``None`` keeps the spec's value."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     instance_type: str | None = None
     instance_count: int | None = Field(default=None, ge=1)
@@ -33,9 +31,6 @@ class RunOverrides(BaseModel):
         default_factory=lambda: {"epochs": "epochs", "learning_rate": "lr"},
         description="Which hyperparameter each override sets (e.g. learning_rate -> lr).",
     )
-
-
-make_scalars_strict(RunOverrides)  # no `instance_count: true` from a run's conf either
 
 
 def apply_overrides(spec: TrainingJobSpec, overrides: RunOverrides | dict[str, Any]) -> TrainingJobSpec:

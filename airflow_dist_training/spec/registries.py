@@ -15,24 +15,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator
+from pydantic import Field, PlainValidator, SerializeAsAny, field_validator
 
 from airflow_dist_training.spec.backends import BackendRecord
 from airflow_dist_training.spec.records import Factory, Records
-from airflow_dist_training.spec.training import make_scalars_strict
+from airflow_dist_training.spec.training import _Model
 
 ENTRY_POINT_GROUP = "airflow_dist_training.registries"
 
 
-class RegistryStepModel(BaseModel):
+class RegistryStepModel(_Model):  # strict: no `auto_approve: "yes"`
     """The fields every registry step has; a kind's step model subclasses it with ``kind: Literal[...]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        make_scalars_strict(cls)  # no `auto_approve: "yes"`
 
     kind: str
     auto_approve: bool = Field(

@@ -201,57 +201,29 @@ def _champion_relative_checks(
     assert base is not None  # check_champion_comparable
     higher = t.direction == "higher_is_better"
     gain = value - base if higher else base - value  # > 0 means the challenger is better
-    vs = f"vs champion {champion.id}"
+    vs, values = f"vs champion {champion.id}", f"{_fmt(value)} vs {_fmt(base)}, {t.direction})"
     checks = []
     if t.no_regression:
-        op = ">=" if higher else "<="
+        line = f"no regression {vs}: {_fmt(value)} {'>=' if higher else '<='} {_fmt(base)}"
+        checks.append(_check(name, "no_regression", gain >= 0, line, value=value, champion=base))
+    if (bound := t.min_improvement) is not None:
+        line = f"improvement {vs}: {_signed(gain)} (required {_signed(bound)}; {values}"
+        checks.append(
+            _check(name, "min_improvement", gain >= bound, line, value=value, champion=base, bound=bound)
+        )
+    if (bound := t.min_relative_improvement) is not None:
+        if base == 0:
+            rel = math.inf if gain > 0 else (0.0 if gain == 0 else -math.inf)
+        else:
+            rel = gain / abs(base)
+        rel_text = f"{rel * 100:+.4g}%" if math.isfinite(rel) else ("+inf%" if rel > 0 else "-inf%")
+        line = f"relative improvement {vs}: {rel_text} (required {bound * 100:+.4g}%; {values}"
         checks.append(
             _check(
-                name,
-                "no_regression",
-                gain >= 0,
-                f"no regression {vs}: {_fmt(value)} {op} {_fmt(base)}",
-                value=value,
-                champion=base,
+                name, "min_relative_improvement", rel >= bound, line, value=value, champion=base, bound=bound
             )
         )
-    if t.min_improvement is not None:
-        checks.append(
-            _check(
-                name,
-                "min_improvement",
-                gain >= t.min_improvement,
-                f"improvement {vs}: {_signed(gain)} (required {_signed(t.min_improvement)}; "
-                f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
-                value=value,
-                champion=base,
-                bound=t.min_improvement,
-            )
-        )
-    if t.min_relative_improvement is not None:
-        checks.append(_relative_check(name, t, value, base, gain, vs))
     return checks
-
-
-def _relative_check(
-    name: str, t: MetricThreshold, value: float, base: float, gain: float, vs: str
-) -> dict[str, Any]:
-    assert t.min_relative_improvement is not None
-    if base == 0:
-        rel = math.inf if gain > 0 else (0.0 if gain == 0 else -math.inf)
-    else:
-        rel = gain / abs(base)
-    rel_text = f"{rel * 100:+.4g}%" if math.isfinite(rel) else ("+inf%" if rel > 0 else "-inf%")
-    return _check(
-        name,
-        "min_relative_improvement",
-        rel >= t.min_relative_improvement,
-        f"relative improvement {vs}: {rel_text} (required {t.min_relative_improvement * 100:+.4g}%; "
-        f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
-        value=value,
-        champion=base,
-        bound=t.min_relative_improvement,
-    )
 
 
 def _evaluation_set_checks(
@@ -305,16 +277,10 @@ def learning_checks(
             )
             checks.append(_check("training", "learned", None, line))
     if same_model_as_champion is not None and champion is not None:
-        checks.append(
-            _check(
-                "model",
-                "differs_from_champion",
-                not same_model_as_champion,
-                f"model artifact is byte-identical to champion {champion.id}'s: the model did not learn"
-                if same_model_as_champion
-                else f"model artifact differs from champion {champion.id}'s",
-            )
-        )
+        line = f"model artifact differs from champion {champion.id}'s"
+        if same_model_as_champion:
+            line = f"model artifact is byte-identical to champion {champion.id}'s: the model did not learn"
+        checks.append(_check("model", "differs_from_champion", not same_model_as_champion, line))
     return checks
 
 

@@ -25,9 +25,8 @@ OUTPUT_DIR = f"{PROCESSING_ROOT}/evaluation"
 _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$")
 
-# Runs inside the container as `sh -c BOOTSTRAP <script> <args...>` ($0 = script). Each entrypoint
-# string is limited to 256 characters by the API, hence a shell one-liner (sh and tar exist in
-# every SageMaker framework image).
+# Runs inside the container as `sh -c BOOTSTRAP <script> <args...>` ($0 = script): a one-liner, as
+# the API limits each entrypoint string to 256 characters.
 BOOTSTRAP = (
     'for f in "$ADT_MODEL_DIR"/*.tar.gz; do [ -e "$f" ] && tar -xzf "$f" -C "$ADT_MODEL_DIR"; done; '
     'mkdir -p "$ADT_OUTPUT_DIR"; exec python3 "$0" "$@"'

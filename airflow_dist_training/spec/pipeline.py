@@ -113,7 +113,6 @@ class EvaluationStep(_Model):
     channel_source: str | None = Field(default=None, description="Held-out data for the evaluation")
     arguments: dict[str, Any] = Field(default_factory=dict)
     dependencies: ShippedDependencies = Field(
-        default_factory=list,
         description=(
             "Local files or directories shipped with the script, beside it under their own names "
             "(the SageMaker SDK's processing dependencies), e.g. a helper module the image lacks"

@@ -1,10 +1,8 @@
 """Model registries by kind: the pipeline step each one reads, and where its implementation lives.
 
-Pure (pydantic + stdlib), like ``spec/backends.py``: one ``RegistryRecord`` per kind, registered by
-name; third parties register theirs with an entry point in the group
-``airflow_dist_training.registries`` whose object is a ``RegistryRecord``. A pipeline's
-``registry`` step is validated by the model of the kind it names, so a registered kind is a
-pipeline YAML kind. Callers decide by the record, never by the kind's name.
+Pure, like ``spec/backends.py``; third parties register a ``RegistryRecord`` with an entry point in
+the group ``airflow_dist_training.registries``. A pipeline's ``registry`` step is validated by the
+model of the kind it names, so a registered kind is a pipeline YAML kind.
 """
 
 from __future__ import annotations

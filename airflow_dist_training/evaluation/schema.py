@@ -50,10 +50,8 @@ class EvaluationResult(BaseModel):
 
     def metric_names(self) -> list[str]:
         """Every addressable metric: top-level names, then ``metric@slice`` names."""
-        names = sorted(self.metrics)
-        for slice_name in sorted(self.slices):
-            names.extend(f"{m}@{slice_name}" for m in sorted(self.slices[slice_name]))
-        return names
+        slices = [f"{m}@{name}" for name in sorted(self.slices) for m in sorted(self.slices[name])]
+        return sorted(self.metrics) + slices
 
 
 def _describe(value: Any) -> str:

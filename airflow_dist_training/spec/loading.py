@@ -65,13 +65,12 @@ def problems_from_validation_error(
     for error in exc.errors():
         loc = tuple(error["loc"])
         # Drop the union tag pydantic inserts for discriminated unions (channels.<name>.<tag>.field).
-        cleaned: list[int | str] = []
-        for i, part in enumerate(loc):
-            if i >= 2 and part in _UNION_TAGS.get(str(loc[i - 2]), ()):
-                continue
-            if i == 1 and loc[0] == "staging" and part in _STEP_TAGS:
-                continue
-            cleaned.append(part)
+        cleaned: list[int | str] = [
+            part
+            for i, part in enumerate(loc)
+            if not (i >= 2 and part in _UNION_TAGS.get(str(loc[i - 2]), ()))
+            and not (i == 1 and loc[0] == "staging" and part in _STEP_TAGS)
+        ]
         path = ".".join(
             str(p) if not isinstance(p, int) else f"[{p}]"
             for p in ((prefix,) if prefix else ()) + tuple(cleaned)

@@ -123,10 +123,9 @@ def member_spec(spec: TrainingJobSpec, member: Member, *, field: str = "for_each
     problems: list[Problem] = []
     data = spec.model_dump(mode="json", exclude_unset=True)
     data["name"] = member_spec_name(spec.name, member.name)
-    if member.hyperparameters:
-        data["hyperparameters"] = {**data.get("hyperparameters", {}), **member.hyperparameters}
-    if member.environment:
-        data["environment"] = {**data.get("environment", {}), **member.environment}
+    for section in ("hyperparameters", "environment"):  # set on top of the spec's
+        if changes := getattr(member, section):
+            data[section] = {**data.get(section, {}), **changes}
     if member.channels:
         channels = dict(data.get("channels", {}))
         for name, changes in member.channels.items():

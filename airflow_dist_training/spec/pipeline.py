@@ -262,11 +262,9 @@ class PipelineSpec(_Model):
         record = find_backend(data.get("backend", "local"))
         if record is None:
             return data  # the backend field's own error names the registered backends
-        registry, staging = data.get("registry"), data.get("staging")
-        if isinstance(registry, dict) and "kind" not in registry:
-            data = {**data, "registry": {"kind": record.default_registry, **registry}}
-        if isinstance(staging, dict) and "kind" not in staging:
-            data = {**data, "staging": {"kind": record.staging, **staging}}
+        for step, kind in (("registry", record.default_registry), ("staging", record.staging)):
+            if isinstance(data.get(step), dict) and "kind" not in data[step]:
+                data = {**data, step: {"kind": kind, **data[step]}}
         return data
 
 

@@ -21,10 +21,7 @@ def evaluation_code_files(
 ) -> list[tuple[Path, str]]:
     """The files an evaluation ships, with their paths in the job's code folder: the ``*.py``
     beside the script (helper modules) and each of ``dependencies`` under its own name (a directory
-    with everything in it), as the SageMaker SDK's ``FrameworkProcessor`` ships ``dependencies``.
-
-    One list for both backends: uploaded as the processing job's code input on SageMaker, copied
-    into the run's code folder locally. Every missing or shadowing entry is named, at once
+    with everything in it). Every missing or shadowing entry is named, at once
     (``field_prefix`` + ``dependencies[i]``)."""
     if not script.is_file():
         raise SpecValidationError([Problem(f"{field_prefix}script", f"{script} does not exist")])

@@ -59,10 +59,16 @@ class Champion:
             "version": self.version,
             "model_data_uri": self.model_data_uri,
             "evaluation_uri": self.evaluation_uri,
-            "evaluation_set_hash": self.evaluation.evaluation_set_hash,
-            "metrics": dict(self.evaluation.metrics),
-            "slices": {k: dict(v) for k, v in self.evaluation.slices.items()},
+            **_evaluation_dict(self.evaluation),
         }
+
+
+def _evaluation_dict(evaluation: EvaluationResult) -> dict[str, Any]:
+    return {
+        "evaluation_set_hash": evaluation.evaluation_set_hash,
+        "metrics": dict(evaluation.metrics),
+        "slices": {k: dict(v) for k, v in evaluation.slices.items()},
+    }
 
 
 def check_thresholds_apply(evaluation: EvaluationResult, spec: GateSpec, source: str) -> None:
@@ -95,14 +101,9 @@ def check_champion_comparable(champion: Champion, spec: GateSpec) -> None:
 
 
 def _champion_checks(t: MetricThreshold) -> str:
-    names = []
-    if t.no_regression:
-        names.append("no_regression")
-    if t.min_improvement is not None:
-        names.append("min_improvement")
-    if t.min_relative_improvement is not None:
-        names.append("min_relative_improvement")
-    return ", ".join(names)
+    checks = {"no_regression": t.no_regression or None, "min_improvement": t.min_improvement}
+    checks["min_relative_improvement"] = t.min_relative_improvement
+    return ", ".join(name for name, setting in checks.items() if setting is not None)
 
 
 def _fmt(x: float) -> str:
@@ -165,9 +166,7 @@ def evaluate_gate(
         "challenger": {
             "evaluation_uri": challenger_uri,
             "model": challenger.model,
-            "evaluation_set_hash": challenger.evaluation_set_hash,
-            "metrics": dict(challenger.metrics),
-            "slices": {k: dict(v) for k, v in challenger.slices.items()},
+            **_evaluation_dict(challenger),
         },
         "champion": champion.to_dict() if champion is not None else None,
         "thresholds": {k: v.model_dump(exclude_defaults=True) for k, v in spec.thresholds.items()},
@@ -177,20 +176,14 @@ def evaluate_gate(
 
 def _absolute_checks(name: str, t: MetricThreshold, value: float) -> list[dict[str, Any]]:
     """``min`` / ``max``: bounds on the challenger alone."""
-    checks = []
-    if t.min is not None:
-        checks.append(
-            _check(
-                name, "min", value >= t.min, f"{_fmt(value)} >= {_fmt(t.min)} (min)", value=value, bound=t.min
-            )
+    return [
+        _check(name, check, passed, f"{_fmt(value)} {op} {_fmt(bound)} ({check})", value=value, bound=bound)
+        for check, op, bound, passed in (
+            ("min", ">=", t.min, t.min is not None and value >= t.min),
+            ("max", "<=", t.max, t.max is not None and value <= t.max),
         )
-    if t.max is not None:
-        checks.append(
-            _check(
-                name, "max", value <= t.max, f"{_fmt(value)} <= {_fmt(t.max)} (max)", value=value, bound=t.max
-            )
-        )
-    return checks
+        if bound is not None
+    ]
 
 
 def _champion_relative_checks(
@@ -208,57 +201,29 @@ def _champion_relative_checks(
     assert base is not None  # check_champion_comparable
     higher = t.direction == "higher_is_better"
     gain = value - base if higher else base - value  # > 0 means the challenger is better
-    vs = f"vs champion {champion.id}"
+    vs, values = f"vs champion {champion.id}", f"{_fmt(value)} vs {_fmt(base)}, {t.direction})"
     checks = []
     if t.no_regression:
-        op = ">=" if higher else "<="
+        line = f"no regression {vs}: {_fmt(value)} {'>=' if higher else '<='} {_fmt(base)}"
+        checks.append(_check(name, "no_regression", gain >= 0, line, value=value, champion=base))
+    if (bound := t.min_improvement) is not None:
+        line = f"improvement {vs}: {_signed(gain)} (required {_signed(bound)}; {values}"
+        checks.append(
+            _check(name, "min_improvement", gain >= bound, line, value=value, champion=base, bound=bound)
+        )
+    if (bound := t.min_relative_improvement) is not None:
+        if base == 0:
+            rel = math.inf if gain > 0 else (0.0 if gain == 0 else -math.inf)
+        else:
+            rel = gain / abs(base)
+        rel_text = f"{rel * 100:+.4g}%" if math.isfinite(rel) else ("+inf%" if rel > 0 else "-inf%")
+        line = f"relative improvement {vs}: {rel_text} (required {bound * 100:+.4g}%; {values}"
         checks.append(
             _check(
-                name,
-                "no_regression",
-                gain >= 0,
-                f"no regression {vs}: {_fmt(value)} {op} {_fmt(base)}",
-                value=value,
-                champion=base,
+                name, "min_relative_improvement", rel >= bound, line, value=value, champion=base, bound=bound
             )
         )
-    if t.min_improvement is not None:
-        checks.append(
-            _check(
-                name,
-                "min_improvement",
-                gain >= t.min_improvement,
-                f"improvement {vs}: {_signed(gain)} (required {_signed(t.min_improvement)}; "
-                f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
-                value=value,
-                champion=base,
-                bound=t.min_improvement,
-            )
-        )
-    if t.min_relative_improvement is not None:
-        checks.append(_relative_check(name, t, value, base, gain, vs))
     return checks
-
-
-def _relative_check(
-    name: str, t: MetricThreshold, value: float, base: float, gain: float, vs: str
-) -> dict[str, Any]:
-    assert t.min_relative_improvement is not None
-    if base == 0:
-        rel = math.inf if gain > 0 else (0.0 if gain == 0 else -math.inf)
-    else:
-        rel = gain / abs(base)
-    rel_text = f"{rel * 100:+.4g}%" if math.isfinite(rel) else ("+inf%" if rel > 0 else "-inf%")
-    return _check(
-        name,
-        "min_relative_improvement",
-        rel >= t.min_relative_improvement,
-        f"relative improvement {vs}: {rel_text} (required {t.min_relative_improvement * 100:+.4g}%; "
-        f"{_fmt(value)} vs {_fmt(base)}, {t.direction})",
-        value=value,
-        champion=base,
-        bound=t.min_relative_improvement,
-    )
 
 
 def _evaluation_set_checks(
@@ -270,19 +235,12 @@ def _evaluation_set_checks(
     mine, theirs = challenger.evaluation_set_hash, champion.evaluation.evaluation_set_hash
     if mine == theirs:
         return []
-    line = f"evaluation sets differ: challenger {mine or 'unknown'} vs champion {theirs or 'unknown'}" + (
-        "" if spec.require_same_evaluation_set else " (comparison may be unfair)"
-    )
+    line = f"evaluation sets differ: challenger {mine or 'unknown'} vs champion {theirs or 'unknown'}"
     if spec.require_same_evaluation_set:
         return [_check("evaluation_set_hash", "same_evaluation_set", False, line)]
-    return [
-        {
-            "metric": "evaluation_set_hash",
-            "check": "same_evaluation_set",
-            "status": "WARN",
-            "reason": f"WARN evaluation_set_hash: {line}",
-        }
-    ]
+    line += " (comparison may be unfair)"
+    warning = _check("evaluation_set_hash", "same_evaluation_set", None, line)
+    return [{**warning, "status": "WARN", "reason": f"WARN evaluation_set_hash: {line}"}]
 
 
 # Training metrics that count what the job learned from (``train:epochs_trained``, ...).
@@ -310,36 +268,19 @@ def learning_checks(
         }
         for name, value in sorted(counted.items()):
             unit = "epochs" if "epoch" in name else "steps"
-            checks.append(
-                _check(
-                    "training",
-                    "learned",
-                    value > 0,
-                    f"the training job trained {value:g} {unit} ({name}={value:g})"
-                    + ("" if value > 0 else ": the model did not learn"),
-                    value=value,
-                )
-            )
+            line = f"the training job trained {value:g} {unit} ({name}={value:g})"
+            line += "" if value > 0 else ": the model did not learn"
+            checks.append(_check("training", "learned", value > 0, line, value=value))
         if not counted:
-            checks.append(
-                _check(
-                    "training",
-                    "learned",
-                    None,
-                    f"the job reports no {' or '.join(LEARNING_METRICS)} metric; cannot tell whether it trained",
-                )
+            line = (
+                f"the job reports no {' or '.join(LEARNING_METRICS)} metric; cannot tell whether it trained"
             )
+            checks.append(_check("training", "learned", None, line))
     if same_model_as_champion is not None and champion is not None:
-        checks.append(
-            _check(
-                "model",
-                "differs_from_champion",
-                not same_model_as_champion,
-                f"model artifact is byte-identical to champion {champion.id}'s: the model did not learn"
-                if same_model_as_champion
-                else f"model artifact differs from champion {champion.id}'s",
-            )
-        )
+        line = f"model artifact differs from champion {champion.id}'s"
+        if same_model_as_champion:
+            line = f"model artifact is byte-identical to champion {champion.id}'s: the model did not learn"
+        checks.append(_check("model", "differs_from_champion", not same_model_as_champion, line))
     return checks
 
 

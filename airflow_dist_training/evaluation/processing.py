@@ -25,9 +25,8 @@ OUTPUT_DIR = f"{PROCESSING_ROOT}/evaluation"
 _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$")
 
-# Runs inside the container as `sh -c BOOTSTRAP <script> <args...>` ($0 = script). Each entrypoint
-# string is limited to 256 characters by the API, hence a shell one-liner (sh and tar exist in
-# every SageMaker framework image).
+# Runs inside the container as `sh -c BOOTSTRAP <script> <args...>` ($0 = script): a one-liner, as
+# the API limits each entrypoint string to 256 characters.
 BOOTSTRAP = (
     'for f in "$ADT_MODEL_DIR"/*.tar.gz; do [ -e "$f" ] && tar -xzf "$f" -C "$ADT_MODEL_DIR"; done; '
     'mkdir -p "$ADT_OUTPUT_DIR"; exec python3 "$0" "$@"'
@@ -75,9 +74,8 @@ def build_processing_job_request(
     helper modules next to it are importable. ``model_uri`` is a ``model.tar.gz`` or an S3 prefix
     (a checkpoint folder). ``output_uri`` is the S3 prefix that receives ``evaluation.json``.
     """
-    _check_processing_inputs(
-        job_name, role_arn, image_uri, script_uri, model_uri, output_uri, data_uri, instance_count
-    )
+    uris = {"script": script_uri, "model_uri": model_uri, "output_uri": output_uri, "data_uri": data_uri}
+    _check_processing_inputs(job_name, role_arn, image_uri, uris, instance_count)
     script_name = script_uri.rsplit("/", 1)[1]
     inputs = [
         _processing_input("model", model_uri, MODEL_DIR),
@@ -86,18 +84,8 @@ def build_processing_job_request(
     if data_uri:
         inputs.append(_processing_input("data", data_uri, DATA_DIR))
     env = {**script_environment(MODEL_DIR, OUTPUT_DIR, DATA_DIR if data_uri else None), **(environment or {})}
-    output: dict[str, Any] = {
-        "Outputs": [
-            {
-                "OutputName": "evaluation",
-                "S3Output": {
-                    "S3Uri": output_uri.rstrip("/"),
-                    "LocalPath": OUTPUT_DIR,
-                    "S3UploadMode": "EndOfJob",
-                },
-            }
-        ]
-    }
+    s3_output = {"S3Uri": output_uri.rstrip("/"), "LocalPath": OUTPUT_DIR, "S3UploadMode": "EndOfJob"}
+    output: dict[str, Any] = {"Outputs": [{"OutputName": "evaluation", "S3Output": s3_output}]}
     if output_kms_key_id:
         output["KmsKeyId"] = output_kms_key_id
     cluster: dict[str, Any] = {
@@ -142,14 +130,7 @@ def _processing_input(name: str, s3_uri: str, local_path: str) -> dict[str, Any]
 
 
 def _check_processing_inputs(
-    job_name: str,
-    role_arn: str,
-    image_uri: str,
-    script_uri: str,
-    model_uri: str,
-    output_uri: str,
-    data_uri: str | None,
-    instance_count: int,
+    job_name: str, role_arn: str, image_uri: str, uris: Mapping[str, str | None], instance_count: int
 ) -> None:
     """Every problem of the arguments at once, before any request is built."""
     problems: list[Problem] = []
@@ -161,16 +142,11 @@ def _check_processing_inputs(
         )
     if not image_uri:
         problems.append(Problem("image_uri", "is required for the SageMaker backend"))
-    for field, uri in (
-        ("script", script_uri),
-        ("model_uri", model_uri),
-        ("output_uri", output_uri),
-        ("data_uri", data_uri),
-    ):
+    for field, uri in uris.items():
         if uri is not None and not uri.startswith("s3://"):
             problems.append(Problem(field, f"must be an s3:// URI for the SageMaker backend, got {uri!r}"))
-    if not script_uri.endswith(".py"):
-        problems.append(Problem("script", f"must be a .py file, got {script_uri!r}"))
+    if not str(uris["script"]).endswith(".py"):
+        problems.append(Problem("script", f"must be a .py file, got {uris['script']!r}"))
     if instance_count < 1:
         problems.append(Problem("instance_count", "must be at least 1"))
     if problems:

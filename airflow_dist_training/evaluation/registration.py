@@ -96,25 +96,21 @@ def build_audit_record(
     }
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _metadata(values: Mapping[str, str | None]) -> dict[str, str]:
+def _metadata(values: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     problems: list[tuple[str, str]] = []
-    for key, value in values.items():
-        if value is None or value == "":
+    for key, given in values.items():
+        if given is None or given == "":
             continue
-        where = f"customer_metadata.{key}"
+        where, value = f"customer_metadata.{key}", str(given)
         if not _META_KEY.match(key):
             problems.append((where, "key must be 1-128 letters, digits or _.:/=+-@"))
-        elif not _META_VALUE.match(str(value)):
+        elif not _META_VALUE.match(value):
             problems.append((where, f"value {value!r} may only hold letters, digits, spaces and _.:/=+-@"))
-        elif len(str(value)) > _MAX_META_VALUE:
-            problems.append((where, f"value is {len(str(value))} characters; SageMaker allows 256"))
+        elif len(value) > _MAX_META_VALUE:
+            problems.append((where, f"value is {len(value)} characters; SageMaker allows 256"))
         else:
-            out[key] = str(value)
+            out[key] = value
     if len(out) > _MAX_META_ENTRIES:
         problems.append(("customer_metadata", f"{len(out)} entries; SageMaker allows 50"))
     if problems:
@@ -215,7 +211,7 @@ def build_create_model_package_request(
         {
             **lineage_metadata(training, decision, audit_uri),
             "EvaluationReport": report_uri,
-            **{meta: _text((lineage or {}).get(key)) for key, meta in _LINEAGE_METADATA.items()},
+            **{meta: (lineage or {}).get(key) for key, meta in _LINEAGE_METADATA.items()},
             **(customer_metadata or {}),
         }
     )

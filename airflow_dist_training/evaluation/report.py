@@ -22,9 +22,10 @@ def _rows(decision: Mapping[str, Any]) -> list[tuple[str, float, float | None]]:
     """(metric, challenger value, champion value) for every top-level and slice metric."""
     chal = decision["challenger"]
     champ = decision.get("champion") or {}
-    rows: list[tuple[str, float, float | None]] = []
-    for name in sorted(chal["metrics"]):
-        rows.append((name, chal["metrics"][name], (champ.get("metrics") or {}).get(name)))
+    rows = [
+        (name, value, (champ.get("metrics") or {}).get(name))
+        for name, value in sorted(chal["metrics"].items())
+    ]
     for slice_name in sorted(chal.get("slices") or {}):
         for name in sorted(chal["slices"][slice_name]):
             base = ((champ.get("slices") or {}).get(slice_name) or {}).get(name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -49,10 +50,8 @@ class EvaluationResult(BaseModel):
 
     def metric_names(self) -> list[str]:
         """Every addressable metric: top-level names, then ``metric@slice`` names."""
-        names = sorted(self.metrics)
-        for slice_name in sorted(self.slices):
-            names.extend(f"{m}@{slice_name}" for m in sorted(self.slices[slice_name]))
-        return names
+        slices = [f"{m}@{name}" for name in sorted(self.slices) for m in sorted(self.slices[name])]
+        return sorted(self.metrics) + slices
 
 
 def _describe(value: Any) -> str:
@@ -105,18 +104,16 @@ def parse_evaluation(data: Any, source: str) -> EvaluationResult:
 
 def _header_problems(data: Mapping[str, Any]) -> list[Problem]:
     """Unknown fields and the schema version."""
-    problems: list[Problem] = []
-    allowed = set(EvaluationResult.model_fields)
-    for key in data:
-        if key not in allowed:
-            problems.append(Problem(str(key), f"unknown field (allowed: {', '.join(sorted(allowed))})"))
+    allowed = ", ".join(sorted(EvaluationResult.model_fields))
+    problems = [
+        Problem(str(key), f"unknown field (allowed: {allowed})")
+        for key in data
+        if key not in EvaluationResult.model_fields
+    ]
     version = data.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
-        problems.append(
-            Problem(
-                "schema_version", f"unsupported version {_describe(version)} (supported: {SCHEMA_VERSION!r})"
-            )
-        )
+        why = f"unsupported version {_describe(version)} (supported: {SCHEMA_VERSION!r})"
+        problems.append(Problem("schema_version", why))
     return problems
 
 
@@ -142,22 +139,15 @@ def _annotation_problems(data: Mapping[str, Any]) -> list[Problem]:
     """``evaluation_set_hash``, ``model`` and ``details``."""
     problems: list[Problem] = []
     h = data.get("evaluation_set_hash")
-    if h is not None and not (isinstance(h, str) and _matches_hash(h)):
+    if h is not None and not (isinstance(h, str) and re.match(HASH_PATTERN, h)):
         problems.append(
             Problem("evaluation_set_hash", f"must look like 'sha256:<hex digest>', got {_describe(h)}")
         )
-    for key in ("model",):
-        if data.get(key) is not None and not isinstance(data[key], str):
-            problems.append(Problem(key, f"must be a string, got {_describe(data[key])}"))
+    if data.get("model") is not None and not isinstance(data["model"], str):
+        problems.append(Problem("model", f"must be a string, got {_describe(data['model'])}"))
     if data.get("details") is not None and not isinstance(data["details"], Mapping):
         problems.append(Problem("details", f"must be an object, got {_describe(data['details'])}"))
     return problems
-
-
-def _matches_hash(value: str) -> bool:
-    import re
-
-    return re.match(HASH_PATTERN, value) is not None
 
 
 def parse_evaluation_text(text: str | bytes, source: str) -> EvaluationResult:

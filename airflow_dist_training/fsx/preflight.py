@@ -50,23 +50,12 @@ def check_file_system(facts: PreflightFacts) -> list[Problem]:
                 f"file system {fs_id} does not exist (or is not visible to this connection's account and region)",
             )
         ]
-    problems = []
-    if fs.get("FileSystemType") != "LUSTRE":
-        problems.append(
-            Problem(
-                "file_system_id",
-                f"file system {fs_id} is {fs.get('FileSystemType')}, not LUSTRE; FSx channels need FSx for Lustre",
-            )
-        )
-    lifecycle = fs.get("Lifecycle")
-    if lifecycle != "AVAILABLE":
-        problems.append(
-            Problem(
-                "file_system_id",
-                f"file system {fs_id} is {lifecycle or 'in an unknown state'}, not AVAILABLE",
-            )
-        )
-    return problems
+    fs_type, lifecycle = fs.get("FileSystemType"), fs.get("Lifecycle")
+    wrong = [
+        (fs_type != "LUSTRE", f"is {fs_type}, not LUSTRE; FSx channels need FSx for Lustre"),
+        (lifecycle != "AVAILABLE", f"is {lifecycle or 'in an unknown state'}, not AVAILABLE"),
+    ]
+    return [Problem("file_system_id", f"file system {fs_id} {why}") for bad, why in wrong if bad]
 
 
 def check_availability_zone(facts: PreflightFacts, az_mismatch: Severity = "error") -> list[Problem]:
@@ -124,9 +113,7 @@ def missing_lustre_ports(
     for group in security_groups:
         for perm in group.get("IpPermissions") or []:
             proto = str(perm.get("IpProtocol", ""))
-            if proto not in ("tcp", "6", "-1"):
-                continue
-            if not _rule_sources_match(perm, sgs, cidrs):  # type: ignore[arg-type]
+            if proto not in ("tcp", "6", "-1") or not _rule_sources_match(perm, sgs, cidrs):  # type: ignore[arg-type]
                 continue
             if proto == "-1" or perm.get("FromPort") in (None, -1):
                 lo, hi = 0, 65535

@@ -27,10 +27,14 @@ _THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1
 _S3 = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 
 
+def _error(field: str, message: str) -> SpecValidationError:
+    return SpecValidationError([(field, message)])
+
+
 def parse_s3_uri(uri: str, field: str = "s3_uri") -> tuple[str, str]:
     """``s3://bucket/a/b`` -> ``("bucket", "a/b")``; a clear error for anything else."""
     if not _S3.match(uri or ""):
-        raise SpecValidationError([(field, f"{uri!r} is not an S3 URI like s3://bucket/prefix/")])
+        raise _error(field, f"{uri!r} is not an S3 URI like s3://bucket/prefix/")
     _, bucket, key = split_uri(uri)
     return bucket, key.lstrip("/")
 
@@ -45,14 +49,12 @@ def normalize_s3_prefix(uri: str, field: str = "s3_uri") -> str:
 def normalize_fs_path(path: str, field: str = "file_system_path") -> str:
     """An absolute file-system path without a trailing slash (``/`` stays ``/``)."""
     if not path or not path.startswith("/"):
-        raise SpecValidationError(
-            [(field, f"{path!r} must be an absolute file system path such as /data/train")]
-        )
+        raise _error(field, f"{path!r} must be an absolute file system path such as /data/train")
     norm = posixpath.normpath(path)
     if norm.startswith("//"):
         norm = "/" + norm.lstrip("/")
     if ".." in norm.split("/"):
-        raise SpecValidationError([(field, f"{path!r} must not contain '..'")])
+        raise _error(field, f"{path!r} must not contain '..'")
     return norm
 
 
@@ -87,55 +89,38 @@ def match_association(
             continue
         if assoc.get("Lifecycle") in ("DELETING", "FAILED"):
             continue
-        a_path = normalize_fs_path(assoc.get("FileSystemPath") or "/")
+        a_path = _fs_path(assoc)
         a_prefix = normalize_s3_prefix(assoc["DataRepositoryPath"])
         a_id = assoc.get("AssociationId", "?")
         if a_path == fs_path:
             if a_prefix == prefix:
                 return AssociationMatch("reuse", assoc)
-            raise SpecValidationError(
-                [
-                    (
-                        "file_system_path",
-                        f"{fs_path} on {file_system_id} is already associated with {a_prefix} "
-                        f"(association {a_id}), not with the requested {prefix}. Use another "
-                        "file_system_path, or delete that association first.",
-                    )
-                ]
+            raise _error(
+                "file_system_path",
+                f"{fs_path} on {file_system_id} is already associated with {a_prefix} "
+                f"(association {a_id}), not with the requested {prefix}. Use another "
+                "file_system_path, or delete that association first.",
             )
         if is_under(fs_path, a_path):
-            rel = fs_path[len(a_path) :].strip("/") if a_path != "/" else fs_path.strip("/")
-            expected = f"{a_prefix}{rel}/"
+            expected = f"{a_prefix}{fs_path[len(a_path) :].strip('/')}/"
             if expected == prefix:
                 return AssociationMatch("reuse", assoc)
-            raise SpecValidationError(
-                [
-                    (
-                        "file_system_path",
-                        f"{fs_path} lies inside association {a_id} ({a_path} -> {a_prefix}), which maps it "
-                        f"to {expected}, not to the requested {prefix}.",
-                    )
-                ]
+            raise _error(
+                "file_system_path",
+                f"{fs_path} lies inside association {a_id} ({a_path} -> {a_prefix}), which maps it "
+                f"to {expected}, not to the requested {prefix}.",
             )
         if is_under(a_path, fs_path):
-            raise SpecValidationError(
-                [
-                    (
-                        "file_system_path",
-                        f"{fs_path} on {file_system_id} would contain association {a_id} ({a_path} -> "
-                        f"{a_prefix}); FSx does not allow overlapping association paths.",
-                    )
-                ]
+            raise _error(
+                "file_system_path",
+                f"{fs_path} on {file_system_id} would contain association {a_id} ({a_path} -> "
+                f"{a_prefix}); FSx does not allow overlapping association paths.",
             )
         if prefix.startswith(a_prefix) or a_prefix.startswith(prefix):
-            raise SpecValidationError(
-                [
-                    (
-                        "s3_uri",
-                        f"{prefix} overlaps {a_prefix}, already associated with {a_path} on {file_system_id} "
-                        f"(association {a_id}); use file_system_path {a_path} or a disjoint prefix.",
-                    )
-                ]
+            raise _error(
+                "s3_uri",
+                f"{prefix} overlaps {a_prefix}, already associated with {a_path} on {file_system_id} "
+                f"(association {a_id}); use file_system_path {a_path} or a disjoint prefix.",
             )
     return AssociationMatch("create")
 
@@ -190,21 +175,20 @@ def task_type(value: str) -> str:
     """``import``/``export``/``release`` or the API name -> the API name."""
     resolved = TASK_TYPE_ALIASES.get(value.lower(), value.upper()) if value else ""
     if resolved not in TASK_TYPES:
-        raise SpecValidationError(
-            [("task_type", f"{value!r} is not a task type; use one of {[*TASK_TYPE_ALIASES, *TASK_TYPES]}")]
+        raise _error(
+            "task_type", f"{value!r} is not a task type; use one of {[*TASK_TYPE_ALIASES, *TASK_TYPES]}"
         )
     return resolved
 
 
+def _fs_path(association: dict[str, Any]) -> str:
+    return normalize_fs_path(association.get("FileSystemPath") or "/")
+
+
 def _covering(fs_path: str, associations: list[dict[str, Any]]) -> dict[str, Any] | None:
-    best: dict[str, Any] | None = None
-    for assoc in associations:
-        a_path = normalize_fs_path(assoc.get("FileSystemPath") or "/")
-        if is_under(fs_path, a_path) and (
-            best is None or len(a_path) > len(normalize_fs_path(best.get("FileSystemPath") or "/"))
-        ):
-            best = assoc
-    return best
+    """The innermost association whose path holds ``fs_path``."""
+    covering = [a for a in associations if is_under(fs_path, _fs_path(a))]
+    return max(covering, key=lambda a: len(_fs_path(a)), default=None)
 
 
 def _describe_associations(associations: list[dict[str, Any]]) -> str:
@@ -232,6 +216,7 @@ def resolve_task_paths(
     out: list[str] = []
     first: dict[str, Any] | None = None
     problems: list[tuple[str, str]] = []
+    outside = "is outside every data repository association; " + _describe_associations(associations)
     for i, raw in enumerate(paths):
         field = f"paths[{i}]"
         if raw.startswith("s3://"):
@@ -242,36 +227,23 @@ def resolve_task_paths(
             )
             if kind != "IMPORT_METADATA_FROM_REPOSITORY":
                 problems.append((field, f"{raw} is an S3 URI; {kind} takes file system paths such as /data"))
-                continue
-            if hit is None:
-                problems.append(
-                    (
-                        field,
-                        f"{raw} is outside every data repository association; "
-                        + _describe_associations(associations),
-                    )
-                )
-                continue
-            out.append(raw)
-        else:
-            fs_path = normalize_fs_path(raw, field)
-            hit = _covering(fs_path, associations)
-            if hit is None:
-                problems.append(
-                    (
-                        field,
-                        f"{fs_path} is outside every data repository association; "
-                        + _describe_associations(associations),
-                    )
-                )
-                continue
-            if kind == "IMPORT_METADATA_FROM_REPOSITORY":
-                a_path = normalize_fs_path(hit.get("FileSystemPath") or "/")
-                rel = fs_path[len(a_path) :].strip("/") if a_path != "/" else fs_path.strip("/")
-                base = normalize_s3_prefix(hit["DataRepositoryPath"])
-                out.append(f"{base}{rel}" if rel else base)
+            elif hit is None:
+                problems.append((field, f"{raw} {outside}"))
             else:
-                out.append(fs_path.strip("/") or "/")
+                out.append(raw)
+                first = first or hit
+            continue
+        fs_path = normalize_fs_path(raw, field)
+        hit = _covering(fs_path, associations)
+        if hit is None:
+            problems.append((field, f"{fs_path} {outside}"))
+            continue
+        if kind == "IMPORT_METADATA_FROM_REPOSITORY":
+            rel = fs_path[len(_fs_path(hit)) :].strip("/")
+            base = normalize_s3_prefix(hit["DataRepositoryPath"])
+            out.append(f"{base}{rel}" if rel else base)
+        else:
+            out.append(fs_path.strip("/") or "/")
         first = first or hit
     if problems:
         raise SpecValidationError(problems)
@@ -309,9 +281,7 @@ def build_task_request(
                 "DurationSinceLastAccess": {"Unit": "DAYS", "Value": release_after_days}
             }
     elif capacity_to_release_gib is not None or release_after_days is not None:
-        raise SpecValidationError(
-            [("capacity_to_release_gib", f"only release tasks take a release setting, not {resolved}")]
-        )
+        raise _error("capacity_to_release_gib", f"only release tasks take a release setting, not {resolved}")
     if client_request_token:
         request["ClientRequestToken"] = client_request_token[:63]
     return request
@@ -365,12 +335,8 @@ def _lustre_problems(
     if deployment_type not in DEPLOYMENT_TYPES:
         problems.append(("deployment_type", f"{deployment_type!r} is not one of {list(DEPLOYMENT_TYPES)}"))
     if storage_capacity_gib not in (1200, 2400) and storage_capacity_gib % 2400:
-        problems.append(
-            (
-                "storage_capacity_gib",
-                f"{storage_capacity_gib} GiB: SSD Lustre takes 1200, 2400 or a multiple of 2400",
-            )
-        )
+        why = f"{storage_capacity_gib} GiB: SSD Lustre takes 1200, 2400 or a multiple of 2400"
+        problems.append(("storage_capacity_gib", why))
     allowed = _THROUGHPUT.get(deployment_type)
     if allowed and per_unit_storage_throughput not in allowed:
         problems.append(

@@ -1,18 +1,16 @@
 """Training backends by name: what each one can do, and where its implementation lives.
 
-Pure (stdlib only), so a spec and a DAG parse can validate a backend name without importing any
-backend. One ``BackendRecord`` per backend, registered by name like the distribution strategies
-(``sagemaker/strategies.py``); third parties register theirs with an entry point in the group
-``airflow_dist_training.backends`` whose object is a ``BackendRecord``.
-
-Callers decide by the record's capabilities, never by the backend's name: a new backend is one
-module with its implementation (``TrainingBackend`` of ``hooks/backends.py``) and its record.
+Pure (pydantic + stdlib), so a spec and a DAG parse can validate a backend name without importing
+any backend; third parties register a ``BackendRecord`` with an entry point in the group
+``airflow_dist_training.backends``. Callers decide by the record's capabilities, never by the
+backend's name: a new backend is its implementation (``hooks/backends.py``) and its record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
@@ -54,11 +52,8 @@ register_backend = BACKENDS.register
 forget_backend = BACKENDS.forget
 backend_names = BACKENDS.names
 find_backend = BACKENDS.find
-
-
-def backend_record(name: str, *, field: str = "backend") -> BackendRecord:
-    """The record of ``name``; ``SpecValidationError`` naming ``field`` and the registered names."""
-    return BACKENDS.get(name, field=field)
+#: the record of a name; ``SpecValidationError`` naming ``field`` and the registered names
+backend_record = partial(BACKENDS.get, field="backend")
 
 
 def runs_on_aws(name: object) -> bool | None:

@@ -35,13 +35,7 @@ class MetricThreshold(BaseModel):
 
     @model_validator(mode="after")
     def _at_least_one_check(self) -> MetricThreshold:
-        if (
-            self.min is None
-            and self.max is None
-            and not self.no_regression
-            and self.min_improvement is None
-            and self.min_relative_improvement is None
-        ):
+        if self.min is None and self.max is None and not self.needs_champion:
             raise ValueError(
                 "has no check: give min, max, no_regression, min_improvement or min_relative_improvement"
             )

@@ -65,13 +65,12 @@ def problems_from_validation_error(
     for error in exc.errors():
         loc = tuple(error["loc"])
         # Drop the union tag pydantic inserts for discriminated unions (channels.<name>.<tag>.field).
-        cleaned: list[int | str] = []
-        for i, part in enumerate(loc):
-            if i >= 2 and part in _UNION_TAGS.get(str(loc[i - 2]), ()):
-                continue
-            if i == 1 and loc[0] == "staging" and part in _STEP_TAGS:
-                continue
-            cleaned.append(part)
+        cleaned: list[int | str] = [
+            part
+            for i, part in enumerate(loc)
+            if not (i >= 2 and part in _UNION_TAGS.get(str(loc[i - 2]), ()))
+            and not (i == 1 and loc[0] == "staging" and part in _STEP_TAGS)
+        ]
         path = ".".join(
             str(p) if not isinstance(p, int) else f"[{p}]"
             for p in ((prefix,) if prefix else ()) + tuple(cleaned)
@@ -90,18 +89,15 @@ MAX_DEPTH = 100
 
 
 class _YamlLimit(Exception):
-    def __init__(self, message: str, line: int | None = None):
-        super().__init__(message)
-        self.message = message
-        self.line = line
+    """A bound of the YAML document exceeded at ``node`` (its message names the node's line)."""
+
+    def __init__(self, message: str, node: Any):
+        super().__init__(f"line {node.start_mark.line + 1}: {message}")
 
 
 def _check_alias_count(aliases: int, node: Any) -> None:
     if aliases > MAX_ALIASES:
-        raise _YamlLimit(
-            f"more than {MAX_ALIASES} alias references (*name): refusing to expand them",
-            node.start_mark.line + 1,
-        )
+        raise _YamlLimit(f"more than {MAX_ALIASES} alias references (*name): refusing to expand them", node)
 
 
 def _check_duplicate_keys(node: Any) -> None:
@@ -116,7 +112,7 @@ def _check_duplicate_keys(node: Any) -> None:
                 raise _YamlLimit(
                     f"duplicate key {k.value!r} (first on line {seen[ident]}); "
                     "YAML would silently keep only the last one",
-                    k.start_mark.line + 1,
+                    k,
                 )
             seen[ident] = k.start_mark.line + 1
 
@@ -141,9 +137,9 @@ def _check_node_graph(root: Any) -> None:
             _check_alias_count(aliases, node)
             return sizes[key]
         if key in on_path:
-            raise _YamlLimit("an alias refers to a value that contains it (recursive YAML)", node.start_mark.line + 1)
+            raise _YamlLimit("an alias refers to a value that contains it (recursive YAML)", node)
         if depth > MAX_DEPTH:
-            raise _YamlLimit(f"nested more than {MAX_DEPTH} levels deep", node.start_mark.line + 1)
+            raise _YamlLimit(f"nested more than {MAX_DEPTH} levels deep", node)
         on_path.add(key)
         total = 1
         if isinstance(node, yaml.MappingNode):
@@ -157,12 +153,16 @@ def _check_node_graph(root: Any) -> None:
         sizes[key] = total
         if total > MAX_NODES:
             raise _YamlLimit(
-                f"expands to more than {MAX_NODES} values (alias expansion or a huge document)",
-                node.start_mark.line + 1,
+                f"expands to more than {MAX_NODES} values (alias expansion or a huge document)", node
             )
         return total
 
     walk(root, 0)
+
+
+def _error(message: str, source: str) -> SpecValidationError:
+    """A problem with the whole file (no field path)."""
+    return SpecValidationError([Problem("", message)], source=source)
 
 
 @cache
@@ -188,9 +188,8 @@ def parse_yaml(text: str, source: str) -> Any:
 
     loader_class = _loader_class()
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
-        raise SpecValidationError(
-            [Problem("", f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a spec (refusing to parse it)")],
-            source=source,
+        raise _error(
+            f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a spec (refusing to parse it)", source
         )
     loader = loader_class(text)
     try:
@@ -203,15 +202,12 @@ def parse_yaml(text: str, source: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecValidationError([Problem("", f"{where}invalid YAML: {problem}")], source=source) from None
+        raise _error(f"{where}invalid YAML: {problem}", source) from None
     except _YamlLimit as exc:
-        where = f"line {exc.line}: " if exc.line is not None else ""
-        raise SpecValidationError([Problem("", f"{where}{exc.message}")], source=source) from None
+        raise _error(str(exc), source) from None
     except (ValueError, OverflowError, RecursionError, TypeError) as exc:
         # e.g. a timestamp that is no date (2026-02-30) or an integer with too many digits
-        raise SpecValidationError(
-            [Problem("", f"invalid YAML value: {str(exc)[:200]}")], source=source
-        ) from None
+        raise _error(f"invalid YAML value: {str(exc)[:200]}", source) from None
     finally:
         loader.dispose()
 
@@ -222,15 +218,10 @@ def decode_yaml_bytes(data: bytes, source: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise SpecValidationError(
-            [
-                Problem(
-                    "",
-                    f"is not UTF-8 text: byte offset {exc.start} (line {line}) is 0x{data[exc.start]:02x}; "
-                    "save the file as UTF-8",
-                )
-            ],
-            source=source,
+        raise _error(
+            f"is not UTF-8 text: byte offset {exc.start} (line {line}) is 0x{data[exc.start]:02x}; "
+            "save the file as UTF-8",
+            source,
         ) from None
 
 
@@ -240,20 +231,14 @@ def read_yaml_file(path: str | Path, *, kind: str = "spec") -> Any:
     source = str(p)
     try:
         if p.is_dir():
-            raise SpecValidationError(
-                [Problem("", f"is a directory, not a {kind} file (give the path of a .yaml file)")],
-                source=source,
-            )
+            raise _error(f"is a directory, not a {kind} file (give the path of a .yaml file)", source)
         with p.open("rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise SpecValidationError(
-            [Problem("", f"cannot read {kind} file: {exc.strerror or exc}")], source=source
-        ) from None
+        raise _error(f"cannot read {kind} file: {exc.strerror or exc}", source) from None
     if len(data) > MAX_FILE_BYTES:
-        raise SpecValidationError(
-            [Problem("", f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a {kind} file (refusing to read it)")],
-            source=source,
+        raise _error(
+            f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a {kind} file (refusing to read it)", source
         )
     return parse_yaml(decode_yaml_bytes(data, source), source=source)
 

@@ -123,32 +123,23 @@ def member_spec(spec: TrainingJobSpec, member: Member, *, field: str = "for_each
     problems: list[Problem] = []
     data = spec.model_dump(mode="json", exclude_unset=True)
     data["name"] = member_spec_name(spec.name, member.name)
-    if member.hyperparameters:
-        data["hyperparameters"] = {**data.get("hyperparameters", {}), **member.hyperparameters}
-    if member.environment:
-        data["environment"] = {**data.get("environment", {}), **member.environment}
+    for section in ("hyperparameters", "environment"):  # set on top of the spec's
+        if changes := getattr(member, section):
+            data[section] = {**data.get(section, {}), **changes}
     if member.channels:
         channels = dict(data.get("channels", {}))
         for name, changes in member.channels.items():
             if name not in channels and "type" not in changes:
-                problems.append(
-                    Problem(
-                        f"{field}.channels.{name}",
-                        "the spec has no such channel: give it in full, with its type (s3, fsx or efs)",
-                    )
-                )
+                why = "the spec has no such channel: give it in full, with its type (s3, fsx or efs)"
+                problems.append(Problem(f"{field}.channels.{name}", why))
             channels[name] = {**channels.get(name, {}), **changes}
         data["channels"] = channels
     compute_changes = member.compute.model_dump(exclude_none=True)
     if compute_changes:
         compute = dict(data.get("compute", {}))
         if compute.get("instance_groups") and {"instance_type", "instance_count"} & set(compute_changes):
-            problems.append(
-                Problem(
-                    f"{field}.compute",
-                    "the spec runs instance_groups: a member cannot set instance_type or instance_count",
-                )
-            )
+            why = "the spec runs instance_groups: a member cannot set instance_type or instance_count"
+            problems.append(Problem(f"{field}.compute", why))
         data["compute"] = {**compute, **compute_changes}
     if problems:
         raise SpecValidationError(problems, source=f"member {member.name!r}")

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from airflow_dist_training.spec.loading import validate_model
-from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, make_scalars_strict
+from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, _Model
 
 # Spot needs a MaxWait >= MaxRuntime; when the form turns spot on we allow twice the runtime.
 SPOT_WAIT_FACTOR = 2
 
 
-class RunOverrides(BaseModel):
+class RunOverrides(_Model):  # strict: no `instance_count: true` from a run's conf either
     """The knobs of one run. ``None`` keeps the spec's value."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     instance_type: str | None = None
     instance_count: int | None = Field(default=None, ge=1)
@@ -35,52 +33,28 @@ class RunOverrides(BaseModel):
     )
 
 
-make_scalars_strict(RunOverrides)  # no `instance_count: true` from a run's conf either
-
-
 def apply_overrides(spec: TrainingJobSpec, overrides: RunOverrides | dict[str, Any]) -> TrainingJobSpec:
     """``spec`` with the run's overrides, re-validated; ``spec`` itself when nothing is overridden
     (it is validated already: the plan path validates a spec once)."""
     if isinstance(overrides, dict):
         overrides = validate_model(RunOverrides, overrides, source="run overrides")
-    if all(getattr(overrides, name) is None for name in _KNOBS):
+    # the knobs given (hyperparameter_names only says where epochs/learning_rate go)
+    knobs = overrides.model_dump(mode="json", exclude_none=True, exclude={"hyperparameter_names"})
+    if not knobs:
         return spec
     data = spec.model_dump(mode="json", exclude_unset=True)
-    _override_cluster(data, overrides)
+    compute = data.setdefault("compute", {})
+    if not compute.get("instance_groups"):
+        compute.update({k: v for k, v in knobs.items() if k in ("instance_type", "instance_count")})
+    distribution = data.setdefault("distribution", {})
+    distribution.update({k: v for k, v in knobs.items() if k in ("strategy", "processes_per_host")})
     hyperparameters = data.setdefault("hyperparameters", {})
-    names = overrides.hyperparameter_names
-    if overrides.epochs is not None:
-        hyperparameters[names.get("epochs", "epochs")] = overrides.epochs
-    if overrides.learning_rate is not None:
-        hyperparameters[names.get("learning_rate", "lr")] = overrides.learning_rate
+    for knob, default_name in (("epochs", "epochs"), ("learning_rate", "lr")):
+        if knob in knobs:
+            hyperparameters[overrides.hyperparameter_names.get(knob, default_name)] = knobs[knob]
     if overrides.spot is not None:
         _override_spot(data, overrides.spot)
     return validate_model(TrainingJobSpec, data, source="spec with run overrides")
-
-
-# the overrides that change a spec (hyperparameter_names only says where epochs/learning_rate go)
-_KNOBS = (
-    "instance_type",
-    "instance_count",
-    "strategy",
-    "processes_per_host",
-    "epochs",
-    "learning_rate",
-    "spot",
-)
-
-
-def _override_cluster(data: dict[str, Any], overrides: RunOverrides) -> None:
-    compute = data.setdefault("compute", {})
-    if overrides.instance_type is not None and not compute.get("instance_groups"):
-        compute["instance_type"] = overrides.instance_type
-    if overrides.instance_count is not None and not compute.get("instance_groups"):
-        compute["instance_count"] = overrides.instance_count
-    distribution = data.setdefault("distribution", {})
-    if overrides.strategy is not None:
-        distribution["strategy"] = overrides.strategy.value
-    if overrides.processes_per_host is not None:
-        distribution["processes_per_host"] = overrides.processes_per_host
 
 
 def _override_spot(data: dict[str, Any], enabled: bool) -> None:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from airflow_dist_training.spec.backends import BackendName, BackendRecord, find_backend
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.members import Member, MemberList
 from airflow_dist_training.spec.registries import RegistryStep, RegistryStepModel, TypedRegistry
 from airflow_dist_training.spec.sweep import SweepSpec
-from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, make_scalars_strict
+from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, _Model
 
 if TYPE_CHECKING:
     from airflow_dist_training.errors import Problem
@@ -25,18 +25,6 @@ if TYPE_CHECKING:
 # Airflow's schedule presets (airflow.sdk.definitions.timetables._cron.CRON_PRESETS, plus @once and
 # @continuous of airflow.sdk.definitions.dag); any other "@name" fails at DAG creation.
 SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        make_scalars_strict(cls)  # no `retries: true`
 
 
 class ScratchFileSystem(_Model):
@@ -97,9 +85,12 @@ class StagingStep(_Staging):
 
     def for_backend(self, backend: BackendRecord) -> FSxStaging | DirectoryStaging:
         """The typed staging step on ``backend``, its rules checked (``SpecValidationError``)."""
+        from airflow_dist_training.spec.loading import validate_model
+
         model = STAGING_KINDS[self.kind or backend.staging]
         kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
-        return checked_step(model, {**kept, "kind": model.model_fields["kind"].default}, "staging")
+        data = {**kept, "kind": model.model_fields["kind"].default}
+        return validate_model(model, data, prefix="staging", pipeline=True)
 
 
 class CheckpointStep(_Model):
@@ -122,7 +113,6 @@ class EvaluationStep(_Model):
     channel_source: str | None = Field(default=None, description="Held-out data for the evaluation")
     arguments: dict[str, Any] = Field(default_factory=dict)
     dependencies: ShippedDependencies = Field(
-        default_factory=list,
         description=(
             "Local files or directories shipped with the script, beside it under their own names "
             "(the SageMaker SDK's processing dependencies), e.g. a helper module the image lacks"
@@ -134,13 +124,6 @@ class EvaluationStep(_Model):
         if self.dependencies and self.script.startswith("s3://"):
             raise ValueError("dependencies are shipped with a local script; with an s3:// script, put them in its folder")
         return self
-
-
-def checked_step(model: type[_M], data: dict[str, Any], field: str) -> _M:
-    """``model`` from ``data``; ``SpecValidationError`` with ``field``-prefixed paths."""
-    from airflow_dist_training.spec.loading import validate_model
-
-    return validate_model(model, data, prefix=field, pipeline=True)
 
 
 def resolve_steps(
@@ -276,14 +259,12 @@ class PipelineSpec(_Model):
         """A registry or staging step without ``kind`` is of the backend's kind (its capability)."""
         if not isinstance(data, dict):
             return data
-        record = find_backend(data.get("backend", "local")) if isinstance(data.get("backend", "local"), str) else None
+        record = find_backend(data.get("backend", "local"))
         if record is None:
             return data  # the backend field's own error names the registered backends
-        registry, staging = data.get("registry"), data.get("staging")
-        if isinstance(registry, dict) and "kind" not in registry:
-            data = {**data, "registry": {"kind": record.default_registry, **registry}}
-        if isinstance(staging, dict) and "kind" not in staging:
-            data = {**data, "staging": {"kind": record.staging, **staging}}
+        for step, kind in (("registry", record.default_registry), ("staging", record.staging)):
+            if isinstance(data.get(step), dict) and "kind" not in data[step]:
+                data = {**data, step: {"kind": kind, **data[step]}}
         return data
 
 

@@ -1,10 +1,8 @@
 """Model registries by kind: the pipeline step each one reads, and where its implementation lives.
 
-Pure (pydantic + stdlib), like ``spec/backends.py``: one ``RegistryRecord`` per kind, registered by
-name; third parties register theirs with an entry point in the group
-``airflow_dist_training.registries`` whose object is a ``RegistryRecord``. A pipeline's
-``registry`` step is validated by the model of the kind it names, so a registered kind is a
-pipeline YAML kind. Callers decide by the record, never by the kind's name.
+Pure, like ``spec/backends.py``; third parties register a ``RegistryRecord`` with an entry point in
+the group ``airflow_dist_training.registries``. A pipeline's ``registry`` step is validated by the
+model of the kind it names, so a registered kind is a pipeline YAML kind.
 """
 
 from __future__ import annotations
@@ -12,26 +10,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator
+from pydantic import Field, PlainValidator, SerializeAsAny, field_validator
 
 from airflow_dist_training.spec.backends import BackendRecord
 from airflow_dist_training.spec.records import Factory, Records
-from airflow_dist_training.spec.training import make_scalars_strict
+from airflow_dist_training.spec.training import _Model
 
 ENTRY_POINT_GROUP = "airflow_dist_training.registries"
 
 
-class RegistryStepModel(BaseModel):
+class RegistryStepModel(_Model):  # strict: no `auto_approve: "yes"`
     """The fields every registry step has; a kind's step model subclasses it with ``kind: Literal[...]``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        make_scalars_strict(cls)  # no `auto_approve: "yes"`
 
     kind: str
     auto_approve: bool = Field(
@@ -67,11 +59,8 @@ register_registry = REGISTRIES.register
 forget_registry = REGISTRIES.forget
 registry_kinds = REGISTRIES.names
 find_registry = REGISTRIES.find
-
-
-def registry_record(kind: object, *, field: str = "registry") -> RegistryRecord:
-    """The record of ``kind``; ``SpecValidationError`` naming ``field`` and the registered kinds."""
-    return REGISTRIES.get(kind, field=field)
+#: the record of a kind; ``SpecValidationError`` naming ``field`` and the registered kinds
+registry_record = partial(REGISTRIES.get, field="registry")
 
 
 def _typed_step(value: Any) -> RegistryStepModel:

@@ -15,7 +15,7 @@ import itertools
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -25,27 +25,24 @@ from airflow_dist_training.spec.training import _Model
 from airflow_dist_training.spec.tuning import (
     CategoricalRange,
     ContinuousRange,
-    HyperparameterRange,
     IntegerRange,
+    Ranges,
     TuningObjective,
-    checked_range_names,
 )
-
-MAX_SWEEP_MEMBERS = MAX_MEMBERS
 
 
 class SweepSpec(_Model):
     """Hyperparameter sets to train as members of one run, and how to pick the best one."""
 
     strategy: Literal["grid", "random"] = "grid"
-    ranges: dict[str, HyperparameterRange] = Field(min_length=1, max_length=30)
+    ranges: Ranges
     objective: TuningObjective = Field(
         description="The final metric (evaluation.json's, else the training job's) that ranks the members."
     )
     count: int | None = Field(
         default=None,
         ge=1,
-        le=MAX_SWEEP_MEMBERS,
+        le=MAX_MEMBERS,
         description="random: how many sets (required); grid: not allowed",
     )
     seed: int = Field(default=0, ge=0, description="random: the same seed draws the same sets")
@@ -65,11 +62,6 @@ class SweepSpec(_Model):
             }
         return value
 
-    @field_validator("ranges")
-    @classmethod
-    def _range_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return checked_range_names(value)
-
     @model_validator(mode="after")
     def _strategy_rules(self) -> SweepSpec:
         if self.strategy == "grid":
@@ -81,10 +73,8 @@ class SweepSpec(_Model):
                 )
             if self.count is not None:
                 raise ValueError("count is for strategy random; a grid trains every combination")
-            if self.grid_size > MAX_SWEEP_MEMBERS:
-                raise ValueError(
-                    f"the grid has {self.grid_size} combinations; at most {MAX_SWEEP_MEMBERS} members"
-                )
+            if self.grid_size > MAX_MEMBERS:
+                raise ValueError(f"the grid has {self.grid_size} combinations; at most {MAX_MEMBERS} members")
         elif self.count is None:
             raise ValueError("strategy random needs count (how many hyperparameter sets to draw)")
         return self
@@ -182,16 +172,7 @@ class SweepSelection:
     tied_with: list[str]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "winner": self.winner,
-            "metric": self.metric,
-            "objective_type": self.objective_type,
-            "value": self.value,
-            "ranking": self.ranking,
-            "excluded": self.excluded,
-            "tied_with": self.tied_with,
-            "summary": self.summary(),
-        }
+        return {**asdict(self), "summary": self.summary()}
 
     def summary(self) -> str:
         better = "highest" if self.objective_type == "Maximize" else "lowest"

@@ -254,7 +254,7 @@ def _valid_dependencies(paths: list[str]) -> list[str]:
 
 
 # training's source.dependencies and evaluation's dependencies: one rule for what may be shipped
-ShippedDependencies = Annotated[list[str], AfterValidator(_valid_dependencies)]
+ShippedDependencies = Annotated[list[str], AfterValidator(_valid_dependencies), Field(default_factory=list)]
 
 
 class SourceSpec(_Model):
@@ -266,7 +266,6 @@ class SourceSpec(_Model):
         description="An s3:// URI of a sourcedir.tar.gz, or a local directory the operator packs and uploads.",
     )
     dependencies: ShippedDependencies = Field(
-        default_factory=list,
         description=(
             "Local files or directories packed with source_dir at the archive's root under their own "
             "names (the SageMaker SDK's dependencies), e.g. a helper module the image lacks."

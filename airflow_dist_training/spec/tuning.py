@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from airflow_dist_training.errors import Problem
 from airflow_dist_training.spec.training import TrainingJobSpec, _Model
@@ -105,10 +105,18 @@ def checked_range_names(ranges: dict[str, Any]) -> dict[str, Any]:
     return ranges
 
 
+# the searched hyperparameters, by name (tuning and sweeps alike)
+Ranges = Annotated[
+    dict[str, HyperparameterRange],
+    Field(min_length=1, max_length=MAX_RANGES),
+    AfterValidator(checked_range_names),
+]
+
+
 class TuningSpec(_Model):
     """A SageMaker hyperparameter tuning job over a training spec."""
 
-    ranges: dict[str, HyperparameterRange] = Field(min_length=1, max_length=MAX_RANGES)
+    ranges: Ranges
     objective: TuningObjective
     strategy: Literal["Bayesian", "Random", "Grid", "Hyperband"] = "Bayesian"
     max_jobs: int | None = Field(
@@ -128,11 +136,6 @@ class TuningSpec(_Model):
     name: str | None = Field(
         default=None, min_length=1, description="Tuning job name base (default: the training spec's name)."
     )
-
-    @field_validator("ranges")
-    @classmethod
-    def _range_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return checked_range_names(value)
 
     @model_validator(mode="after")
     def _strategy_rules(self) -> TuningSpec:
@@ -180,20 +183,16 @@ def tuning_problems(training: TrainingJobSpec, tuning: TuningSpec, prefix: str =
             )
         )
     if training.compute.instance_groups:
-        problems.append(
-            Problem(
-                "compute.instance_groups",
-                "a tuning job runs every training job on one instance type: use instance_type and instance_count",
-            )
+        why = (
+            "a tuning job runs every training job on one instance type: use instance_type and instance_count"
         )
+        problems.append(Problem("compute.instance_groups", why))
     if training.image.container_entry_point:
-        problems.append(
-            Problem(
-                "image.container_entry_point",
-                "a tuning job's training jobs run the image's own entry point "
-                "(its algorithm specification has no ContainerEntrypoint)",
-            )
+        why = (
+            "a tuning job's training jobs run the image's own entry point "
+            "(its algorithm specification has no ContainerEntrypoint)"
         )
+        problems.append(Problem("image.container_entry_point", why))
     return problems
 
 

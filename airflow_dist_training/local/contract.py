@@ -29,7 +29,6 @@ from airflow_dist_training.spec.training import (
     FSxChannel,
     InputMode,
     S3Channel,
-    Strategy,
     TrainingJobSpec,
 )
 from airflow_dist_training.storage.location import Location, local_path
@@ -84,7 +83,7 @@ def to_env_value(value: Any) -> str:
         return ""
     if isinstance(value, bytes):
         return value.decode("latin-1")
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _json(value)
 
 
 def env_name(key: str) -> str:
@@ -118,6 +117,16 @@ def _json(value: Any) -> str:
 # --------------------------------------------------------------------------- layout
 
 
+class _Under:
+    """A path under the host's ``base`` (``/opt/ml``), as a read-only attribute."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, layout: HostLayout, owner: object = None) -> Path:
+        return layout.base.joinpath(*self.parts)
+
+
 @dataclass(frozen=True)
 class HostLayout:
     """The ``/opt/ml`` tree of one simulated host."""
@@ -126,52 +135,20 @@ class HostLayout:
     base: Path
     shared: Path  # the job directory: owner of the real code/ and input/data/
 
-    @property
-    def code_dir(self) -> Path:
-        return self.base / "code"
-
-    @property
-    def input_dir(self) -> Path:
-        return self.base / "input"
-
-    @property
-    def input_config_dir(self) -> Path:
-        return self.base / "input" / "config"
-
-    @property
-    def input_data_dir(self) -> Path:
-        return self.base / "input" / "data"
+    code_dir = _Under("code")
+    input_dir = _Under("input")
+    input_config_dir = _Under("input", "config")
+    input_data_dir = _Under("input", "data")
+    model_dir = _Under("model")
+    output_dir = _Under("output")
+    output_data_dir = _Under("output", "data")
+    output_intermediate_dir = _Under("output", "intermediate")
+    checkpoint_dir = _Under("checkpoints")
+    failure_file = _Under("output", "failure")
+    success_file = _Under("output", "success")
 
     def channel_dir(self, channel: str) -> Path:
         return self.input_data_dir / channel
-
-    @property
-    def model_dir(self) -> Path:
-        return self.base / "model"
-
-    @property
-    def output_dir(self) -> Path:
-        return self.base / "output"
-
-    @property
-    def output_data_dir(self) -> Path:
-        return self.base / "output" / "data"
-
-    @property
-    def output_intermediate_dir(self) -> Path:
-        return self.base / "output" / "intermediate"
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.base / "checkpoints"
-
-    @property
-    def failure_file(self) -> Path:
-        return self.output_dir / "failure"
-
-    @property
-    def success_file(self) -> Path:
-        return self.output_dir / "success"
 
     @property
     def is_shared_owner(self) -> bool:
@@ -196,8 +173,6 @@ def host_layout(job_dir: Path, index: int) -> HostLayout:
 class HostPlan:
     host: str
     index: int
-    group: str
-    instance_type: str
     layout: HostLayout
     launch: Launch
     node_rank: int | None  # index among the torchrun hosts
@@ -212,7 +187,6 @@ class LocalJobPlan:
     job_name: str
     job_dir: Path
     root: Path
-    strategy: Strategy
     hosts: list[str]
     torchrun_hosts: list[str]
     processes_per_host: int
@@ -395,7 +369,6 @@ class HostFacts:
     """What one host's environment is computed from (the request executor fills it per host)."""
 
     entry: str
-    environment: Mapping[str, str]
     job_name: str
     job_arn: str
     layout: HostLayout
@@ -415,33 +388,19 @@ class HostFacts:
     reserved: dict[str, Any]
     user_args: list[str]
     cpu_count: int
-    num_gpus: int
     nic: str
     master_port: int
     region: str | None
 
     @property
-    def module_name(self) -> str:
-        return self.entry[: -len(".py")] if self.entry.endswith(".py") else self.entry
-
-    @property
     def channel_dirs(self) -> dict[str, str]:
         return {c: str(self.layout.channel_dir(c)) for c in self.input_data_config}
-
-    @property
-    def groups_dict(self) -> dict[str, dict[str, Any]]:
-        return {g["instance_group_name"]: g for g in self.instance_groups}
-
-    @property
-    def group_names(self) -> list[str]:
-        return [g["instance_group_name"] for g in self.instance_groups]
 
 
 def host_env(h: HostFacts) -> dict[str, str]:
     """The environment of one host's script: platform, image, toolkit and PyTorch-DLC variables."""
     env: dict[str, str] = {}
-    # platform: the request's Environment map and the job identity
-    env.update(h.environment)
+    # platform: the job identity
     env["TRAINING_JOB_NAME"] = h.job_name
     env["TRAINING_JOB_ARN"] = h.job_arn
     # image ENV (PyTorch DLC)
@@ -513,8 +472,8 @@ def _training_env(h: HostFacts) -> dict[str, Any]:
         "input_config_dir": str(layout.input_config_dir),
         "input_data_config": h.input_data_config,
         "input_dir": str(layout.input_dir),
-        "instance_groups": h.group_names,
-        "instance_groups_dict": h.groups_dict,
+        "instance_groups": [g["instance_group_name"] for g in h.instance_groups],
+        "instance_groups_dict": {g["instance_group_name"]: g for g in h.instance_groups},
         "is_hetero": len(h.instance_groups) > 1,
         "is_master": h.host == h.master,
         "is_modelparallel_enabled": None,
@@ -525,10 +484,10 @@ def _training_env(h: HostFacts) -> dict[str, Any]:
         "master_hostname": h.master,
         "model_dir": str(layout.model_dir),
         "module_dir": str(layout.code_dir),
-        "module_name": h.module_name,
+        "module_name": h.entry.removesuffix(".py"),
         "network_interface_name": h.nic,
         "num_cpus": h.cpu_count,
-        "num_gpus": h.num_gpus,
+        "num_gpus": 0,
         "num_neurons": 0,
         "output_data_dir": str(layout.output_data_dir),
         "output_dir": str(layout.output_dir),
@@ -570,20 +529,8 @@ _EXCEPTION_NAMES = sorted(
 
 def error_excerpt(lines: list[str]) -> str:
     """Deduplicated lines from the first one naming a built-in exception (TT:process.py#watch)."""
-    start = None
-    for i, line in enumerate(lines):
-        if any(name in line for name in _EXCEPTION_NAMES):
-            start = i
-            break
-    if start is None:
-        return ""
-    seen: set[str] = set()
-    out: list[str] = []
-    for line in lines[start:]:
-        if line not in seen:
-            seen.add(line)
-            out.append(line)
-    return "\n".join(out)
+    start = next((i for i, line in enumerate(lines) if any(n in line for n in _EXCEPTION_NAMES)), None)
+    return "" if start is None else "\n".join(dict.fromkeys(lines[start:]))
 
 
 # where torchrun's elastic agent starts its own failure report (a traceback of the agent, not the script)

@@ -38,7 +38,6 @@ from airflow_dist_training.local.contract import (
 from airflow_dist_training.local.job_env import job_python
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
-from airflow_dist_training.spec.training import Strategy
 
 # Launcher-mode command the planner writes (sagemaker/launcher.py); its config file says the launcher.
 _LAUNCH_CONFIG_ARG = "--config"
@@ -247,7 +246,7 @@ def plan_request(
     return RequestPlan(
         request=json.loads(json.dumps(request, default=str)),
         mode=runner,
-        plan=_job_plan(request, jobs_root, store, options, facts, host_plans, runner, torch_distributed),
+        plan=_job_plan(request, jobs_root, store, options, facts, host_plans, runner),
         isolation=isolation,
         code_uri=str(reserved["sagemaker_submit_directory"])
         if "sagemaker_submit_directory" in reserved
@@ -282,7 +281,6 @@ def _request_facts(
     )
     return HostFacts(
         entry=entry_point,
-        environment={},
         job_name=name,
         job_arn=job_arn(name),
         layout=host_layout(job_dir, 0),
@@ -304,7 +302,6 @@ def _request_facts(
         reserved=reserved,
         user_args=to_cmd_args(user_hps),
         cpu_count=nshosts.available_cpus(),
-        num_gpus=0,
         nic="lo",
         master_port=nshosts.MASTER_PORT,
         region=str(region or "") or None,
@@ -461,8 +458,6 @@ def _request_host_plans(
             HostPlan(
                 host=host,
                 index=index,
-                group=group,
-                instance_type=itype,
                 layout=layout,
                 launch=launch,  # type: ignore[arg-type]
                 node_rank=torchrun_hosts.index(host) if launch == "torchrun" else None,
@@ -486,27 +481,21 @@ def _job_plan(
     facts: HostFacts,
     host_plans: list[HostPlan],
     runner: str,
-    torch_distributed: bool,
 ) -> LocalJobPlan:
     """The stores (checkpoints, output) and the whole plan of a checked request."""
     name = facts.job_name
     algorithm = request.get("AlgorithmSpecification") or {}
     warnings: list[str] = []
-    checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
-    local_path = (request.get("CheckpointConfig") or {}).get("LocalPath")
+    checkpoint = request.get("CheckpointConfig") or {}
+    local_path = checkpoint.get("LocalPath")
     if local_path and local_path.rstrip("/") != "/opt/ml/checkpoints":
         warnings.append(
             f"CheckpointConfig.LocalPath {local_path}: the local backend syncs /opt/ml/checkpoints only"
         )
-    if runner == "container":
-        strategy = Strategy.LAUNCHER
-    else:
-        strategy = Strategy.TORCH_DISTRIBUTED if torch_distributed else Strategy.NONE
     return LocalJobPlan(
         job_name=name,
         job_dir=jobs_root / name,
         root=jobs_root,
-        strategy=strategy,
         hosts=facts.hosts,
         torchrun_hosts=[hp.host for hp in host_plans if hp.launch == "torchrun"],
         processes_per_host=max(1, int(options.processes_per_host or 1)) if runner == "builtin" else 1,
@@ -514,7 +503,7 @@ def _job_plan(
         hyperparameters_file={str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()},
         input_data_config=facts.input_data_config,
         user_args=facts.user_args,
-        checkpoint_store=store.resolve(checkpoint_uri) if checkpoint_uri else None,
+        checkpoint_store=store.resolve(checkpoint["S3Uri"]) if checkpoint.get("S3Uri") else None,
         output_compression="NONE"
         if (request.get("OutputDataConfig") or {}).get("CompressionType") == "NONE"
         else "GZIP",

@@ -145,16 +145,11 @@ SyncState = dict[str, tuple[int, float]]
 def sync_dir(
     src: Location, dst: Location, state: SyncState | None = None, stores: Stores | None = None
 ) -> int:
-    """Copy files that are missing, differ in size, or were rewritten from ``src`` to ``dst`` (never deletes).
-
-    Either side may be in any store. "Rewritten" matters: a script that overwrites ``last.pt`` every
-    epoch writes the same size each time, so each copy is remembered in ``state`` by its local path
-    with the source's size and modified time. Without a memory of a file, a target that is as large
-    and not older counts as the same (S3 times have second resolution, so they cannot tell a rewrite
-    within the same second). A local target gets the source's modified time, so a restored file is
-    not pushed back. Checkpoint manifests are copied last, so a checkpoint never looks complete
-    before its files. Returns the number of files copied.
-    """
+    """Copy files that are missing, differ in size, or were rewritten from ``src`` to ``dst`` (never
+    deletes; either side in any store); returns how many. A rewrite may keep the size, so each copy
+    is remembered in ``state`` by size and modified time; without a memory, a target as large and
+    not older is the same (S3 times have second resolution). A local target gets the source's
+    time, so a restored file is not pushed back; manifests go last (docs/local-backend.md)."""
     state = {} if state is None else state
     stores = stores or Stores(StoreOptions(aws_conn_id=None))
     src, dst = src.as_dir(), dst.as_dir()

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import subprocess
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from airflow_dist_training.local.job_env import run_checked
 
 
 def choose_python(
@@ -45,28 +47,8 @@ def install_requirements(
             log(f"[local] requirements.txt: reusing the cached environment {target}")
             return target
         log(f"[local] requirements.txt: pip install -r into {target} (before the hosts start)")
-        done = subprocess.run(
-            [
-                python,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--target",
-                str(target),
-                "-r",
-                str(requirements),
-            ],
-            cwd=code_dir,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise RuntimeError(
-                f"pip install -r requirements.txt failed (exit code {done.returncode}):\n{tail}"
-            )
+        pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        argv = [*pip, "--target", str(target), "-r", str(requirements)]
+        run_checked(argv, "pip install -r requirements.txt", cwd=code_dir, environ=os.environ)
         (target / ".complete").write_text("")
     return target

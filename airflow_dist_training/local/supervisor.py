@@ -1,13 +1,7 @@
 """Supervise one local training job: prepare, launch, stream, wait, stop, fail or upload.
 
 One launcher process per simulated host, each in its own session (process group), so a stop
-kills the whole tree. Output lines of every host are streamed to a log callback with a
-``[algo-N]`` prefix, and metric regexes are applied to them. Checkpoints are restored before the
-run and synced back periodically and at the end; the model directories are packed into
-``model.tar.gz`` (and ``output/data`` into ``output.tar.gz``) where the request says. A failing
-host gets ``output/failure`` (toolkit format, unless the script wrote its own) and the run raises
-:class:`~airflow_dist_training.errors.TrainingJobError` with the last lines and that file, its
-``FailureReason`` as SageMaker gives it (no path of this machine, 1,024 characters at most).
+kills the whole tree. What the job sees and how it fails: docs/local-backend.md.
 """
 
 from __future__ import annotations

@@ -2,12 +2,8 @@
 
 Planned as SageMaker gets it (``sagemaker/tuning.py``) and run as the test endpoint runs it, from
 the same pure functions (``sagemaker/tuning_jobs.py``), each training job on the local executor.
-
-**Durable.** The ledger ``<jobs root>/<tuning job>/tuning.json`` records each training job
-*before* it starts, and its result when it ends. A retried task reads it: a Completed tuning job is
-returned as is; one whose process died resumes, running again under the same name the job the dead
-process had running (a local job dies with its process). Names are never reused for another
-configuration, so a retry creates no duplicate; a lock file keeps two processes apart.
+Durable through its ledger ``tuning.json`` (docs/tuning.md): a local job dies with its process, so
+a retry resumes from what the ledger recorded, never reusing a name for another configuration.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Fingerprints of what a training run reads, and the skip decision. Pure: listings in, hashes out.
 
-A run is keyed on **content**, not on arguments (SageMaker Pipelines' step caching keys on the
-request: the same S3 prefix with new objects in it is a cache hit there, a new fingerprint here):
-
-* data: per channel, a hash over ``(relative key, ETag or content hash, size)`` of every object or
-  file the job would read, sorted by key. S3: one paginated ``ListObjectsV2`` of the channel
-  prefix. FSx-staged: the staged prefix's manifest. Local: sizes and sha256 of the files.
-* code: a hash over ``(relative path, sha256)`` of the source directory the job runs.
-* spec: a hash of the effective spec (after the run's overrides) without its checkpoint location,
-  which is per run by design, plus the run's settings that change the model (``warm_start``).
-
-The hook (``hooks/fingerprint.py``) produces the listings; everything here is deterministic.
+A run is keyed on **content** (data, code, spec), not on the request's arguments as SageMaker
+Pipelines' step caching is; what each fingerprint covers: docs/retraining.md. The hook
+(``hooks/fingerprint.py``) produces the listings.
 """
 
 from __future__ import annotations

@@ -350,18 +350,11 @@ def request_channels(
                 f"{scheme}://{fs.get('FileSystemId')}/{str(fs.get('DirectoryPath', '')).strip('/')}"
             )
             dist_type = "FullyReplicated"
-        entry = {}
-        if channel.get("ContentType"):
-            entry["ContentType"] = str(channel["ContentType"])
-        entry.update(
-            {
-                "TrainingInputMode": str(
-                    channel.get("InputMode") or algorithm.get("TrainingInputMode", "File")
-                ),
-                "S3DistributionType": dist_type,
-                "RecordWrapperType": str(channel.get("RecordWrapperType", "None")),
-            }
-        )
+        mode = channel.get("InputMode") or algorithm.get("TrainingInputMode", "File")
+        entry = {"ContentType": str(channel["ContentType"])} if channel.get("ContentType") else {}
+        entry["TrainingInputMode"] = str(mode)
+        entry["S3DistributionType"] = dist_type
+        entry["RecordWrapperType"] = str(channel.get("RecordWrapperType", "None"))
         if channel.get("CompressionType") and channel["CompressionType"] != "None":
             entry["CompressionType"] = str(channel["CompressionType"])
         input_data_config[cname] = entry

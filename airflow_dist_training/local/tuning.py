@@ -83,13 +83,12 @@ class LocalTuningJob:
         self.run_identity = run_identity
         self.region = region
         self.log: LogFn = log or (lambda line: None)
+        limit = tuning.max_parallel_jobs
         processes = spec.compute.instance_count * (spec.distribution.processes_per_host or 1)
-        bound, self.parallel_why = local_parallelism(tuning.max_parallel_jobs, processes)
-        self.parallel = min(parallel, tuning.max_parallel_jobs) if parallel else bound
+        self.parallel, self.parallel_why = local_parallelism(limit, processes)
         if parallel:
-            self.parallel_why = (
-                f"{self.parallel} (asked {parallel}, MaxParallelTrainingJobs {tuning.max_parallel_jobs})"
-            )
+            self.parallel = min(parallel, limit)
+            self.parallel_why = f"{self.parallel} (asked {parallel}, MaxParallelTrainingJobs {limit})"
         self.dir = Path(hook.job_dir(name))
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -338,42 +337,36 @@ class LocalTuningJob:
                 + (f" ({desc['FailureReason']})" if desc.get("FailureReason") else "")
             )
 
-    def _end(self) -> None:
+    def _end(self, exc: BaseException | None = None) -> None:
+        """Record the outcome, or (``exc``: the loop itself failed) Failed with the cause; a tuning
+        job that ended already (a stop from ``on_kill``) stays as it ended."""
         with self._lock:
-            assert self.ledger is not None
-            if self.ledger["HyperParameterTuningJobStatus"] in TERMINAL:
+            if self.ledger is None or self.ledger["HyperParameterTuningJobStatus"] in TERMINAL:
                 return
-            metric = self.ledger["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"][
-                "MetricName"
-            ]
-            status, reason = tuning_outcome(self.summaries(), metric, stop_requested=self._stop.is_set())
+            config = self.ledger["HyperParameterTuningJobConfig"]
+            metric, stopped = config["HyperParameterTuningJobObjective"]["MetricName"], self._stop.is_set()
+            if exc is None:
+                status, reason = tuning_outcome(self.summaries(), metric, stop_requested=stopped)
+            else:
+                status = "Stopped" if stopped else "Failed"
+                reason = f"InternalServerError: {type(exc).__name__}: {exc}"[:1024]
             self.ledger.update(
                 HyperParameterTuningJobStatus=status,
                 HyperParameterTuningEndTime=_now(),
-                StopRequested=self._stop.is_set(),
+                StopRequested=stopped,
             )
             if reason:
                 self.ledger["FailureReason"] = reason
             self._write()
 
     def _abandon(self, exc: BaseException) -> None:
-        """The loop itself failed (not a training job): stop what runs; the tuning job ends Failed
-        with the cause, unless a stop (``on_kill``) ended it already."""
+        """The loop itself failed (not a training job): stop what runs, end with the cause."""
         for handle in list(self._handles.values()):
             with contextlib.suppress(Exception):
                 handle.stop(self.hook.stop_grace_seconds, wait=True)
         with contextlib.suppress(Exception):
             self._collect()
-        with self._lock:
-            if self.ledger is None or self.ledger["HyperParameterTuningJobStatus"] in TERMINAL:
-                return
-            self.ledger.update(
-                HyperParameterTuningJobStatus="Stopped" if self._stop.is_set() else "Failed",
-                FailureReason=f"InternalServerError: {type(exc).__name__}: {exc}"[:1024],
-                HyperParameterTuningEndTime=_now(),
-                StopRequested=self._stop.is_set(),
-            )
-            self._write()
+        self._end(exc)
 
     def stop(self, grace_seconds: float | None = None, *, wait: bool = True) -> None:
         """Stop the running training jobs; nothing more starts; the tuning job ends ``Stopped``.

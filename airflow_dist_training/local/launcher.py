@@ -134,10 +134,6 @@ def host_process(
 # --------------------------------------------------------------------------- stores
 
 
-def _manifest_last(rel: str) -> tuple[int, str]:
-    return (1 if rel.rsplit("/", 1)[-1] == "_MANIFEST.json" else 0, rel)
-
-
 # what a sync last copied, per local path (or target URI): (size, modified); a run keeps one across its syncs
 SyncState = dict[str, tuple[int, float]]
 
@@ -156,9 +152,8 @@ def sync_dir(
     src_store, dst_store = stores(src), stores(dst)
     existing = dst_store.list_tree(dst)
     copied = 0
-    for rel, (size, modified) in sorted(
-        src_store.list_tree(src).items(), key=lambda kv: _manifest_last(kv[0])
-    ):
+    by_name = sorted(src_store.list_tree(src).items())  # then manifests last (a stable sort)
+    for rel, (size, modified) in sorted(by_name, key=lambda kv: kv[0].rsplit("/", 1)[-1] == "_MANIFEST.json"):
         if not rel or ".." in rel.split("/") or rel.rsplit("/", 1)[-1].startswith(_SKIP_SYNC_PREFIXES):
             continue
         target = dst.join(rel)

@@ -95,19 +95,16 @@ def _share_with_first_host(lay: HostLayout, first: HostLayout, namespaces: bool)
 
 
 def _fetch_code(store: ObjectStore, uri: str, code: Path) -> None:
-    if uri.startswith("s3://"):
-        with tempfile.TemporaryDirectory() as tmp:
-            archive = Path(tmp) / "sourcedir.tar.gz"
-            store.get_file(uri, archive)
-            with tarfile.open(archive, "r:*") as tar:
+    """The code: a tarball (in the store, or a local file) or a local directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "sourcedir.tar.gz" if uri.startswith("s3://") else Path(split_uri(uri)[2])
+        if uri.startswith("s3://"):
+            store.get_file(uri, src)
+        if src.is_file():
+            with tarfile.open(src, "r:*") as tar:
                 tar.extractall(code, filter="data")
-        return
-    src = Path(split_uri(uri)[2])
-    if src.is_file():
-        with tarfile.open(src, "r:*") as tar:
-            tar.extractall(code, filter="data")
-    else:
-        shutil.copytree(src, code, dirs_exist_ok=True, symlinks=True)
+        else:
+            shutil.copytree(src, code, dirs_exist_ok=True, symlinks=True)
 
 
 def _install_requirements(rp: RequestPlan, log: LogFn) -> str | None:

@@ -65,10 +65,6 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def _local_root(source: str) -> Path:
-    return Path(split_uri(source)[2])
-
-
 def _iter_local(root: Path) -> Iterator[_SourceFile]:
     if root.is_file():
         stat = root.stat()
@@ -115,7 +111,7 @@ def _source_files(source: str, dest: Path, s3_client: Any) -> list[_SourceFile]:
     """The files of an ``s3://`` prefix or a local directory/file (never one containing ``dest``)."""
     if source.startswith("s3://"):
         return list(_iter_s3(source, s3_client))
-    root = _local_root(source)
+    root = Path(split_uri(source)[2])
     if not root.exists():
         raise FileNotFoundError(f"staging source {source} does not exist")
     if root.resolve() == dest.resolve() or dest.resolve().is_relative_to(root.resolve()):

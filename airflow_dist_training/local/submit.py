@@ -176,4 +176,3 @@ def _local_mounts(
     if filled.output is not None and (uri := filled.output.local_uri):
         mounts[filled.output.s3_path.rstrip("/")] = local_path(uri, base_dir) or uri
     return mounts
-

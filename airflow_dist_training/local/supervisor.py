@@ -233,10 +233,7 @@ class RunSupervisor:
     def launch(self) -> None:
         plan = self.plan
         namespaces = self.rp.isolation.namespaces
-        if namespaces:
-            if self.network is None and self._network_ready is None:
-                self._network_ready = threading.Thread(target=self._start_network, daemon=True)
-                self._network_ready.start()
+        if namespaces:  # prepare() started the network
             self._wait_network()
             if self._network_error is not None:
                 raise self._network_error

@@ -59,11 +59,10 @@ def listing_fingerprint(entries: Iterable[Entry]) -> dict[str, Any]:
 
 def s3_listing_entries(prefix_key: str, contents: Iterable[Mapping[str, Any]]) -> list[Entry]:
     """``ListObjectsV2`` ``Contents`` items -> entries keyed relative to ``prefix_key``."""
-    base = prefix_key
     out = []
     for obj in contents:
         key = str(obj["Key"])
-        rel = key[len(base) :].lstrip("/") if key.startswith(base) else key
+        rel = key[len(prefix_key) :].lstrip("/") if key.startswith(prefix_key) else key
         out.append(Entry(rel or key.rsplit("/", 1)[-1], str(obj.get("ETag", "")), int(obj.get("Size", 0))))
     return out
 
@@ -84,21 +83,18 @@ def code_hash(files: Iterable[tuple[str, str]]) -> str:
 _VOLATILE_SPEC_FIELDS = ("checkpoint", "name")
 
 
+def _without(fields: Mapping[str, Any] | None, *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in (fields or {}).items() if k not in keys}
+
+
 def spec_hash(spec: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> str:
     """Hash of the effective spec (a ``model_dump(mode="json")`` dict) and the run's settings."""
-    data = {k: v for k, v in spec.items() if k not in _VOLATILE_SPEC_FIELDS}
-    source = dict(data.get("source") or {})
-    source.pop("source_dir", None)
-    source.pop("dependencies", None)  # paths differ between machines; their files are in the code hash
-    data["source"] = source
-    channels = {}
-    for name, channel in dict(data.get("channels") or {}).items():
-        # where the local backend reads a channel is not what it reads: the data fingerprint is
-        channels[name] = {k: v for k, v in dict(channel).items() if k != "local_source"}
-    data["channels"] = channels
-    output = dict(data.get("output") or {})
-    output.pop("local_uri", None)
-    data["output"] = output
+    data = _without(spec, *_VOLATILE_SPEC_FIELDS)
+    # paths differ between machines; their files are in the code hash
+    data["source"] = _without(data.get("source"), "source_dir", "dependencies")
+    # where the local backend reads a channel is not what it reads: the data fingerprint is
+    data["channels"] = {name: _without(c, "local_source") for name, c in (data.get("channels") or {}).items()}
+    data["output"] = _without(data.get("output"), "local_uri")
     payload = json.dumps({"spec": data, "settings": dict(settings or {})}, sort_keys=True, default=str)
     return PREFIX + hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

@@ -53,4 +53,3 @@ def warm_start_channel(uri: str) -> dict[str, Any]:
     if uri.startswith("s3://"):
         return {"type": "s3", "uri": uri}
     return {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": split_uri(uri)[2]}
-

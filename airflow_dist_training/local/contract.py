@@ -1,11 +1,8 @@
 """The SageMaker training-container contract, mapped onto one machine (pure: no I/O, no torch, no boto3).
 
-``local/request_plan.py`` plans a request per host with what is here: the ``/opt/ml`` tree of
-every simulated host under ``<root>/<job>/`` (algo-1's *is* the job directory, the others'
-``hosts/<host>/`` share its ``code`` and ``input/data``, as File-mode channels are identical on
-every host), the config files, the ``SM_*`` environment and the user arguments exactly as the
-classic ``sagemaker-training`` toolkit produces them, and the launch decision per host.
-:func:`validate_local` reports local-mode problems as ``(field path, message)`` pairs.
+``local/request_plan.py`` plans a request per host with what is here: the ``/opt/ml`` trees, the
+config files, the ``SM_*`` environment and the user arguments exactly as the classic
+``sagemaker-training`` toolkit produces them. :func:`validate_local` reports local-mode problems.
 
 The deliberate differences from SageMaker (``lo`` as the network interface, ``SM_NUM_GPUS`` 0,
 argv passed exactly, ``SM_CHECKPOINT_DIR`` added) are in docs/local-backend.md.

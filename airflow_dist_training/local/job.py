@@ -197,9 +197,7 @@ class LocalTrainingJob:
             "FinalMetricDataList": metrics,
             "ModelArtifacts": {"S3ModelArtifacts": self.plan.model_uri},
         }
-        for key in _ECHOED_KEYS:
-            if key in self.request:
-                desc[key] = self.request[key]
+        desc.update({key: self.request[key] for key in _ECHOED_KEYS if key in self.request})
         if run.training_started is not None:
             desc["TrainingStartTime"] = dt.datetime.fromtimestamp(run.training_started, dt.UTC)
         if self._done.is_set():

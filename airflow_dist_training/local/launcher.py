@@ -1,13 +1,8 @@
 """What one simulated host runs, and how a job's files move.
 
 One launcher process per simulated host: the request's ``ContainerEntrypoint``, AWS's toolkit
-(``train``), or the project's runner. There, torchrun hosts run ``python -m torch.distributed.run
---nnodes=N --nproc-per-node=P --node-rank=i``: one host with a c10d rendezvous on ``127.0.0.1:0``
-(what torchrun does for one node), several with the ``static`` rendezvous on the master address and
-port, which is what SageMaker runs (``algo-1:7777``): ranks then follow the host order, which a c10d
-rendezvous does not guarantee. Other hosts run ``python <entry> <args>`` once, as the toolkit does.
-
-Files: :func:`sync_dir` restores and syncs checkpoints, :func:`pack_dirs` packs ``model.tar.gz``.
+(``train``), or the project's runner, whose torchrun command is in docs/local-backend.md.
+:func:`sync_dir` restores and syncs checkpoints, :func:`pack_dirs` packs ``model.tar.gz``.
 """
 
 from __future__ import annotations

@@ -33,16 +33,12 @@ class StageResult:
     skipped: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(int(e["size"]) for e in self.manifest.values())
-
     def summary(self) -> dict[str, Any]:
         """Small JSON for XCom."""
         return {
             "channel_dir": self.channel_dir,
             "files": len(self.manifest),
-            "bytes": self.total_bytes,
+            "bytes": sum(int(e["size"]) for e in self.manifest.values()),
             "copied": len(self.copied),
             "skipped": len(self.skipped),
             "deleted": len(self.deleted),

@@ -375,7 +375,6 @@ class HostFacts:
     itype: str
     group_hosts: list[str]
     instance_groups: list[dict[str, Any]]
-    dist_groups: list[str]
     distribution_hosts: list[str]
     master: str
     resource_config: dict[str, Any]
@@ -462,7 +461,7 @@ def _training_env(h: HostFacts) -> dict[str, Any]:
         "current_instance_group_hosts": list(h.group_hosts),
         "current_instance_type": h.itype,
         "distribution_hosts": h.distribution_hosts,
-        "distribution_instance_groups": h.dist_groups,
+        "distribution_instance_groups": [h.group],
         "framework_module": None,
         "hosts": h.hosts,
         "hyperparameters": h.user_hps,

@@ -201,12 +201,9 @@ def warn_fallback_once(isolation: Isolation) -> str | None:
 
 def loopback_ports(environ: Mapping[str, str]) -> list[int]:
     """Ports of endpoint URLs on 127.0.0.1/localhost (the S3 endpoint, the SageMaker test endpoint)."""
-    ports = []
-    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER"):
-        match = re.match(r"https?://(?:127\.0\.0\.1|localhost):(\d+)", environ.get(key, ""))
-        if match:
-            ports.append(int(match.group(1)))
-    return ports
+    keys = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER")
+    loopback = re.compile(r"https?://(?:127\.0\.0\.1|localhost):(\d+)")
+    return [int(m.group(1)) for key in keys if (m := loopback.match(environ.get(key, "")))]
 
 
 def available_cpus() -> int:
@@ -214,14 +211,10 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def host_address(index: int) -> str:
-    """``algo-1`` is 127.0.0.2, ``algo-2`` 127.0.0.3, ...: one loopback address per host."""
-    return f"127.0.0.{index + 2}"
-
-
 def hosts_file(hosts: list[str]) -> str:
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    lines += [f"{host_address(i)}\t{h}" for i, h in enumerate(hosts)]
+    # one loopback address per host: algo-1 is 127.0.0.2, algo-2 127.0.0.3, ...
+    lines += [f"127.0.0.{i + 2}\t{h}" for i, h in enumerate(hosts)]
     return "\n".join(lines) + "\n"
 
 
@@ -229,7 +222,6 @@ class JobNetwork:
     """The job's network namespace (held by a small process) and its relays to host services."""
 
     def __init__(self, job_dir: Path, hosts: list[str], isolation: Isolation, relay_ports: list[int]) -> None:
-        self.job_dir = job_dir
         self.isolation = isolation
         self.relay_ports = sorted(set(relay_ports))
         self.net_dir = job_dir / ".net"
@@ -279,7 +271,7 @@ class JobNetwork:
             raise RuntimeError(f"could not create the job's network namespace: {line} {err}".strip())
         self.setup_seconds = time.perf_counter() - started
 
-    def host_command(self, index: int, host: str, opt_ml: Path, command: list[str]) -> list[str]:
+    def host_command(self, host: str, opt_ml: Path, command: list[str]) -> list[str]:
         """Run ``command`` as host ``host`` (own mount/UTS/PID namespaces) inside the job's network."""
         assert self.holder is not None
         ovl = self.net_dir / "ovl" / host

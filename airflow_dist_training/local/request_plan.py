@@ -292,7 +292,6 @@ def _request_facts(
         instance_groups=[
             {"instance_group_name": n, "instance_type": t, "hosts": list(hs)} for n, t, hs in groups
         ],
-        dist_groups=[],
         distribution_hosts=dist_hosts if torch_distributed else [],
         master=dist_hosts[0] if dist_hosts else (hosts[0] if hosts else ""),
         resource_config={},
@@ -440,7 +439,6 @@ def _request_host_plans(
                     group=group,
                     itype=itype,
                     group_hosts=group_hosts,
-                    dist_groups=[group],
                     resource_config=resource_config,
                 )
             )

@@ -250,7 +250,7 @@ class RunSupervisor:
             if self.network is not None:
                 env["ADT_WORKDIR"] = cwd
                 env["ADT_SHARED_DATA"] = str(plan.host_plans[0].layout.input_data_dir)
-                cmd = self.network.host_command(hp.index, hp.host, hp.layout.base, cmd)
+                cmd = self.network.host_command(hp.host, hp.layout.base, cmd)
                 cwd = "/"
             if self._spawn(hp.host, cmd, env, cwd, job_cmd) is None:
                 return

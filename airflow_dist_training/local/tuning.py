@@ -124,27 +124,19 @@ class LocalTuningJob:
         """``HyperParameterTrainingJobSummary`` of each training job started, in launch order."""
         assert self.ledger is not None
         metric = self.ledger["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]
-        out = []
-        for job in self.ledger["TrainingJobs"]:
-            summary: dict[str, Any] = {
+        objective = (metric["MetricName"], metric["Type"])
+        return [
+            {
                 "TrainingJobName": job["TrainingJobName"],
                 "TrainingJobArn": job.get("TrainingJobArn"),
                 "TuningJobName": self.name,
                 "TrainingJobStatus": job["TrainingJobStatus"],
                 "TunedHyperParameters": dict(job["TunedHyperParameters"]),
+                **({"FailureReason": job["FailureReason"]} if job.get("FailureReason") else {}),
+                **objective_fields(job["TrainingJobStatus"], job.get("FinalMetrics") or {}, *objective),
             }
-            if job.get("FailureReason"):
-                summary["FailureReason"] = job["FailureReason"]
-            summary.update(
-                objective_fields(
-                    job["TrainingJobStatus"],
-                    job.get("FinalMetrics") or {},
-                    metric["MetricName"],
-                    metric["Type"],
-                )
-            )
-            out.append(summary)
-        return out
+            for job in self.ledger["TrainingJobs"]
+        ]
 
     def describe(self) -> dict[str, Any]:
         """A ``DescribeHyperParameterTuningJob``-shaped dict (JSON types only), plus the training

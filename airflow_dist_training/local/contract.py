@@ -31,6 +31,7 @@ from airflow_dist_training.spec.training import (
 from airflow_dist_training.storage.location import Location, local_path
 
 HOST_PREFIX = "algo-"
+NIC = "lo"  # every simulated host's network interface (eth0 in a namespace's resourceconfig.json)
 HOMOGENEOUS_GROUP = "homogeneousCluster"
 DEFAULT_LOG_LEVEL = 20
 # TT:params.py#SAGEMAKER_HYPERPARAMETERS: never user hyperparameters, never framework params.
@@ -363,30 +364,30 @@ def _process_problems(
 
 @dataclass(frozen=True)
 class HostFacts:
-    """What one host's environment is computed from (the request executor fills it per host)."""
+    """What one host's environment is computed from: the job's facts, then (the request executor
+    fills them per host) the host's own."""
 
     entry: str
     job_name: str
     job_arn: str
     layout: HostLayout
-    host: str
     hosts: list[str]
-    group: str
-    itype: str
-    group_hosts: list[str]
     instance_groups: list[dict[str, Any]]
     distribution_hosts: list[str]
     master: str
-    resource_config: dict[str, Any]
     input_data_config: dict[str, dict[str, str]]
     user_hps: dict[str, Any]
     framework_params: dict[str, Any]
     reserved: dict[str, Any]
     user_args: list[str]
     cpu_count: int
-    nic: str
     master_port: int
     region: str | None
+    host: str = ""
+    group: str = ""
+    itype: str = ""
+    group_hosts: list[str] = field(default_factory=list)
+    resource_config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def channel_dirs(self) -> dict[str, str]:
@@ -416,7 +417,7 @@ def host_env(h: HostFacts) -> dict[str, str]:
     env["SM_CHECKPOINT_DIR"] = str(h.layout.checkpoint_dir)
     env["ADT_LOCAL_BACKEND"] = "1"
     # PyTorch DLC (PT:training.py#train): NCCL and master variables; torchrun overrides MASTER_* for workers
-    env["NCCL_SOCKET_IFNAME"] = h.nic
+    env["NCCL_SOCKET_IFNAME"] = NIC
     env["NCCL_IB_DISABLE"] = "1"
     env["NCCL_DEBUG"] = "WARN"
     env["MASTER_ADDR"] = "127.0.0.1"  # stands in for the master host name, which does not resolve locally
@@ -481,7 +482,7 @@ def _training_env(h: HostFacts) -> dict[str, Any]:
         "model_dir": str(layout.model_dir),
         "module_dir": str(layout.code_dir),
         "module_name": h.entry.removesuffix(".py"),
-        "network_interface_name": h.nic,
+        "network_interface_name": NIC,
         "num_cpus": h.cpu_count,
         "num_gpus": 0,
         "num_neurons": 0,

@@ -25,6 +25,7 @@ from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.local import hosts as nshosts
 from airflow_dist_training.local.contract import (
     HOMOGENEOUS_GROUP,
+    NIC,
     HostFacts,
     HostLayout,
     HostPlan,
@@ -230,18 +231,13 @@ def plan_request(
         runner = _script_runner(options, python, isolation, problems)
     if problems:
         raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
-    hosts = [h for _, _, hs in groups for h in hs]
-    dist_hosts = list(hosts)
-    if "sagemaker_distribution_instance_groups" in framework:
-        wanted = set(framework["sagemaker_distribution_instance_groups"])
-        dist_hosts = [h for n, _, hs in groups for h in hs if n in wanted]
-    torchrun_hosts = dist_hosts if (torch_distributed and runner == "builtin") else []
     # the project's own runner needs the per-host environment and launch plan (local/contract.py)
     facts = _request_facts(
-        jobs_root / name, groups, dist_hosts, reserved, framework, user_hps, input_data_config, environ,
+        jobs_root / name, groups, reserved, framework, user_hps, input_data_config, environ,
         entry_point=str(reserved.get("sagemaker_program") or launch_config.get("entry_point") or ""),
         torch_distributed=torch_distributed,
     )  # fmt: skip
+    torchrun_hosts = facts.distribution_hosts if runner == "builtin" else []
     host_plans = _request_host_plans(facts, groups, jobs_root / name, torchrun_hosts, isolation, runner)
     return RequestPlan(
         request=json.loads(json.dumps(request, default=str)),
@@ -263,7 +259,6 @@ def plan_request(
 def _request_facts(
     job_dir: Path,
     groups: list[tuple[str, str, list[str]]],
-    dist_hosts: list[str],
     reserved: dict[str, Any],
     framework: dict[str, Any],
     user_hps: dict[str, Any],
@@ -276,6 +271,10 @@ def _request_facts(
     """The facts every host's environment shares (per-host fields are set by ``_request_host_plans``)."""
     name = job_dir.name
     hosts = [h for _, _, hs in groups for h in hs]
+    dist_hosts = list(hosts)
+    if "sagemaker_distribution_instance_groups" in framework:
+        wanted = set(framework["sagemaker_distribution_instance_groups"])
+        dist_hosts = [h for n, _, hs in groups for h in hs if n in wanted]
     region = (
         reserved.get("sagemaker_region") or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
     )
@@ -284,24 +283,18 @@ def _request_facts(
         job_name=name,
         job_arn=job_arn(name),
         layout=host_layout(job_dir, 0),
-        host=hosts[0] if hosts else "",
         hosts=hosts,
-        group=groups[0][0],
-        itype=groups[0][1],
-        group_hosts=groups[0][2],
         instance_groups=[
             {"instance_group_name": n, "instance_type": t, "hosts": list(hs)} for n, t, hs in groups
         ],
         distribution_hosts=dist_hosts if torch_distributed else [],
         master=dist_hosts[0] if dist_hosts else (hosts[0] if hosts else ""),
-        resource_config={},
         input_data_config=input_data_config,
         user_hps=user_hps,
         framework_params=framework,
         reserved=reserved,
         user_args=to_cmd_args(user_hps),
         cpu_count=nshosts.available_cpus(),
-        nic="lo",
         master_port=nshosts.MASTER_PORT,
         region=str(region or "") or None,
     )
@@ -427,7 +420,7 @@ def _request_host_plans(
             "current_group_name": group,
             "hosts": list(facts.hosts),
             "instance_groups": facts.instance_groups,
-            "network_interface_name": "eth0" if isolation.namespaces else facts.nic,
+            "network_interface_name": "eth0" if isolation.namespaces else NIC,
         }
         env: dict[str, str] = {}
         if runner == "builtin":

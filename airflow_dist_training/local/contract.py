@@ -129,9 +129,7 @@ class _Under:
 class HostLayout:
     """The ``/opt/ml`` tree of one simulated host."""
 
-    host: str
     base: Path
-    shared: Path  # the job directory: owner of the real code/ and input/data/
 
     code_dir = _Under("code")
     input_dir = _Under("input")
@@ -148,10 +146,6 @@ class HostLayout:
     def channel_dir(self, channel: str) -> Path:
         return self.input_data_dir / channel
 
-    @property
-    def is_shared_owner(self) -> bool:
-        return self.base == self.shared
-
 
 def host_name(index: int) -> str:
     """``algo-<index+1>`` (TT/SDK3 local naming)."""
@@ -159,9 +153,7 @@ def host_name(index: int) -> str:
 
 
 def host_layout(job_dir: Path, index: int) -> HostLayout:
-    host = host_name(index)
-    base = job_dir if index == 0 else job_dir / "hosts" / host
-    return HostLayout(host=host, base=base, shared=job_dir)
+    return HostLayout(job_dir if index == 0 else job_dir / "hosts" / host_name(index))
 
 
 # --------------------------------------------------------------------------- the plan

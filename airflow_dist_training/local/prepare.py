@@ -73,7 +73,7 @@ def _lay_out_host(rp: RequestPlan, hp: HostPlan, first: HostLayout) -> None:
         d.mkdir(parents=True, exist_ok=True)
     for stale in (lay.failure_file, lay.success_file):
         stale.unlink(missing_ok=True)
-    if not lay.is_shared_owner:
+    if hp.index > 0:  # the first host's tree is the job directory: it owns the code and input data
         _share_with_first_host(lay, first, rp.isolation.namespaces)
     files = config_files(rp.plan, hp, "/opt/ml/checkpoints/" if rp.isolation.namespaces else None)
     for fname, content in files.items():

@@ -413,7 +413,7 @@ def _request_host_plans(
         group, itype, group_hosts = next(g for g in groups if host in g[2])
         layout = host_layout(job_dir, index)
         # the paths a host's processes see: /opt/ml itself with namespaces, its folder otherwise
-        seen = HostLayout(host, Path("/opt/ml"), Path("/opt/ml")) if isolation.namespaces else layout
+        seen = HostLayout(Path("/opt/ml")) if isolation.namespaces else layout
         resource_config = {
             "current_host": host,
             "current_instance_type": itype,

@@ -29,8 +29,7 @@ def stage_job(rp: RequestPlan, store: ObjectStore, log: LogFn, synced: SyncState
     plan = rp.plan
     first = plan.host_plans[0].layout
     code = first.code_dir
-    if code.exists():
-        shutil.rmtree(code)
+    _remove(code)
     code.mkdir(parents=True)
     if rp.code_uri:
         _fetch_code(store, rp.code_uri, code)
@@ -38,8 +37,7 @@ def stage_job(rp: RequestPlan, store: ObjectStore, log: LogFn, synced: SyncState
         _lay_out_host(rp, hp, first)
     for cname, uri in rp.channel_uris.items():
         target = first.channel_dir(cname)
-        if target.exists():
-            shutil.rmtree(target)
+        _remove(target)
         n = store.get_prefix(uri, target)
         log(f"[local] channel {cname}: {n} file(s) from {uri}")
     if plan.checkpoint_store is not None:

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
@@ -524,7 +525,7 @@ class RunSupervisor:
         with contextlib.suppress(OSError), self._log_lock:
             self.plan.job_dir.mkdir(parents=True, exist_ok=True)
             with open(self.plan.job_dir / "metrics.jsonl", "a", encoding="utf-8") as out:
-                out.writelines(json.dumps(p.to_dict()) + "\n" for p in points)
+                out.writelines(json.dumps(asdict(p)) + "\n" for p in points)
 
     def write_status(self) -> None:
         """``<job dir>/status.json``: the status timeline and hosts, replaced atomically."""
@@ -542,9 +543,5 @@ class RunSupervisor:
             atomic_write(self.plan.job_dir / "status.json", json.dumps(status, indent=1).encode())
 
     def write_metrics(self) -> None:
-        path = self.plan.job_dir / "metrics.json"
-        path.write_text(
-            json.dumps(
-                {"final": self.metrics.final, "series": [p.to_dict() for p in self.metrics.series]}, indent=1
-            )
-        )
+        metrics = {"final": self.metrics.final, "series": [asdict(p) for p in self.metrics.series]}
+        (self.plan.job_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))

@@ -231,11 +231,7 @@ def _strategy_problems(spec: TrainingJobSpec, local: LocalRun) -> list[Problem]:
         problems += local.check(spec)
     dist = spec.distribution
     group_names = [g.name for g in spec.compute.instance_groups or []]
-    if (
-        dist.instance_group is not None
-        and spec.compute.instance_groups
-        and dist.instance_group not in group_names
-    ):
+    if group_names and dist.instance_group is not None and dist.instance_group not in group_names:
         problems.append(
             Problem(
                 "distribution.instance_group",

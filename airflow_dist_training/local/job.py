@@ -74,10 +74,8 @@ class LocalTrainingJob:
 
     def _main(self) -> None:
         try:
-            if self._run.rp.isolation.namespaces is False:
-                warning = nshosts.warn_fallback_once(self._run.rp.isolation)
-                if warning:
-                    self._log(f"[local] WARNING {warning}")
+            if warning := nshosts.warn_fallback_once(self._run.rp.isolation):  # None with namespaces
+                self._log(f"[local] WARNING {warning}")
             self._result = self._run.run()
         except TrainingJobError as exc:
             self._error = exc

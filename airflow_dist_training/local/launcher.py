@@ -55,6 +55,7 @@ def _runner_argv(plan: LocalJobPlan, host: HostPlan, port: int, python: str) -> 
 
 
 PYTORCH_TRAINING_MODULE = "sagemaker_pytorch_container.training:main"
+_TOOLKIT_TRAIN = "import sys; from sagemaker_training.cli.train import main; sys.exit(main())"
 
 
 def _base_env(
@@ -106,13 +107,7 @@ def host_process(
         image = str(rp.request["AlgorithmSpecification"].get("TrainingImage", ""))
         if "pytorch" in image or not image:
             env["SAGEMAKER_TRAINING_MODULE"] = PYTORCH_TRAINING_MODULE
-        argv = [
-            rp.python,
-            "-c",
-            "import sys; from sagemaker_training.cli.train import main; sys.exit(main())",
-            "train",
-        ]
-        return argv, env, "/"
+        return [rp.python, "-c", _TOOLKIT_TRAIN, "train"], env, "/"
     # builtin: the project's re-implementation of the toolkit contract
     env.update(hp.env)
     env["MASTER_PORT"] = str(port)

@@ -220,12 +220,11 @@ def plan_request(
         raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
     torch_distributed = _truthy(hyperparameters.get("sagemaker_torch_distributed_enabled"))
     channel_uris, input_data_config = request_channels(request, algorithm)
-    launch_config: dict[str, Any] = {}
+    launch_config: dict[str, Any] | None = None
     if mode == "container":
         runner = "container"
-        launcher_config = _launcher_config(algorithm, channel_uris, store, problems)
-        if launcher_config is not None:
-            launch_config = launcher_config
+        launch_config = _launcher_config(algorithm, channel_uris, store, problems)
+        if launch_config is not None:
             torch_distributed = launch_config.get("launcher", "torchrun") == "torchrun"
     else:
         runner = _script_runner(options, python, isolation, problems)
@@ -234,7 +233,7 @@ def plan_request(
     # the project's own runner needs the per-host environment and launch plan (local/contract.py)
     facts = _request_facts(
         jobs_root / name, groups, reserved, framework, user_hps, input_data_config, environ,
-        entry_point=str(reserved.get("sagemaker_program") or launch_config.get("entry_point") or ""),
+        entry_point=str(reserved.get("sagemaker_program") or (launch_config or {}).get("entry_point") or ""),
         torch_distributed=torch_distributed,
     )  # fmt: skip
     torchrun_hosts = facts.distribution_hosts if runner == "builtin" else []

@@ -1,10 +1,8 @@
 """The job's Python: which interpreter runs a job, and its ``requirements.txt``.
 
 The spec's ``local.python`` maps an image URI (or ``<framework>-<version>``, or ``default``) to an
-interpreter; without a match ``local/job_env.py`` chooses. ``requirements.txt`` is installed as
-SageMaker's toolkit does, but *before* the hosts start, because a job's network namespace has no
-route to the package index: into ``<jobs root>/_envs/<hash>`` (reused by later jobs) on the hosts'
-``PYTHONPATH``, with ``PIP_NO_INDEX=1`` so the toolkit's own ``pip install -r`` cannot hang.
+interpreter; without a match ``local/job_env.py`` chooses. ``requirements.txt`` is installed
+*before* the hosts start, as a job's network has no route to the package index (docs/local-backend.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The local backend's FSx staging: copy a dataset into a job's channel directory, incrementally.
-
-``stage_local(source, channel_dir)`` takes a local path, a ``file://`` URI or an ``s3://`` prefix,
-mirrors it into ``channel_dir`` and writes ``channel_dir/.manifest.json`` (relative path, size,
-sha256, source mtime/etag). A re-run copies only files whose size or fingerprint changed since the
-previous manifest, and deletes files that left the source. boto3 is imported only for ``s3://``.
+"""The local backend's FSx staging: copy a dataset into a job's channel directory, incrementally,
+by a manifest (docs/fsx.md). boto3 is imported only for ``s3://``.
 """
 
 from __future__ import annotations

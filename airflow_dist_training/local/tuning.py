@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.local.hosts import available_cpus
@@ -188,8 +188,8 @@ class LocalTuningJob:
     def _exclusive(self) -> Any:
         """Only one process runs a tuning job: another try still running it is refused, not joined."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        handle: IO[str] = open(self.dir / ".lock", "a+", encoding="utf-8")  # held while the tuning job runs
-        try:
+        # the lock is held while the tuning job runs: closing the file releases it
+        with open(self.dir / ".lock", "a+", encoding="utf-8") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -205,8 +205,6 @@ class LocalTuningJob:
             handle.write(f"process {os.getpid()}")
             handle.flush()
             yield
-        finally:
-            handle.close()  # releases the lock
 
     def _plan(self) -> tuple[dict[str, Any], Any, Any]:
         """The tuning request (over the local training request, code staged) and where its jobs run;

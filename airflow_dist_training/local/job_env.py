@@ -85,16 +85,12 @@ def recipe_for(image_uri: str | None = None, framework: str | None = None) -> Jo
     return RECIPES.by_name[DEFAULT_RECIPE]
 
 
-def envs_home(environ: Mapping[str, str] | None = None) -> Path:
+def default_env_dir(environ: Mapping[str, str] | None = None, recipe: JobEnvRecipe = PYTORCH) -> Path:
     environ = os.environ if environ is None else environ
     if environ.get("ADT_JOB_ENVS"):
-        return Path(environ["ADT_JOB_ENVS"]).expanduser()
+        return Path(environ["ADT_JOB_ENVS"]).expanduser() / recipe.name
     cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser() / "airflow-dist-training" / "job-envs"
-
-
-def default_env_dir(environ: Mapping[str, str] | None = None, recipe: JobEnvRecipe = PYTORCH) -> Path:
-    return envs_home(environ) / recipe.name
+    return Path(cache).expanduser() / "airflow-dist-training" / "job-envs" / recipe.name
 
 
 def _venv_python_version(env_dir: Path) -> str | None:

@@ -1,11 +1,8 @@
 """The SageMaker training-container contract, mapped onto one machine (pure: no I/O, no torch, no boto3).
 
-``local/request_plan.py`` plans a request per host with what is here: the ``/opt/ml`` tree of
-every simulated host under ``<root>/<job>/`` (algo-1's *is* the job directory, the others'
-``hosts/<host>/`` share its ``code`` and ``input/data``, as File-mode channels are identical on
-every host), the config files, the ``SM_*`` environment and the user arguments exactly as the
-classic ``sagemaker-training`` toolkit produces them, and the launch decision per host.
-:func:`validate_local` reports local-mode problems as ``(field path, message)`` pairs.
+``local/request_plan.py`` plans a request per host with what is here: the ``/opt/ml`` trees, the
+config files, the ``SM_*`` environment and the user arguments exactly as the classic
+``sagemaker-training`` toolkit produces them. :func:`validate_local` reports local-mode problems.
 
 The deliberate differences from SageMaker (``lo`` as the network interface, ``SM_NUM_GPUS`` 0,
 argv passed exactly, ``SM_CHECKPOINT_DIR`` added) are in docs/local-backend.md.
@@ -29,12 +26,12 @@ from airflow_dist_training.spec.training import (
     FSxChannel,
     InputMode,
     S3Channel,
-    Strategy,
     TrainingJobSpec,
 )
 from airflow_dist_training.storage.location import Location, local_path
 
 HOST_PREFIX = "algo-"
+NIC = "lo"  # every simulated host's network interface (eth0 in a namespace's resourceconfig.json)
 HOMOGENEOUS_GROUP = "homogeneousCluster"
 DEFAULT_LOG_LEVEL = 20
 # TT:params.py#SAGEMAKER_HYPERPARAMETERS: never user hyperparameters, never framework params.
@@ -84,7 +81,7 @@ def to_env_value(value: Any) -> str:
         return ""
     if isinstance(value, bytes):
         return value.decode("latin-1")
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _json(value)
 
 
 def env_name(key: str) -> str:
@@ -118,64 +115,36 @@ def _json(value: Any) -> str:
 # --------------------------------------------------------------------------- layout
 
 
+class _Under:
+    """A path under the host's ``base`` (``/opt/ml``), as a read-only attribute."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, layout: HostLayout, owner: object = None) -> Path:
+        return layout.base.joinpath(*self.parts)
+
+
 @dataclass(frozen=True)
 class HostLayout:
     """The ``/opt/ml`` tree of one simulated host."""
 
-    host: str
     base: Path
-    shared: Path  # the job directory: owner of the real code/ and input/data/
 
-    @property
-    def code_dir(self) -> Path:
-        return self.base / "code"
-
-    @property
-    def input_dir(self) -> Path:
-        return self.base / "input"
-
-    @property
-    def input_config_dir(self) -> Path:
-        return self.base / "input" / "config"
-
-    @property
-    def input_data_dir(self) -> Path:
-        return self.base / "input" / "data"
+    code_dir = _Under("code")
+    input_dir = _Under("input")
+    input_config_dir = _Under("input", "config")
+    input_data_dir = _Under("input", "data")
+    model_dir = _Under("model")
+    output_dir = _Under("output")
+    output_data_dir = _Under("output", "data")
+    output_intermediate_dir = _Under("output", "intermediate")
+    checkpoint_dir = _Under("checkpoints")
+    failure_file = _Under("output", "failure")
+    success_file = _Under("output", "success")
 
     def channel_dir(self, channel: str) -> Path:
         return self.input_data_dir / channel
-
-    @property
-    def model_dir(self) -> Path:
-        return self.base / "model"
-
-    @property
-    def output_dir(self) -> Path:
-        return self.base / "output"
-
-    @property
-    def output_data_dir(self) -> Path:
-        return self.base / "output" / "data"
-
-    @property
-    def output_intermediate_dir(self) -> Path:
-        return self.base / "output" / "intermediate"
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.base / "checkpoints"
-
-    @property
-    def failure_file(self) -> Path:
-        return self.output_dir / "failure"
-
-    @property
-    def success_file(self) -> Path:
-        return self.output_dir / "success"
-
-    @property
-    def is_shared_owner(self) -> bool:
-        return self.base == self.shared
 
 
 def host_name(index: int) -> str:
@@ -184,9 +153,7 @@ def host_name(index: int) -> str:
 
 
 def host_layout(job_dir: Path, index: int) -> HostLayout:
-    host = host_name(index)
-    base = job_dir if index == 0 else job_dir / "hosts" / host
-    return HostLayout(host=host, base=base, shared=job_dir)
+    return HostLayout(job_dir if index == 0 else job_dir / "hosts" / host_name(index))
 
 
 # --------------------------------------------------------------------------- the plan
@@ -196,8 +163,6 @@ def host_layout(job_dir: Path, index: int) -> HostLayout:
 class HostPlan:
     host: str
     index: int
-    group: str
-    instance_type: str
     layout: HostLayout
     launch: Launch
     node_rank: int | None  # index among the torchrun hosts
@@ -212,7 +177,6 @@ class LocalJobPlan:
     job_name: str
     job_dir: Path
     root: Path
-    strategy: Strategy
     hosts: list[str]
     torchrun_hosts: list[str]
     processes_per_host: int
@@ -267,11 +231,7 @@ def _strategy_problems(spec: TrainingJobSpec, local: LocalRun) -> list[Problem]:
         problems += local.check(spec)
     dist = spec.distribution
     group_names = [g.name for g in spec.compute.instance_groups or []]
-    if (
-        dist.instance_group is not None
-        and spec.compute.instance_groups
-        and dist.instance_group not in group_names
-    ):
+    if group_names and dist.instance_group is not None and dist.instance_group not in group_names:
         problems.append(
             Problem(
                 "distribution.instance_group",
@@ -392,56 +352,40 @@ def _process_problems(
 
 @dataclass(frozen=True)
 class HostFacts:
-    """What one host's environment is computed from (the request executor fills it per host)."""
+    """What one host's environment is computed from: the job's facts, then (the request executor
+    fills them per host) the host's own."""
 
     entry: str
-    environment: Mapping[str, str]
     job_name: str
     job_arn: str
     layout: HostLayout
-    host: str
     hosts: list[str]
-    group: str
-    itype: str
-    group_hosts: list[str]
     instance_groups: list[dict[str, Any]]
-    dist_groups: list[str]
     distribution_hosts: list[str]
     master: str
-    resource_config: dict[str, Any]
     input_data_config: dict[str, dict[str, str]]
     user_hps: dict[str, Any]
     framework_params: dict[str, Any]
     reserved: dict[str, Any]
     user_args: list[str]
     cpu_count: int
-    num_gpus: int
-    nic: str
     master_port: int
     region: str | None
-
-    @property
-    def module_name(self) -> str:
-        return self.entry[: -len(".py")] if self.entry.endswith(".py") else self.entry
+    host: str = ""
+    group: str = ""
+    itype: str = ""
+    group_hosts: list[str] = field(default_factory=list)
+    resource_config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def channel_dirs(self) -> dict[str, str]:
         return {c: str(self.layout.channel_dir(c)) for c in self.input_data_config}
 
-    @property
-    def groups_dict(self) -> dict[str, dict[str, Any]]:
-        return {g["instance_group_name"]: g for g in self.instance_groups}
-
-    @property
-    def group_names(self) -> list[str]:
-        return [g["instance_group_name"] for g in self.instance_groups]
-
 
 def host_env(h: HostFacts) -> dict[str, str]:
     """The environment of one host's script: platform, image, toolkit and PyTorch-DLC variables."""
     env: dict[str, str] = {}
-    # platform: the request's Environment map and the job identity
-    env.update(h.environment)
+    # platform: the job identity
     env["TRAINING_JOB_NAME"] = h.job_name
     env["TRAINING_JOB_ARN"] = h.job_arn
     # image ENV (PyTorch DLC)
@@ -461,7 +405,7 @@ def host_env(h: HostFacts) -> dict[str, str]:
     env["SM_CHECKPOINT_DIR"] = str(h.layout.checkpoint_dir)
     env["ADT_LOCAL_BACKEND"] = "1"
     # PyTorch DLC (PT:training.py#train): NCCL and master variables; torchrun overrides MASTER_* for workers
-    env["NCCL_SOCKET_IFNAME"] = h.nic
+    env["NCCL_SOCKET_IFNAME"] = NIC
     env["NCCL_IB_DISABLE"] = "1"
     env["NCCL_DEBUG"] = "WARN"
     env["MASTER_ADDR"] = "127.0.0.1"  # stands in for the master host name, which does not resolve locally
@@ -506,15 +450,15 @@ def _training_env(h: HostFacts) -> dict[str, Any]:
         "current_instance_group_hosts": list(h.group_hosts),
         "current_instance_type": h.itype,
         "distribution_hosts": h.distribution_hosts,
-        "distribution_instance_groups": h.dist_groups,
+        "distribution_instance_groups": [h.group],
         "framework_module": None,
         "hosts": h.hosts,
         "hyperparameters": h.user_hps,
         "input_config_dir": str(layout.input_config_dir),
         "input_data_config": h.input_data_config,
         "input_dir": str(layout.input_dir),
-        "instance_groups": h.group_names,
-        "instance_groups_dict": h.groups_dict,
+        "instance_groups": [g["instance_group_name"] for g in h.instance_groups],
+        "instance_groups_dict": {g["instance_group_name"]: g for g in h.instance_groups},
         "is_hetero": len(h.instance_groups) > 1,
         "is_master": h.host == h.master,
         "is_modelparallel_enabled": None,
@@ -525,10 +469,10 @@ def _training_env(h: HostFacts) -> dict[str, Any]:
         "master_hostname": h.master,
         "model_dir": str(layout.model_dir),
         "module_dir": str(layout.code_dir),
-        "module_name": h.module_name,
-        "network_interface_name": h.nic,
+        "module_name": h.entry.removesuffix(".py"),
+        "network_interface_name": NIC,
         "num_cpus": h.cpu_count,
-        "num_gpus": h.num_gpus,
+        "num_gpus": 0,
         "num_neurons": 0,
         "output_data_dir": str(layout.output_data_dir),
         "output_dir": str(layout.output_dir),
@@ -570,20 +514,8 @@ _EXCEPTION_NAMES = sorted(
 
 def error_excerpt(lines: list[str]) -> str:
     """Deduplicated lines from the first one naming a built-in exception (TT:process.py#watch)."""
-    start = None
-    for i, line in enumerate(lines):
-        if any(name in line for name in _EXCEPTION_NAMES):
-            start = i
-            break
-    if start is None:
-        return ""
-    seen: set[str] = set()
-    out: list[str] = []
-    for line in lines[start:]:
-        if line not in seen:
-            seen.add(line)
-            out.append(line)
-    return "\n".join(out)
+    start = next((i for i, line in enumerate(lines) if any(n in line for n in _EXCEPTION_NAMES)), None)
+    return "" if start is None else "\n".join(dict.fromkeys(lines[start:]))
 
 
 # where torchrun's elastic agent starts its own failure report (a traceback of the agent, not the script)

@@ -1,13 +1,8 @@
 """Execute a SageMaker ``CreateTrainingJob`` request on this machine: the local backend's engine.
 
 The request is the SageMaker planner's, unchanged: its hyperparameters, channels, environment and
-distribution flags are what the simulated hosts see. No Airflow import, thread-safe. Its public API,
-what runs on a host and how it differs from SageMaker: docs/local-backend.md.
-
-The work is split by job: ``request_plan.py`` (request -> hosts' plans, before anything runs),
-``supervisor.py`` with ``prepare.py`` and ``launcher.py`` (the hosts' processes, checkpoints,
-stop, failures), ``hangs.py`` (rendezvous and name-resolution hangs, a lost port race) and
-``job.py`` (the handle). This module is their facade.
+distribution flags are what the simulated hosts see. No Airflow import, thread-safe. This module is
+the facade of the modules docs/local-backend.md lists, with the public API and the differences.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from airflow_dist_training.local import hosts as nshosts
 
@@ -29,6 +29,7 @@ _RESOLUTION_MARKS = (
 )
 # torch's TCPStore when the master port was taken between free_port() and the bind
 _PORT_TAKEN_MARK = "EADDRINUSE"
+_UNREACHABLE_MARKS = ("failed to connect", "Connection refused", "timed out")
 _RECENT_LINES = 20
 
 
@@ -39,16 +40,15 @@ def lost_port_race(tails: Tails, codes: Mapping[str, int], stopped: bool) -> boo
     return any(_PORT_TAKEN_MARK in line for tail in tails.values() for line in tail)
 
 
-def _recent(tail: collections.deque[str]) -> list[str]:
-    return list(tail)[-_RECENT_LINES:]
+def _last_recent(tail: collections.deque[str], match: Callable[[str], bool]) -> str | None:
+    """The last of the recent lines that ``match``."""
+    return next((line for line in reversed(list(tail)[-_RECENT_LINES:]) if match(line)), None)
 
 
 def resolution_hang(tails: Tails, hosts: list[str], waited: float) -> str | None:
     """A host's recent output names a name-resolution failure."""
     for host, tail in tails.items():
-        mark = next(
-            (line for line in reversed(_recent(tail)) if any(m in line for m in _RESOLUTION_MARKS)), None
-        )
+        mark = _last_recent(tail, lambda line: any(m in line for m in _RESOLUTION_MARKS))
         if mark is not None:
             return (
                 f"Name resolution hang on {host} after {waited:.0f} s: {mark.strip()[:300]}. "
@@ -61,15 +61,7 @@ def unreachable_master(tails: Tails, master: str, waited: float) -> str | None:
     """A host's recent output says it cannot connect to the master port."""
     port = str(nshosts.MASTER_PORT)
     for host, tail in tails.items():
-        line = next(
-            (
-                text
-                for text in reversed(_recent(tail))
-                if port in text
-                and any(m in text for m in ("failed to connect", "Connection refused", "timed out"))
-            ),
-            None,
-        )
+        line = _last_recent(tail, lambda text: port in text and any(m in text for m in _UNREACHABLE_MARKS))
         if line is not None:
             return (
                 f"Rendezvous hang on {host} after {waited:.0f} s: it cannot reach "

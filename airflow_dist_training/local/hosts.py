@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import re
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,9 +38,41 @@ FALLBACK_WARNING = (
     "network addresses; read paths from the SM_* variables instead."
 )
 
+
+def _pipe(a: socket.socket, b: socket.socket) -> None:
+    try:
+        with contextlib.suppress(OSError):
+            while data := a.recv(65536):
+                b.sendall(data)
+    finally:
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+
+def _relay(srv: socket.socket, connect: Callable[[], socket.socket]) -> None:
+    """Until ``srv`` is closed: pipe each connection it accepts both ways to a new ``connect()``."""
+    while True:
+        try:
+            conn, _ = srv.accept()
+        except OSError:
+            return
+        try:
+            out = connect()
+        except OSError:
+            conn.close()
+            continue
+        for a, b in ((conn, out), (out, conn)):
+            threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+
+
 # Inside the job's network namespace: bring loopback up, serve the relays, live until stdin closes.
-HOLDER = r"""
-import os, socket, subprocess, sys, threading
+# Stdlib only, with the two functions above (the relays' other ends use them too).
+HOLDER = (
+    "from __future__ import annotations\nimport contextlib, os, socket, subprocess, sys, threading\n"
+    + inspect.getsource(_pipe)
+    + inspect.getsource(_relay)
+    + r"""
 def lo_up():
     try:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True, capture_output=True)
@@ -49,36 +82,16 @@ def lo_up():
         ifr = struct.pack("16sH14s", b"lo", 0, b"")
         flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, ifr))[1]
         fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
-def pipe(a, b):
-    try:
-        while True:
-            data = a.recv(65536)
-            if not data:
-                break
-            b.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+def unix(path):
+    out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    out.connect(path)
+    return out
 def serve(port, path):
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", port))
     srv.listen(64)
-    while True:
-        conn, _ = srv.accept()
-        out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            out.connect(path)
-        except OSError:
-            conn.close()
-            continue
-        for a, b in ((conn, out), (out, conn)):
-            threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+    _relay(srv, lambda: unix(path))
 lo_up()
 for spec in sys.argv[1:]:
     port, path = spec.split("=", 1)
@@ -86,6 +99,7 @@ for spec in sys.argv[1:]:
 print("ready", flush=True)
 sys.stdin.read()
 """
+)
 
 # Inside a host's own mount/UTS/PID namespaces (PID 1 is this shell, which forwards SIGTERM).
 HOST_SETUP = r"""
@@ -187,12 +201,9 @@ def warn_fallback_once(isolation: Isolation) -> str | None:
 
 def loopback_ports(environ: Mapping[str, str]) -> list[int]:
     """Ports of endpoint URLs on 127.0.0.1/localhost (the S3 endpoint, the SageMaker test endpoint)."""
-    ports = []
-    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER"):
-        match = re.match(r"https?://(?:127\.0\.0\.1|localhost):(\d+)", environ.get(key, ""))
-        if match:
-            ports.append(int(match.group(1)))
-    return ports
+    keys = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER")
+    loopback = re.compile(r"https?://(?:127\.0\.0\.1|localhost):(\d+)")
+    return [int(m.group(1)) for key in keys if (m := loopback.match(environ.get(key, "")))]
 
 
 def available_cpus() -> int:
@@ -200,14 +211,10 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def host_address(index: int) -> str:
-    """``algo-1`` is 127.0.0.2, ``algo-2`` 127.0.0.3, ...: one loopback address per host."""
-    return f"127.0.0.{index + 2}"
-
-
 def hosts_file(hosts: list[str]) -> str:
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    lines += [f"{host_address(i)}\t{h}" for i, h in enumerate(hosts)]
+    # one loopback address per host: algo-1 is 127.0.0.2, algo-2 127.0.0.3, ...
+    lines += [f"127.0.0.{i + 2}\t{h}" for i, h in enumerate(hosts)]
     return "\n".join(lines) + "\n"
 
 
@@ -215,14 +222,12 @@ class JobNetwork:
     """The job's network namespace (held by a small process) and its relays to host services."""
 
     def __init__(self, job_dir: Path, hosts: list[str], isolation: Isolation, relay_ports: list[int]) -> None:
-        self.job_dir = job_dir
         self.isolation = isolation
         self.relay_ports = sorted(set(relay_ports))
         self.net_dir = job_dir / ".net"
         self.hosts_path = self.net_dir / "hosts"
         self.holder: subprocess.Popen[str] | None = None
         self._servers: list[socket.socket] = []
-        self._closed = threading.Event()
         self.hosts = hosts
         self.setup_seconds = 0.0
 
@@ -239,7 +244,8 @@ class JobNetwork:
             srv.bind(path)
             srv.listen(64)
             self._servers.append(srv)
-            threading.Thread(target=self._serve, args=(srv, port), daemon=True).start()
+            connect = functools.partial(_connect_tcp, port)
+            threading.Thread(target=_relay, args=(srv, connect), daemon=True).start()
             specs.append(f"{port}={path}")
         self.holder = subprocess.Popen(
             [
@@ -265,22 +271,7 @@ class JobNetwork:
             raise RuntimeError(f"could not create the job's network namespace: {line} {err}".strip())
         self.setup_seconds = time.perf_counter() - started
 
-    def _serve(self, srv: socket.socket, port: int) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            try:
-                out = socket.create_connection(("127.0.0.1", port), timeout=10)
-                out.settimeout(None)
-            except OSError:
-                conn.close()
-                continue
-            for a, b in ((conn, out), (out, conn)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
-
-    def host_command(self, index: int, host: str, opt_ml: Path, command: list[str]) -> list[str]:
+    def host_command(self, host: str, opt_ml: Path, command: list[str]) -> list[str]:
         """Run ``command`` as host ``host`` (own mount/UTS/PID namespaces) inside the job's network."""
         assert self.holder is not None
         ovl = self.net_dir / "ovl" / host
@@ -326,7 +317,6 @@ class JobNetwork:
         return int(tcp[1][tcp[0].index("AttemptFails")])
 
     def close(self) -> None:
-        self._closed.set()
         for srv in self._servers:
             with contextlib.suppress(OSError):
                 srv.close()
@@ -343,16 +333,7 @@ class JobNetwork:
             shutil.rmtree(self._sock_dir, ignore_errors=True)
 
 
-def _pipe(a: socket.socket, b: socket.socket) -> None:
-    try:
-        while True:
-            data = a.recv(65536)
-            if not data:
-                break
-            b.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (a, b):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
+def _connect_tcp(port: int) -> socket.socket:
+    out = socket.create_connection(("127.0.0.1", port), timeout=10)
+    out.settimeout(None)
+    return out

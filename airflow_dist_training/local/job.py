@@ -74,10 +74,8 @@ class LocalTrainingJob:
 
     def _main(self) -> None:
         try:
-            if self._run.rp.isolation.namespaces is False:
-                warning = nshosts.warn_fallback_once(self._run.rp.isolation)
-                if warning:
-                    self._log(f"[local] WARNING {warning}")
+            if warning := nshosts.warn_fallback_once(self._run.rp.isolation):  # None with namespaces
+                self._log(f"[local] WARNING {warning}")
             self._result = self._run.run()
         except TrainingJobError as exc:
             self._error = exc
@@ -197,9 +195,7 @@ class LocalTrainingJob:
             "FinalMetricDataList": metrics,
             "ModelArtifacts": {"S3ModelArtifacts": self.plan.model_uri},
         }
-        for key in _ECHOED_KEYS:
-            if key in self.request:
-                desc[key] = self.request[key]
+        desc.update({key: self.request[key] for key in _ECHOED_KEYS if key in self.request})
         if run.training_started is not None:
             desc["TrainingStartTime"] = dt.datetime.fromtimestamp(run.training_started, dt.UTC)
         if self._done.is_set():

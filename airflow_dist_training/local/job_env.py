@@ -1,15 +1,8 @@
 """The job's environment: what a SageMaker image gives a job, and nothing of this provider.
 
-Every place that runs a job here (local training and evaluation, the test endpoint's training and
-processing jobs, the tests) runs it in a virtualenv built from a **recipe** (pinned packages and an
-import check) by ``airflow-dist-training job-env`` under ``$ADT_JOB_ENVS``, as a SageMaker image
-brings its own Python with torch and AWS's toolkit and nothing of this provider: provider code
-reaches a job only by being shipped with it.
-
-The readiness stamp covers the recipe and the Python it was built with. A missing or outdated
-environment is refused before anything runs, with the command that (re)builds it; it is never
-silently replaced by the worker's interpreter, which has the provider installed. Which interpreter
-runs a job: docs/local-backend.md.
+A virtualenv built from a **recipe** (pinned packages and an import check), as an image brings its
+own Python: provider code reaches a job only by being shipped with it. A missing or outdated one
+is refused, never replaced by the worker's interpreter (docs/local-backend.md).
 """
 
 from __future__ import annotations
@@ -92,16 +85,12 @@ def recipe_for(image_uri: str | None = None, framework: str | None = None) -> Jo
     return RECIPES.by_name[DEFAULT_RECIPE]
 
 
-def envs_home(environ: Mapping[str, str] | None = None) -> Path:
+def default_env_dir(environ: Mapping[str, str] | None = None, recipe: JobEnvRecipe = PYTORCH) -> Path:
     environ = os.environ if environ is None else environ
     if environ.get("ADT_JOB_ENVS"):
-        return Path(environ["ADT_JOB_ENVS"]).expanduser()
+        return Path(environ["ADT_JOB_ENVS"]).expanduser() / recipe.name
     cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser() / "airflow-dist-training" / "job-envs"
-
-
-def default_env_dir(environ: Mapping[str, str] | None = None, recipe: JobEnvRecipe = PYTORCH) -> Path:
-    return envs_home(environ) / recipe.name
+    return Path(cache).expanduser() / "airflow-dist-training" / "job-envs" / recipe.name
 
 
 def _venv_python_version(env_dir: Path) -> str | None:
@@ -220,7 +209,7 @@ def build(
             log(f"job environment at {env_dir} is {problem}: rebuilding it from scratch")
             shutil.rmtree(env_dir)
         # a venv of its own interpreter: never --system-site-packages (the worker's has the provider)
-        _run(
+        run_checked(
             [base_python or sys.executable, "-m", "venv", str(env_dir)],
             "creating the venv",
             cwd=env_dir.parent,
@@ -232,16 +221,19 @@ def build(
             f"(pinned by {recipe.constraints}; minutes the first time)"
         )
         pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        _run([*pip, "-c", str(pins), *recipe.packages], "pip install", cwd=env_dir)
+        run_checked([*pip, "-c", str(pins), *recipe.packages], "pip install", cwd=env_dir)
         # from inside the environment's folder: the current directory must not lend it a package
-        log(_run([str(python), "-c", recipe.import_check], "the import check", cwd=env_dir).strip())
+        log(run_checked([str(python), "-c", recipe.import_check], "the import check", cwd=env_dir).strip())
         stamp = _wanted_stamp(recipe, _venv_python_version(env_dir))
         (env_dir / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
         return python
 
 
-def _run(argv: list[str], what: str, *, cwd: Path) -> str:
-    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+def run_checked(argv: list[str], what: str, *, cwd: Path, environ: Mapping[str, str] | None = None) -> str:
+    """``argv``'s stdout; ``RuntimeError`` with its last lines when it fails. ``environ``: default
+    this process's without its Python search path."""
+    if environ is None:
+        environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=cwd, env=environ)
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])

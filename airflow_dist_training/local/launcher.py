@@ -1,13 +1,8 @@
 """What one simulated host runs, and how a job's files move.
 
 One launcher process per simulated host: the request's ``ContainerEntrypoint``, AWS's toolkit
-(``train``), or the project's runner. There, torchrun hosts run ``python -m torch.distributed.run
---nnodes=N --nproc-per-node=P --node-rank=i``: one host with a c10d rendezvous on ``127.0.0.1:0``
-(what torchrun does for one node), several with the ``static`` rendezvous on the master address and
-port, which is what SageMaker runs (``algo-1:7777``): ranks then follow the host order, which a c10d
-rendezvous does not guarantee. Other hosts run ``python <entry> <args>`` once, as the toolkit does.
-
-Files: :func:`sync_dir` restores and syncs checkpoints, :func:`pack_dirs` packs ``model.tar.gz``.
+(``train``), or the project's runner, whose torchrun command is in docs/local-backend.md.
+:func:`sync_dir` restores and syncs checkpoints, :func:`pack_dirs` packs ``model.tar.gz``.
 """
 
 from __future__ import annotations
@@ -60,6 +55,7 @@ def _runner_argv(plan: LocalJobPlan, host: HostPlan, port: int, python: str) -> 
 
 
 PYTORCH_TRAINING_MODULE = "sagemaker_pytorch_container.training:main"
+_TOOLKIT_TRAIN = "import sys; from sagemaker_training.cli.train import main; sys.exit(main())"
 
 
 def _base_env(
@@ -111,13 +107,7 @@ def host_process(
         image = str(rp.request["AlgorithmSpecification"].get("TrainingImage", ""))
         if "pytorch" in image or not image:
             env["SAGEMAKER_TRAINING_MODULE"] = PYTORCH_TRAINING_MODULE
-        argv = [
-            rp.python,
-            "-c",
-            "import sys; from sagemaker_training.cli.train import main; sys.exit(main())",
-            "train",
-        ]
-        return argv, env, "/"
+        return [rp.python, "-c", _TOOLKIT_TRAIN, "train"], env, "/"
     # builtin: the project's re-implementation of the toolkit contract
     env.update(hp.env)
     env["MASTER_PORT"] = str(port)
@@ -134,10 +124,6 @@ def host_process(
 # --------------------------------------------------------------------------- stores
 
 
-def _manifest_last(rel: str) -> tuple[int, str]:
-    return (1 if rel.rsplit("/", 1)[-1] == "_MANIFEST.json" else 0, rel)
-
-
 # what a sync last copied, per local path (or target URI): (size, modified); a run keeps one across its syncs
 SyncState = dict[str, tuple[int, float]]
 
@@ -145,25 +131,19 @@ SyncState = dict[str, tuple[int, float]]
 def sync_dir(
     src: Location, dst: Location, state: SyncState | None = None, stores: Stores | None = None
 ) -> int:
-    """Copy files that are missing, differ in size, or were rewritten from ``src`` to ``dst`` (never deletes).
-
-    Either side may be in any store. "Rewritten" matters: a script that overwrites ``last.pt`` every
-    epoch writes the same size each time, so each copy is remembered in ``state`` by its local path
-    with the source's size and modified time. Without a memory of a file, a target that is as large
-    and not older counts as the same (S3 times have second resolution, so they cannot tell a rewrite
-    within the same second). A local target gets the source's modified time, so a restored file is
-    not pushed back. Checkpoint manifests are copied last, so a checkpoint never looks complete
-    before its files. Returns the number of files copied.
-    """
+    """Copy files that are missing, differ in size, or were rewritten from ``src`` to ``dst`` (never
+    deletes; either side in any store); returns how many. A rewrite may keep the size, so each copy
+    is remembered in ``state`` by size and modified time; without a memory, a target as large and
+    not older is the same (S3 times have second resolution). A local target gets the source's
+    time, so a restored file is not pushed back; manifests go last (docs/local-backend.md)."""
     state = {} if state is None else state
     stores = stores or Stores(StoreOptions(aws_conn_id=None))
     src, dst = src.as_dir(), dst.as_dir()
     src_store, dst_store = stores(src), stores(dst)
     existing = dst_store.list_tree(dst)
     copied = 0
-    for rel, (size, modified) in sorted(
-        src_store.list_tree(src).items(), key=lambda kv: _manifest_last(kv[0])
-    ):
+    by_name = sorted(src_store.list_tree(src).items())  # then manifests last (a stable sort)
+    for rel, (size, modified) in sorted(by_name, key=lambda kv: kv[0].rsplit("/", 1)[-1] == "_MANIFEST.json"):
         if not rel or ".." in rel.split("/") or rel.rsplit("/", 1)[-1].startswith(_SKIP_SYNC_PREFIXES):
             continue
         target = dst.join(rel)

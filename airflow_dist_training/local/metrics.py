@@ -12,7 +12,6 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -21,9 +20,6 @@ class MetricPoint:
     value: float
     timestamp: float  # epoch seconds
     host: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value, "timestamp": self.timestamp, "host": self.host}
 
 
 @dataclass

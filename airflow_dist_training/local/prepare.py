@@ -29,8 +29,7 @@ def stage_job(rp: RequestPlan, store: ObjectStore, log: LogFn, synced: SyncState
     plan = rp.plan
     first = plan.host_plans[0].layout
     code = first.code_dir
-    if code.exists():
-        shutil.rmtree(code)
+    _remove(code)
     code.mkdir(parents=True)
     if rp.code_uri:
         _fetch_code(store, rp.code_uri, code)
@@ -38,8 +37,7 @@ def stage_job(rp: RequestPlan, store: ObjectStore, log: LogFn, synced: SyncState
         _lay_out_host(rp, hp, first)
     for cname, uri in rp.channel_uris.items():
         target = first.channel_dir(cname)
-        if target.exists():
-            shutil.rmtree(target)
+        _remove(target)
         n = store.get_prefix(uri, target)
         log(f"[local] channel {cname}: {n} file(s) from {uri}")
     if plan.checkpoint_store is not None:
@@ -73,7 +71,7 @@ def _lay_out_host(rp: RequestPlan, hp: HostPlan, first: HostLayout) -> None:
         d.mkdir(parents=True, exist_ok=True)
     for stale in (lay.failure_file, lay.success_file):
         stale.unlink(missing_ok=True)
-    if not lay.is_shared_owner:
+    if hp.index > 0:  # the first host's tree is the job directory: it owns the code and input data
         _share_with_first_host(lay, first, rp.isolation.namespaces)
     files = config_files(rp.plan, hp, "/opt/ml/checkpoints/" if rp.isolation.namespaces else None)
     for fname, content in files.items():
@@ -95,19 +93,16 @@ def _share_with_first_host(lay: HostLayout, first: HostLayout, namespaces: bool)
 
 
 def _fetch_code(store: ObjectStore, uri: str, code: Path) -> None:
-    if uri.startswith("s3://"):
-        with tempfile.TemporaryDirectory() as tmp:
-            archive = Path(tmp) / "sourcedir.tar.gz"
-            store.get_file(uri, archive)
-            with tarfile.open(archive, "r:*") as tar:
+    """The code: a tarball (in the store, or a local file) or a local directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "sourcedir.tar.gz" if uri.startswith("s3://") else Path(split_uri(uri)[2])
+        if uri.startswith("s3://"):
+            store.get_file(uri, src)
+        if src.is_file():
+            with tarfile.open(src, "r:*") as tar:
                 tar.extractall(code, filter="data")
-        return
-    src = Path(split_uri(uri)[2])
-    if src.is_file():
-        with tarfile.open(src, "r:*") as tar:
-            tar.extractall(code, filter="data")
-    else:
-        shutil.copytree(src, code, dirs_exist_ok=True, symlinks=True)
+        else:
+            shutil.copytree(src, code, dirs_exist_ok=True, symlinks=True)
 
 
 def _install_requirements(rp: RequestPlan, log: LogFn) -> str | None:

@@ -1,19 +1,19 @@
 """The job's Python: which interpreter runs a job, and its ``requirements.txt``.
 
 The spec's ``local.python`` maps an image URI (or ``<framework>-<version>``, or ``default``) to an
-interpreter; without a match ``local/job_env.py`` chooses. ``requirements.txt`` is installed as
-SageMaker's toolkit does, but *before* the hosts start, because a job's network namespace has no
-route to the package index: into ``<jobs root>/_envs/<hash>`` (reused by later jobs) on the hosts'
-``PYTHONPATH``, with ``PIP_NO_INDEX=1`` so the toolkit's own ``pip install -r`` cannot hang.
+interpreter; without a match ``local/job_env.py`` chooses. ``requirements.txt`` is installed
+*before* the hosts start, as a job's network has no route to the package index (docs/local-backend.md).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
-import subprocess
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from airflow_dist_training.local.job_env import run_checked
 
 
 def choose_python(
@@ -45,28 +45,8 @@ def install_requirements(
             log(f"[local] requirements.txt: reusing the cached environment {target}")
             return target
         log(f"[local] requirements.txt: pip install -r into {target} (before the hosts start)")
-        done = subprocess.run(
-            [
-                python,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--target",
-                str(target),
-                "-r",
-                str(requirements),
-            ],
-            cwd=code_dir,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise RuntimeError(
-                f"pip install -r requirements.txt failed (exit code {done.returncode}):\n{tail}"
-            )
+        pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        argv = [*pip, "--target", str(target), "-r", str(requirements)]
+        run_checked(argv, "pip install -r requirements.txt", cwd=code_dir, environ=os.environ)
         (target / ".complete").write_text("")
     return target

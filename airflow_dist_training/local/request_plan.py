@@ -25,6 +25,7 @@ from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.local import hosts as nshosts
 from airflow_dist_training.local.contract import (
     HOMOGENEOUS_GROUP,
+    NIC,
     HostFacts,
     HostLayout,
     HostPlan,
@@ -38,7 +39,6 @@ from airflow_dist_training.local.contract import (
 from airflow_dist_training.local.job_env import job_python
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
-from airflow_dist_training.spec.training import Strategy
 
 # Launcher-mode command the planner writes (sagemaker/launcher.py); its config file says the launcher.
 _LAUNCH_CONFIG_ARG = "--config"
@@ -220,34 +220,28 @@ def plan_request(
         raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
     torch_distributed = _truthy(hyperparameters.get("sagemaker_torch_distributed_enabled"))
     channel_uris, input_data_config = request_channels(request, algorithm)
-    launch_config: dict[str, Any] = {}
+    launch_config: dict[str, Any] | None = None
     if mode == "container":
         runner = "container"
-        launcher_config = _launcher_config(algorithm, channel_uris, store, problems)
-        if launcher_config is not None:
-            launch_config = launcher_config
+        launch_config = _launcher_config(algorithm, channel_uris, store, problems)
+        if launch_config is not None:
             torch_distributed = launch_config.get("launcher", "torchrun") == "torchrun"
     else:
         runner = _script_runner(options, python, isolation, problems)
     if problems:
         raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
-    hosts = [h for _, _, hs in groups for h in hs]
-    dist_hosts = list(hosts)
-    if "sagemaker_distribution_instance_groups" in framework:
-        wanted = set(framework["sagemaker_distribution_instance_groups"])
-        dist_hosts = [h for n, _, hs in groups for h in hs if n in wanted]
-    torchrun_hosts = dist_hosts if (torch_distributed and runner == "builtin") else []
     # the project's own runner needs the per-host environment and launch plan (local/contract.py)
     facts = _request_facts(
-        jobs_root / name, groups, dist_hosts, reserved, framework, user_hps, input_data_config, environ,
-        entry_point=str(reserved.get("sagemaker_program") or launch_config.get("entry_point") or ""),
+        jobs_root / name, groups, reserved, framework, user_hps, input_data_config, environ,
+        entry_point=str(reserved.get("sagemaker_program") or (launch_config or {}).get("entry_point") or ""),
         torch_distributed=torch_distributed,
     )  # fmt: skip
+    torchrun_hosts = facts.distribution_hosts if runner == "builtin" else []
     host_plans = _request_host_plans(facts, groups, jobs_root / name, torchrun_hosts, isolation, runner)
     return RequestPlan(
         request=json.loads(json.dumps(request, default=str)),
         mode=runner,
-        plan=_job_plan(request, jobs_root, store, options, facts, host_plans, runner, torch_distributed),
+        plan=_job_plan(request, jobs_root, store, options, facts, host_plans, runner),
         isolation=isolation,
         code_uri=str(reserved["sagemaker_submit_directory"])
         if "sagemaker_submit_directory" in reserved
@@ -264,7 +258,6 @@ def plan_request(
 def _request_facts(
     job_dir: Path,
     groups: list[tuple[str, str, list[str]]],
-    dist_hosts: list[str],
     reserved: dict[str, Any],
     framework: dict[str, Any],
     user_hps: dict[str, Any],
@@ -277,35 +270,30 @@ def _request_facts(
     """The facts every host's environment shares (per-host fields are set by ``_request_host_plans``)."""
     name = job_dir.name
     hosts = [h for _, _, hs in groups for h in hs]
+    dist_hosts = list(hosts)
+    if "sagemaker_distribution_instance_groups" in framework:
+        wanted = set(framework["sagemaker_distribution_instance_groups"])
+        dist_hosts = [h for n, _, hs in groups for h in hs if n in wanted]
     region = (
         reserved.get("sagemaker_region") or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
     )
     return HostFacts(
         entry=entry_point,
-        environment={},
         job_name=name,
         job_arn=job_arn(name),
         layout=host_layout(job_dir, 0),
-        host=hosts[0] if hosts else "",
         hosts=hosts,
-        group=groups[0][0],
-        itype=groups[0][1],
-        group_hosts=groups[0][2],
         instance_groups=[
             {"instance_group_name": n, "instance_type": t, "hosts": list(hs)} for n, t, hs in groups
         ],
-        dist_groups=[],
         distribution_hosts=dist_hosts if torch_distributed else [],
         master=dist_hosts[0] if dist_hosts else (hosts[0] if hosts else ""),
-        resource_config={},
         input_data_config=input_data_config,
         user_hps=user_hps,
         framework_params=framework,
         reserved=reserved,
         user_args=to_cmd_args(user_hps),
         cpu_count=nshosts.available_cpus(),
-        num_gpus=0,
-        nic="lo",
         master_port=nshosts.MASTER_PORT,
         region=str(region or "") or None,
     )
@@ -353,18 +341,11 @@ def request_channels(
                 f"{scheme}://{fs.get('FileSystemId')}/{str(fs.get('DirectoryPath', '')).strip('/')}"
             )
             dist_type = "FullyReplicated"
-        entry = {}
-        if channel.get("ContentType"):
-            entry["ContentType"] = str(channel["ContentType"])
-        entry.update(
-            {
-                "TrainingInputMode": str(
-                    channel.get("InputMode") or algorithm.get("TrainingInputMode", "File")
-                ),
-                "S3DistributionType": dist_type,
-                "RecordWrapperType": str(channel.get("RecordWrapperType", "None")),
-            }
-        )
+        mode = channel.get("InputMode") or algorithm.get("TrainingInputMode", "File")
+        entry = {"ContentType": str(channel["ContentType"])} if channel.get("ContentType") else {}
+        entry["TrainingInputMode"] = str(mode)
+        entry["S3DistributionType"] = dist_type
+        entry["RecordWrapperType"] = str(channel.get("RecordWrapperType", "None"))
         if channel.get("CompressionType") and channel["CompressionType"] != "None":
             entry["CompressionType"] = str(channel["CompressionType"])
         input_data_config[cname] = entry
@@ -431,14 +412,14 @@ def _request_host_plans(
         group, itype, group_hosts = next(g for g in groups if host in g[2])
         layout = host_layout(job_dir, index)
         # the paths a host's processes see: /opt/ml itself with namespaces, its folder otherwise
-        seen = HostLayout(host, Path("/opt/ml"), Path("/opt/ml")) if isolation.namespaces else layout
+        seen = HostLayout(Path("/opt/ml")) if isolation.namespaces else layout
         resource_config = {
             "current_host": host,
             "current_instance_type": itype,
             "current_group_name": group,
             "hosts": list(facts.hosts),
             "instance_groups": facts.instance_groups,
-            "network_interface_name": "eth0" if isolation.namespaces else facts.nic,
+            "network_interface_name": "eth0" if isolation.namespaces else NIC,
         }
         env: dict[str, str] = {}
         if runner == "builtin":
@@ -450,7 +431,6 @@ def _request_host_plans(
                     group=group,
                     itype=itype,
                     group_hosts=group_hosts,
-                    dist_groups=[group],
                     resource_config=resource_config,
                 )
             )
@@ -461,8 +441,6 @@ def _request_host_plans(
             HostPlan(
                 host=host,
                 index=index,
-                group=group,
-                instance_type=itype,
                 layout=layout,
                 launch=launch,  # type: ignore[arg-type]
                 node_rank=torchrun_hosts.index(host) if launch == "torchrun" else None,
@@ -486,27 +464,21 @@ def _job_plan(
     facts: HostFacts,
     host_plans: list[HostPlan],
     runner: str,
-    torch_distributed: bool,
 ) -> LocalJobPlan:
     """The stores (checkpoints, output) and the whole plan of a checked request."""
     name = facts.job_name
     algorithm = request.get("AlgorithmSpecification") or {}
     warnings: list[str] = []
-    checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
-    local_path = (request.get("CheckpointConfig") or {}).get("LocalPath")
+    checkpoint = request.get("CheckpointConfig") or {}
+    local_path = checkpoint.get("LocalPath")
     if local_path and local_path.rstrip("/") != "/opt/ml/checkpoints":
         warnings.append(
             f"CheckpointConfig.LocalPath {local_path}: the local backend syncs /opt/ml/checkpoints only"
         )
-    if runner == "container":
-        strategy = Strategy.LAUNCHER
-    else:
-        strategy = Strategy.TORCH_DISTRIBUTED if torch_distributed else Strategy.NONE
     return LocalJobPlan(
         job_name=name,
         job_dir=jobs_root / name,
         root=jobs_root,
-        strategy=strategy,
         hosts=facts.hosts,
         torchrun_hosts=[hp.host for hp in host_plans if hp.launch == "torchrun"],
         processes_per_host=max(1, int(options.processes_per_host or 1)) if runner == "builtin" else 1,
@@ -514,7 +486,7 @@ def _job_plan(
         hyperparameters_file={str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()},
         input_data_config=facts.input_data_config,
         user_args=facts.user_args,
-        checkpoint_store=store.resolve(checkpoint_uri) if checkpoint_uri else None,
+        checkpoint_store=store.resolve(checkpoint["S3Uri"]) if checkpoint.get("S3Uri") else None,
         output_compression="NONE"
         if (request.get("OutputDataConfig") or {}).get("CompressionType") == "NONE"
         else "GZIP",

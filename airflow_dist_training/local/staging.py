@@ -1,9 +1,5 @@
-"""The local backend's FSx staging: copy a dataset into a job's channel directory, incrementally.
-
-``stage_local(source, channel_dir)`` takes a local path, a ``file://`` URI or an ``s3://`` prefix,
-mirrors it into ``channel_dir`` and writes ``channel_dir/.manifest.json`` (relative path, size,
-sha256, source mtime/etag). A re-run copies only files whose size or fingerprint changed since the
-previous manifest, and deletes files that left the source. boto3 is imported only for ``s3://``.
+"""The local backend's FSx staging: copy a dataset into a job's channel directory, incrementally,
+by a manifest (docs/fsx.md). boto3 is imported only for ``s3://``.
 """
 
 from __future__ import annotations
@@ -33,16 +29,12 @@ class StageResult:
     skipped: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(int(e["size"]) for e in self.manifest.values())
-
     def summary(self) -> dict[str, Any]:
         """Small JSON for XCom."""
         return {
             "channel_dir": self.channel_dir,
             "files": len(self.manifest),
-            "bytes": self.total_bytes,
+            "bytes": sum(int(e["size"]) for e in self.manifest.values()),
             "copied": len(self.copied),
             "skipped": len(self.skipped),
             "deleted": len(self.deleted),
@@ -63,10 +55,6 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _local_root(source: str) -> Path:
-    return Path(split_uri(source)[2])
 
 
 def _iter_local(root: Path) -> Iterator[_SourceFile]:
@@ -115,7 +103,7 @@ def _source_files(source: str, dest: Path, s3_client: Any) -> list[_SourceFile]:
     """The files of an ``s3://`` prefix or a local directory/file (never one containing ``dest``)."""
     if source.startswith("s3://"):
         return list(_iter_s3(source, s3_client))
-    root = _local_root(source)
+    root = Path(split_uri(source)[2])
     if not root.exists():
         raise FileNotFoundError(f"staging source {source} does not exist")
     if root.resolve() == dest.resolve() or dest.resolve().is_relative_to(root.resolve()):

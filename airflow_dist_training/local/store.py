@@ -1,10 +1,7 @@
 """Where the local executor reads and writes the S3 URIs a ``CreateTrainingJob`` request names.
 
-An ``s3://bucket/key`` URI resolves to, first match wins: a **mount** (a URI prefix bound to a
-local directory or any registered store's location: the spec's ``local_source``/``local_uri``;
-FSx/EFS channels through mounts keyed ``fsx://<id>/<directory path>`` or ``efs://...``), **real
-S3** when a boto3 client is given, else a **folder standing in for buckets**
-(``<root>/<bucket>/<key>``, the default: no AWS needed).
+A mount is a URI prefix bound to a local directory or any registered store's location (the spec's
+``local_source``/``local_uri``; FSx/EFS channels through mounts keyed ``fsx://<id>/<directory>``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """From a spec to the exact ``CreateTrainingJob`` request, staged for the local executor.
 
-:func:`local_request` keeps the SageMaker planner's request unchanged; what the local backend adds
-lives *around* it: the spec's local conveniences (``local_source``, ``local_uri``) become **store
-mounts** under the URIs the request names, the planner's uploads are **put into the store** where
-SageMaker would read them, fields SageMaker requires but a local run does not get local stand-ins,
-and rules that only concern SageMaker's fleet become warnings (planned as if on a GPU instance;
-the request keeps your instance type). No Airflow, no boto3 unless the store uses a client.
+:func:`local_request` keeps the SageMaker planner's request unchanged; the local backend's additions
+live *around* it (store mounts, the planner's uploads put into the store, local stand-ins for
+what SageMaker requires; rules of SageMaker's fleet only become warnings). No Airflow, no boto3
+unless the store uses a client.
 """
 
 from __future__ import annotations
@@ -176,4 +174,3 @@ def _local_mounts(
     if filled.output is not None and (uri := filled.output.local_uri):
         mounts[filled.output.s3_path.rstrip("/")] = local_path(uri, base_dir) or uri
     return mounts
-

@@ -1,13 +1,7 @@
 """Supervise one local training job: prepare, launch, stream, wait, stop, fail or upload.
 
 One launcher process per simulated host, each in its own session (process group), so a stop
-kills the whole tree. Output lines of every host are streamed to a log callback with a
-``[algo-N]`` prefix, and metric regexes are applied to them. Checkpoints are restored before the
-run and synced back periodically and at the end; the model directories are packed into
-``model.tar.gz`` (and ``output/data`` into ``output.tar.gz``) where the request says. A failing
-host gets ``output/failure`` (toolkit format, unless the script wrote its own) and the run raises
-:class:`~airflow_dist_training.errors.TrainingJobError` with the last lines and that file, its
-``FailureReason`` as SageMaker gives it (no path of this machine, 1,024 characters at most).
+kills the whole tree. What the job sees and how it fails: docs/local-backend.md.
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
@@ -239,10 +234,7 @@ class RunSupervisor:
     def launch(self) -> None:
         plan = self.plan
         namespaces = self.rp.isolation.namespaces
-        if namespaces:
-            if self.network is None and self._network_ready is None:
-                self._network_ready = threading.Thread(target=self._start_network, daemon=True)
-                self._network_ready.start()
+        if namespaces:  # prepare() started the network
             self._wait_network()
             if self._network_error is not None:
                 raise self._network_error
@@ -259,7 +251,7 @@ class RunSupervisor:
             if self.network is not None:
                 env["ADT_WORKDIR"] = cwd
                 env["ADT_SHARED_DATA"] = str(plan.host_plans[0].layout.input_data_dir)
-                cmd = self.network.host_command(hp.index, hp.host, hp.layout.base, cmd)
+                cmd = self.network.host_command(hp.host, hp.layout.base, cmd)
                 cwd = "/"
             if self._spawn(hp.host, cmd, env, cwd, job_cmd) is None:
                 return
@@ -533,7 +525,7 @@ class RunSupervisor:
         with contextlib.suppress(OSError), self._log_lock:
             self.plan.job_dir.mkdir(parents=True, exist_ok=True)
             with open(self.plan.job_dir / "metrics.jsonl", "a", encoding="utf-8") as out:
-                out.writelines(json.dumps(p.to_dict()) + "\n" for p in points)
+                out.writelines(json.dumps(asdict(p)) + "\n" for p in points)
 
     def write_status(self) -> None:
         """``<job dir>/status.json``: the status timeline and hosts, replaced atomically."""
@@ -551,9 +543,5 @@ class RunSupervisor:
             atomic_write(self.plan.job_dir / "status.json", json.dumps(status, indent=1).encode())
 
     def write_metrics(self) -> None:
-        path = self.plan.job_dir / "metrics.json"
-        path.write_text(
-            json.dumps(
-                {"final": self.metrics.final, "series": [p.to_dict() for p in self.metrics.series]}, indent=1
-            )
-        )
+        metrics = {"final": self.metrics.final, "series": [asdict(p) for p in self.metrics.series]}
+        (self.plan.job_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))

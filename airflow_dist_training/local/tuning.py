@@ -2,12 +2,8 @@
 
 Planned as SageMaker gets it (``sagemaker/tuning.py``) and run as the test endpoint runs it, from
 the same pure functions (``sagemaker/tuning_jobs.py``), each training job on the local executor.
-
-**Durable.** The ledger ``<jobs root>/<tuning job>/tuning.json`` records each training job
-*before* it starts, and its result when it ends. A retried task reads it: a Completed tuning job is
-returned as is; one whose process died resumes, running again under the same name the job the dead
-process had running (a local job dies with its process). Names are never reused for another
-configuration, so a retry creates no duplicate; a lock file keeps two processes apart.
+Durable through its ledger ``tuning.json`` (docs/tuning.md): a local job dies with its process, so
+a retry resumes from what the ledger recorded, never reusing a name for another configuration.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.local.hosts import available_cpus
@@ -87,13 +83,12 @@ class LocalTuningJob:
         self.run_identity = run_identity
         self.region = region
         self.log: LogFn = log or (lambda line: None)
+        limit = tuning.max_parallel_jobs
         processes = spec.compute.instance_count * (spec.distribution.processes_per_host or 1)
-        bound, self.parallel_why = local_parallelism(tuning.max_parallel_jobs, processes)
-        self.parallel = min(parallel, tuning.max_parallel_jobs) if parallel else bound
+        self.parallel, self.parallel_why = local_parallelism(limit, processes)
         if parallel:
-            self.parallel_why = (
-                f"{self.parallel} (asked {parallel}, MaxParallelTrainingJobs {tuning.max_parallel_jobs})"
-            )
+            self.parallel = min(parallel, limit)
+            self.parallel_why = f"{self.parallel} (asked {parallel}, MaxParallelTrainingJobs {limit})"
         self.dir = Path(hook.job_dir(name))
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -129,27 +124,19 @@ class LocalTuningJob:
         """``HyperParameterTrainingJobSummary`` of each training job started, in launch order."""
         assert self.ledger is not None
         metric = self.ledger["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]
-        out = []
-        for job in self.ledger["TrainingJobs"]:
-            summary: dict[str, Any] = {
+        objective = (metric["MetricName"], metric["Type"])
+        return [
+            {
                 "TrainingJobName": job["TrainingJobName"],
                 "TrainingJobArn": job.get("TrainingJobArn"),
                 "TuningJobName": self.name,
                 "TrainingJobStatus": job["TrainingJobStatus"],
                 "TunedHyperParameters": dict(job["TunedHyperParameters"]),
+                **({"FailureReason": job["FailureReason"]} if job.get("FailureReason") else {}),
+                **objective_fields(job["TrainingJobStatus"], job.get("FinalMetrics") or {}, *objective),
             }
-            if job.get("FailureReason"):
-                summary["FailureReason"] = job["FailureReason"]
-            summary.update(
-                objective_fields(
-                    job["TrainingJobStatus"],
-                    job.get("FinalMetrics") or {},
-                    metric["MetricName"],
-                    metric["Type"],
-                )
-            )
-            out.append(summary)
-        return out
+            for job in self.ledger["TrainingJobs"]
+        ]
 
     def describe(self) -> dict[str, Any]:
         """A ``DescribeHyperParameterTuningJob``-shaped dict (JSON types only), plus the training
@@ -201,8 +188,8 @@ class LocalTuningJob:
     def _exclusive(self) -> Any:
         """Only one process runs a tuning job: another try still running it is refused, not joined."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        handle: IO[str] = open(self.dir / ".lock", "a+", encoding="utf-8")  # held while the tuning job runs
-        try:
+        # the lock is held while the tuning job runs: closing the file releases it
+        with open(self.dir / ".lock", "a+", encoding="utf-8") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -218,8 +205,6 @@ class LocalTuningJob:
             handle.write(f"process {os.getpid()}")
             handle.flush()
             yield
-        finally:
-            handle.close()  # releases the lock
 
     def _plan(self) -> tuple[dict[str, Any], Any, Any]:
         """The tuning request (over the local training request, code staged) and where its jobs run;
@@ -342,42 +327,36 @@ class LocalTuningJob:
                 + (f" ({desc['FailureReason']})" if desc.get("FailureReason") else "")
             )
 
-    def _end(self) -> None:
+    def _end(self, exc: BaseException | None = None) -> None:
+        """Record the outcome, or (``exc``: the loop itself failed) Failed with the cause; a tuning
+        job that ended already (a stop from ``on_kill``) stays as it ended."""
         with self._lock:
-            assert self.ledger is not None
-            if self.ledger["HyperParameterTuningJobStatus"] in TERMINAL:
+            if self.ledger is None or self.ledger["HyperParameterTuningJobStatus"] in TERMINAL:
                 return
-            metric = self.ledger["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"][
-                "MetricName"
-            ]
-            status, reason = tuning_outcome(self.summaries(), metric, stop_requested=self._stop.is_set())
+            config = self.ledger["HyperParameterTuningJobConfig"]
+            metric, stopped = config["HyperParameterTuningJobObjective"]["MetricName"], self._stop.is_set()
+            if exc is None:
+                status, reason = tuning_outcome(self.summaries(), metric, stop_requested=stopped)
+            else:
+                status = "Stopped" if stopped else "Failed"
+                reason = f"InternalServerError: {type(exc).__name__}: {exc}"[:1024]
             self.ledger.update(
                 HyperParameterTuningJobStatus=status,
                 HyperParameterTuningEndTime=_now(),
-                StopRequested=self._stop.is_set(),
+                StopRequested=stopped,
             )
             if reason:
                 self.ledger["FailureReason"] = reason
             self._write()
 
     def _abandon(self, exc: BaseException) -> None:
-        """The loop itself failed (not a training job): stop what runs; the tuning job ends Failed
-        with the cause, unless a stop (``on_kill``) ended it already."""
+        """The loop itself failed (not a training job): stop what runs, end with the cause."""
         for handle in list(self._handles.values()):
             with contextlib.suppress(Exception):
                 handle.stop(self.hook.stop_grace_seconds, wait=True)
         with contextlib.suppress(Exception):
             self._collect()
-        with self._lock:
-            if self.ledger is None or self.ledger["HyperParameterTuningJobStatus"] in TERMINAL:
-                return
-            self.ledger.update(
-                HyperParameterTuningJobStatus="Stopped" if self._stop.is_set() else "Failed",
-                FailureReason=f"InternalServerError: {type(exc).__name__}: {exc}"[:1024],
-                HyperParameterTuningEndTime=_now(),
-                StopRequested=self._stop.is_set(),
-            )
-            self._write()
+        self._end(exc)
 
     def stop(self, grace_seconds: float | None = None, *, wait: bool = True) -> None:
         """Stop the running training jobs; nothing more starts; the tuning job ends ``Stopped``.

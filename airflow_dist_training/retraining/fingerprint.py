@@ -1,16 +1,8 @@
 """Fingerprints of what a training run reads, and the skip decision. Pure: listings in, hashes out.
 
-A run is keyed on **content**, not on arguments (SageMaker Pipelines' step caching keys on the
-request: the same S3 prefix with new objects in it is a cache hit there, a new fingerprint here):
-
-* data: per channel, a hash over ``(relative key, ETag or content hash, size)`` of every object or
-  file the job would read, sorted by key. S3: one paginated ``ListObjectsV2`` of the channel
-  prefix. FSx-staged: the staged prefix's manifest. Local: sizes and sha256 of the files.
-* code: a hash over ``(relative path, sha256)`` of the source directory the job runs.
-* spec: a hash of the effective spec (after the run's overrides) without its checkpoint location,
-  which is per run by design, plus the run's settings that change the model (``warm_start``).
-
-The hook (``hooks/fingerprint.py``) produces the listings; everything here is deterministic.
+A run is keyed on **content** (data, code, spec), not on the request's arguments as SageMaker
+Pipelines' step caching is; what each fingerprint covers: docs/retraining.md. The hook
+(``hooks/fingerprint.py``) produces the listings.
 """
 
 from __future__ import annotations
@@ -67,11 +59,10 @@ def listing_fingerprint(entries: Iterable[Entry]) -> dict[str, Any]:
 
 def s3_listing_entries(prefix_key: str, contents: Iterable[Mapping[str, Any]]) -> list[Entry]:
     """``ListObjectsV2`` ``Contents`` items -> entries keyed relative to ``prefix_key``."""
-    base = prefix_key
     out = []
     for obj in contents:
         key = str(obj["Key"])
-        rel = key[len(base) :].lstrip("/") if key.startswith(base) else key
+        rel = key[len(prefix_key) :].lstrip("/") if key.startswith(prefix_key) else key
         out.append(Entry(rel or key.rsplit("/", 1)[-1], str(obj.get("ETag", "")), int(obj.get("Size", 0))))
     return out
 
@@ -92,21 +83,18 @@ def code_hash(files: Iterable[tuple[str, str]]) -> str:
 _VOLATILE_SPEC_FIELDS = ("checkpoint", "name")
 
 
+def _without(fields: Mapping[str, Any] | None, *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in (fields or {}).items() if k not in keys}
+
+
 def spec_hash(spec: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> str:
     """Hash of the effective spec (a ``model_dump(mode="json")`` dict) and the run's settings."""
-    data = {k: v for k, v in spec.items() if k not in _VOLATILE_SPEC_FIELDS}
-    source = dict(data.get("source") or {})
-    source.pop("source_dir", None)
-    source.pop("dependencies", None)  # paths differ between machines; their files are in the code hash
-    data["source"] = source
-    channels = {}
-    for name, channel in dict(data.get("channels") or {}).items():
-        # where the local backend reads a channel is not what it reads: the data fingerprint is
-        channels[name] = {k: v for k, v in dict(channel).items() if k != "local_source"}
-    data["channels"] = channels
-    output = dict(data.get("output") or {})
-    output.pop("local_uri", None)
-    data["output"] = output
+    data = _without(spec, *_VOLATILE_SPEC_FIELDS)
+    # paths differ between machines; their files are in the code hash
+    data["source"] = _without(data.get("source"), "source_dir", "dependencies")
+    # where the local backend reads a channel is not what it reads: the data fingerprint is
+    data["channels"] = {name: _without(c, "local_source") for name, c in (data.get("channels") or {}).items()}
+    data["output"] = _without(data.get("output"), "local_uri")
     payload = json.dumps({"spec": data, "settings": dict(settings or {})}, sort_keys=True, default=str)
     return PREFIX + hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

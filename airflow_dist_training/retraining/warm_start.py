@@ -1,15 +1,7 @@
 """Warm start as an explicit choice: ``none`` | ``champion`` | ``promoted``. Pure.
 
-The weights are handed to the script the SageMaker way, as an **input channel** named
-``warm_start`` (``/opt/ml/input/data/warm_start``, ``$SM_CHANNEL_WARM_START``):
-
-* ``champion``: the registry champion's model artifact (``model.tar.gz``);
-* ``promoted``: the checkpoint last promoted to the stable ``promote_to`` location.
-
-Not a checkpoint seeded into the run's checkpoint location: that location means "resume this run"
-(the script continues at the next epoch), whereas a warm-started run starts at epoch 0 with the
-given weights and trains all its configured epochs. Resume wins when both exist (a retry of a
-warm-started run resumes from its own checkpoint).
+The weights reach the script as the input channel ``warm_start``, not as a seeded checkpoint: the
+checkpoint location means "resume this run" (docs/retraining.md).
 """
 
 from __future__ import annotations
@@ -53,4 +45,3 @@ def warm_start_channel(uri: str) -> dict[str, Any]:
     if uri.startswith("s3://"):
         return {"type": "s3", "uri": uri}
     return {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": split_uri(uri)[2]}
-

@@ -92,10 +92,7 @@ def sort_newest_first(checkpoints: Iterable[CheckpointInfo]) -> list[CheckpointI
 
 def latest_complete(checkpoints: Iterable[CheckpointInfo]) -> CheckpointInfo | None:
     """The complete checkpoint with the highest step, or None."""
-    for info in sort_newest_first(checkpoints):
-        if info.complete:
-            return info
-    return None
+    return next((info for info in sort_newest_first(checkpoints) if info.complete), None)
 
 
 def _check_mode(mode: str, field_path: str) -> None:
@@ -129,11 +126,7 @@ class Selector:
     @classmethod
     def parse(cls, which: str | int, metric: str | None = None, mode: str = "min") -> Selector:
         """``"latest"``, ``"best"``, an int step, or ``"step:120"`` / ``"120"``."""
-        if isinstance(which, bool):
-            raise SpecValidationError(
-                [("which", f"must be 'latest', 'best' or a step number, got {which!r}")]
-            )
-        if isinstance(which, int):
+        if isinstance(which, int) and not isinstance(which, bool):  # a bool is refused below
             return cls("step", step=which)
         text = str(which).strip().lower()
         if text == "latest":

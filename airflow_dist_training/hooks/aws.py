@@ -117,12 +117,7 @@ class AwsConnectionMixin:
     @property
     def aws_settings(self) -> dict[str, Any]:
         """The four settings as keyword arguments, to build a hook or a trigger of the same connection."""
-        return {
-            "aws_conn_id": self.aws_conn_id,
-            "region_name": self.region_name,
-            "verify": self.verify,
-            "botocore_config": self.botocore_config,
-        }
+        return {name: getattr(self, name) for name in ("aws_conn_id", "region_name", "verify", "botocore_config")}
 
     def aws_hook(self, client_type: str) -> AwsBaseHook:
         """The Amazon provider hook for ``client_type``, built once per instance."""

@@ -44,6 +44,11 @@ def _now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _unfinished(loc: Location, step: int) -> CheckpointInfo:
+    """A checkpoint without a manifest (not finished, or still uploading)."""
+    return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(completeness_problems(None, {}, loc.uri)), checked=True)
+
+
 class CheckpointHook(AwsConnectionMixin, BaseHook):
     """Find, inspect, copy, promote and prune checkpoints in any store (:mod:`airflow_dist_training.storage`).
 
@@ -106,12 +111,8 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         try:
             return parse_manifest(raw, uri)
         except ManifestError as exc:
-            raise SpecValidationError(
-                [
-                    (f"{exc.manifest_path}:{fld}" if fld else exc.manifest_path, msg)
-                    for fld, msg in exc.problems
-                ]
-            ) from None
+            where = exc.manifest_path
+            raise SpecValidationError([(f"{where}:{fld}" if fld else where, msg) for fld, msg in exc.problems]) from None
 
     @staticmethod
     def _steps(root: Location, names: Iterable[str]) -> list[tuple[int, str]]:
@@ -137,8 +138,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
     def _inspect(self, loc: Location, step: int) -> CheckpointInfo:
         found = self._read(loc, MANIFEST_NAME)
         if found is None:
-            problems = completeness_problems(None, {}, loc.uri)
-            return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(problems), checked=True)
+            return _unfinished(loc, step)
         raw, modified = found
         manifest = self._parse_manifest(raw, loc.file_uri(MANIFEST_NAME))
         present = {path: size for path, (size, _) in self._list_tree(loc).items()}
@@ -224,8 +224,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         def check(step: int) -> CheckpointInfo:
             loc = root.child(names[step])
             if MANIFEST_NAME not in per_step[step]:
-                problems = completeness_problems(None, {}, loc.uri)
-                return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(problems), checked=True)
+                return _unfinished(loc, step)
             found = self._read(loc, MANIFEST_NAME)
             if found is None:  # deleted since the listing
                 return CheckpointInfo(step=step, uri=loc.uri, problems=("manifest vanished",), checked=True)
@@ -341,16 +340,13 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         root = self._loc(root_uri)
         if selector.kind == "latest":
             newest = self.latest_complete(root_uri)
-            chosen = select_checkpoint([newest] if newest else [], selector, root_uri)
+            candidates = [newest] if newest else []
         elif selector.kind == "step":
             assert selector.step is not None
-            chosen = select_checkpoint(
-                [self._inspect(root.child(checkpoint_dir_name(selector.step)), selector.step)],
-                selector,
-                root_uri,
-            )
+            candidates = [self._inspect(root.child(checkpoint_dir_name(selector.step)), selector.step)]
         else:
-            chosen = select_checkpoint(self.scan(root_uri), selector, root_uri)
+            candidates = self.scan(root_uri)
+        chosen = select_checkpoint(candidates, selector, root_uri)
         copied = self.copy_checkpoint(chosen.uri, target.uri)
         entry: dict[str, Any] = {
             "step": chosen.step,

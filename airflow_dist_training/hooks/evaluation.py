@@ -134,8 +134,7 @@ class ArtifactStore(AwsConnectionMixin):
             ) from None
         if found is None:
             raise SpecValidationError([Problem("", "cannot read: no such file")], source=uri)
-        raw = found[0]
-        return parse_evaluation_text(raw, source=uri)
+        return parse_evaluation_text(found[0], source=uri)
 
 
 def evaluation_output_uri(job: Mapping[str, Any]) -> str:

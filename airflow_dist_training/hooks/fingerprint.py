@@ -13,7 +13,7 @@ import tarfile
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.retraining.fingerprint import (
@@ -32,12 +32,17 @@ _CHUNK = 1 << 20
 _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
 
 
-def _sha256_file(path: Path) -> str:
+def _sha256(fh: IO[bytes]) -> Any:
+    """The sha256 of a binary file's remaining bytes, read in chunks."""
     digest = hashlib.sha256()
+    while block := fh.read(_CHUNK):
+        digest.update(block)
+    return digest
+
+
+def _sha256_file(path: Path) -> str:
     with path.open("rb") as fh:
-        while block := fh.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+        return str(_sha256(fh).hexdigest())
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -189,17 +194,11 @@ class FingerprintHook(AwsConnectionMixin):
                     for member in members:
                         data = tar.extractfile(member)
                         assert data is not None
-                        inner = hashlib.sha256()
-                        while block := data.read(_CHUNK):
-                            inner.update(block)
-                        digest.update(member.name.encode() + b"\0" + inner.digest())
+                        digest.update(member.name.encode() + b"\0" + _sha256(data).digest())
                     return "tar-sha256:" + digest.hexdigest()
             except tarfile.TarError:
                 fh.seek(0)
-                whole = hashlib.sha256()
-                while block := fh.read(_CHUNK):
-                    whole.update(block)
-                return "sha256:" + whole.hexdigest()
+                return "sha256:" + _sha256(fh).hexdigest()
 
     def same_model(self, challenger_uri: str, champion_uri: str) -> bool:
         """Whether two model artifacts hold byte-identical model files."""

@@ -87,14 +87,19 @@ class FSxHook(AwsConnectionMixin, BaseHook):
                 ) from exc
             raise
 
-    def describe_file_system(self, file_system_id: str) -> dict[str, Any] | None:
-        """The file system, or ``None`` if it does not exist."""
+    def _unless_missing(self, operation: str, **kwargs: Any) -> dict[str, Any] | None:
+        """An FSx call; ``None`` when the file system does not exist."""
         try:
-            found = self._call("fsx", "describe_file_systems", FileSystemIds=[file_system_id])["FileSystems"]
+            return self._call("fsx", operation, **kwargs)
         except Exception as exc:
             if error_code(exc) == "FileSystemNotFound":
                 return None
             raise
+
+    def describe_file_system(self, file_system_id: str) -> dict[str, Any] | None:
+        """The file system, or ``None`` if it does not exist."""
+        response = self._unless_missing("describe_file_systems", FileSystemIds=[file_system_id])
+        found = response["FileSystems"] if response is not None else []
         return _clean(found[0]) if found else None
 
     def create_file_system(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -116,12 +121,8 @@ class FSxHook(AwsConnectionMixin, BaseHook):
 
     def delete_file_system(self, file_system_id: str) -> str | None:
         """Delete; returns the new lifecycle, or ``None`` if it was already gone (idempotent)."""
-        try:
-            return self._call("fsx", "delete_file_system", FileSystemId=file_system_id).get("Lifecycle")
-        except Exception as exc:
-            if error_code(exc) == "FileSystemNotFound":
-                return None
-            raise
+        response = self._unless_missing("delete_file_system", FileSystemId=file_system_id)
+        return None if response is None else response.get("Lifecycle")
 
     def describe_associations(self, file_system_id: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -155,25 +156,19 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         match = req.match_association(
             self.describe_associations(file_system_id), file_system_id, file_system_path, s3_prefix
         )
-        created = False
-        if match.action == "reuse":
-            assoc = dict(match.association or {})
-            self.log.info(
-                "Reusing association %s (%s -> %s)",
-                assoc.get("AssociationId"),
-                assoc.get("FileSystemPath"),
-                assoc.get("DataRepositoryPath"),
-            )
-        else:
+        created = match.action != "reuse"
+        if created:
             request = req.build_association_request(file_system_id, file_system_path, s3_prefix, **options)
             assoc = _clean(self._call("fsx", "create_data_repository_association", **request)["Association"])
-            created = True
-            self.log.info(
-                "Created association %s (%s -> %s)",
-                assoc["AssociationId"],
-                request["FileSystemPath"],
-                request["DataRepositoryPath"],
-            )
+        else:
+            assoc = request = dict(match.association or {})
+        self.log.info(
+            "%s association %s (%s -> %s)",
+            "Created" if created else "Reusing",
+            assoc.get("AssociationId"),
+            request.get("FileSystemPath"),
+            request.get("DataRepositoryPath"),
+        )
         if wait:
             assoc = self.wait_association_available(assoc["AssociationId"], poll_interval, timeout, assoc)
         return assoc, created
@@ -285,12 +280,8 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         if not eni_ids:
             return []
         enis = self._call("ec2", "describe_network_interfaces", NetworkInterfaceIds=list(eni_ids))
-        ids: list[str] = []
-        for eni in enis.get("NetworkInterfaces") or []:
-            for group in eni.get("Groups") or []:
-                if group["GroupId"] not in ids:
-                    ids.append(group["GroupId"])
-        return ids
+        groups = (g["GroupId"] for eni in enis.get("NetworkInterfaces") or [] for g in eni.get("Groups") or [])
+        return list(dict.fromkeys(groups))  # unique, in first-seen order
 
     def s3_prefix_size(self, s3_uri: str) -> tuple[int, int]:
         """``(object count, total bytes)`` under an S3 prefix (folder markers not counted)."""

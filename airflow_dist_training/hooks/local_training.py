@@ -200,23 +200,11 @@ class LocalTrainingHook(BaseHook):
         job_name: str,
         *,
         log: Callable[[str], None] | None = None,
-        allow_oversubscribe: bool = False,
-        run_identity: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        uploads: Iterable[Any] = (),
-        region: str | None = None,
+        **settings: Any,
     ) -> Any:
         """Plan (unless given the ``request``) and start the job; returns the executor's handle at
-        once (see ``local/executor.py``)."""
-        sub = self.submission(
-            spec,
-            job_name,
-            allow_oversubscribe=allow_oversubscribe,
-            run_identity=run_identity,
-            request=request,
-            uploads=uploads,
-            region=region,
-        )
+        once (see ``local/executor.py``). ``settings``: those of :meth:`submission`."""
+        sub = self.submission(spec, job_name, **settings)
         emit = log or self.log.info
         for warning in sub.warnings:
             emit(f"[local] WARNING {warning}")

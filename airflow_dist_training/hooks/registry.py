@@ -44,6 +44,8 @@ from airflow_dist_training.storage.location import file_uri_path, join_uri, pare
 log = logging.getLogger(__name__)
 
 _STATUSES = {APPROVED, PENDING, REJECTED}
+# what ``register`` returns besides the registry and the group
+_RESULT_KEYS = ("package_id", "version", "approval_status", "model_data_uri", "evaluation_uri", "audit_uri")
 
 
 def _now() -> str:
@@ -84,6 +86,13 @@ def _check_status(status: str) -> None:
 
 def _group_missing(exc: Exception) -> bool:
     return error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc)
+
+
+def _package_uris(desc: Mapping[str, Any]) -> tuple[Any, Any]:
+    """A package's model data URL and the URI of its evaluation report (``ModelQuality`` statistics)."""
+    containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
+    stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
+    return containers[0].get("ModelDataUrl"), stats.get("S3Uri")
 
 
 def _champion_error(exc: SpecValidationError, who: str, uri: str) -> ChampionUnreadableError:
@@ -244,16 +253,7 @@ class LocalModelRegistry:
         return self._result(entry)
 
     def _result(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "registry": self.kind,
-            "group": self.group,
-            "package_id": entry["package_id"],
-            "version": entry["version"],
-            "approval_status": entry["approval_status"],
-            "model_data_uri": entry["model_data_uri"],
-            "evaluation_uri": entry["evaluation_uri"],
-            "audit_uri": entry["audit_uri"],
-        }
+        return {"registry": self.kind, "group": self.group, **{key: entry[key] for key in _RESULT_KEYS}}
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
         _check_status(status)
@@ -311,26 +311,27 @@ class ModelRegistryHook(AwsConnectionMixin):
         """Create the group when it is missing; return True when it was created."""
         if self.group_exists():
             return False
-        kwargs: dict[str, Any] = {"ModelPackageGroupName": self.group}
-        kwargs["ModelPackageGroupDescription"] = self.group_description or "Created by airflow-dist-training"
-        self.client.create_model_package_group(**kwargs)
+        self.client.create_model_package_group(
+            ModelPackageGroupName=self.group,
+            ModelPackageGroupDescription=self.group_description or "Created by airflow-dist-training",
+        )
         log.info("Created model package group %s", self.group)
         return True
 
-    def latest_approved_arn(self) -> str | None:
+    def _newest_packages(self, **filters: Any) -> list[dict[str, Any]]:
+        """The group's package summaries, newest first (none while the group does not exist)."""
         try:
             resp = self.client.list_model_packages(
-                ModelPackageGroupName=self.group,
-                ModelApprovalStatus=APPROVED,
-                SortBy="CreationTime",
-                SortOrder="Descending",
-                MaxResults=1,
+                ModelPackageGroupName=self.group, SortBy="CreationTime", SortOrder="Descending", **filters
             )
         except Exception as exc:
             if _group_missing(exc):
-                return None
+                return []
             raise
-        summaries = resp.get("ModelPackageSummaryList") or []
+        return list(resp.get("ModelPackageSummaryList") or [])
+
+    def latest_approved_arn(self) -> str | None:
+        summaries = self._newest_packages(ModelApprovalStatus=APPROVED, MaxResults=1)
         return str(summaries[0]["ModelPackageArn"]) if summaries else None
 
     def get_champion(self) -> Champion | None:
@@ -338,8 +339,7 @@ class ModelRegistryHook(AwsConnectionMixin):
         if arn is None:
             return None
         desc = self.client.describe_model_package(ModelPackageName=arn)
-        stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
-        uri = stats.get("S3Uri")
+        model_data_uri, uri = _package_uris(desc)
         if not uri:
             why = "is not set (the package was registered without an evaluation report); cannot compare metrics against it"
             raise ChampionUnreadableError(
@@ -351,13 +351,12 @@ class ModelRegistryHook(AwsConnectionMixin):
             raise _champion_error(exc, f"model package {arn}", str(uri)) from None
         from airflow_dist_training.evaluation.registration import lineage_from_metadata
 
-        containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
         return Champion(
             id=arn,
             evaluation=evaluation,
             evaluation_uri=str(uri),
             version=desc.get("ModelPackageVersion"),
-            model_data_uri=containers[0].get("ModelDataUrl"),
+            model_data_uri=model_data_uri,
             lineage=lineage_from_metadata(desc.get("CustomerMetadataProperties")),
         )
 
@@ -423,18 +422,7 @@ class ModelRegistryHook(AwsConnectionMixin):
     def _registered_by(self, client_token: str) -> str | None:
         """The ARN of the version this registration token created, among the newest few."""
         token = client_token[:36]
-        try:
-            resp = self.client.list_model_packages(
-                ModelPackageGroupName=self.group,
-                SortBy="CreationTime",
-                SortOrder="Descending",
-                MaxResults=self._RETRY_LOOKBACK,
-            )
-        except Exception as exc:
-            if _group_missing(exc):
-                return None
-            raise
-        for summary in resp.get("ModelPackageSummaryList") or []:
+        for summary in self._newest_packages(MaxResults=self._RETRY_LOOKBACK):
             arn = str(summary["ModelPackageArn"])
             desc = self.client.describe_model_package(ModelPackageName=arn)
             if (desc.get("CustomerMetadataProperties") or {}).get(REGISTER_TOKEN_KEY) == token:
@@ -443,11 +431,7 @@ class ModelRegistryHook(AwsConnectionMixin):
 
     def _result_for(self, arn: str, audit_uri: str) -> dict[str, Any]:
         desc = self.client.describe_model_package(ModelPackageName=arn)
-        containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
-        stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
-        return self._result(
-            arn, desc.get("ModelApprovalStatus"), containers[0].get("ModelDataUrl"), stats.get("S3Uri"), audit_uri
-        )
+        return self._result(arn, desc.get("ModelApprovalStatus"), *_package_uris(desc), audit_uri)
 
     def _result(
         self, arn: str, status: Any, model_data_uri: Any, evaluation_uri: Any, audit_uri: str

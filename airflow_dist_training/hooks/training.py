@@ -50,17 +50,15 @@ def _iso(value: Any) -> str | None:
 
 def timeline_from_description(description: Mapping[str, Any]) -> list[StatusTransition]:
     """SecondaryStatusTransitions as JSON (ISO 8601 UTC strings)."""
-    out: list[StatusTransition] = []
-    for t in description.get("SecondaryStatusTransitions") or []:
-        out.append(
-            StatusTransition(
-                status=str(t.get("Status", "")),
-                start=_iso(t.get("StartTime")) or "",
-                end=_iso(t.get("EndTime")),
-                message=str(t.get("StatusMessage", "")),
-            )
+    return [
+        StatusTransition(
+            status=str(t.get("Status", "")),
+            start=_iso(t.get("StartTime")) or "",
+            end=_iso(t.get("EndTime")),
+            message=str(t.get("StatusMessage", "")),
         )
-    return out
+        for t in description.get("SecondaryStatusTransitions") or []
+    ]
 
 
 def final_metrics(description: Mapping[str, Any]) -> dict[str, float]:
@@ -363,13 +361,8 @@ if TYPE_CHECKING:
     class SageMakerTrainingHook(_TrainingHookMethods, _AwsBaseHook): ...
 
 
-_LAZY: dict[str, type] = {}
-
-
 def __getattr__(name: str) -> Any:
-    if name == "SageMakerTrainingHook":
-        if name not in _LAZY:
-            _LAZY[name] = _build_hook_class()
-        globals()[name] = _LAZY[name]
-        return _LAZY[name]
+    if name == "SageMakerTrainingHook":  # built once: from then on a module global
+        globals()[name] = hook_class = _build_hook_class()
+        return hook_class
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -210,10 +210,9 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
     def scan(self, root_uri: str) -> list[CheckpointInfo]:
         """Every checkpoint under the root, checked (one full listing + one GET per manifest)."""
         root = self._loc(root_uri)
-        tree = self._list_tree(root)
         per_step: dict[int, dict[str, int]] = {}
         names: dict[int, str] = {}
-        for rel, (size, _) in tree.items():
+        for rel, (size, _) in self._list_tree(root).items():
             top, _, rest = rel.partition("/")
             step = parse_step(top)
             if step is None or not rest:

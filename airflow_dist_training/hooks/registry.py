@@ -134,10 +134,7 @@ class LocalModelRegistry:
         self.group_dir.mkdir(parents=True, exist_ok=True)
         with open(self.group_dir / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+            yield  # closing the file releases the lock
 
     def _read_index(self) -> dict[str, Any]:
         if not self.index_path.exists():

@@ -133,10 +133,8 @@ class DurableJob:
         """The description, or None when no job has this name."""
         try:
             return self.describe(name)
-        except AwsPermissionError:
-            raise
         except Exception as exc:
-            if is_not_found(exc):
+            if is_not_found(exc):  # never an AwsPermissionError (it has no AWS error code)
                 return None
             raise
 
@@ -208,8 +206,6 @@ class DurableJob:
                 self.log.warning("Could not tag %s as stop-requested: %s", name, exc)
         try:
             self._call(self.kind.stop, self.arn_hint(name), **{self.kind.name_key: name})
-        except AwsPermissionError:
-            raise
         except Exception as exc:
             if error_code(exc) == "ValidationException":  # already terminal / stopping
                 self.log.info("%s %s: %s (nothing to stop)", self.kind.stop, name, error_message(exc))

@@ -76,10 +76,9 @@ def billable_seconds(description: Mapping[str, Any]) -> int | None:
         return int(description["BillableTimeInSeconds"])
     start, end = description.get("TrainingStartTime"), description.get("TrainingEndTime")
     if isinstance(start, datetime) and isinstance(end, datetime):
-        count = int((description.get("ResourceConfig") or {}).get("InstanceCount") or 1)
-        groups = (description.get("ResourceConfig") or {}).get("InstanceGroups") or []
-        if groups:
-            count = sum(int(g.get("InstanceCount", 0)) for g in groups)
+        resources = description.get("ResourceConfig") or {}
+        groups = resources.get("InstanceGroups") or []
+        count = sum(int(g.get("InstanceCount", 0)) for g in groups) if groups else int(resources.get("InstanceCount") or 1)
         return max(0, int((end - start).total_seconds())) * count
     return None
 
@@ -158,8 +157,6 @@ DEFAULT_MAX_ATTEMPTS = 10
 
 
 class _TrainingHookMethods(SageMakerApi):
-    # SageMakerTrainingHook = this class + the Amazon provider's AwsBaseHook, assembled on first
-    # use (module __getattr__), so importing this module imports neither boto3 nor the provider.
     """SageMaker training API with throttling-aware retries, error translation and merged logs.
 
     :param aws_conn_id: Airflow AWS connection id (``aws_default``).
@@ -194,15 +191,14 @@ class _TrainingHookMethods(SageMakerApi):
 
         if retry_mode not in {"adaptive", "standard", "legacy"}:
             raise ValueError("retry_mode must be 'adaptive', 'standard' or 'legacy'")
-        config_kwargs: dict[str, Any] = {"retries": {"mode": retry_mode, "total_max_attempts": max_attempts}}
-        config_kwargs.update(botocore_config or {})
+        retries = {"mode": retry_mode, "total_max_attempts": max_attempts}
         self.throttle_retries = throttle_retries
         super().__init__(  # type: ignore[call-arg]  # AwsBaseHook, next in the assembled class's MRO
             aws_conn_id=aws_conn_id,
             region_name=region_name,
             verify=verify,
             client_type="sagemaker",
-            config=Config(**config_kwargs),
+            config=Config(**{"retries": retries, **(botocore_config or {})}),
         )
 
     def _sibling(self, client_type: str) -> AwsBaseHook:
@@ -258,13 +254,12 @@ class _TrainingHookMethods(SageMakerApi):
 
     def stop_run_jobs(self, identity_hash: str, *, reason: str) -> list[str]:
         """Stop every InProgress job of one run (its names carry ``identity_hash``); returns their names."""
-        stopped = []
-        for status in sorted(STOPPABLE_STATES):
-            for job in self.list_training_jobs(NameContains=identity_hash, StatusEquals=status):
-                name = str(job["TrainingJobName"])
-                if identity_hash in name and self.stop_training_job(name, reason=reason):
-                    stopped.append(name)
-        return stopped
+        names = (
+            str(job["TrainingJobName"])
+            for status in sorted(STOPPABLE_STATES)
+            for job in self.list_training_jobs(NameContains=identity_hash, StatusEquals=status)
+        )
+        return [name for name in names if identity_hash in name and self.stop_training_job(name, reason=reason)]
 
     def wait_for_job(
         self,

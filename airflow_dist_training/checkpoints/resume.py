@@ -149,9 +149,8 @@ def run_checkpoint_location(
         if "://" not in root and not os.path.isabs(root) and base_dir:
             root = os.path.join(base_dir, root)
         data["local_uri"] = join_uri(root, leaf)
-        pipeline_uri = root
+        pipeline_uri, run_uri = root, data["local_uri"]
     else:
-        pipeline_uri = checkpoint.s3_uri
+        pipeline_uri, run_uri = checkpoint.s3_uri, data["s3_uri"]
     new_spec = spec.model_copy(update={"checkpoint": type(checkpoint).model_validate(data)})
-    run_uri = data["local_uri"] if local and checkpoint.local_uri else data["s3_uri"]
     return RunCheckpoints(spec=new_spec, pipeline_uri=pipeline_uri, run_uri=run_uri)

@@ -171,7 +171,9 @@ class SageMakerBackend(AwsConnectionMixin):
     def region(self) -> str:
         return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
 
-    def find_or_create(self, names: Iterable[str], request_for: Callable[..., Mapping[str, Any]], **options: Any) -> Any:
+    def find_or_create(
+        self, names: Iterable[str], request_for: Callable[..., Mapping[str, Any]], **options: Any
+    ) -> Any:
         return self.hook.jobs.find_or_create(names, request_for, **options)
 
     def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
@@ -256,8 +258,7 @@ class LocalBackend:
         sub = self.hook.submission(
             spec, job_name, check_paths=check_paths, region=region, run_identity=run_identity, stage=False
         )
-        executor = self.hook.executor()
-        rp = executor.plan(sub.request, store=sub.store, options=sub.options)
+        rp = self.hook.executor().plan(sub.request, store=sub.store, options=sub.options)
         hosts = rp.plan.hosts
         lines = [
             f"Local job        {job_name}",

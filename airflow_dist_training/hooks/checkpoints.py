@@ -46,7 +46,8 @@ def _now_iso() -> str:
 
 def _unfinished(loc: Location, step: int) -> CheckpointInfo:
     """A checkpoint without a manifest (not finished, or still uploading)."""
-    return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(completeness_problems(None, {}, loc.uri)), checked=True)
+    problems = completeness_problems(None, {}, loc.uri)
+    return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(problems), checked=True)
 
 
 class CheckpointHook(AwsConnectionMixin, BaseHook):
@@ -112,7 +113,8 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             return parse_manifest(raw, uri)
         except ManifestError as exc:
             where = exc.manifest_path
-            raise SpecValidationError([(f"{where}:{fld}" if fld else where, msg) for fld, msg in exc.problems]) from None
+            problems = [(f"{where}:{fld}" if fld else where, msg) for fld, msg in exc.problems]
+            raise SpecValidationError(problems) from None
 
     @staticmethod
     def _steps(root: Location, names: Iterable[str]) -> list[tuple[int, str]]:

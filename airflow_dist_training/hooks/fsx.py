@@ -67,11 +67,8 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
         self.sleep: Callable[[float], None] = time.sleep
 
-    def client(self, client_type: str = "fsx") -> Any:
-        return self.aws_client(client_type)
-
     def get_conn(self) -> Any:
-        return self.client("fsx")
+        return self.aws_client("fsx")
 
     async def get_async_conn(self) -> Any:
         """An aiobotocore FSx client context manager: ``async with await hook.get_async_conn() as c``."""
@@ -79,7 +76,7 @@ class FSxHook(AwsConnectionMixin, BaseHook):
 
     def _call(self, client_type: str, operation: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            return getattr(self.client(client_type), operation)(**kwargs)
+            return getattr(self.aws_client(client_type), operation)(**kwargs)
         except Exception as exc:
             if is_access_denied(exc):
                 raise service_permission_error(
@@ -287,22 +284,21 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         """``(object count, total bytes)`` under an S3 prefix (folder markers not counted)."""
         bucket, key = req.parse_s3_uri(s3_uri)
         prefix = key.strip("/") + "/" if key.strip("/") else ""
-        count = total = 0
-        paginator = self.client("s3").get_paginator("list_objects_v2")
+        paginator = self.aws_client("s3").get_paginator("list_objects_v2")
         try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
-                for obj in page.get("Contents") or []:
-                    if obj["Key"].endswith("/") and not obj.get("Size"):
-                        continue
-                    count += 1
-                    total += int(obj.get("Size") or 0)
+            sizes = [
+                int(obj.get("Size") or 0)
+                for page in paginator.paginate(Bucket=bucket, Prefix=prefix)
+                for obj in page.get("Contents") or []
+                if obj.get("Size") or not obj["Key"].endswith("/")  # a folder marker is no object
+            ]
         except Exception as exc:
             if error_code(exc) == "NoSuchBucket":
                 raise SpecValidationError(
                     [("s3_uri", f"bucket {bucket} of {s3_uri} does not exist")]
                 ) from exc
             raise
-        return count, total
+        return len(sizes), sum(sizes)
 
     def gather_preflight_facts(
         self,

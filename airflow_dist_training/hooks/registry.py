@@ -16,7 +16,7 @@ import datetime as dt
 import fcntl
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
@@ -95,9 +95,18 @@ def _package_uris(desc: Mapping[str, Any]) -> tuple[Any, Any]:
     return containers[0].get("ModelDataUrl"), stats.get("S3Uri")
 
 
-def _champion_error(exc: SpecValidationError, who: str, uri: str) -> ChampionUnreadableError:
-    problems = [Problem(p.path, p.message) for p in exc.problems]
-    return ChampionUnreadableError(problems, source=f"champion {who} ({uri})")
+def _read_champion(
+    who: str, uri: str, missing: Problem, load: Callable[[str], Any], **champion: Any
+) -> Champion:
+    """The champion ``who`` with its evaluation report at ``uri`` (none stored: ``missing`` says so)."""
+    if not uri:
+        raise ChampionUnreadableError([missing], source=f"champion {who}")
+    try:
+        evaluation = load(uri)
+    except SpecValidationError as exc:
+        problems = [Problem(p.path, p.message) for p in exc.problems]
+        raise ChampionUnreadableError(problems, source=f"champion {who} ({uri})") from None
+    return Champion(evaluation=evaluation, evaluation_uri=uri, **champion)
 
 
 class LocalModelRegistry:
@@ -157,21 +166,13 @@ class LocalModelRegistry:
         if not approved:
             return None
         entry = max(approved, key=lambda v: int(v["version"]))
-        uri = str(entry.get("evaluation_uri") or "")
         who = f"{self.group}/{entry['version']}"
-        if not uri:
-            raise ChampionUnreadableError(
-                [Problem("", "has no stored evaluation report; cannot compare metrics against it")],
-                source=f"champion {who}",
-            )
-        try:
-            evaluation = load_evaluation_file(uri)
-        except SpecValidationError as exc:
-            raise _champion_error(exc, who, uri) from None
-        return Champion(
+        return _read_champion(
+            who,
+            str(entry.get("evaluation_uri") or ""),
+            Problem("", "has no stored evaluation report; cannot compare metrics against it"),
+            load_evaluation_file,
             id=who,
-            evaluation=evaluation,
-            evaluation_uri=uri,
             version=int(entry["version"]),
             model_data_uri=entry.get("model_data_uri"),
             lineage=entry.get("lineage"),
@@ -197,14 +198,10 @@ class LocalModelRegistry:
         evaluation_bytes = self.store.read_bytes(evaluation_uri)
         with self._locked():
             index = self._read_index()
-            if client_token:
-                for entry in index["versions"]:
-                    if entry.get("client_token") == client_token:
-                        log.info(
-                            "Version %s was already registered by this task (retry): reusing it",
-                            entry["version"],
-                        )
-                        return self._result(entry)
+            for entry in index["versions"]:
+                if client_token and entry.get("client_token") == client_token:
+                    log.info("Version %s was already registered by this task (retry): reusing it", entry["version"])
+                    return self._result(entry)
             version = max((int(v["version"]) for v in index["versions"]), default=0) + 1
             vdir = self.group_dir / "versions" / str(version)
             stored_eval = vdir / EVALUATION_FILE_NAME
@@ -336,22 +333,16 @@ class ModelRegistryHook(AwsConnectionMixin):
         if arn is None:
             return None
         desc = self.client.describe_model_package(ModelPackageName=arn)
-        model_data_uri, uri = _package_uris(desc)
-        if not uri:
-            why = "is not set (the package was registered without an evaluation report); cannot compare metrics against it"
-            raise ChampionUnreadableError(
-                [Problem("ModelMetrics.ModelQuality.Statistics", why)], source=f"champion model package {arn}"
-            )
-        try:
-            evaluation = self.store.load_evaluation(str(uri))
-        except SpecValidationError as exc:
-            raise _champion_error(exc, f"model package {arn}", str(uri)) from None
         from airflow_dist_training.evaluation.registration import lineage_from_metadata
 
-        return Champion(
+        model_data_uri, uri = _package_uris(desc)
+        why = "is not set (the package was registered without an evaluation report); cannot compare metrics against it"
+        return _read_champion(
+            f"model package {arn}",
+            str(uri) if uri else "",
+            Problem("ModelMetrics.ModelQuality.Statistics", why),
+            self.store.load_evaluation,
             id=arn,
-            evaluation=evaluation,
-            evaluation_uri=str(uri),
             version=desc.get("ModelPackageVersion"),
             model_data_uri=model_data_uri,
             lineage=lineage_from_metadata(desc.get("CustomerMetadataProperties")),
@@ -450,10 +441,8 @@ class ModelRegistryHook(AwsConnectionMixin):
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
         _check_status(status)
-        kwargs: dict[str, Any] = {"ModelPackageArn": package_id, "ModelApprovalStatus": status}
-        if description:
-            kwargs["ApprovalDescription"] = description
-        self.client.update_model_package(**kwargs)
+        extra = {"ApprovalDescription": description} if description else {}
+        self.client.update_model_package(ModelPackageArn=package_id, ModelApprovalStatus=status, **extra)
 
 
 def get_registry(

@@ -77,8 +77,8 @@ def billable_seconds(description: Mapping[str, Any]) -> int | None:
     start, end = description.get("TrainingStartTime"), description.get("TrainingEndTime")
     if isinstance(start, datetime) and isinstance(end, datetime):
         resources = description.get("ResourceConfig") or {}
-        groups = resources.get("InstanceGroups") or []
-        count = sum(int(g.get("InstanceCount", 0)) for g in groups) if groups else int(resources.get("InstanceCount") or 1)
+        groups = resources.get("InstanceGroups") or [{"InstanceCount": resources.get("InstanceCount") or 1}]
+        count = sum(int(g.get("InstanceCount", 0)) for g in groups)
         return max(0, int((end - start).total_seconds())) * count
     return None
 
@@ -334,9 +334,7 @@ class _TrainingHookMethods(SageMakerApi):
 
     def _put_object(self, body: bytes, s3_uri: str, kms_key: str | None) -> None:
         _, bucket, key = split_uri(s3_uri)
-        extra: dict[str, Any] = {}
-        if kms_key:
-            extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}
+        extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key} if kms_key else {}
         self._call(self.s3_conn, "PutObject", s3_uri, Bucket=bucket, Key=key, Body=body, **extra)
 
 

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -301,7 +302,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             if same and not completeness_problems(
                 info.manifest, {p: s for p, (s, _) in self._list_tree(dst).items()}, dst.uri
             ):
-                return self._target_info(dst, info)
+                return replace(info, uri=dst.uri, manifest_modified=None)
             self.stores(dst).delete(dst, [MANIFEST_NAME])  # target is incomplete from here on
         files = {e["path"]: int(e["size"]) for e in info.manifest["files"]}
         src_store, dst_store = self.stores(src), self.stores(dst)
@@ -314,13 +315,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         if stale:
             dst_store.delete(dst, stale)
         copy(MANIFEST_NAME, 0)
-        return self._target_info(dst, info)
-
-    @staticmethod
-    def _target_info(dst: Location, info: CheckpointInfo) -> CheckpointInfo:
-        return CheckpointInfo(
-            step=info.step, uri=dst.uri, manifest=info.manifest, checked=True, manifest_modified=None
-        )
+        return replace(info, uri=dst.uri, manifest_modified=None)  # the copy: complete, as its source
 
     def promote(
         self,

@@ -202,6 +202,4 @@ class FingerprintHook(AwsConnectionMixin):
 
     def same_model(self, challenger_uri: str, champion_uri: str) -> bool:
         """Whether two model artifacts hold byte-identical model files."""
-        if challenger_uri == champion_uri:
-            return True
-        return self.model_digest(challenger_uri) == self.model_digest(champion_uri)
+        return challenger_uri == champion_uri or self.model_digest(challenger_uri) == self.model_digest(champion_uri)

@@ -142,19 +142,13 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         found = self._read(loc, MANIFEST_NAME)
         if found is None:
             return _unfinished(loc, step)
-        raw, modified = found
-        manifest = self._parse_manifest(raw, loc.file_uri(MANIFEST_NAME))
-        present = {path: size for path, (size, _) in self._list_tree(loc).items()}
-        return self._info(loc, step, manifest, present, modified)
+        return self._info(loc, step, found, {path: size for path, (size, _) in self._list_tree(loc).items()})
 
     def _info(
-        self,
-        loc: Location,
-        step: int,
-        manifest: dict[str, Any],
-        present: dict[str, int],
-        modified: float | None,
+        self, loc: Location, step: int, found: tuple[bytes, float], present: dict[str, int]
     ) -> CheckpointInfo:
+        """A checkpoint with a manifest (``found``: its bytes and modified time) and these files."""
+        manifest = self._parse_manifest(found[0], loc.file_uri(MANIFEST_NAME))
         problems = completeness_problems(manifest, present, loc.uri.rstrip("/") + "/")
         if manifest.get("step") != step:
             problems.append(
@@ -166,7 +160,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             manifest=manifest,
             problems=tuple(problems),
             checked=True,
-            manifest_modified=modified,
+            manifest_modified=found[1],
         )
 
     def _read_hint(self, root: Location) -> int | None:
@@ -230,8 +224,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             found = self._read(loc, MANIFEST_NAME)
             if found is None:  # deleted since the listing
                 return CheckpointInfo(step=step, uri=loc.uri, problems=("manifest vanished",), checked=True)
-            manifest = self._parse_manifest(found[0], loc.file_uri(MANIFEST_NAME))
-            return self._info(loc, step, manifest, per_step[step], found[1])
+            return self._info(loc, step, found, per_step[step])
 
         return sorted(self._parallel(check, per_step), key=lambda c: c.step, reverse=True)
 

@@ -124,8 +124,7 @@ class LocalTrainingHook(BaseHook):
         sub = self.submission(
             spec, job_name, allow_oversubscribe=allow_oversubscribe, check_paths=check_paths, stage=False
         )
-        plan: LocalJobPlan = self.executor().plan(sub.request, store=sub.store, options=sub.options).plan
-        return plan
+        return self.executor().plan(sub.request, store=sub.store, options=sub.options).plan  # type: ignore[no-any-return]
 
     def executor(self) -> Any:
         """The request executor of this hook's jobs root (one per root and process)."""

@@ -214,8 +214,7 @@ class LocalStore:
 
 def _open_s3(options: StoreOptions) -> ObjectStore:
     # by name: storage.s3 builds on this module, and boto3 is loaded only when S3 is used
-    store: ObjectStore = importlib.import_module("airflow_dist_training.storage.s3").S3Store(options)
-    return store
+    return importlib.import_module("airflow_dist_training.storage.s3").S3Store(options)  # type: ignore[no-any-return]
 
 
 STORES = Records(

@@ -118,9 +118,8 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             raise SpecValidationError(problems) from None
 
     @staticmethod
-    def _steps(root: Location, names: Iterable[str]) -> list[tuple[int, str]]:
-        found = [(s, root.child(n).uri) for n in names if (s := parse_step(n)) is not None]
-        return sorted(set(found), reverse=True)
+    def _steps(names: Iterable[str]) -> list[int]:
+        return sorted({s for n in names if (s := parse_step(n)) is not None}, reverse=True)
 
     def inspect(self, checkpoint_uri: str) -> CheckpointInfo:
         """Read one checkpoint's manifest and list its files; say whether it is complete and why not."""
@@ -184,18 +183,14 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         if use_hint and (hint := self._read_hint(root)) is not None:
             # Only steps after the hint: StartAfter skips every key up to step-<hint>0 ("/" < "0").
             newer = self.stores(root).list_dirs(root, "step-", start_after=checkpoint_dir_name(hint) + "0")
-            candidates = [s for s in self._steps(root, newer) if s[0] > hint]
-            candidates.append((hint, root.child(checkpoint_dir_name(hint)).uri))
-            found = self._first_complete(root, candidates, checked)
+            found = self._first_complete(root, [s for s in self._steps(newer) if s > hint] + [hint], checked)
             if found is not None:
                 return found
-        steps = [s for s in self._steps(root, self.stores(root).list_dirs(root, "step-")) if s[0] not in checked]
-        return self._first_complete(root, steps, checked)
+        return self._first_complete(root, self._steps(self.stores(root).list_dirs(root, "step-")), checked)
 
-    def _first_complete(
-        self, root: Location, candidates: list[tuple[int, str]], checked: set[int]
-    ) -> CheckpointInfo | None:
-        for step, _uri in candidates:
+    def _first_complete(self, root: Location, steps: list[int], checked: set[int]) -> CheckpointInfo | None:
+        """The first complete checkpoint of ``steps``, skipping (and adding to) ``checked``."""
+        for step in steps:
             if step in checked:
                 continue
             checked.add(step)

@@ -153,9 +153,6 @@ def _fault_point(name: str) -> None:
         os._exit(int(os.environ.get("ADT_CRASH_EXIT_CODE", "137")))
 
 
-DEFAULT_MAX_ATTEMPTS = 10
-
-
 class _TrainingHookMethods(SageMakerApi):
     """SageMaker training API with throttling-aware retries, error translation and merged logs.
 
@@ -183,7 +180,7 @@ class _TrainingHookMethods(SageMakerApi):
         *,
         verify: bool | str | None = None,
         retry_mode: str = "adaptive",
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        max_attempts: int = 10,
         throttle_retries: int = 8,
         botocore_config: dict[str, Any] | None = None,
     ) -> None:

@@ -247,16 +247,10 @@ class LocalBackend:
         return LocalTrainingHook(**self.hook_kwargs)
 
     def plan(
-        self,
-        spec: TrainingJobSpec,
-        *,
-        job_name: str,
-        region: str,
-        run_identity: str | None = None,
-        check_paths: bool = False,
+        self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
     ) -> dict[str, Any]:
         sub = self.hook.submission(
-            spec, job_name, check_paths=check_paths, region=region, run_identity=run_identity, stage=False
+            spec, job_name, check_paths=False, region=region, run_identity=run_identity, stage=False
         )
         rp = self.hook.executor().plan(sub.request, store=sub.store, options=sub.options)
         hosts = rp.plan.hosts

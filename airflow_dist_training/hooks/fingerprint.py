@@ -120,14 +120,11 @@ class FingerprintHook(AwsConnectionMixin):
         if not root.exists():
             return None
         files = [(p.relative_to(root).as_posix(), _sha256_file(p)) for p in _walk(root)]
-        for dependency in dependencies:
+        for dependency in dependencies:  # a file as its name, a directory's files under its name
             dep = _local(dependency, Path(base_dir))
-            if dep.is_file():
-                files.append((dep.name, _sha256_file(dep)))
-            elif dep.is_dir():
-                files += [(f"{dep.name}/{p.relative_to(dep).as_posix()}", _sha256_file(p)) for p in _walk(dep)]
-            else:
+            if not (dep.is_file() or dep.is_dir()):
                 return None
+            files += [(p.relative_to(dep.parent).as_posix(), _sha256_file(p)) for p in _walk(dep)]
         return code_hash(files)
 
     def lineage(

@@ -116,14 +116,10 @@ class LocalTrainingHook(BaseHook):
             return flag.strip().lower() in ("1", "true", "yes", "on")
         return _needs_s3(spec) and s3_credentials_available()
 
-    def plan(
-        self, spec: SpecSource, job_name: str, *, allow_oversubscribe: bool = False, check_paths: bool = True
-    ) -> LocalJobPlan:
+    def plan(self, spec: SpecSource, job_name: str, *, check_paths: bool = True) -> LocalJobPlan:
         """The request executor's plan of the run (nothing staged or launched); ``check_paths=False``
         before the staging step has produced the local sources."""
-        sub = self.submission(
-            spec, job_name, allow_oversubscribe=allow_oversubscribe, check_paths=check_paths, stage=False
-        )
+        sub = self.submission(spec, job_name, check_paths=check_paths, stage=False)
         return self.executor().plan(sub.request, store=sub.store, options=sub.options).plan  # type: ignore[no-any-return]
 
     def executor(self) -> Any:
@@ -196,13 +192,13 @@ class LocalTrainingHook(BaseHook):
         with _stop_on_sigterm(job, self.stop_grace_seconds):
             return job.result()  # type: ignore[no-any-return]
 
-    def stop(self, job_name: str, *, grace_seconds: float | None = None) -> bool:
-        """SIGTERM to every host, SIGKILL after the grace period; False when no job of that name
+    def stop(self, job_name: str) -> bool:
+        """SIGTERM to every host, SIGKILL after ``stop_grace_seconds``; False when no job of that name
         runs in this process."""
         job = self.executor().get(job_name)
         if job is None or job.done:
             return False
-        job.stop(self.stop_grace_seconds if grace_seconds is None else grace_seconds)
+        job.stop(self.stop_grace_seconds)
         return True
 
 

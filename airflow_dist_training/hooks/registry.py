@@ -256,9 +256,9 @@ class LocalModelRegistry:
             index = self._read_index()
             for entry in index["versions"]:
                 if entry["version"] == version:
-                    entry["approval_status"] = status
-                    entry["approval_description"] = description
-                    entry["approval_changed_at"] = _now()
+                    entry.update(
+                        approval_status=status, approval_description=description, approval_changed_at=_now()
+                    )
                     break
             else:
                 raise SpecValidationError([Problem("version", f"no version {version} in group {self.group}")])
@@ -425,16 +425,8 @@ class ModelRegistryHook(AwsConnectionMixin):
         self, arn: str, status: Any, model_data_uri: Any, evaluation_uri: Any, audit_uri: str
     ) -> dict[str, Any]:
         tail = arn.rsplit("/", 1)[-1]
-        return {
-            "registry": self.kind,
-            "group": self.group,
-            "package_id": arn,
-            "version": int(tail) if tail.isdigit() else None,
-            "approval_status": status,
-            "model_data_uri": model_data_uri,
-            "evaluation_uri": evaluation_uri,
-            "audit_uri": audit_uri,
-        }
+        values = (arn, int(tail) if tail.isdigit() else None, status, model_data_uri, evaluation_uri, audit_uri)
+        return {"registry": self.kind, "group": self.group, **dict(zip(_RESULT_KEYS, values, strict=True))}
 
     def _write_audit(self, uri: str, record: Mapping[str, Any]) -> None:
         self.store.write_text(uri, json.dumps(record, indent=2, sort_keys=True), "application/json")

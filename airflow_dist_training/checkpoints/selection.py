@@ -147,14 +147,12 @@ class Selector:
 def select_checkpoint(checkpoints: Sequence[CheckpointInfo], selector: Selector, root: str) -> CheckpointInfo:
     """Apply ``selector``; a clear error naming ``root`` when nothing matches."""
     if selector.kind == "latest":
-        found = latest_complete(checkpoints)
-        if found is None:
+        if (found := latest_complete(checkpoints)) is None:
             raise SpecValidationError([("which", f"no complete checkpoint under {root}")])
         return found
     if selector.kind == "best":
         assert selector.metric is not None
-        found = best_by_metric(checkpoints, selector.metric, selector.mode)
-        if found is None:
+        if (found := best_by_metric(checkpoints, selector.metric, selector.mode)) is None:
             raise SpecValidationError(
                 [("metric", f"no complete checkpoint under {root} reports metric {selector.metric!r}")]
             )

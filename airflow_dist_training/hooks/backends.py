@@ -319,8 +319,7 @@ def get_backend(
 ) -> TrainingBackend:
     """The backend registered as ``backend``; ``SpecValidationError`` naming the registered ones."""
     record = backend_record(backend)
-    factory = record.load_factory()
-    return factory(  # type: ignore[no-any-return]
+    return record.load_factory()(  # type: ignore[no-any-return]
         aws_conn_id=aws_conn_id, region_name=region_name, hook_kwargs=local_hook_kwargs, record=record
     )
 
@@ -364,6 +363,5 @@ def plan_on_backend(
     training_backend = get_backend(
         backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs=hook_kwargs
     )
-    on_aws = training_backend.record.on_aws
-    region = task_region(aws_conn_id, region_name) if on_aws else local_region(region_name)
+    region = task_region(aws_conn_id, region_name) if training_backend.record.on_aws else local_region(region_name)
     return plan_run(spec, backend=training_backend, region=region, base_dir=base_dir, **plan_kwargs)

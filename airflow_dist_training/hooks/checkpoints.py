@@ -191,12 +191,10 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
     def _first_complete(self, root: Location, steps: list[int], checked: set[int]) -> CheckpointInfo | None:
         """The first complete checkpoint of ``steps``, skipping (and adding to) ``checked``."""
         for step in steps:
-            if step in checked:
-                continue
-            checked.add(step)
-            info = self._inspect(root.child(checkpoint_dir_name(step)), step)
-            if info.complete:
-                return info
+            if step not in checked:
+                checked.add(step)
+                if (info := self._inspect(root.child(checkpoint_dir_name(step)), step)).complete:
+                    return info
         return None
 
     def scan(self, root_uri: str) -> list[CheckpointInfo]:
@@ -299,8 +297,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             copy_between(src_store, src.join(name), dst_store, dst.join(name), size)
 
         self._parallel(lambda item: copy(*item), files.items())
-        stale = [p for p in self._list_tree(dst) if p not in files and p != MANIFEST_NAME]
-        if stale:
+        if stale := [p for p in self._list_tree(dst) if p not in files and p != MANIFEST_NAME]:
             dst_store.delete(dst, stale)
         copy(MANIFEST_NAME, 0)
         return replace(info, uri=dst.uri, manifest_modified=None)  # the copy: complete, as its source

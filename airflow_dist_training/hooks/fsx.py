@@ -317,9 +317,7 @@ class FSxHook(AwsConnectionMixin, BaseHook):
             fs_subnets = self.describe_subnets(list(fs.get("SubnetIds") or []))
             sg_ids = file_system_security_group_ids or self.file_system_security_group_ids(fs)
             fs_sgs = self.describe_security_groups(sg_ids)
-        count = size = None
-        if s3_uri is not None:
-            count, size = self.s3_prefix_size(s3_uri)
+        count, size = self.s3_prefix_size(s3_uri) if s3_uri is not None else (None, None)
         return PreflightFacts(
             file_system_id=file_system_id,
             file_system=fs,

@@ -111,8 +111,7 @@ class LocalTrainingHook(BaseHook):
     def _s3_available(self, spec: TrainingJobSpec) -> bool:
         if self.use_s3 is not None:
             return self.use_s3
-        flag = os.environ.get("ADT_LOCAL_USE_S3")
-        if flag is not None:
+        if (flag := os.environ.get("ADT_LOCAL_USE_S3")) is not None:
             return flag.strip().lower() in ("1", "true", "yes", "on")
         return _needs_s3(spec) and s3_credentials_available()
 

@@ -392,8 +392,7 @@ class ModelRegistryHook(AwsConnectionMixin):
             "training": training,
         }
         self.ensure_group()
-        existing = self._registered_by(client_token) if client_token else None
-        if existing is not None:
+        if client_token and (existing := self._registered_by(client_token)) is not None:
             log.info("Version %s was already registered by this task (retry): reusing it", existing)
             return self._result_for(existing, audit_uri)
         # Audit first: a package never points at a missing audit record.
@@ -451,8 +450,7 @@ def get_registry(
     record = registry_record(registry)
     if record.local_dir and not local_registry_dir:
         raise SpecValidationError([Problem("local_registry_dir", f"is required when registry={registry!r}")])
-    factory = record.load_factory()
-    return factory(group=group, local_dir=local_registry_dir, aws_conn_id=aws_conn_id, region_name=region_name)  # type: ignore[no-any-return]
+    return record.load_factory()(group=group, local_dir=local_registry_dir, aws_conn_id=aws_conn_id, region_name=region_name)  # type: ignore[no-any-return]
 
 
 def local_registry(*, group: str, local_dir: str, aws_conn_id: str | None, region_name: str | None) -> ModelRegistry:

@@ -198,8 +198,7 @@ class DurableJob:
         desc = self.describe_or_none(name)
         if desc is None or self.kind.status(desc) not in self.kind.stoppable_states:
             return False
-        arn = str(desc.get(self.kind.arn_key, ""))
-        if arn:
+        if arn := str(desc.get(self.kind.arn_key, "")):
             try:
                 self._call("AddTags", arn, ResourceArn=arn, Tags=[{"Key": TAG_STOP_REQUESTED, "Value": "true"}])
             except Exception as exc:  # a missing tag only changes how the stop is reported

@@ -145,8 +145,7 @@ def _fault_point(name: str) -> None:
     (the task process runs in a group of its own). Costs one environment lookup otherwise.
     """
     if os.environ.get("ADT_CRASH_AT") == name:
-        group = os.environ.get("ADT_CRASH_KILL_PGID")
-        if group:
+        if group := os.environ.get("ADT_CRASH_KILL_PGID"):
             import signal
 
             os.killpg(int(group), signal.SIGKILL)

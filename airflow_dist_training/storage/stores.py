@@ -81,8 +81,7 @@ class Stores:
 
     def __call__(self, loc: Location, field_name: str = "uri", uri: str | None = None) -> ObjectStore:
         if loc.scheme not in self._open:
-            record = STORES.find(loc.scheme)
-            if record is None:
+            if (record := STORES.find(loc.scheme)) is None:
                 schemes = ", ".join(f"{s}://" for s in sorted(STORES.names()) if s != "file")
                 message = f"{uri or loc.uri}: unsupported scheme (use {schemes}, file:///dir or /dir)"
                 raise SpecValidationError([(field_name, message)])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -28,14 +28,7 @@ class Freshness:
         return f"{what}; {verdict} max_age={self.max_age_seconds:.0f}s"
 
     def to_xcom(self) -> dict[str, Any]:
-        return {
-            "stale": self.stale,
-            "age_seconds": round(self.age_seconds, 3),
-            "max_age_seconds": self.max_age_seconds,
-            "checkpoint_uri": self.checkpoint_uri,
-            "step": self.step,
-            "root": self.root,
-        }
+        return {**asdict(self), "age_seconds": round(self.age_seconds, 3)}
 
 
 def assess_freshness(

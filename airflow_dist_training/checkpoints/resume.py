@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_dist_training.aws_errors import is_capacity_failure, is_interruption
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.job_states import SUCCESS_STATES
+from airflow_dist_training.storage.location import join_uri
 
 RESUME_POLICIES: tuple[str, ...] = ("fresh", "latest", "none")
 
@@ -77,14 +78,7 @@ class RetryDecision:
     reason: str
 
     def to_xcom(self) -> dict[str, Any]:
-        return {
-            "retry": self.retry,
-            "resume": self.resume,
-            "use_spot": self.use_spot,
-            "interruptions": self.interruptions,
-            "failures": self.failures,
-            "reason": self.reason,
-        }
+        return asdict(self)
 
 
 def decide_retry(
@@ -128,10 +122,6 @@ class RunCheckpoints:
     run_uri: str  # this run's (or, for ``none``, this job's) checkpoint location
 
 
-def _child(uri: str, name: str) -> str:
-    return uri.rstrip("/") + "/" + name
-
-
 def run_checkpoint_location(
     spec: Any, policy: str, *, run_key: str, job_name: str, local: bool, base_dir: str | None = None
 ) -> RunCheckpoints | None:
@@ -151,17 +141,16 @@ def run_checkpoint_location(
         return None
     leaf = job_name if policy == "none" else run_key
     data = checkpoint.model_dump(mode="json", exclude_unset=True)
-    data["s3_uri"] = _child(checkpoint.s3_uri, leaf)
+    data["s3_uri"] = join_uri(checkpoint.s3_uri, leaf)
     if local and checkpoint.local_uri:
         import os
 
         root = checkpoint.local_uri
         if "://" not in root and not os.path.isabs(root) and base_dir:
             root = os.path.join(base_dir, root)
-        data["local_uri"] = _child(root, leaf)
-        pipeline_uri = root
+        data["local_uri"] = join_uri(root, leaf)
+        pipeline_uri, run_uri = root, data["local_uri"]
     else:
-        pipeline_uri = checkpoint.s3_uri
+        pipeline_uri, run_uri = checkpoint.s3_uri, data["s3_uri"]
     new_spec = spec.model_copy(update={"checkpoint": type(checkpoint).model_validate(data)})
-    run_uri = data["local_uri"] if local and checkpoint.local_uri else data["s3_uri"]
     return RunCheckpoints(spec=new_spec, pipeline_uri=pipeline_uri, run_uri=run_uri)

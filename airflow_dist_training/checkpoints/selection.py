@@ -92,10 +92,7 @@ def sort_newest_first(checkpoints: Iterable[CheckpointInfo]) -> list[CheckpointI
 
 def latest_complete(checkpoints: Iterable[CheckpointInfo]) -> CheckpointInfo | None:
     """The complete checkpoint with the highest step, or None."""
-    for info in sort_newest_first(checkpoints):
-        if info.complete:
-            return info
-    return None
+    return next((info for info in sort_newest_first(checkpoints) if info.complete), None)
 
 
 def _check_mode(mode: str, field_path: str) -> None:
@@ -129,11 +126,7 @@ class Selector:
     @classmethod
     def parse(cls, which: str | int, metric: str | None = None, mode: str = "min") -> Selector:
         """``"latest"``, ``"best"``, an int step, or ``"step:120"`` / ``"120"``."""
-        if isinstance(which, bool):
-            raise SpecValidationError(
-                [("which", f"must be 'latest', 'best' or a step number, got {which!r}")]
-            )
-        if isinstance(which, int):
+        if isinstance(which, int) and not isinstance(which, bool):  # a bool is refused below
             return cls("step", step=which)
         text = str(which).strip().lower()
         if text == "latest":
@@ -154,14 +147,12 @@ class Selector:
 def select_checkpoint(checkpoints: Sequence[CheckpointInfo], selector: Selector, root: str) -> CheckpointInfo:
     """Apply ``selector``; a clear error naming ``root`` when nothing matches."""
     if selector.kind == "latest":
-        found = latest_complete(checkpoints)
-        if found is None:
+        if (found := latest_complete(checkpoints)) is None:
             raise SpecValidationError([("which", f"no complete checkpoint under {root}")])
         return found
     if selector.kind == "best":
         assert selector.metric is not None
-        found = best_by_metric(checkpoints, selector.metric, selector.mode)
-        if found is None:
+        if (found := best_by_metric(checkpoints, selector.metric, selector.mode)) is None:
             raise SpecValidationError(
                 [("metric", f"no complete checkpoint under {root} reports metric {selector.metric!r}")]
             )

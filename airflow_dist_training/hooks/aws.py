@@ -42,24 +42,12 @@ def local_region(region_name: str | None = None) -> str:
     return region_name or environment_region() or "us-east-1"
 
 
-def aws_hook(
-    client_type: str,
-    *,
-    aws_conn_id: str | None = "aws_default",
-    region_name: str | None = None,
-    verify: bool | str | None = None,
-    config: Any = None,
-) -> AwsBaseHook:
-    """The Amazon provider's ``AwsBaseHook`` for ``client_type`` (``config``: a botocore ``Config`` or its kwargs)."""
+def aws_hook(client_type: str, **settings: Any) -> AwsBaseHook:
+    """The Amazon provider's ``AwsBaseHook`` for ``client_type``; ``settings``: its ``aws_conn_id`` (default
+    ``aws_default``), ``region_name``, ``verify`` and ``config`` (a botocore ``Config`` or its kwargs)."""
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    return AwsBaseHook(
-        aws_conn_id=aws_conn_id,
-        client_type=client_type,
-        region_name=region_name,
-        verify=verify,
-        config=config,
-    )
+    return AwsBaseHook(client_type=client_type, **settings)
 
 
 def cached_aws_hook(owner: Any, client_type: str, **settings: Any) -> AwsBaseHook:
@@ -117,12 +105,7 @@ class AwsConnectionMixin:
     @property
     def aws_settings(self) -> dict[str, Any]:
         """The four settings as keyword arguments, to build a hook or a trigger of the same connection."""
-        return {
-            "aws_conn_id": self.aws_conn_id,
-            "region_name": self.region_name,
-            "verify": self.verify,
-            "botocore_config": self.botocore_config,
-        }
+        return {name: getattr(self, name) for name in ("aws_conn_id", "region_name", "verify", "botocore_config")}
 
     def aws_hook(self, client_type: str) -> AwsBaseHook:
         """The Amazon provider hook for ``client_type``, built once per instance."""

@@ -34,7 +34,6 @@ class TrainingBackend(Protocol):
         self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
     ) -> dict[str, Any]:
         """``{"request", "warnings", "summary", "cost_bound_usd"}``; launches nothing."""
-        ...
 
     def submit(
         self,
@@ -47,7 +46,6 @@ class TrainingBackend(Protocol):
         uploads: Iterable[Any] = (),
     ) -> str:
         """Create the job: ``request`` (and its ``uploads``) as planned, else planned from ``spec``."""
-        ...
 
     def describe(self, job_name: str) -> dict[str, Any]: ...
 
@@ -57,7 +55,6 @@ class TrainingBackend(Protocol):
 
     def result(self, job_name: str) -> TrainingResult:
         """The result of a Completed job (waits for a local job); ``TrainingJobError`` otherwise."""
-        ...
 
 
 class DurableBackend(TrainingBackend, Protocol):
@@ -76,11 +73,9 @@ class DurableBackend(TrainingBackend, Protocol):
         on_ended: Callable[[str, dict[str, Any], int], None] | None = None,
     ) -> Any:
         """The run's live or completed job among ``names``, else the first free name created."""
-        ...
 
     def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
         """Check what the job reads before creating it (refuse with ``SpecValidationError``)."""
-        ...
 
     def put_uploads(self, uploads: Iterable[Any]) -> None: ...
 
@@ -88,27 +83,21 @@ class DurableBackend(TrainingBackend, Protocol):
 
     def stop_requested(self, description: Mapping[str, Any]) -> bool:
         """Airflow asked for the stop that ended this job."""
-        ...
 
     def trigger(self, job_name: str, **settings: Any) -> Any:
         """The trigger to defer on until the job ends."""
-        ...
 
     def wait(self, job_name: str, **settings: Any) -> dict[str, Any]:
         """Wait in this process until the job ends (``TimeoutError`` past ``max_wait_seconds``)."""
-        ...
 
     def result_of(self, description: Mapping[str, Any]) -> TrainingResult:
         """The result of a job as described; ``TrainingJobError`` unless it succeeded."""
-        ...
 
     def links(self, description: Mapping[str, Any]) -> dict[str, Any]:
         """What the operator's extra links and the Training view need (``links.persist``)."""
-        ...
 
     def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
         """Stop the run's jobs still running (a teardown: the task died without ``on_kill``)."""
-        ...
 
 
 class SageMakerBackend(AwsConnectionMixin):
@@ -183,14 +172,9 @@ class SageMakerBackend(AwsConnectionMixin):
         return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
 
     def find_or_create(
-        self,
-        names: Iterable[str],
-        request_for: Callable[[str, tuple[dict[str, Any], ...]], Mapping[str, Any]],
-        *,
-        exhausted: Callable[[], Exception],
-        on_ended: Callable[[str, dict[str, Any], int], None] | None = None,
+        self, names: Iterable[str], request_for: Callable[..., Mapping[str, Any]], **options: Any
     ) -> Any:
-        return self.hook.jobs.find_or_create(names, request_for, exhausted=exhausted, on_ended=on_ended)
+        return self.hook.jobs.find_or_create(names, request_for, **options)
 
     def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
         """FSx channels: file system AVAILABLE, same AZ, Lustre ports open, mount name."""
@@ -263,19 +247,12 @@ class LocalBackend:
         return LocalTrainingHook(**self.hook_kwargs)
 
     def plan(
-        self,
-        spec: TrainingJobSpec,
-        *,
-        job_name: str,
-        region: str,
-        run_identity: str | None = None,
-        check_paths: bool = False,
+        self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
     ) -> dict[str, Any]:
         sub = self.hook.submission(
-            spec, job_name, check_paths=check_paths, region=region, run_identity=run_identity, stage=False
+            spec, job_name, check_paths=False, region=region, run_identity=run_identity, stage=False
         )
-        executor = self.hook.executor()
-        rp = executor.plan(sub.request, store=sub.store, options=sub.options)
+        rp = self.hook.executor().plan(sub.request, store=sub.store, options=sub.options)
         hosts = rp.plan.hosts
         lines = [
             f"Local job        {job_name}",
@@ -295,19 +272,9 @@ class LocalBackend:
             "uploads": sub.uploads,
         }
 
-    def submit(
-        self,
-        spec: TrainingJobSpec,
-        job_name: str,
-        *,
-        log: Callable[[str], None] | None = None,
-        run_identity: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        uploads: Iterable[Any] = (),
-    ) -> str:
-        self.hook.start_job(
-            spec, job_name, log=log, run_identity=run_identity, request=request, uploads=uploads, region=self.region()
-        )
+    def submit(self, spec: TrainingJobSpec, job_name: str, **settings: Any) -> str:
+        """``TrainingBackend.submit`` (``settings``: its keyword arguments)."""
+        self.hook.start_job(spec, job_name, **settings, region=self.region())
         return job_name
 
     def region(self) -> str:
@@ -331,20 +298,9 @@ class LocalBackend:
     def result(self, job_name: str) -> TrainingResult:
         return self._job(job_name).result()  # type: ignore[no-any-return]
 
-    def run(
-        self,
-        spec: TrainingJobSpec,
-        job_name: str,
-        *,
-        log: Callable[[str], None] | None = None,
-        run_identity: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        uploads: Iterable[Any] = (),
-    ) -> TrainingResult:
+    def run(self, spec: TrainingJobSpec, job_name: str, **settings: Any) -> TrainingResult:
         """submit + result, stopping the job if this process gets SIGTERM (the task is killed)."""
-        return self.hook.run_job(  # type: ignore[no-any-return]
-            spec, job_name, log=log, run_identity=run_identity, request=request, uploads=uploads, region=self.region()
-        )
+        return self.hook.run_job(spec, job_name, **settings, region=self.region())  # type: ignore[no-any-return]
 
 
 _RUNNER_TEXT = {
@@ -363,8 +319,7 @@ def get_backend(
 ) -> TrainingBackend:
     """The backend registered as ``backend``; ``SpecValidationError`` naming the registered ones."""
     record = backend_record(backend)
-    factory = record.load_factory()
-    return factory(  # type: ignore[no-any-return]
+    return record.load_factory()(  # type: ignore[no-any-return]
         aws_conn_id=aws_conn_id, region_name=region_name, hook_kwargs=local_hook_kwargs, record=record
     )
 
@@ -408,6 +363,5 @@ def plan_on_backend(
     training_backend = get_backend(
         backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs=hook_kwargs
     )
-    on_aws = training_backend.record.on_aws
-    region = task_region(aws_conn_id, region_name) if on_aws else local_region(region_name)
+    region = task_region(aws_conn_id, region_name) if training_backend.record.on_aws else local_region(region_name)
     return plan_run(spec, backend=training_backend, region=region, base_dir=base_dir, **plan_kwargs)

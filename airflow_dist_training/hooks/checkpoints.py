@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -42,6 +43,12 @@ PROMOTED_NAME = "_PROMOTED.json"
 
 def _now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _unfinished(loc: Location, step: int) -> CheckpointInfo:
+    """A checkpoint without a manifest (not finished, or still uploading)."""
+    problems = completeness_problems(None, {}, loc.uri)
+    return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(problems), checked=True)
 
 
 class CheckpointHook(AwsConnectionMixin, BaseHook):
@@ -106,17 +113,13 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         try:
             return parse_manifest(raw, uri)
         except ManifestError as exc:
-            raise SpecValidationError(
-                [
-                    (f"{exc.manifest_path}:{fld}" if fld else exc.manifest_path, msg)
-                    for fld, msg in exc.problems
-                ]
-            ) from None
+            where = exc.manifest_path
+            problems = [(f"{where}:{fld}" if fld else where, msg) for fld, msg in exc.problems]
+            raise SpecValidationError(problems) from None
 
     @staticmethod
-    def _steps(root: Location, names: Iterable[str]) -> list[tuple[int, str]]:
-        found = [(s, root.child(n).uri) for n in names if (s := parse_step(n)) is not None]
-        return sorted(set(found), reverse=True)
+    def _steps(names: Iterable[str]) -> list[int]:
+        return sorted({s for n in names if (s := parse_step(n)) is not None}, reverse=True)
 
     def inspect(self, checkpoint_uri: str) -> CheckpointInfo:
         """Read one checkpoint's manifest and list its files; say whether it is complete and why not."""
@@ -137,21 +140,14 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
     def _inspect(self, loc: Location, step: int) -> CheckpointInfo:
         found = self._read(loc, MANIFEST_NAME)
         if found is None:
-            problems = completeness_problems(None, {}, loc.uri)
-            return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(problems), checked=True)
-        raw, modified = found
-        manifest = self._parse_manifest(raw, loc.file_uri(MANIFEST_NAME))
-        present = {path: size for path, (size, _) in self._list_tree(loc).items()}
-        return self._info(loc, step, manifest, present, modified)
+            return _unfinished(loc, step)
+        return self._info(loc, step, found, {path: size for path, (size, _) in self._list_tree(loc).items()})
 
     def _info(
-        self,
-        loc: Location,
-        step: int,
-        manifest: dict[str, Any],
-        present: dict[str, int],
-        modified: float | None,
+        self, loc: Location, step: int, found: tuple[bytes, float], present: dict[str, int]
     ) -> CheckpointInfo:
+        """A checkpoint with a manifest (``found``: its bytes and modified time) and these files."""
+        manifest = self._parse_manifest(found[0], loc.file_uri(MANIFEST_NAME))
         problems = completeness_problems(manifest, present, loc.uri.rstrip("/") + "/")
         if manifest.get("step") != step:
             problems.append(
@@ -163,7 +159,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             manifest=manifest,
             problems=tuple(problems),
             checked=True,
-            manifest_modified=modified,
+            manifest_modified=found[1],
         )
 
     def _read_hint(self, root: Location) -> int | None:
@@ -187,33 +183,26 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         if use_hint and (hint := self._read_hint(root)) is not None:
             # Only steps after the hint: StartAfter skips every key up to step-<hint>0 ("/" < "0").
             newer = self.stores(root).list_dirs(root, "step-", start_after=checkpoint_dir_name(hint) + "0")
-            candidates = [s for s in self._steps(root, newer) if s[0] > hint]
-            candidates.append((hint, root.child(checkpoint_dir_name(hint)).uri))
-            found = self._first_complete(root, candidates, checked)
+            found = self._first_complete(root, [s for s in self._steps(newer) if s > hint] + [hint], checked)
             if found is not None:
                 return found
-        steps = [s for s in self._steps(root, self.stores(root).list_dirs(root, "step-")) if s[0] not in checked]
-        return self._first_complete(root, steps, checked)
+        return self._first_complete(root, self._steps(self.stores(root).list_dirs(root, "step-")), checked)
 
-    def _first_complete(
-        self, root: Location, candidates: list[tuple[int, str]], checked: set[int]
-    ) -> CheckpointInfo | None:
-        for step, _uri in candidates:
-            if step in checked:
-                continue
-            checked.add(step)
-            info = self._inspect(root.child(checkpoint_dir_name(step)), step)
-            if info.complete:
-                return info
+    def _first_complete(self, root: Location, steps: list[int], checked: set[int]) -> CheckpointInfo | None:
+        """The first complete checkpoint of ``steps``, skipping (and adding to) ``checked``."""
+        for step in steps:
+            if step not in checked:
+                checked.add(step)
+                if (info := self._inspect(root.child(checkpoint_dir_name(step)), step)).complete:
+                    return info
         return None
 
     def scan(self, root_uri: str) -> list[CheckpointInfo]:
         """Every checkpoint under the root, checked (one full listing + one GET per manifest)."""
         root = self._loc(root_uri)
-        tree = self._list_tree(root)
         per_step: dict[int, dict[str, int]] = {}
         names: dict[int, str] = {}
-        for rel, (size, _) in tree.items():
+        for rel, (size, _) in self._list_tree(root).items():
             top, _, rest = rel.partition("/")
             step = parse_step(top)
             if step is None or not rest:
@@ -224,13 +213,11 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         def check(step: int) -> CheckpointInfo:
             loc = root.child(names[step])
             if MANIFEST_NAME not in per_step[step]:
-                problems = completeness_problems(None, {}, loc.uri)
-                return CheckpointInfo(step=step, uri=loc.uri, problems=tuple(problems), checked=True)
+                return _unfinished(loc, step)
             found = self._read(loc, MANIFEST_NAME)
             if found is None:  # deleted since the listing
                 return CheckpointInfo(step=step, uri=loc.uri, problems=("manifest vanished",), checked=True)
-            manifest = self._parse_manifest(found[0], loc.file_uri(MANIFEST_NAME))
-            return self._info(loc, step, manifest, per_step[step], found[1])
+            return self._info(loc, step, found, per_step[step])
 
         return sorted(self._parallel(check, per_step), key=lambda c: c.step, reverse=True)
 
@@ -301,7 +288,7 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             if same and not completeness_problems(
                 info.manifest, {p: s for p, (s, _) in self._list_tree(dst).items()}, dst.uri
             ):
-                return self._target_info(dst, info)
+                return replace(info, uri=dst.uri, manifest_modified=None)
             self.stores(dst).delete(dst, [MANIFEST_NAME])  # target is incomplete from here on
         files = {e["path"]: int(e["size"]) for e in info.manifest["files"]}
         src_store, dst_store = self.stores(src), self.stores(dst)
@@ -310,17 +297,10 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
             copy_between(src_store, src.join(name), dst_store, dst.join(name), size)
 
         self._parallel(lambda item: copy(*item), files.items())
-        stale = [p for p in self._list_tree(dst) if p not in files and p != MANIFEST_NAME]
-        if stale:
+        if stale := [p for p in self._list_tree(dst) if p not in files and p != MANIFEST_NAME]:
             dst_store.delete(dst, stale)
         copy(MANIFEST_NAME, 0)
-        return self._target_info(dst, info)
-
-    @staticmethod
-    def _target_info(dst: Location, info: CheckpointInfo) -> CheckpointInfo:
-        return CheckpointInfo(
-            step=info.step, uri=dst.uri, manifest=info.manifest, checked=True, manifest_modified=None
-        )
+        return replace(info, uri=dst.uri, manifest_modified=None)  # the copy: complete, as its source
 
     def promote(
         self,
@@ -341,16 +321,13 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         root = self._loc(root_uri)
         if selector.kind == "latest":
             newest = self.latest_complete(root_uri)
-            chosen = select_checkpoint([newest] if newest else [], selector, root_uri)
+            candidates = [newest] if newest else []
         elif selector.kind == "step":
             assert selector.step is not None
-            chosen = select_checkpoint(
-                [self._inspect(root.child(checkpoint_dir_name(selector.step)), selector.step)],
-                selector,
-                root_uri,
-            )
+            candidates = [self._inspect(root.child(checkpoint_dir_name(selector.step)), selector.step)]
         else:
-            chosen = select_checkpoint(self.scan(root_uri), selector, root_uri)
+            candidates = self.scan(root_uri)
+        chosen = select_checkpoint(candidates, selector, root_uri)
         copied = self.copy_checkpoint(chosen.uri, target.uri)
         entry: dict[str, Any] = {
             "step": chosen.step,

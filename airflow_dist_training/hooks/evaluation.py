@@ -1,7 +1,5 @@
 """I/O for evaluation: artifact storage (local paths, ``file://``, ``s3://``), the local script
 runner, and the SageMaker processing-job runner.
-
-No module-level boto3 or Amazon-provider import: the AWS hook is built on first use.
 """
 
 from __future__ import annotations
@@ -134,8 +132,7 @@ class ArtifactStore(AwsConnectionMixin):
             ) from None
         if found is None:
             raise SpecValidationError([Problem("", "cannot read: no such file")], source=uri)
-        raw = found[0]
-        return parse_evaluation_text(raw, source=uri)
+        return parse_evaluation_text(found[0], source=uri)
 
 
 def evaluation_output_uri(job: Mapping[str, Any]) -> str:
@@ -230,8 +227,8 @@ class LocalEvaluationRunner:
         model_dir = self.prepare_model(model_uri, work_dir)
         out = output_dir or work_dir / "evaluation"
         out.mkdir(parents=True, exist_ok=True)
-        stale = out / EVALUATION_FILE_NAME
-        stale.unlink(missing_ok=True)  # never read a previous run's result
+        result = out / EVALUATION_FILE_NAME
+        result.unlink(missing_ok=True)  # never read a previous run's result
         full_env = {
             # as a job inherits it: the script sees what it ships and its environment has
             **inherited_environ(),
@@ -242,7 +239,6 @@ class LocalEvaluationRunner:
         cmd = [python, str(shipped), *script_arguments(str(model_dir), str(out), arguments)]
         log.info("Running evaluation: %s", " ".join(cmd))
         self._run_process(script, cmd, full_env, shipped.parent, timeout)
-        result = out / EVALUATION_FILE_NAME
         if not result.is_file():
             why = f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}"
             raise SpecValidationError([("", why)], source=str(result))

@@ -13,7 +13,7 @@ import tarfile
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.retraining.fingerprint import (
@@ -32,12 +32,17 @@ _CHUNK = 1 << 20
 _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
 
 
-def _sha256_file(path: Path) -> str:
+def _sha256(fh: IO[bytes]) -> Any:
+    """The sha256 of a binary file's remaining bytes, read in chunks."""
     digest = hashlib.sha256()
+    while block := fh.read(_CHUNK):
+        digest.update(block)
+    return digest
+
+
+def _sha256_file(path: Path) -> str:
     with path.open("rb") as fh:
-        while block := fh.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+        return str(_sha256(fh).hexdigest())
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -115,14 +120,11 @@ class FingerprintHook(AwsConnectionMixin):
         if not root.exists():
             return None
         files = [(p.relative_to(root).as_posix(), _sha256_file(p)) for p in _walk(root)]
-        for dependency in dependencies:
+        for dependency in dependencies:  # a file as its name, a directory's files under its name
             dep = _local(dependency, Path(base_dir))
-            if dep.is_file():
-                files.append((dep.name, _sha256_file(dep)))
-            elif dep.is_dir():
-                files += [(f"{dep.name}/{p.relative_to(dep).as_posix()}", _sha256_file(p)) for p in _walk(dep)]
-            else:
+            if not (dep.is_file() or dep.is_dir()):
                 return None
+            files += [(p.relative_to(dep.parent).as_posix(), _sha256_file(p)) for p in _walk(dep)]
         return code_hash(files)
 
     def lineage(
@@ -189,20 +191,12 @@ class FingerprintHook(AwsConnectionMixin):
                     for member in members:
                         data = tar.extractfile(member)
                         assert data is not None
-                        inner = hashlib.sha256()
-                        while block := data.read(_CHUNK):
-                            inner.update(block)
-                        digest.update(member.name.encode() + b"\0" + inner.digest())
+                        digest.update(member.name.encode() + b"\0" + _sha256(data).digest())
                     return "tar-sha256:" + digest.hexdigest()
             except tarfile.TarError:
                 fh.seek(0)
-                whole = hashlib.sha256()
-                while block := fh.read(_CHUNK):
-                    whole.update(block)
-                return "sha256:" + whole.hexdigest()
+                return "sha256:" + _sha256(fh).hexdigest()
 
     def same_model(self, challenger_uri: str, champion_uri: str) -> bool:
         """Whether two model artifacts hold byte-identical model files."""
-        if challenger_uri == champion_uri:
-            return True
-        return self.model_digest(challenger_uri) == self.model_digest(champion_uri)
+        return challenger_uri == champion_uri or self.model_digest(challenger_uri) == self.model_digest(champion_uri)

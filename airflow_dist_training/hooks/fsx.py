@@ -67,11 +67,8 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
         self.sleep: Callable[[float], None] = time.sleep
 
-    def client(self, client_type: str = "fsx") -> Any:
-        return self.aws_client(client_type)
-
     def get_conn(self) -> Any:
-        return self.client("fsx")
+        return self.aws_client("fsx")
 
     async def get_async_conn(self) -> Any:
         """An aiobotocore FSx client context manager: ``async with await hook.get_async_conn() as c``."""
@@ -79,7 +76,7 @@ class FSxHook(AwsConnectionMixin, BaseHook):
 
     def _call(self, client_type: str, operation: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            return getattr(self.client(client_type), operation)(**kwargs)
+            return getattr(self.aws_client(client_type), operation)(**kwargs)
         except Exception as exc:
             if is_access_denied(exc):
                 raise service_permission_error(
@@ -87,14 +84,19 @@ class FSxHook(AwsConnectionMixin, BaseHook):
                 ) from exc
             raise
 
-    def describe_file_system(self, file_system_id: str) -> dict[str, Any] | None:
-        """The file system, or ``None`` if it does not exist."""
+    def _unless_missing(self, operation: str, **kwargs: Any) -> dict[str, Any] | None:
+        """An FSx call; ``None`` when the file system does not exist."""
         try:
-            found = self._call("fsx", "describe_file_systems", FileSystemIds=[file_system_id])["FileSystems"]
+            return self._call("fsx", operation, **kwargs)
         except Exception as exc:
             if error_code(exc) == "FileSystemNotFound":
                 return None
             raise
+
+    def describe_file_system(self, file_system_id: str) -> dict[str, Any] | None:
+        """The file system, or ``None`` if it does not exist."""
+        response = self._unless_missing("describe_file_systems", FileSystemIds=[file_system_id])
+        found = response["FileSystems"] if response is not None else []
         return _clean(found[0]) if found else None
 
     def create_file_system(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -116,12 +118,8 @@ class FSxHook(AwsConnectionMixin, BaseHook):
 
     def delete_file_system(self, file_system_id: str) -> str | None:
         """Delete; returns the new lifecycle, or ``None`` if it was already gone (idempotent)."""
-        try:
-            return self._call("fsx", "delete_file_system", FileSystemId=file_system_id).get("Lifecycle")
-        except Exception as exc:
-            if error_code(exc) == "FileSystemNotFound":
-                return None
-            raise
+        response = self._unless_missing("delete_file_system", FileSystemId=file_system_id)
+        return None if response is None else response.get("Lifecycle")
 
     def describe_associations(self, file_system_id: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -155,25 +153,19 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         match = req.match_association(
             self.describe_associations(file_system_id), file_system_id, file_system_path, s3_prefix
         )
-        created = False
-        if match.action == "reuse":
-            assoc = dict(match.association or {})
-            self.log.info(
-                "Reusing association %s (%s -> %s)",
-                assoc.get("AssociationId"),
-                assoc.get("FileSystemPath"),
-                assoc.get("DataRepositoryPath"),
-            )
-        else:
+        created = match.action != "reuse"
+        if created:
             request = req.build_association_request(file_system_id, file_system_path, s3_prefix, **options)
             assoc = _clean(self._call("fsx", "create_data_repository_association", **request)["Association"])
-            created = True
-            self.log.info(
-                "Created association %s (%s -> %s)",
-                assoc["AssociationId"],
-                request["FileSystemPath"],
-                request["DataRepositoryPath"],
-            )
+        else:
+            assoc = request = dict(match.association or {})
+        self.log.info(
+            "%s association %s (%s -> %s)",
+            "Created" if created else "Reusing",
+            assoc.get("AssociationId"),
+            request.get("FileSystemPath"),
+            request.get("DataRepositoryPath"),
+        )
         if wait:
             assoc = self.wait_association_available(assoc["AssociationId"], poll_interval, timeout, assoc)
         return assoc, created
@@ -285,33 +277,28 @@ class FSxHook(AwsConnectionMixin, BaseHook):
         if not eni_ids:
             return []
         enis = self._call("ec2", "describe_network_interfaces", NetworkInterfaceIds=list(eni_ids))
-        ids: list[str] = []
-        for eni in enis.get("NetworkInterfaces") or []:
-            for group in eni.get("Groups") or []:
-                if group["GroupId"] not in ids:
-                    ids.append(group["GroupId"])
-        return ids
+        groups = (g["GroupId"] for eni in enis.get("NetworkInterfaces") or [] for g in eni.get("Groups") or [])
+        return list(dict.fromkeys(groups))  # unique, in first-seen order
 
     def s3_prefix_size(self, s3_uri: str) -> tuple[int, int]:
         """``(object count, total bytes)`` under an S3 prefix (folder markers not counted)."""
         bucket, key = req.parse_s3_uri(s3_uri)
         prefix = key.strip("/") + "/" if key.strip("/") else ""
-        count = total = 0
-        paginator = self.client("s3").get_paginator("list_objects_v2")
+        paginator = self.aws_client("s3").get_paginator("list_objects_v2")
         try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
-                for obj in page.get("Contents") or []:
-                    if obj["Key"].endswith("/") and not obj.get("Size"):
-                        continue
-                    count += 1
-                    total += int(obj.get("Size") or 0)
+            sizes = [
+                int(obj.get("Size") or 0)
+                for page in paginator.paginate(Bucket=bucket, Prefix=prefix)
+                for obj in page.get("Contents") or []
+                if obj.get("Size") or not obj["Key"].endswith("/")  # a folder marker is no object
+            ]
         except Exception as exc:
             if error_code(exc) == "NoSuchBucket":
                 raise SpecValidationError(
                     [("s3_uri", f"bucket {bucket} of {s3_uri} does not exist")]
                 ) from exc
             raise
-        return count, total
+        return len(sizes), sum(sizes)
 
     def gather_preflight_facts(
         self,
@@ -330,9 +317,7 @@ class FSxHook(AwsConnectionMixin, BaseHook):
             fs_subnets = self.describe_subnets(list(fs.get("SubnetIds") or []))
             sg_ids = file_system_security_group_ids or self.file_system_security_group_ids(fs)
             fs_sgs = self.describe_security_groups(sg_ids)
-        count = size = None
-        if s3_uri is not None:
-            count, size = self.s3_prefix_size(s3_uri)
+        count, size = self.s3_prefix_size(s3_uri) if s3_uri is not None else (None, None)
         return PreflightFacts(
             file_system_id=file_system_id,
             file_system=fs,

@@ -9,7 +9,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -24,6 +24,8 @@ from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.training import S3Channel, TrainingJobSpec
 
+#: what a spec may be given as (``spec.loading.load_spec``)
+SpecSource = TrainingJobSpec | Mapping[str, Any] | str | Path
 _EXECUTORS: dict[str, Any] = {}
 _RUNNING_LOCK = threading.Lock()
 
@@ -109,26 +111,15 @@ class LocalTrainingHook(BaseHook):
     def _s3_available(self, spec: TrainingJobSpec) -> bool:
         if self.use_s3 is not None:
             return self.use_s3
-        flag = os.environ.get("ADT_LOCAL_USE_S3")
-        if flag is not None:
+        if (flag := os.environ.get("ADT_LOCAL_USE_S3")) is not None:
             return flag.strip().lower() in ("1", "true", "yes", "on")
         return _needs_s3(spec) and s3_credentials_available()
 
-    def plan(
-        self,
-        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
-        job_name: str,
-        *,
-        allow_oversubscribe: bool = False,
-        check_paths: bool = True,
-    ) -> LocalJobPlan:
+    def plan(self, spec: SpecSource, job_name: str, *, check_paths: bool = True) -> LocalJobPlan:
         """The request executor's plan of the run (nothing staged or launched); ``check_paths=False``
         before the staging step has produced the local sources."""
-        sub = self.submission(
-            spec, job_name, allow_oversubscribe=allow_oversubscribe, check_paths=check_paths, stage=False
-        )
-        plan: LocalJobPlan = self.executor().plan(sub.request, store=sub.store, options=sub.options).plan
-        return plan
+        sub = self.submission(spec, job_name, check_paths=check_paths, stage=False)
+        return self.executor().plan(sub.request, store=sub.store, options=sub.options).plan  # type: ignore[no-any-return]
 
     def executor(self) -> Any:
         """The request executor of this hook's jobs root (one per root and process)."""
@@ -152,21 +143,11 @@ class LocalTrainingHook(BaseHook):
             client = boto3.client("s3")
         return ObjectStore(self.root / "_s3", s3_client=client)
 
-    def submission(
-        self,
-        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
-        job_name: str,
-        *,
-        allow_oversubscribe: bool = False,
-        check_paths: bool = True,
-        region: str | None = None,
-        run_identity: str | None = None,
-        stage: bool = True,
-        request: Mapping[str, Any] | None = None,
-        uploads: Iterable[Any] = (),
-    ) -> Any:
-        """The exact ``CreateTrainingJob`` request and its store (``stage=False``: nothing written);
-        ``request``: the one planned for ``spec`` (the plan task's), checked and staged, not planned again."""
+    def submission(self, spec: SpecSource, job_name: str, *, region: str | None = None, **settings: Any) -> Any:
+        """The exact ``CreateTrainingJob`` request and its store (``local/submit.local_request``, whose
+        ``run_identity``, ``allow_oversubscribe``, ``check_paths``, ``stage``, ``request`` and
+        ``uploads`` are ``settings``): ``stage=False``: nothing written; ``request``: the one planned
+        for ``spec`` (the plan task's), checked and staged, not planned again."""
         from airflow_dist_training.local.submit import local_request
 
         spec_obj = load_spec(spec)
@@ -178,14 +159,9 @@ class LocalTrainingHook(BaseHook):
             base_dir=(self.base_dir or Path.cwd()).absolute(),
             store=self.object_store(spec_obj),
             region=region or local_region(),
-            run_identity=run_identity,
             cpu_count=available_cpus(),
-            allow_oversubscribe=allow_oversubscribe,
-            check_paths=check_paths,
-            stage=stage,
             s3_available=self._s3_available(spec_obj),
-            request=request,
-            uploads=uploads,
+            **settings,
         )
         sub.options.python = self.python
         sub.options.checkpoint_sync_seconds = self.checkpoint_sync_seconds
@@ -195,28 +171,11 @@ class LocalTrainingHook(BaseHook):
         return sub
 
     def start_job(
-        self,
-        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
-        job_name: str,
-        *,
-        log: Callable[[str], None] | None = None,
-        allow_oversubscribe: bool = False,
-        run_identity: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        uploads: Iterable[Any] = (),
-        region: str | None = None,
+        self, spec: SpecSource, job_name: str, *, log: Callable[[str], None] | None = None, **settings: Any
     ) -> Any:
         """Plan (unless given the ``request``) and start the job; returns the executor's handle at
-        once (see ``local/executor.py``)."""
-        sub = self.submission(
-            spec,
-            job_name,
-            allow_oversubscribe=allow_oversubscribe,
-            run_identity=run_identity,
-            request=request,
-            uploads=uploads,
-            region=region,
-        )
+        once (see ``local/executor.py``). ``settings``: those of :meth:`submission`."""
+        sub = self.submission(spec, job_name, **settings)
         emit = log or self.log.info
         for warning in sub.warnings:
             emit(f"[local] WARNING {warning}")
@@ -224,12 +183,7 @@ class LocalTrainingHook(BaseHook):
         self.last_job = job
         return job
 
-    def run_job(
-        self,
-        spec: TrainingJobSpec | Mapping[str, Any] | str | Path,
-        job_name: str,
-        **start: Any,
-    ) -> TrainingResult:
+    def run_job(self, spec: SpecSource, job_name: str, **start: Any) -> TrainingResult:
         """Run the job to the end and return its ``TrainingResult``; re-running a name reuses its
         directory (and so its checkpoints). ``TrainingJobError`` when it ends Failed or Stopped.
         ``start``: the settings of :meth:`start_job`."""
@@ -237,13 +191,13 @@ class LocalTrainingHook(BaseHook):
         with _stop_on_sigterm(job, self.stop_grace_seconds):
             return job.result()  # type: ignore[no-any-return]
 
-    def stop(self, job_name: str, *, grace_seconds: float | None = None) -> bool:
-        """SIGTERM to every host, SIGKILL after the grace period; False when no job of that name
+    def stop(self, job_name: str) -> bool:
+        """SIGTERM to every host, SIGKILL after ``stop_grace_seconds``; False when no job of that name
         runs in this process."""
         job = self.executor().get(job_name)
         if job is None or job.done:
             return False
-        job.stop(self.stop_grace_seconds if grace_seconds is None else grace_seconds)
+        job.stop(self.stop_grace_seconds)
         return True
 
 

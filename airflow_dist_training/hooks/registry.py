@@ -16,7 +16,7 @@ import datetime as dt
 import fcntl
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,6 +44,8 @@ from airflow_dist_training.storage.location import file_uri_path, join_uri, pare
 log = logging.getLogger(__name__)
 
 _STATUSES = {APPROVED, PENDING, REJECTED}
+# what ``register`` returns besides the registry and the group
+_RESULT_KEYS = ("package_id", "version", "approval_status", "model_data_uri", "evaluation_uri", "audit_uri")
 
 
 def _now() -> str:
@@ -86,9 +88,25 @@ def _group_missing(exc: Exception) -> bool:
     return error_code(exc) == "ValidationException" and "does not exist" in describe_error(exc)
 
 
-def _champion_error(exc: SpecValidationError, who: str, uri: str) -> ChampionUnreadableError:
-    problems = [Problem(p.path, p.message) for p in exc.problems]
-    return ChampionUnreadableError(problems, source=f"champion {who} ({uri})")
+def _package_uris(desc: Mapping[str, Any]) -> tuple[Any, Any]:
+    """A package's model data URL and the URI of its evaluation report (``ModelQuality`` statistics)."""
+    containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
+    stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
+    return containers[0].get("ModelDataUrl"), stats.get("S3Uri")
+
+
+def _read_champion(
+    who: str, uri: str, missing: Problem, load: Callable[[str], Any], **champion: Any
+) -> Champion:
+    """The champion ``who`` with its evaluation report at ``uri`` (none stored: ``missing`` says so)."""
+    if not uri:
+        raise ChampionUnreadableError([missing], source=f"champion {who}")
+    try:
+        evaluation = load(uri)
+    except SpecValidationError as exc:
+        problems = [Problem(p.path, p.message) for p in exc.problems]
+        raise ChampionUnreadableError(problems, source=f"champion {who} ({uri})") from None
+    return Champion(evaluation=evaluation, evaluation_uri=uri, **champion)
 
 
 class LocalModelRegistry:
@@ -125,10 +143,7 @@ class LocalModelRegistry:
         self.group_dir.mkdir(parents=True, exist_ok=True)
         with open(self.group_dir / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+            yield  # closing the file releases the lock
 
     def _read_index(self) -> dict[str, Any]:
         if not self.index_path.exists():
@@ -151,21 +166,13 @@ class LocalModelRegistry:
         if not approved:
             return None
         entry = max(approved, key=lambda v: int(v["version"]))
-        uri = str(entry.get("evaluation_uri") or "")
         who = f"{self.group}/{entry['version']}"
-        if not uri:
-            raise ChampionUnreadableError(
-                [Problem("", "has no stored evaluation report; cannot compare metrics against it")],
-                source=f"champion {who}",
-            )
-        try:
-            evaluation = load_evaluation_file(uri)
-        except SpecValidationError as exc:
-            raise _champion_error(exc, who, uri) from None
-        return Champion(
+        return _read_champion(
+            who,
+            str(entry.get("evaluation_uri") or ""),
+            Problem("", "has no stored evaluation report; cannot compare metrics against it"),
+            load_evaluation_file,
             id=who,
-            evaluation=evaluation,
-            evaluation_uri=uri,
             version=int(entry["version"]),
             model_data_uri=entry.get("model_data_uri"),
             lineage=entry.get("lineage"),
@@ -191,14 +198,10 @@ class LocalModelRegistry:
         evaluation_bytes = self.store.read_bytes(evaluation_uri)
         with self._locked():
             index = self._read_index()
-            if client_token:
-                for entry in index["versions"]:
-                    if entry.get("client_token") == client_token:
-                        log.info(
-                            "Version %s was already registered by this task (retry): reusing it",
-                            entry["version"],
-                        )
-                        return self._result(entry)
+            for entry in index["versions"]:
+                if client_token and entry.get("client_token") == client_token:
+                    log.info("Version %s was already registered by this task (retry): reusing it", entry["version"])
+                    return self._result(entry)
             version = max((int(v["version"]) for v in index["versions"]), default=0) + 1
             vdir = self.group_dir / "versions" / str(version)
             stored_eval = vdir / EVALUATION_FILE_NAME
@@ -244,16 +247,7 @@ class LocalModelRegistry:
         return self._result(entry)
 
     def _result(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "registry": self.kind,
-            "group": self.group,
-            "package_id": entry["package_id"],
-            "version": entry["version"],
-            "approval_status": entry["approval_status"],
-            "model_data_uri": entry["model_data_uri"],
-            "evaluation_uri": entry["evaluation_uri"],
-            "audit_uri": entry["audit_uri"],
-        }
+        return {"registry": self.kind, "group": self.group, **{key: entry[key] for key in _RESULT_KEYS}}
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
         _check_status(status)
@@ -262,9 +256,9 @@ class LocalModelRegistry:
             index = self._read_index()
             for entry in index["versions"]:
                 if entry["version"] == version:
-                    entry["approval_status"] = status
-                    entry["approval_description"] = description
-                    entry["approval_changed_at"] = _now()
+                    entry.update(
+                        approval_status=status, approval_description=description, approval_changed_at=_now()
+                    )
                     break
             else:
                 raise SpecValidationError([Problem("version", f"no version {version} in group {self.group}")])
@@ -311,26 +305,27 @@ class ModelRegistryHook(AwsConnectionMixin):
         """Create the group when it is missing; return True when it was created."""
         if self.group_exists():
             return False
-        kwargs: dict[str, Any] = {"ModelPackageGroupName": self.group}
-        kwargs["ModelPackageGroupDescription"] = self.group_description or "Created by airflow-dist-training"
-        self.client.create_model_package_group(**kwargs)
+        self.client.create_model_package_group(
+            ModelPackageGroupName=self.group,
+            ModelPackageGroupDescription=self.group_description or "Created by airflow-dist-training",
+        )
         log.info("Created model package group %s", self.group)
         return True
 
-    def latest_approved_arn(self) -> str | None:
+    def _newest_packages(self, **filters: Any) -> list[dict[str, Any]]:
+        """The group's package summaries, newest first (none while the group does not exist)."""
         try:
             resp = self.client.list_model_packages(
-                ModelPackageGroupName=self.group,
-                ModelApprovalStatus=APPROVED,
-                SortBy="CreationTime",
-                SortOrder="Descending",
-                MaxResults=1,
+                ModelPackageGroupName=self.group, SortBy="CreationTime", SortOrder="Descending", **filters
             )
         except Exception as exc:
             if _group_missing(exc):
-                return None
+                return []
             raise
-        summaries = resp.get("ModelPackageSummaryList") or []
+        return list(resp.get("ModelPackageSummaryList") or [])
+
+    def latest_approved_arn(self) -> str | None:
+        summaries = self._newest_packages(ModelApprovalStatus=APPROVED, MaxResults=1)
         return str(summaries[0]["ModelPackageArn"]) if summaries else None
 
     def get_champion(self) -> Champion | None:
@@ -338,26 +333,18 @@ class ModelRegistryHook(AwsConnectionMixin):
         if arn is None:
             return None
         desc = self.client.describe_model_package(ModelPackageName=arn)
-        stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
-        uri = stats.get("S3Uri")
-        if not uri:
-            why = "is not set (the package was registered without an evaluation report); cannot compare metrics against it"
-            raise ChampionUnreadableError(
-                [Problem("ModelMetrics.ModelQuality.Statistics", why)], source=f"champion model package {arn}"
-            )
-        try:
-            evaluation = self.store.load_evaluation(str(uri))
-        except SpecValidationError as exc:
-            raise _champion_error(exc, f"model package {arn}", str(uri)) from None
         from airflow_dist_training.evaluation.registration import lineage_from_metadata
 
-        containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
-        return Champion(
+        model_data_uri, uri = _package_uris(desc)
+        why = "is not set (the package was registered without an evaluation report); cannot compare metrics against it"
+        return _read_champion(
+            f"model package {arn}",
+            str(uri) if uri else "",
+            Problem("ModelMetrics.ModelQuality.Statistics", why),
+            self.store.load_evaluation,
             id=arn,
-            evaluation=evaluation,
-            evaluation_uri=str(uri),
             version=desc.get("ModelPackageVersion"),
-            model_data_uri=containers[0].get("ModelDataUrl"),
+            model_data_uri=model_data_uri,
             lineage=lineage_from_metadata(desc.get("CustomerMetadataProperties")),
         )
 
@@ -405,8 +392,7 @@ class ModelRegistryHook(AwsConnectionMixin):
             "training": training,
         }
         self.ensure_group()
-        existing = self._registered_by(client_token) if client_token else None
-        if existing is not None:
+        if client_token and (existing := self._registered_by(client_token)) is not None:
             log.info("Version %s was already registered by this task (retry): reusing it", existing)
             return self._result_for(existing, audit_uri)
         # Audit first: a package never points at a missing audit record.
@@ -423,18 +409,7 @@ class ModelRegistryHook(AwsConnectionMixin):
     def _registered_by(self, client_token: str) -> str | None:
         """The ARN of the version this registration token created, among the newest few."""
         token = client_token[:36]
-        try:
-            resp = self.client.list_model_packages(
-                ModelPackageGroupName=self.group,
-                SortBy="CreationTime",
-                SortOrder="Descending",
-                MaxResults=self._RETRY_LOOKBACK,
-            )
-        except Exception as exc:
-            if _group_missing(exc):
-                return None
-            raise
-        for summary in resp.get("ModelPackageSummaryList") or []:
+        for summary in self._newest_packages(MaxResults=self._RETRY_LOOKBACK):
             arn = str(summary["ModelPackageArn"])
             desc = self.client.describe_model_package(ModelPackageName=arn)
             if (desc.get("CustomerMetadataProperties") or {}).get(REGISTER_TOKEN_KEY) == token:
@@ -443,36 +418,22 @@ class ModelRegistryHook(AwsConnectionMixin):
 
     def _result_for(self, arn: str, audit_uri: str) -> dict[str, Any]:
         desc = self.client.describe_model_package(ModelPackageName=arn)
-        containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
-        stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
-        return self._result(
-            arn, desc.get("ModelApprovalStatus"), containers[0].get("ModelDataUrl"), stats.get("S3Uri"), audit_uri
-        )
+        return self._result(arn, desc.get("ModelApprovalStatus"), *_package_uris(desc), audit_uri)
 
     def _result(
         self, arn: str, status: Any, model_data_uri: Any, evaluation_uri: Any, audit_uri: str
     ) -> dict[str, Any]:
         tail = arn.rsplit("/", 1)[-1]
-        return {
-            "registry": self.kind,
-            "group": self.group,
-            "package_id": arn,
-            "version": int(tail) if tail.isdigit() else None,
-            "approval_status": status,
-            "model_data_uri": model_data_uri,
-            "evaluation_uri": evaluation_uri,
-            "audit_uri": audit_uri,
-        }
+        values = (arn, int(tail) if tail.isdigit() else None, status, model_data_uri, evaluation_uri, audit_uri)
+        return {"registry": self.kind, "group": self.group, **dict(zip(_RESULT_KEYS, values, strict=True))}
 
     def _write_audit(self, uri: str, record: Mapping[str, Any]) -> None:
         self.store.write_text(uri, json.dumps(record, indent=2, sort_keys=True), "application/json")
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
         _check_status(status)
-        kwargs: dict[str, Any] = {"ModelPackageArn": package_id, "ModelApprovalStatus": status}
-        if description:
-            kwargs["ApprovalDescription"] = description
-        self.client.update_model_package(**kwargs)
+        extra = {"ApprovalDescription": description} if description else {}
+        self.client.update_model_package(ModelPackageArn=package_id, ModelApprovalStatus=status, **extra)
 
 
 def get_registry(
@@ -489,8 +450,7 @@ def get_registry(
     record = registry_record(registry)
     if record.local_dir and not local_registry_dir:
         raise SpecValidationError([Problem("local_registry_dir", f"is required when registry={registry!r}")])
-    factory = record.load_factory()
-    return factory(group=group, local_dir=local_registry_dir, aws_conn_id=aws_conn_id, region_name=region_name)  # type: ignore[no-any-return]
+    return record.load_factory()(group=group, local_dir=local_registry_dir, aws_conn_id=aws_conn_id, region_name=region_name)  # type: ignore[no-any-return]
 
 
 def local_registry(*, group: str, local_dir: str, aws_conn_id: str | None, region_name: str | None) -> ModelRegistry:

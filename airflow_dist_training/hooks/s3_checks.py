@@ -34,8 +34,7 @@ def check_s3_locations(
         try:
             page = s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
         except Exception as exc:
-            code = error_code(exc)
-            if code in {"AccessDenied", "403"}:
+            if error_code(exc) in {"AccessDenied", "403"}:
                 problems.append(
                     Problem(loc.field, f"{loc.uri}: not checked (s3:ListBucket is denied)", "warning")
                 )

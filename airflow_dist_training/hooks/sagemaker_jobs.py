@@ -133,10 +133,8 @@ class DurableJob:
         """The description, or None when no job has this name."""
         try:
             return self.describe(name)
-        except AwsPermissionError:
-            raise
         except Exception as exc:
-            if is_not_found(exc):
+            if is_not_found(exc):  # never an AwsPermissionError (it has no AWS error code)
                 return None
             raise
 
@@ -200,16 +198,13 @@ class DurableJob:
         desc = self.describe_or_none(name)
         if desc is None or self.kind.status(desc) not in self.kind.stoppable_states:
             return False
-        arn = str(desc.get(self.kind.arn_key, ""))
-        if arn:
+        if arn := str(desc.get(self.kind.arn_key, "")):
             try:
                 self._call("AddTags", arn, ResourceArn=arn, Tags=[{"Key": TAG_STOP_REQUESTED, "Value": "true"}])
             except Exception as exc:  # a missing tag only changes how the stop is reported
                 self.log.warning("Could not tag %s as stop-requested: %s", name, exc)
         try:
             self._call(self.kind.stop, self.arn_hint(name), **{self.kind.name_key: name})
-        except AwsPermissionError:
-            raise
         except Exception as exc:
             if error_code(exc) == "ValidationException":  # already terminal / stopping
                 self.log.info("%s %s: %s (nothing to stop)", self.kind.stop, name, error_message(exc))

@@ -50,17 +50,15 @@ def _iso(value: Any) -> str | None:
 
 def timeline_from_description(description: Mapping[str, Any]) -> list[StatusTransition]:
     """SecondaryStatusTransitions as JSON (ISO 8601 UTC strings)."""
-    out: list[StatusTransition] = []
-    for t in description.get("SecondaryStatusTransitions") or []:
-        out.append(
-            StatusTransition(
-                status=str(t.get("Status", "")),
-                start=_iso(t.get("StartTime")) or "",
-                end=_iso(t.get("EndTime")),
-                message=str(t.get("StatusMessage", "")),
-            )
+    return [
+        StatusTransition(
+            status=str(t.get("Status", "")),
+            start=_iso(t.get("StartTime")) or "",
+            end=_iso(t.get("EndTime")),
+            message=str(t.get("StatusMessage", "")),
         )
-    return out
+        for t in description.get("SecondaryStatusTransitions") or []
+    ]
 
 
 def final_metrics(description: Mapping[str, Any]) -> dict[str, float]:
@@ -78,10 +76,9 @@ def billable_seconds(description: Mapping[str, Any]) -> int | None:
         return int(description["BillableTimeInSeconds"])
     start, end = description.get("TrainingStartTime"), description.get("TrainingEndTime")
     if isinstance(start, datetime) and isinstance(end, datetime):
-        count = int((description.get("ResourceConfig") or {}).get("InstanceCount") or 1)
-        groups = (description.get("ResourceConfig") or {}).get("InstanceGroups") or []
-        if groups:
-            count = sum(int(g.get("InstanceCount", 0)) for g in groups)
+        resources = description.get("ResourceConfig") or {}
+        groups = resources.get("InstanceGroups") or [{"InstanceCount": resources.get("InstanceCount") or 1}]
+        count = sum(int(g.get("InstanceCount", 0)) for g in groups)
         return max(0, int((end - start).total_seconds())) * count
     return None
 
@@ -148,20 +145,14 @@ def _fault_point(name: str) -> None:
     (the task process runs in a group of its own). Costs one environment lookup otherwise.
     """
     if os.environ.get("ADT_CRASH_AT") == name:
-        group = os.environ.get("ADT_CRASH_KILL_PGID")
-        if group:
+        if group := os.environ.get("ADT_CRASH_KILL_PGID"):
             import signal
 
             os.killpg(int(group), signal.SIGKILL)
         os._exit(int(os.environ.get("ADT_CRASH_EXIT_CODE", "137")))
 
 
-DEFAULT_MAX_ATTEMPTS = 10
-
-
 class _TrainingHookMethods(SageMakerApi):
-    # SageMakerTrainingHook = this class + the Amazon provider's AwsBaseHook, assembled on first
-    # use (module __getattr__), so importing this module imports neither boto3 nor the provider.
     """SageMaker training API with throttling-aware retries, error translation and merged logs.
 
     :param aws_conn_id: Airflow AWS connection id (``aws_default``).
@@ -188,7 +179,7 @@ class _TrainingHookMethods(SageMakerApi):
         *,
         verify: bool | str | None = None,
         retry_mode: str = "adaptive",
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        max_attempts: int = 10,
         throttle_retries: int = 8,
         botocore_config: dict[str, Any] | None = None,
     ) -> None:
@@ -196,15 +187,14 @@ class _TrainingHookMethods(SageMakerApi):
 
         if retry_mode not in {"adaptive", "standard", "legacy"}:
             raise ValueError("retry_mode must be 'adaptive', 'standard' or 'legacy'")
-        config_kwargs: dict[str, Any] = {"retries": {"mode": retry_mode, "total_max_attempts": max_attempts}}
-        config_kwargs.update(botocore_config or {})
+        retries = {"mode": retry_mode, "total_max_attempts": max_attempts}
         self.throttle_retries = throttle_retries
         super().__init__(  # type: ignore[call-arg]  # AwsBaseHook, next in the assembled class's MRO
             aws_conn_id=aws_conn_id,
             region_name=region_name,
             verify=verify,
             client_type="sagemaker",
-            config=Config(**config_kwargs),
+            config=Config(**{"retries": retries, **(botocore_config or {})}),
         )
 
     def _sibling(self, client_type: str) -> AwsBaseHook:
@@ -260,13 +250,12 @@ class _TrainingHookMethods(SageMakerApi):
 
     def stop_run_jobs(self, identity_hash: str, *, reason: str) -> list[str]:
         """Stop every InProgress job of one run (its names carry ``identity_hash``); returns their names."""
-        stopped = []
-        for status in sorted(STOPPABLE_STATES):
-            for job in self.list_training_jobs(NameContains=identity_hash, StatusEquals=status):
-                name = str(job["TrainingJobName"])
-                if identity_hash in name and self.stop_training_job(name, reason=reason):
-                    stopped.append(name)
-        return stopped
+        names = (
+            str(job["TrainingJobName"])
+            for status in sorted(STOPPABLE_STATES)
+            for job in self.list_training_jobs(NameContains=identity_hash, StatusEquals=status)
+        )
+        return [name for name in names if identity_hash in name and self.stop_training_job(name, reason=reason)]
 
     def wait_for_job(
         self,
@@ -341,9 +330,7 @@ class _TrainingHookMethods(SageMakerApi):
 
     def _put_object(self, body: bytes, s3_uri: str, kms_key: str | None) -> None:
         _, bucket, key = split_uri(s3_uri)
-        extra: dict[str, Any] = {}
-        if kms_key:
-            extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key}
+        extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key} if kms_key else {}
         self._call(self.s3_conn, "PutObject", s3_uri, Bucket=bucket, Key=key, Body=body, **extra)
 
 
@@ -363,13 +350,8 @@ if TYPE_CHECKING:
     class SageMakerTrainingHook(_TrainingHookMethods, _AwsBaseHook): ...
 
 
-_LAZY: dict[str, type] = {}
-
-
 def __getattr__(name: str) -> Any:
-    if name == "SageMakerTrainingHook":
-        if name not in _LAZY:
-            _LAZY[name] = _build_hook_class()
-        globals()[name] = _LAZY[name]
-        return _LAZY[name]
+    if name == "SageMakerTrainingHook":  # built once: from then on a module global
+        globals()[name] = hook_class = _build_hook_class()
+        return hook_class
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

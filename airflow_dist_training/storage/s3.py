@@ -140,8 +140,7 @@ class S3Store(AwsConnectionMixin):
                     Bucket=loc.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
                 ),
             )
-            errors = response.get("Errors") or []
-            if errors:
+            if errors := response.get("Errors"):
                 first = errors[0]
                 uri = Location(loc.scheme, loc.bucket, str(first.get("Key"))).uri
                 if first.get("Code") == "AccessDenied":

@@ -81,8 +81,7 @@ class Stores:
 
     def __call__(self, loc: Location, field_name: str = "uri", uri: str | None = None) -> ObjectStore:
         if loc.scheme not in self._open:
-            record = STORES.find(loc.scheme)
-            if record is None:
+            if (record := STORES.find(loc.scheme)) is None:
                 schemes = ", ".join(f"{s}://" for s in sorted(STORES.names()) if s != "file")
                 message = f"{uri or loc.uri}: unsupported scheme (use {schemes}, file:///dir or /dir)"
                 raise SpecValidationError([(field_name, message)])
@@ -214,8 +213,7 @@ class LocalStore:
 
 def _open_s3(options: StoreOptions) -> ObjectStore:
     # by name: storage.s3 builds on this module, and boto3 is loaded only when S3 is used
-    store: ObjectStore = importlib.import_module("airflow_dist_training.storage.s3").S3Store(options)
-    return store
+    return importlib.import_module("airflow_dist_training.storage.s3").S3Store(options)  # type: ignore[no-any-return]
 
 
 STORES = Records(

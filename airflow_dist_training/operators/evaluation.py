@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
-from airflow_dist_training.compat import conf
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.evaluation.gate import (
     ChampionUnreadableError,
@@ -33,6 +32,7 @@ from airflow_dist_training.evaluation.gate import (
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
+from airflow_dist_training.operators import default_deferrable
 from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
@@ -169,12 +169,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # read when the task is built, not when this module was imported
-        self.deferrable = (
-            conf.getboolean("operators", "default_deferrable", fallback=False)
-            if deferrable is None
-            else deferrable
-        )
+        self.deferrable = default_deferrable(deferrable)
         from airflow_dist_training.spec.backends import backend_record
 
         # how the evaluation runs is the backend's capability: a processing job, or a local process

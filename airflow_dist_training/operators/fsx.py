@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_dist_training.compat import BaseOperator, conf
+from airflow_dist_training.compat import BaseOperator
 from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, progress_from_event, task_progress
 from airflow_dist_training.hooks.aws import AWS_TEMPLATE_FIELDS, AwsConnectionMixin
+from airflow_dist_training.operators import default_deferrable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -27,10 +28,6 @@ if TYPE_CHECKING:
 
 #: Seconds a data repository task may take when no limit is set (the synchronous wait's cap).
 TASK_WAIT_DEFAULT_SECONDS = 7 * 86400
-
-
-def default_deferrable() -> bool:
-    return conf.getboolean("operators", "default_deferrable", fallback=False)
 
 
 def wait_limit(
@@ -140,6 +137,27 @@ def preflight_training_spec(
     return warnings
 
 
+def _operator_preflight(op: Any) -> tuple[pf.PreflightFacts, list[Any]]:
+    """``run_fsx_preflight`` with the arguments of a pre-flight or staging operator."""
+    return run_fsx_preflight(
+        op.hook,
+        op.file_system_id,
+        subnets=op.subnets,
+        security_group_ids=op.security_group_ids,
+        s3_uri=op.s3_uri,
+        az_mismatch=op.az_mismatch,
+        file_system_security_group_ids=op.file_system_security_group_ids,
+        log=op.log,
+    )
+
+
+def _staging_lineage(operator: Any, task_instance: Any) -> Any:
+    """Lineage: the source in, the staged directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""
+    from airflow_dist_training.lineage import staging_lineage
+
+    return staging_lineage(operator, task_instance)
+
+
 class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
     """Shared AWS arguments.
 
@@ -234,16 +252,7 @@ class FSxPreflightOperator(_FSxBaseOperator):
         self.file_system_security_group_ids = file_system_security_group_ids
 
     def execute(self, context: Context) -> dict[str, Any]:
-        facts, warnings = run_fsx_preflight(
-            self.hook,
-            self.file_system_id,
-            subnets=self.subnets,
-            security_group_ids=self.security_group_ids,
-            s3_uri=self.s3_uri,
-            az_mismatch=self.az_mismatch,
-            file_system_security_group_ids=self.file_system_security_group_ids,
-            log=self.log,
-        )
+        facts, warnings = _operator_preflight(self)
         summary = req.file_system_summary(facts.file_system or {})
         summary["warnings"] = [str(w) for w in warnings]
         summary["dataset_bytes"] = facts.dataset_bytes
@@ -377,22 +386,19 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         self.max_wait_seconds = wait_limit(
             max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
         )
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.deferrable = default_deferrable(deferrable)
         self._fsx_task_id: str | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        options: dict[str, Any] = {"client_request_token": _token(context, self.fsx_task_type)}
-        if self.capacity_to_release_gib is not None:
-            options["capacity_to_release_gib"] = self.capacity_to_release_gib
-        if self.release_after_days is not None:
-            options["release_after_days"] = self.release_after_days
         request = self.hook.prepare_task(
             self.file_system_id,
             self.fsx_task_type,
             self.paths,
             report_path=self.report_path,
             report=self.report,
-            **options,
+            capacity_to_release_gib=self.capacity_to_release_gib,
+            release_after_days=self.release_after_days,
+            client_request_token=_token(context, self.fsx_task_type),
         )
         task = self.hook.create_task(request)
         self._fsx_task_id = task["TaskId"]
@@ -456,7 +462,7 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.deferrable = default_deferrable(deferrable)
         self.subnet_id = subnet_id
         self.security_group_ids = security_group_ids
         self.storage_capacity_gib = storage_capacity_gib
@@ -552,26 +558,6 @@ class FSxDeleteFileSystemOperator(_FSxBaseOperator):
         return {"file_system_id": fs_id, "lifecycle": lifecycle or "DELETED"}
 
 
-def _stage_into_channel(
-    log: Any,
-    source: str,
-    channel_dir: str,
-    file_system_id: str,
-    mount_name: str,
-    file_system_path: str,
-    access_mode: Literal["ro", "rw"],
-) -> tuple[dict[str, Any], Any]:
-    """Local staging (incremental copy + manifest) and the FSx-shaped channel pointing at it."""
-    from airflow_dist_training.local.staging import stage_local
-
-    summary = stage_local(source, channel_dir).summary()
-    log.info("Staged %s into %s: %s", source, channel_dir, summary)
-    channel = req.fsx_channel(
-        file_system_id, mount_name, file_system_path, access_mode, local_source=str(channel_dir)
-    )
-    return channel, summary
-
-
 class FSxStagePrefixOperator(_FSxBaseOperator):
     """Make an S3 prefix available on FSx for Lustre at a path, and return the training channel.
 
@@ -642,20 +628,11 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         self.max_wait_seconds = wait_limit(
             max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
         )
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.deferrable = default_deferrable(deferrable)
         self._fsx_task_id: str | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        facts, _ = run_fsx_preflight(
-            self.hook,
-            self.file_system_id,
-            subnets=self.subnets,
-            security_group_ids=self.security_group_ids,
-            s3_uri=self.s3_uri,
-            az_mismatch=self.az_mismatch,
-            file_system_security_group_ids=self.file_system_security_group_ids,
-            log=self.log,
-        )
+        facts, _ = _operator_preflight(self)
         channel = self._channel(facts.file_system)
         self._lineage_result = channel
         self.hook.ensure_association(
@@ -701,11 +678,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         if self._fsx_task_id:
             self.hook.cancel_task(self._fsx_task_id)
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the S3 prefix in, the FSx directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import staging_lineage
-
-        return staging_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = _staging_lineage
 
 
 class LocalStageOperator(BaseOperator):
@@ -745,14 +718,16 @@ class LocalStageOperator(BaseOperator):
         self.access_mode = access_mode
 
     def execute(self, context: Context) -> dict[str, Any]:
-        channel, summary = _stage_into_channel(
-            self.log,
-            self.source,
-            self.channel_dir,
+        from airflow_dist_training.local.staging import stage_local
+
+        summary = stage_local(self.source, self.channel_dir).summary()
+        self.log.info("Staged %s into %s: %s", self.source, self.channel_dir, summary)
+        channel = req.fsx_channel(
             self.file_system_id,
             self.mount_name,
             self.file_system_path,
             self.access_mode,
+            local_source=str(self.channel_dir),
         )
         ti = context.get("ti")
         if ti is not None:
@@ -760,8 +735,4 @@ class LocalStageOperator(BaseOperator):
         self._lineage_result = channel
         return channel
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the source in, the staged directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import staging_lineage
-
-        return staging_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = _staging_lineage

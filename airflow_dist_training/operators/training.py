@@ -23,12 +23,12 @@ from airflow_dist_training.compat import (
     AirflowFailException,
     BaseOperator,
     ResumableJobMixin,
-    conf,
 )
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin, local_region
 from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
+from airflow_dist_training.operators import SpecBackendMixin, default_deferrable
 from airflow_dist_training.sagemaker.naming import identity_from_context, run_identity_hash
 from airflow_dist_training.storage.location import split_uri
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_dist_training.checkpoints.resume import AttemptOutcome
-    from airflow_dist_training.hooks.backends import DurableBackend, TrainingBackend
+    from airflow_dist_training.hooks.backends import DurableBackend
     from airflow_dist_training.planning import RunJob, RunPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -81,7 +81,7 @@ def _fault_point(name: str) -> None:
     fp(name)
 
 
-class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOperator):
+class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBackendMixin, BaseOperator):
     """Run a distributed training job on SageMaker (or locally with torchrun) from a spec.
 
     :param spec: a ``TrainingJobSpec``, a dict, or the path of a YAML file (templated; a YAML
@@ -140,23 +140,13 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from airflow_dist_training.spec.backends import backend_record
-
-        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
-        self.spec = str(spec) if isinstance(spec, Path) else spec
-        self.backend = backend
+        self._set_spec_backend(spec, backend, local_hook_kwargs)
         self._set_aws_connection(aws_conn_id, region_name)
-        # read when the task is built, not when this module was imported
-        self.deferrable = (
-            conf.getboolean("operators", "default_deferrable", fallback=False)
-            if deferrable is None
-            else deferrable
-        )
+        self.deferrable = default_deferrable(deferrable)
         self.max_wait_seconds = max_wait_seconds
         self.stop_on_timeout = stop_on_timeout
         self.poll_interval = poll_interval
         self.stream_logs = stream_logs
-        self.local_hook_kwargs = local_hook_kwargs or {}
         if checkpoint_resume not in (None, "fresh", "latest", "none"):
             raise ValueError("checkpoint_resume must be 'fresh', 'latest', 'none' or None")
         self.checkpoint_resume = checkpoint_resume
@@ -181,23 +171,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         """The backend of a job that outlives the worker (``record.durable``): the only way the
         durable path reaches the job."""
         return self.training_backend  # type: ignore[return-value]
-
-    @cached_property
-    def local_hook(self) -> Any:
-        from airflow_dist_training.hooks.local_training import LocalTrainingHook
-
-        return LocalTrainingHook(**self.local_hook_kwargs)
-
-    @cached_property
-    def training_backend(self) -> TrainingBackend:
-        """Where the job runs (``hooks/backends.py``); no I/O until a method is called."""
-        from airflow_dist_training.hooks.backends import operator_backend
-
-        return operator_backend(self)
-
-    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
-        super().render_template_fields(context, jinja_env)
-        mask_spec_secrets(self.spec)
 
     def _load_spec(self, context: Context) -> TrainingJobSpec:
         from airflow_dist_training.spec.loading import load_spec

@@ -34,10 +34,8 @@ class _UriLink(BaseOperatorLink):
     key: ClassVar[str]
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        value: Any = (getattr(operator, "_adt_links", None) or {}).get(self.key)
-        if not value:
-            return ""
-        return uri_to_url(str(value.get("uri", "")), value.get("region_name")) if value.get("uri") else ""
+        value: Any = (getattr(operator, "_adt_links", None) or {}).get(self.key) or {}
+        return uri_to_url(str(value["uri"]), value.get("region_name")) if value.get("uri") else ""
 
     @classmethod
     def persist(cls, context: Context, uri: str | None, region_name: str | None = None) -> None:

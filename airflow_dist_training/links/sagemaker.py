@@ -36,13 +36,6 @@ def s3_console_url(uri: str | None, region: str) -> str:
     return f"https://s3.console.aws.amazon.com/s3/buckets/{bucket}?region={region}&prefix={quote(key)}"
 
 
-def training_view_url(dag_id: str | None, run_id: str | None, base_url: str | None = None) -> str:
-    """The Training view of a DAG run, as a tab of the run's page in the Airflow UI."""
-    from airflow_dist_training.ui.urls import training_view_url as url
-
-    return url(dag_id, run_id, base_url)
-
-
 def _file_url(uri: str | None) -> str:
     if not uri:
         return ""
@@ -159,6 +152,8 @@ def persist(
     The Training view reads the same record to find a run's jobs (``backend``, ``job_dir`` of a
     local job, whose metric log it plots while the job runs).
     """
+    from airflow_dist_training.ui.urls import training_view_url
+
     ti = context.get("ti")
     if ti is None:
         return

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -175,11 +176,8 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         # how the evaluation runs is the backend's capability: a processing job, or a local process
         self.processing_job = backend_record(backend).evaluation == "processing_job"
         if self.processing_job:
-            missing = [
-                n
-                for n, v in (("image_uri", image_uri), ("role_arn", role_arn), ("output_uri", output_uri))
-                if not v
-            ]
+            required = {"image_uri": image_uri, "role_arn": role_arn, "output_uri": output_uri}
+            missing = [name for name, value in required.items() if not value]
             if missing:
                 raise SpecValidationError([(m, f"is required for backend={backend!r}") for m in missing])
         if isinstance(dependencies, list | tuple | str):  # else resolved at run time (the plan task's XCom)
@@ -335,8 +333,6 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         return script, data
 
     def _defer_to_trigger(self, request: Mapping[str, Any], retry_names: Sequence[str]) -> None:
-        import time as _time
-
         from airflow_dist_training.hooks.evaluation import evaluation_output_uri
 
         assert self._runner is not None
@@ -348,7 +344,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
                 aws_conn_id=self.aws_conn_id,
                 region_name=self.region_name,
                 poll_interval=self.poll_interval,
-                deadline=_time.time() + self.timeout if self.timeout else None,
+                deadline=time.time() + self.timeout if self.timeout else None,
             ),
             method_name="execute_complete",
             kwargs={"evaluation_uri": evaluation_output_uri(request)},

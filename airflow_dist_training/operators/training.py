@@ -28,7 +28,7 @@ from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin, local_region
 from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
-from airflow_dist_training.operators import SpecBackendMixin, default_deferrable
+from airflow_dist_training.operators import default_deferrable
 from airflow_dist_training.sagemaker.naming import identity_from_context, run_identity_hash
 from airflow_dist_training.storage.location import split_uri
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_dist_training.checkpoints.resume import AttemptOutcome
-    from airflow_dist_training.hooks.backends import DurableBackend
+    from airflow_dist_training.hooks.backends import DurableBackend, TrainingBackend
     from airflow_dist_training.planning import RunJob, RunPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
 
@@ -52,17 +52,11 @@ def mask_spec_secrets(spec: Any) -> list[str]:
     """
     from airflow.sdk.log import mask_secret
 
-    env: Mapping[str, Any] = {}
-    if isinstance(spec, Mapping):
-        env = spec.get("environment") or {}
-    elif hasattr(spec, "environment"):
-        env = spec.environment or {}
-    masked = []
-    for key, value in env.items():
-        if SECRET_KEY.search(str(key)) and value:
-            mask_secret(str(value), str(key))
-            masked.append(str(key))
-    return masked
+    env = (spec.get("environment") if isinstance(spec, Mapping) else getattr(spec, "environment", None)) or {}
+    secrets = [(str(key), str(value)) for key, value in env.items() if SECRET_KEY.search(str(key)) and value]
+    for key, value in secrets:
+        mask_secret(value, key)
+    return [key for key, _ in secrets]
 
 
 def beside_dag(operator: Any, source: Any) -> Any:
@@ -75,10 +69,47 @@ def beside_dag(operator: Any, source: Any) -> Any:
     return source
 
 
+def _outcome(desc: Mapping[str, Any]) -> AttemptOutcome:
+    from airflow_dist_training.checkpoints.resume import classify_outcome
+
+    return classify_outcome(
+        desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus")
+    )
+
+
 def _fault_point(name: str) -> None:
     from airflow_dist_training.hooks.training import _fault_point as fp
 
     fp(name)
+
+
+class SpecBackendMixin:
+    """A training spec run on a registered backend: the training and tuning operators' plumbing."""
+
+    def _set_spec_backend(self, spec: Any, backend: str, local_hook_kwargs: dict[str, Any] | None) -> None:
+        from airflow_dist_training.spec.backends import backend_record
+
+        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
+        self.spec = str(spec) if isinstance(spec, Path) else spec
+        self.backend = backend
+        self.local_hook_kwargs = local_hook_kwargs or {}
+
+    @cached_property
+    def local_hook(self) -> Any:
+        from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+        return LocalTrainingHook(**self.local_hook_kwargs)
+
+    @cached_property
+    def training_backend(self) -> TrainingBackend:
+        """Where the jobs run (``hooks/backends.py``); no I/O until a method is called."""
+        from airflow_dist_training.hooks.backends import operator_backend
+
+        return operator_backend(self)
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        super().render_template_fields(context, jinja_env)  # type: ignore[misc]
+        mask_spec_secrets(self.spec)  # secret-looking environment values never reach the task log
 
 
 class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBackendMixin, BaseOperator):
@@ -225,9 +256,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
     def _identity(self, context: Context) -> str:
         return identity_from_context(context, self.task_id, dag_id=self.dag_id if self.has_dag() else "no-dag")
 
-    def _region(self) -> str:
-        return self.job_backend.region()
-
     def _run_plan(self, context: Context) -> RunPlan:
         """The run's plan: the plan task's (``plan_task_id``), else planned here, once."""
         if self._plan is None or self._plan.identity != self._identity(context):  # one per run
@@ -266,7 +294,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         return plan_spec(
             self._loaded_spec,
             backend=backend,
-            region=self._region() if backend.record.on_aws else local_region(self.region_name),
+            region=self.job_backend.region() if backend.record.on_aws else local_region(self.region_name),
             identity=self._identity(context),
             checkpoint_resume=self.checkpoint_resume,
             base_dir=str(self.local_hook_kwargs.get("base_dir") or Path.cwd()),
@@ -328,16 +356,14 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         ``submit_job`` creates that job (or refuses once the interruption budget is spent), so a
         crash in between is as safe as anywhere else.
         """
-        from airflow_dist_training.checkpoints.resume import AttemptOutcome, classify_outcome
+        from airflow_dist_training.checkpoints.resume import AttemptOutcome
 
         while True:
             try:
                 return attempt()
             except TrainingJobError as exc:
                 desc = self._description or {}
-                outcome = classify_outcome(
-                    desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus")
-                )
+                outcome = _outcome(desc)
                 if desc.get("TrainingJobName") != exc.job_name:
                     raise
                 if self._stopped_by_an_earlier_try(desc):
@@ -421,26 +447,18 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         return ref.name
 
     def _log_ended_job(self, name: str, desc: dict[str, Any], next_generation: int) -> None:
-        from airflow_dist_training.checkpoints.resume import classify_outcome
-
-        outcome = classify_outcome(desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus"))
         self.log.warning(
             "This run's earlier job %s ended %s%s (%s); starting generation %d.",
             name,
             desc.get("TrainingJobStatus"),
             f" ({desc.get('FailureReason')})" if desc.get("FailureReason") else "",
-            outcome.value,
+            _outcome(desc).value,
             next_generation,
         )
 
     def _launch_request(self, context: Context, name: str, ended: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """The request of the run's next job ``name`` (after its ``ended`` ones); its uploads are put first."""
-        from airflow_dist_training.checkpoints.resume import classify_outcome
-
-        outcomes = [
-            classify_outcome(d.get("TrainingJobStatus"), d.get("FailureReason"), d.get("SecondaryStatus")) for d in ended
-        ]
-        on_demand = self._next_job_on_demand(context, outcomes)
+        on_demand = self._next_job_on_demand(context, [_outcome(desc) for desc in ended])
         if self._launch is None or self._launch.name != name or on_demand:
             self._launch = self._run_job(context, len(ended) + 1, on_demand=on_demand)
         launch = self._launch
@@ -561,16 +579,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         if self.execution_timeout is not None:
             started = getattr(context.get("ti"), "start_date", None)
             began = started.timestamp() if started is not None else now
-            limits.append(
-                (
-                    began + self.execution_timeout.total_seconds(),
-                    f"execution_timeout={self.execution_timeout.total_seconds():g}s",
-                )
-            )
-        if not limits:
-            return None, None
-        deadline, reason = min(limits)
-        return deadline, reason
+            seconds = self.execution_timeout.total_seconds()
+            limits.append((began + seconds, f"execution_timeout={seconds:g}s"))
+        return min(limits) if limits else (None, None)
 
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         desc = self._description

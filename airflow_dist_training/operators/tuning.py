@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_dist_training.compat import AirflowException, BaseOperator
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.operators import SpecBackendMixin, default_deferrable
+from airflow_dist_training.operators import default_deferrable
+from airflow_dist_training.operators.training import SpecBackendMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -66,9 +66,6 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
 
         return get_backend("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # type: ignore[return-value]
 
-    def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.job_backend.result_of(desc))
-
     def execute(self, context: Context) -> Any:
         desc = self.job_backend.describe(self.job_name)
         links.persist(context, **self.job_backend.links(desc))
@@ -89,7 +86,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self.log.info("Training job %s is %s (%s)", self.job_name, status, desc.get("SecondaryStatus"))
         if status in ACTIVE_STATES:
             return False
-        return PokeReturnValue(is_done=True, xcom_value=self._finish(desc))
+        return PokeReturnValue(is_done=True, xcom_value=dict(self.job_backend.result_of(desc)))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if not event or "job_name" not in event:
@@ -97,4 +94,4 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self._job_name = str(event["job_name"])  # its links were persisted before deferring
         if event.get("status") in {"timeout", "error"}:
             raise AirflowException(str(event.get("message")))
-        return self._finish(self.job_backend.describe(str(event["job_name"])))
+        return dict(self.job_backend.result_of(self.job_backend.describe(self._job_name)))

@@ -43,9 +43,7 @@ class _UriLink(BaseOperatorLink):
             value = {"uri": uri, "region_name": region_name}
             task = context.get("task")
             if task is not None:
-                if getattr(task, "_adt_links", None) is None:
-                    task._adt_links = {}  # type: ignore[union-attr]
-                task._adt_links[cls.key] = value  # type: ignore[union-attr]
+                vars(task).setdefault("_adt_links", {})[cls.key] = value
             context["ti"].xcom_push(key=cls.key, value=value)
 
 

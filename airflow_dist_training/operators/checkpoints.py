@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 
 
 class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
-    """Shared connection arguments and the cached hook."""
+    """Shared connection arguments and the cached hook.
+
+    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
+    :param region_name: AWS region (default: the connection's).
+    """
 
     def __init__(
         self,
@@ -52,8 +56,6 @@ class LatestCheckpointOperator(_CheckpointOperator):
 
     :param checkpoint_uri: checkpoint root (``s3://bucket/prefix/`` or a local path). Templated.
     :param fail_if_none: fail when there is no complete checkpoint (default: push None).
-    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
-    :param region_name: AWS region (default: the connection's).
     """
 
     template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
@@ -89,8 +91,6 @@ class CheckpointRetentionOperator(_CheckpointOperator):
     :param mode: ``"min"`` or ``"max"``.
     :param delete_incomplete: delete incomplete checkpoints older than the newest complete one.
     :param dry_run: only compute and push the plan.
-    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
-    :param region_name: AWS region (default: the connection's).
     """
 
     template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
@@ -135,8 +135,6 @@ class PromoteCheckpointOperator(_CheckpointOperator):
     :param which: ``"best"``, ``"latest"`` or a step number. Templated.
     :param metric: metric for ``which="best"``.
     :param mode: ``"min"`` or ``"max"`` for ``which="best"``.
-    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
-    :param region_name: AWS region (default: the connection's).
     """
 
     template_fields: Sequence[str] = ("checkpoint_uri", "target_uri", "which", "aws_conn_id", "region_name")

@@ -126,12 +126,8 @@ def preflight_training_spec(
         warnings.extend(found)
         mount = ((facts.file_system or {}).get("LustreConfiguration") or {}).get("MountName")
         if mount and not (channel.directory_path + "/").startswith(f"/{mount}/"):
-            problems.append(
-                Problem(
-                    f"channels.{name}.directory_path",
-                    f"{channel.directory_path} must start with /{mount}, the mount name of {channel.file_system_id}",
-                )
-            )
+            why = f"{channel.directory_path} must start with /{mount}, the mount name of {channel.file_system_id}"
+            problems.append(Problem(f"channels.{name}.directory_path", why))
     if problems:
         raise SpecValidationError(problems)
     return warnings
@@ -168,10 +164,7 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
     """
 
     ui_color = "#7ac5cd"
-    # the waiting operators' arguments (``_wait_task``)
-    poll_interval: float
-    max_wait_seconds: float | None
-    deferrable: bool
+    _fsx_task_id: str | None = None  # the data repository task this try started (``on_kill`` cancels it)
 
     def __init__(
         self,
@@ -190,6 +183,28 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.hooks.fsx import FSxHook
 
         return FSxHook(**self.aws_settings)
+
+    def _set_task_wait(
+        self,
+        poll_interval: float,
+        max_wait_seconds: float | None,
+        max_attempts: int | None,
+        deferrable: bool | None,
+    ) -> None:
+        """The arguments of an operator that waits for a data repository task (``_wait_task``)."""
+        self.poll_interval = poll_interval
+        self.max_wait_seconds = wait_limit(
+            max_wait_seconds,
+            deprecated_name="max_attempts",
+            deprecated_value=max_attempts,
+            per_unit=poll_interval,
+        )
+        self.deferrable = default_deferrable(deferrable)
+
+    def on_kill(self) -> None:
+        if self._fsx_task_id:
+            self.log.info("Cancelling FSx task %s", self._fsx_task_id)
+            self.hook.cancel_task(self._fsx_task_id)
 
     def _wait_task(self, fsx_task_id: str, **resume_kwargs: Any) -> dict[str, Any]:
         """Wait for a data repository task to succeed: in the triggerer (``deferrable``; the task
@@ -382,12 +397,7 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         self.capacity_to_release_gib = capacity_to_release_gib
         self.release_after_days = release_after_days
         self.wait_for_completion = wait_for_completion
-        self.poll_interval = poll_interval
-        self.max_wait_seconds = wait_limit(
-            max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
-        )
-        self.deferrable = default_deferrable(deferrable)
-        self._fsx_task_id: str | None = None
+        self._set_task_wait(poll_interval, max_wait_seconds, max_attempts, deferrable)
 
     def execute(self, context: Context) -> dict[str, Any]:
         request = self.hook.prepare_task(
@@ -410,11 +420,6 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         progress = progress_from_event(event)
         self.log.info("FSx task %s succeeded", progress["task_id"])
         return progress
-
-    def on_kill(self) -> None:
-        if self._fsx_task_id:
-            self.log.info("Cancelling FSx task %s", self._fsx_task_id)
-            self.hook.cancel_task(self._fsx_task_id)
 
 
 class FSxCreateFileSystemOperator(_FSxBaseOperator):
@@ -624,12 +629,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         self.auto_import_events = auto_import_events
         self.report_path = report_path
         self.file_system_security_group_ids = file_system_security_group_ids
-        self.poll_interval = poll_interval
-        self.max_wait_seconds = wait_limit(
-            max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
-        )
-        self.deferrable = default_deferrable(deferrable)
-        self._fsx_task_id: str | None = None
+        self._set_task_wait(poll_interval, max_wait_seconds, max_attempts, deferrable)
 
     def execute(self, context: Context) -> dict[str, Any]:
         facts, _ = _operator_preflight(self)
@@ -673,10 +673,6 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         channel = channel or self._channel(self.hook.describe_file_system(self.file_system_id))
         self._lineage_result = channel
         return channel
-
-    def on_kill(self) -> None:
-        if self._fsx_task_id:
-            self.hook.cancel_task(self._fsx_task_id)
 
     get_openlineage_facets_on_complete = _staging_lineage
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -431,12 +431,8 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
     def submit_job(self, context: Context) -> str:
         """Describe before create over the run's generations (``DurableJob.find_or_create``)."""
         plan = self._run_plan(context)
-
-        def names() -> Iterator[str]:
-            return (plan.job_name(generation) for generation in range(1, MAX_GENERATIONS + 1))
-
         ref = self.job_backend.find_or_create(
-            names(),
+            (plan.job_name(generation) for generation in range(1, MAX_GENERATIONS + 1)),
             partial(self._launch_request, context),
             exhausted=lambda: AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another"),
             on_ended=self._log_ended_job,

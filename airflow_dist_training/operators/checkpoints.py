@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.lineage import promotion_lineage
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -169,8 +170,4 @@ class PromoteCheckpointOperator(_CheckpointOperator):
         self._lineage_result = entry
         return entry
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the checkpoint in, the promoted copy out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import promotion_lineage
-
-        return promotion_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = promotion_lineage  # the checkpoint in, the promoted copy out

@@ -32,6 +32,7 @@ from airflow_dist_training.evaluation.gate import (
 )
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.lineage import evaluation_lineage, registration_lineage
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
 from airflow_dist_training.operators import default_deferrable
 from airflow_dist_training.storage.location import split_uri
@@ -392,11 +393,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         except Exception as exc:  # on_kill must not raise
             self.log.error("Could not stop processing job %s: %s", self._processing_job, exc)
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the model in, evaluation.json out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import evaluation_lineage
-
-        return evaluation_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = evaluation_lineage  # the model in, evaluation.json out
 
 
 class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
@@ -739,8 +736,4 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
         self._lineage_result = result
         return result
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the model in, the model package version out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import registration_lineage
-
-        return registration_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = registration_lineage  # the model in, the package version out

@@ -17,6 +17,7 @@ from airflow_dist_training.compat import BaseOperator
 from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, progress_from_event, task_progress
 from airflow_dist_training.hooks.aws import AWS_TEMPLATE_FIELDS, AwsConnectionMixin
+from airflow_dist_training.lineage import staging_lineage
 from airflow_dist_training.operators import default_deferrable
 
 if TYPE_CHECKING:
@@ -145,13 +146,6 @@ def _operator_preflight(op: Any) -> tuple[pf.PreflightFacts, list[Any]]:
         file_system_security_group_ids=op.file_system_security_group_ids,
         log=op.log,
     )
-
-
-def _staging_lineage(operator: Any, task_instance: Any) -> Any:
-    """Lineage: the source in, the staged directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-    from airflow_dist_training.lineage import staging_lineage
-
-    return staging_lineage(operator, task_instance)
 
 
 class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
@@ -674,7 +668,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         self._lineage_result = channel
         return channel
 
-    get_openlineage_facets_on_complete = _staging_lineage
+    get_openlineage_facets_on_complete = staging_lineage  # the source in, the staged directory out
 
 
 class LocalStageOperator(BaseOperator):
@@ -731,4 +725,4 @@ class LocalStageOperator(BaseOperator):
         self._lineage_result = channel
         return channel
 
-    get_openlineage_facets_on_complete = _staging_lineage
+    get_openlineage_facets_on_complete = staging_lineage  # the source in, the staged directory out

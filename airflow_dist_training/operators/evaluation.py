@@ -1,9 +1,6 @@
 """Evaluate -> gate -> register, as three Airflow operators (``docs/evaluation.md``).
 
-``EvaluationOperator`` runs an evaluation script (a local process or a SageMaker processing job),
-``QualityGateOperator`` compares its ``evaluation.json`` with thresholds and the champion and
-short-circuits (or fails) on rejection, ``RegisterModelOperator`` registers the model version with
-an audit record. Constructors validate their own arguments and do no I/O; every rule lives in
+Constructors validate their own arguments and do no I/O; every rule lives in
 ``airflow_dist_training.evaluation``.
 """
 

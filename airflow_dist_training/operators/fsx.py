@@ -200,19 +200,23 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
             self.log.info("Cancelling FSx task %s", self._fsx_task_id)
             self.hook.cancel_task(self._fsx_task_id)
 
+    def _defer_wait(self, trigger_class: Any, resume_kwargs: dict[str, Any] | None, **ids: Any) -> None:
+        """Wait in the triggerer (polls within ``max_wait_seconds``); the task resumes in ``execute_complete``."""
+        trigger = trigger_class(
+            poll_interval=self.poll_interval,
+            max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
+            **ids,
+            **self.aws_settings,
+        )
+        self.defer(trigger=trigger, method_name="execute_complete", kwargs=resume_kwargs)
+
     def _wait_task(self, fsx_task_id: str, **resume_kwargs: Any) -> dict[str, Any]:
         """Wait for a data repository task to succeed: in the triggerer (``deferrable``; the task
         resumes in ``execute_complete``) or here. Its progress, or ``DataRepositoryTaskFailed``."""
         if self.deferrable:
             from airflow_dist_training.triggers.fsx import FSxDataRepositoryTaskTrigger
 
-            trigger = FSxDataRepositoryTaskTrigger(
-                fsx_task_id=fsx_task_id,
-                poll_interval=self.poll_interval,
-                max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
-                **self.aws_settings,
-            )
-            self.defer(trigger=trigger, method_name="execute_complete", kwargs=resume_kwargs or None)
+            self._defer_wait(FSxDataRepositoryTaskTrigger, resume_kwargs or None, fsx_task_id=fsx_task_id)
         limit = self.max_wait_seconds or TASK_WAIT_DEFAULT_SECONDS
         done = task_progress(self.hook.wait_task(fsx_task_id, self.poll_interval, limit))
         if done["lifecycle"] != "SUCCEEDED":
@@ -494,15 +498,7 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
             if self.deferrable:
                 from airflow_dist_training.triggers.fsx import FSxFileSystemAvailableTrigger
 
-                self.defer(
-                    trigger=FSxFileSystemAvailableTrigger(
-                        file_system_id=fs["FileSystemId"],
-                        poll_interval=self.poll_interval,
-                        max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
-                        **self.aws_settings,
-                    ),
-                    method_name="execute_complete",
-                )
+                self._defer_wait(FSxFileSystemAvailableTrigger, None, file_system_id=fs["FileSystemId"])
             fs = self.hook.wait_file_system_available(
                 fs["FileSystemId"], self.poll_interval, self.max_wait_seconds
             )

@@ -1,11 +1,8 @@
-"""``DistributedTuningOperator``: a hyperparameter tuning job over a training spec, durable.
+"""``DistributedTuningOperator``: a hyperparameter tuning job over a training spec, durable (``docs/tuning.md``).
 
-As the training operator (``docs/tuning.md``): planned before any AWS call, a deterministic
-name described before it is created (a retry reattaches; a Failed/Stopped one moves on to the next
-generation), a deferred (``TuningJobTrigger``) or synchronous wait, and the best training job as a
-``TrainingResult`` plus ``tuning``, so evaluation, gate and registry take it unchanged.
-``backend="local"`` runs the same spec on the local executor, made durable by its ledger
-(``local/tuning.py``). The constructor does no I/O and parses nothing.
+As the training operator: planned before any AWS call, a deterministic name described before it is
+created (a retry reattaches), and the best training job as a ``TrainingResult`` plus ``tuning``, so
+evaluation, gate and registry take it unchanged. The constructor does no I/O and parses nothing.
 """
 
 from __future__ import annotations

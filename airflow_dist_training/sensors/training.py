@@ -1,10 +1,7 @@
 """``TrainingJobSensor``: wait for a SageMaker training job started elsewhere.
 
-Same terminal-state rules as ``DistributedTrainingOperator``: Completed -> success (the
-``TrainingResult`` dict is returned to XCom); Failed, Stopped and MaxRuntimeExceeded -> a
-``TrainingJobError`` with the FailureReason (``CapacityError`` for capacity/limit failures). A
-Stopped job is never success. Deferrable through ``TrainingJobTrigger`` (shared poller, logs in the
-task log, no silent cap).
+Same terminal-state rules as ``DistributedTrainingOperator`` (``docs/training-operator.md``): only
+Completed is success, its ``TrainingResult`` dict the XCom; a Stopped job is never success.
 """
 
 from __future__ import annotations

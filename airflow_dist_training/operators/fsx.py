@@ -57,15 +57,8 @@ def polls_within(max_wait_seconds: float | None, poll_interval: float) -> int | 
 def _token(context: Context, *parts: str) -> str:
     """A ClientRequestToken stable across retries of one task instance (idempotent creates)."""
     ti = context.get("ti")
-    ident = ":".join(
-        [
-            str(getattr(ti, "dag_id", "")),
-            str(getattr(ti, "task_id", "")),
-            str(context.get("run_id", "")),
-            str(getattr(ti, "map_index", -1)),
-            *parts,
-        ]
-    )
+    run = (getattr(ti, "dag_id", ""), getattr(ti, "task_id", ""), context.get("run_id", ""))
+    ident = ":".join([*map(str, run), str(getattr(ti, "map_index", -1)), *parts])
     return "adt-" + hashlib.sha256(ident.encode()).hexdigest()[:40]
 
 

@@ -37,13 +37,9 @@ def s3_console_url(uri: str | None, region: str) -> str:
 
 
 def _file_url(uri: str | None) -> str:
-    if not uri:
-        return ""
-    if uri.startswith("file://"):
-        return uri
-    if uri.startswith("/"):
+    if uri and uri.startswith("/"):
         return "file://" + quote(uri)
-    return s3_console_url(uri, "us-east-1") if uri.startswith("s3://") else ""
+    return uri if uri and uri.startswith("file://") else s3_console_url(uri, "us-east-1")
 
 
 def job_links(info: dict[str, Any]) -> dict[str, str]:

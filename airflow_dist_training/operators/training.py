@@ -77,6 +77,13 @@ def _outcome(desc: Mapping[str, Any]) -> AttemptOutcome:
     )
 
 
+def sagemaker_backend(operator: Any) -> DurableBackend:
+    """The SageMaker backend (``hooks/backends.py``) on the operator's connection: jobs that outlive a task."""
+    from airflow_dist_training.hooks.backends import get_backend
+
+    return get_backend("sagemaker", aws_conn_id=operator.aws_conn_id, region_name=operator.region_name)  # type: ignore[return-value]
+
+
 def _fault_point(name: str) -> None:
     from airflow_dist_training.hooks.training import _fault_point as fp
 
@@ -695,12 +702,7 @@ class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
         self.map_index = map_index
         self._set_aws_connection(aws_conn_id, region_name)
 
-    @cached_property
-    def job_backend(self) -> DurableBackend:
-        """The SageMaker backend (``hooks/backends.py``): its jobs are the ones that outlive a task."""
-        from airflow_dist_training.hooks.backends import get_backend
-
-        return get_backend("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # type: ignore[return-value]
+    job_backend = cached_property(sagemaker_backend)
 
     def execute(self, context: Context) -> list[str]:
         dag_id = self.dag_id if self.has_dag() else "no-dag"

@@ -15,11 +15,10 @@ from airflow_dist_training.compat import AirflowException, BaseSensorOperator, P
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.job_states import ACTIVE_STATES
 from airflow_dist_training.links import sagemaker as links
+from airflow_dist_training.operators.training import sagemaker_backend
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from airflow_dist_training.hooks.backends import DurableBackend
 
 
 class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
@@ -56,12 +55,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self.max_wait_seconds = max_wait_seconds
         self.stream_logs = stream_logs
 
-    @cached_property
-    def job_backend(self) -> DurableBackend:
-        """The SageMaker backend (``hooks/backends.py``): its describe, result, links and trigger."""
-        from airflow_dist_training.hooks.backends import get_backend
-
-        return get_backend("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # type: ignore[return-value]
+    job_backend = cached_property(sagemaker_backend)  # its describe, result, links and trigger
 
     def execute(self, context: Context) -> Any:
         desc = self.job_backend.describe(self.job_name)

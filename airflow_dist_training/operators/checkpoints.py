@@ -30,6 +30,8 @@ class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
     :param region_name: AWS region (default: the connection's).
     """
 
+    template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
+
     def __init__(
         self,
         *,
@@ -58,8 +60,6 @@ class LatestCheckpointOperator(_CheckpointOperator):
     :param checkpoint_uri: checkpoint root (``s3://bucket/prefix/`` or a local path). Templated.
     :param fail_if_none: fail when there is no complete checkpoint (default: push None).
     """
-
-    template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
 
     def __init__(self, *, checkpoint_uri: str, fail_if_none: bool = False, **kwargs: Any) -> None:
         super().__init__(checkpoint_uri=checkpoint_uri, **kwargs)
@@ -93,8 +93,6 @@ class CheckpointRetentionOperator(_CheckpointOperator):
     :param delete_incomplete: delete incomplete checkpoints older than the newest complete one.
     :param dry_run: only compute and push the plan.
     """
-
-    template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
 
     def __init__(
         self,

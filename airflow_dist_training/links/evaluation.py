@@ -31,7 +31,12 @@ def uri_to_url(uri: str, region_name: str | None = None) -> str:
 
 class _UriLink(BaseOperatorLink):
     name: ClassVar[str]  # type: ignore[misc]
-    key: ClassVar[str]
+    key: ClassVar[str]  # the XCom key and the operator's ``_adt_links`` key
+
+    def __init_subclass__(cls, name: str = "", key: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = name
+        cls.key = key
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         value: Any = (getattr(operator, "_adt_links", None) or {}).get(self.key) or {}
@@ -47,15 +52,9 @@ class _UriLink(BaseOperatorLink):
             context["ti"].xcom_push(key=cls.key, value=value)
 
 
-class EvaluationReportLink(_UriLink):
+class EvaluationReportLink(_UriLink, name="Evaluation report", key="evaluation_report_link"):
     """The HTML evaluation report (challenger vs champion, gate reasons, plot)."""
 
-    name = "Evaluation report"
-    key = "evaluation_report_link"
 
-
-class RegistrationAuditLink(_UriLink):
+class RegistrationAuditLink(_UriLink, name="Registration audit record", key="registration_audit_link"):
     """The audit record written when a model version is registered."""
-
-    name = "Registration audit record"
-    key = "registration_audit_link"

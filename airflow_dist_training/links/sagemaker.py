@@ -75,7 +75,12 @@ def job_links(info: dict[str, Any]) -> dict[str, str]:
 
 class _TrainingLink(BaseOperatorLink):
     name: ClassVar[str]
-    which: ClassVar[str]
+    which: ClassVar[str]  # the key of ``job_links``
+
+    def __init_subclass__(cls, name: str = "", which: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = name
+        cls.which = which
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         info = getattr(operator, OPERATOR_ATTR, None)
@@ -89,39 +94,24 @@ class _TrainingLink(BaseOperatorLink):
         return job_links(info)[self.which] if isinstance(info, dict) else ""
 
 
-class SageMakerTrainingJobLink(_TrainingLink):
+class SageMakerTrainingJobLink(_TrainingLink, name="SageMaker Training Job", which="job"):
     """The SageMaker console page of the training job."""
 
-    name = "SageMaker Training Job"
-    which = "job"
 
-
-class SageMakerTrainingLogsLink(_TrainingLink):
+class SageMakerTrainingLogsLink(_TrainingLink, name="CloudWatch Logs", which="logs"):
     """The job's CloudWatch log streams (one per host)."""
 
-    name = "CloudWatch Logs"
-    which = "logs"
 
-
-class SageMakerTrainingOutputLink(_TrainingLink):
+class SageMakerTrainingOutputLink(_TrainingLink, name="S3 Output", which="output"):
     """The S3 output location (model.tar.gz)."""
 
-    name = "S3 Output"
-    which = "output"
 
-
-class SageMakerTrainingCheckpointLink(_TrainingLink):
+class SageMakerTrainingCheckpointLink(_TrainingLink, name="S3 Checkpoints", which="checkpoints"):
     """The S3 checkpoint location."""
 
-    name = "S3 Checkpoints"
-    which = "checkpoints"
 
-
-class TrainingViewLink(_TrainingLink):
+class TrainingViewLink(_TrainingLink, name="Training view", which="view"):
     """The Training view of the run (live curves, checkpoints, gate, version), both backends."""
-
-    name = "Training view"
-    which = "view"
 
 
 ALL_LINKS = (

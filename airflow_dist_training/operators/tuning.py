@@ -17,7 +17,7 @@ from airflow_dist_training.compat import AirflowException, BaseOperator
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.operators import default_deferrable
-from airflow_dist_training.operators.training import SpecBackendMixin
+from airflow_dist_training.operators.training import SpecBackendMixin, beside_dag
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -124,7 +124,6 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
         return DurableJob(self.hook, TUNING)
 
     def _load(self) -> tuple[TrainingJobSpec, TuningSpec]:
-        from airflow_dist_training.operators.training import beside_dag
         from airflow_dist_training.spec.loading import load_spec
         from airflow_dist_training.spec.tuning import load_tuning_spec
 

@@ -151,7 +151,11 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
     """
 
     ui_color = "#7ac5cd"
-    _fsx_task_id: str | None = None  # the data repository task this try started (``on_kill`` cancels it)
+    # the waiting operators' arguments (``_wait_task``) and the data repository task ``on_kill`` cancels
+    poll_interval: float
+    max_wait_seconds: float | None
+    deferrable: bool
+    _fsx_task_id: str | None = None
 
     def __init__(
         self,
@@ -170,23 +174,6 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.hooks.fsx import FSxHook
 
         return FSxHook(**self.aws_settings)
-
-    def _set_task_wait(
-        self,
-        poll_interval: float,
-        max_wait_seconds: float | None,
-        max_attempts: int | None,
-        deferrable: bool | None,
-    ) -> None:
-        """The arguments of an operator that waits for a data repository task (``_wait_task``)."""
-        self.poll_interval = poll_interval
-        self.max_wait_seconds = wait_limit(
-            max_wait_seconds,
-            deprecated_name="max_attempts",
-            deprecated_value=max_attempts,
-            per_unit=poll_interval,
-        )
-        self.deferrable = default_deferrable(deferrable)
 
     def on_kill(self) -> None:
         if self._fsx_task_id:
@@ -388,7 +375,11 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         self.capacity_to_release_gib = capacity_to_release_gib
         self.release_after_days = release_after_days
         self.wait_for_completion = wait_for_completion
-        self._set_task_wait(poll_interval, max_wait_seconds, max_attempts, deferrable)
+        self.poll_interval = poll_interval
+        self.max_wait_seconds = wait_limit(
+            max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
+        )
+        self.deferrable = default_deferrable(deferrable)
 
     def execute(self, context: Context) -> dict[str, Any]:
         request = self.hook.prepare_task(
@@ -612,7 +603,11 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         self.auto_import_events = auto_import_events
         self.report_path = report_path
         self.file_system_security_group_ids = file_system_security_group_ids
-        self._set_task_wait(poll_interval, max_wait_seconds, max_attempts, deferrable)
+        self.poll_interval = poll_interval
+        self.max_wait_seconds = wait_limit(
+            max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
+        )
+        self.deferrable = default_deferrable(deferrable)
 
     def execute(self, context: Context) -> dict[str, Any]:
         facts, _ = _operator_preflight(self)

@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.checkpoints import CheckpointHook
 
 
+def checkpoint_store(operator: Any) -> CheckpointHook:
+    """The checkpoint hook on the operator's connection (``s3://`` or a local path)."""
+    from airflow_dist_training.hooks.checkpoints import CheckpointHook
+
+    return CheckpointHook(aws_conn_id=operator.aws_conn_id, region_name=operator.region_name)
+
+
 class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
     """Shared connection arguments and the cached hook.
 
@@ -44,11 +51,7 @@ class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
         self.checkpoint_uri = checkpoint_uri
         self._set_aws_connection(aws_conn_id, region_name)
 
-    @cached_property
-    def hook(self) -> CheckpointHook:
-        from airflow_dist_training.hooks.checkpoints import CheckpointHook
-
-        return CheckpointHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+    hook = cached_property(checkpoint_store)
 
 
 class LatestCheckpointOperator(_CheckpointOperator):

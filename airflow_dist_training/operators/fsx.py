@@ -141,6 +141,13 @@ def _operator_preflight(op: Any) -> tuple[pf.PreflightFacts, list[Any]]:
     )
 
 
+def fsx_hook(operator: Any) -> FSxHook:
+    """The FSx hook on the operator's four AWS settings."""
+    from airflow_dist_training.hooks.fsx import FSxHook
+
+    return FSxHook(**operator.aws_settings)
+
+
 class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
     """Shared AWS arguments.
 
@@ -169,11 +176,7 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
         super().__init__(**kwargs)
         self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
 
-    @cached_property
-    def hook(self) -> FSxHook:
-        from airflow_dist_training.hooks.fsx import FSxHook
-
-        return FSxHook(**self.aws_settings)
+    hook = cached_property(fsx_hook)
 
     def on_kill(self) -> None:
         if self._fsx_task_id:

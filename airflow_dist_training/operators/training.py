@@ -29,6 +29,7 @@ from airflow_dist_training.hooks.aws import AwsConnectionMixin, local_region
 from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
 from airflow_dist_training.operators import default_deferrable
+from airflow_dist_training.operators.checkpoints import checkpoint_store
 from airflow_dist_training.sagemaker.naming import identity_from_context, run_identity_hash
 from airflow_dist_training.storage.location import split_uri
 
@@ -228,11 +229,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         mask_spec_secrets(spec)
         return spec
 
-    @cached_property
-    def checkpoint_hook(self) -> Any:
-        from airflow_dist_training.hooks.checkpoints import CheckpointHook
-
-        return CheckpointHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+    checkpoint_hook = cached_property(checkpoint_store)
 
     def _log_where_the_job_starts(self) -> None:
         """Log where this job starts (the run's own latest checkpoint, or scratch); copies nothing.

@@ -31,13 +31,16 @@ def uri_to_url(uri: str, region_name: str | None = None) -> str:
 
 class _UriLink(BaseOperatorLink):
     name: ClassVar[str]  # type: ignore[misc]
-    key: ClassVar[str]
+    key: ClassVar[str]  # the XCom key and the operator's ``_adt_links`` key
+
+    def __init_subclass__(cls, name: str = "", key: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = name
+        cls.key = key
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        value: Any = (getattr(operator, "_adt_links", None) or {}).get(self.key)
-        if not value:
-            return ""
-        return uri_to_url(str(value.get("uri", "")), value.get("region_name")) if value.get("uri") else ""
+        value: Any = (getattr(operator, "_adt_links", None) or {}).get(self.key) or {}
+        return uri_to_url(str(value["uri"]), value.get("region_name")) if value.get("uri") else ""
 
     @classmethod
     def persist(cls, context: Context, uri: str | None, region_name: str | None = None) -> None:
@@ -45,21 +48,13 @@ class _UriLink(BaseOperatorLink):
             value = {"uri": uri, "region_name": region_name}
             task = context.get("task")
             if task is not None:
-                if getattr(task, "_adt_links", None) is None:
-                    task._adt_links = {}  # type: ignore[union-attr]
-                task._adt_links[cls.key] = value  # type: ignore[union-attr]
+                vars(task).setdefault("_adt_links", {})[cls.key] = value
             context["ti"].xcom_push(key=cls.key, value=value)
 
 
-class EvaluationReportLink(_UriLink):
+class EvaluationReportLink(_UriLink, name="Evaluation report", key="evaluation_report_link"):
     """The HTML evaluation report (challenger vs champion, gate reasons, plot)."""
 
-    name = "Evaluation report"
-    key = "evaluation_report_link"
 
-
-class RegistrationAuditLink(_UriLink):
+class RegistrationAuditLink(_UriLink, name="Registration audit record", key="registration_audit_link"):
     """The audit record written when a model version is registered."""
-
-    name = "Registration audit record"
-    key = "registration_audit_link"

@@ -36,21 +36,10 @@ def s3_console_url(uri: str | None, region: str) -> str:
     return f"https://s3.console.aws.amazon.com/s3/buckets/{bucket}?region={region}&prefix={quote(key)}"
 
 
-def training_view_url(dag_id: str | None, run_id: str | None, base_url: str | None = None) -> str:
-    """The Training view of a DAG run, as a tab of the run's page in the Airflow UI."""
-    from airflow_dist_training.ui.urls import training_view_url as url
-
-    return url(dag_id, run_id, base_url)
-
-
 def _file_url(uri: str | None) -> str:
-    if not uri:
-        return ""
-    if uri.startswith("file://"):
-        return uri
-    if uri.startswith("/"):
+    if uri and uri.startswith("/"):
         return "file://" + quote(uri)
-    return s3_console_url(uri, "us-east-1") if uri.startswith("s3://") else ""
+    return uri if uri and uri.startswith("file://") else s3_console_url(uri, "us-east-1")
 
 
 def job_links(info: dict[str, Any]) -> dict[str, str]:
@@ -86,7 +75,12 @@ def job_links(info: dict[str, Any]) -> dict[str, str]:
 
 class _TrainingLink(BaseOperatorLink):
     name: ClassVar[str]
-    which: ClassVar[str]
+    which: ClassVar[str]  # the key of ``job_links``
+
+    def __init_subclass__(cls, name: str = "", which: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = name
+        cls.which = which
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         info = getattr(operator, OPERATOR_ATTR, None)
@@ -100,39 +94,24 @@ class _TrainingLink(BaseOperatorLink):
         return job_links(info)[self.which] if isinstance(info, dict) else ""
 
 
-class SageMakerTrainingJobLink(_TrainingLink):
+class SageMakerTrainingJobLink(_TrainingLink, name="SageMaker Training Job", which="job"):
     """The SageMaker console page of the training job."""
 
-    name = "SageMaker Training Job"
-    which = "job"
 
-
-class SageMakerTrainingLogsLink(_TrainingLink):
+class SageMakerTrainingLogsLink(_TrainingLink, name="CloudWatch Logs", which="logs"):
     """The job's CloudWatch log streams (one per host)."""
 
-    name = "CloudWatch Logs"
-    which = "logs"
 
-
-class SageMakerTrainingOutputLink(_TrainingLink):
+class SageMakerTrainingOutputLink(_TrainingLink, name="S3 Output", which="output"):
     """The S3 output location (model.tar.gz)."""
 
-    name = "S3 Output"
-    which = "output"
 
-
-class SageMakerTrainingCheckpointLink(_TrainingLink):
+class SageMakerTrainingCheckpointLink(_TrainingLink, name="S3 Checkpoints", which="checkpoints"):
     """The S3 checkpoint location."""
 
-    name = "S3 Checkpoints"
-    which = "checkpoints"
 
-
-class TrainingViewLink(_TrainingLink):
+class TrainingViewLink(_TrainingLink, name="Training view", which="view"):
     """The Training view of the run (live curves, checkpoints, gate, version), both backends."""
-
-    name = "Training view"
-    which = "view"
 
 
 ALL_LINKS = (
@@ -159,6 +138,8 @@ def persist(
     The Training view reads the same record to find a run's jobs (``backend``, ``job_dir`` of a
     local job, whose metric log it plots while the job runs).
     """
+    from airflow_dist_training.ui.urls import training_view_url
+
     ti = context.get("ti")
     if ti is None:
         return

@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.lineage import promotion_lineage
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -22,8 +23,21 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.checkpoints import CheckpointHook
 
 
+def checkpoint_store(operator: Any) -> CheckpointHook:
+    """The checkpoint hook on the operator's connection (``s3://`` or a local path)."""
+    from airflow_dist_training.hooks.checkpoints import CheckpointHook
+
+    return CheckpointHook(aws_conn_id=operator.aws_conn_id, region_name=operator.region_name)
+
+
 class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
-    """Shared connection arguments and the cached hook."""
+    """Shared connection arguments and the cached hook.
+
+    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
+    :param region_name: AWS region (default: the connection's).
+    """
+
+    template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
 
     def __init__(
         self,
@@ -37,11 +51,7 @@ class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
         self.checkpoint_uri = checkpoint_uri
         self._set_aws_connection(aws_conn_id, region_name)
 
-    @cached_property
-    def hook(self) -> CheckpointHook:
-        from airflow_dist_training.hooks.checkpoints import CheckpointHook
-
-        return CheckpointHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+    hook = cached_property(checkpoint_store)
 
 
 class LatestCheckpointOperator(_CheckpointOperator):
@@ -52,11 +62,7 @@ class LatestCheckpointOperator(_CheckpointOperator):
 
     :param checkpoint_uri: checkpoint root (``s3://bucket/prefix/`` or a local path). Templated.
     :param fail_if_none: fail when there is no complete checkpoint (default: push None).
-    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
-    :param region_name: AWS region (default: the connection's).
     """
-
-    template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
 
     def __init__(self, *, checkpoint_uri: str, fail_if_none: bool = False, **kwargs: Any) -> None:
         super().__init__(checkpoint_uri=checkpoint_uri, **kwargs)
@@ -89,11 +95,7 @@ class CheckpointRetentionOperator(_CheckpointOperator):
     :param mode: ``"min"`` or ``"max"``.
     :param delete_incomplete: delete incomplete checkpoints older than the newest complete one.
     :param dry_run: only compute and push the plan.
-    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
-    :param region_name: AWS region (default: the connection's).
     """
-
-    template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
 
     def __init__(
         self,
@@ -135,8 +137,6 @@ class PromoteCheckpointOperator(_CheckpointOperator):
     :param which: ``"best"``, ``"latest"`` or a step number. Templated.
     :param metric: metric for ``which="best"``.
     :param mode: ``"min"`` or ``"max"`` for ``which="best"``.
-    :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
-    :param region_name: AWS region (default: the connection's).
     """
 
     template_fields: Sequence[str] = ("checkpoint_uri", "target_uri", "which", "aws_conn_id", "region_name")
@@ -171,8 +171,4 @@ class PromoteCheckpointOperator(_CheckpointOperator):
         self._lineage_result = entry
         return entry
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the checkpoint in, the promoted copy out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import promotion_lineage
-
-        return promotion_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = promotion_lineage  # the checkpoint in, the promoted copy out

@@ -1,9 +1,6 @@
 """Evaluate -> gate -> register, as three Airflow operators (``docs/evaluation.md``).
 
-``EvaluationOperator`` runs an evaluation script (a local process or a SageMaker processing job),
-``QualityGateOperator`` compares its ``evaluation.json`` with thresholds and the champion and
-short-circuits (or fails) on rejection, ``RegisterModelOperator`` registers the model version with
-an audit record. Constructors validate their own arguments and do no I/O; every rule lives in
+Constructors validate their own arguments and do no I/O; every rule lives in
 ``airflow_dist_training.evaluation``.
 """
 
@@ -14,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
-from airflow_dist_training.compat import conf
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.evaluation.gate import (
     ChampionUnreadableError,
@@ -32,7 +29,9 @@ from airflow_dist_training.evaluation.gate import (
 )
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME, EvaluationResult, parse_evaluation
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.lineage import evaluation_lineage, registration_lineage
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
+from airflow_dist_training.operators import default_deferrable
 from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
@@ -169,22 +168,14 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # read when the task is built, not when this module was imported
-        self.deferrable = (
-            conf.getboolean("operators", "default_deferrable", fallback=False)
-            if deferrable is None
-            else deferrable
-        )
+        self.deferrable = default_deferrable(deferrable)
         from airflow_dist_training.spec.backends import backend_record
 
         # how the evaluation runs is the backend's capability: a processing job, or a local process
         self.processing_job = backend_record(backend).evaluation == "processing_job"
         if self.processing_job:
-            missing = [
-                n
-                for n, v in (("image_uri", image_uri), ("role_arn", role_arn), ("output_uri", output_uri))
-                if not v
-            ]
+            required = {"image_uri": image_uri, "role_arn": role_arn, "output_uri": output_uri}
+            missing = [name for name, value in required.items() if not value]
             if missing:
                 raise SpecValidationError([(m, f"is required for backend={backend!r}") for m in missing])
         if isinstance(dependencies, list | tuple | str):  # else resolved at run time (the plan task's XCom)
@@ -340,8 +331,6 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         return script, data
 
     def _defer_to_trigger(self, request: Mapping[str, Any], retry_names: Sequence[str]) -> None:
-        import time as _time
-
         from airflow_dist_training.hooks.evaluation import evaluation_output_uri
 
         assert self._runner is not None
@@ -353,7 +342,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
                 aws_conn_id=self.aws_conn_id,
                 region_name=self.region_name,
                 poll_interval=self.poll_interval,
-                deadline=_time.time() + self.timeout if self.timeout else None,
+                deadline=time.time() + self.timeout if self.timeout else None,
             ),
             method_name="execute_complete",
             kwargs={"evaluation_uri": evaluation_output_uri(request)},
@@ -401,11 +390,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         except Exception as exc:  # on_kill must not raise
             self.log.error("Could not stop processing job %s: %s", self._processing_job, exc)
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the model in, evaluation.json out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import evaluation_lineage
-
-        return evaluation_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = evaluation_lineage  # the model in, evaluation.json out
 
 
 class QualityGateOperator(AwsConnectionMixin, BaseOperator, SkipMixin):
@@ -748,8 +733,4 @@ class RegisterModelOperator(AwsConnectionMixin, BaseOperator):
         self._lineage_result = result
         return result
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the model in, the model package version out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import registration_lineage
-
-        return registration_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = registration_lineage  # the model in, the package version out

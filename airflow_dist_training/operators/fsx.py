@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_dist_training.compat import BaseOperator, conf
+from airflow_dist_training.compat import BaseOperator
 from airflow_dist_training.fsx import requests as req
 from airflow_dist_training.fsx.progress import DataRepositoryTaskFailed, progress_from_event, task_progress
 from airflow_dist_training.hooks.aws import AWS_TEMPLATE_FIELDS, AwsConnectionMixin
+from airflow_dist_training.lineage import staging_lineage
+from airflow_dist_training.operators import default_deferrable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -27,10 +29,6 @@ if TYPE_CHECKING:
 
 #: Seconds a data repository task may take when no limit is set (the synchronous wait's cap).
 TASK_WAIT_DEFAULT_SECONDS = 7 * 86400
-
-
-def default_deferrable() -> bool:
-    return conf.getboolean("operators", "default_deferrable", fallback=False)
 
 
 def wait_limit(
@@ -59,15 +57,8 @@ def polls_within(max_wait_seconds: float | None, poll_interval: float) -> int | 
 def _token(context: Context, *parts: str) -> str:
     """A ClientRequestToken stable across retries of one task instance (idempotent creates)."""
     ti = context.get("ti")
-    ident = ":".join(
-        [
-            str(getattr(ti, "dag_id", "")),
-            str(getattr(ti, "task_id", "")),
-            str(context.get("run_id", "")),
-            str(getattr(ti, "map_index", -1)),
-            *parts,
-        ]
-    )
+    run = (getattr(ti, "dag_id", ""), getattr(ti, "task_id", ""), context.get("run_id", ""))
+    ident = ":".join([*map(str, run), str(getattr(ti, "map_index", -1)), *parts])
     return "adt-" + hashlib.sha256(ident.encode()).hexdigest()[:40]
 
 
@@ -129,15 +120,32 @@ def preflight_training_spec(
         warnings.extend(found)
         mount = ((facts.file_system or {}).get("LustreConfiguration") or {}).get("MountName")
         if mount and not (channel.directory_path + "/").startswith(f"/{mount}/"):
-            problems.append(
-                Problem(
-                    f"channels.{name}.directory_path",
-                    f"{channel.directory_path} must start with /{mount}, the mount name of {channel.file_system_id}",
-                )
-            )
+            why = f"{channel.directory_path} must start with /{mount}, the mount name of {channel.file_system_id}"
+            problems.append(Problem(f"channels.{name}.directory_path", why))
     if problems:
         raise SpecValidationError(problems)
     return warnings
+
+
+def _operator_preflight(op: Any) -> tuple[pf.PreflightFacts, list[Any]]:
+    """``run_fsx_preflight`` with the arguments of a pre-flight or staging operator."""
+    return run_fsx_preflight(
+        op.hook,
+        op.file_system_id,
+        subnets=op.subnets,
+        security_group_ids=op.security_group_ids,
+        s3_uri=op.s3_uri,
+        az_mismatch=op.az_mismatch,
+        file_system_security_group_ids=op.file_system_security_group_ids,
+        log=op.log,
+    )
+
+
+def fsx_hook(operator: Any) -> FSxHook:
+    """The FSx hook on the operator's four AWS settings."""
+    from airflow_dist_training.hooks.fsx import FSxHook
+
+    return FSxHook(**operator.aws_settings)
 
 
 class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
@@ -150,10 +158,11 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
     """
 
     ui_color = "#7ac5cd"
-    # the waiting operators' arguments (``_wait_task``)
+    # the waiting operators' arguments (``_wait_task``) and the data repository task ``on_kill`` cancels
     poll_interval: float
     max_wait_seconds: float | None
     deferrable: bool
+    _fsx_task_id: str | None = None
 
     def __init__(
         self,
@@ -167,11 +176,22 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
         super().__init__(**kwargs)
         self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
 
-    @cached_property
-    def hook(self) -> FSxHook:
-        from airflow_dist_training.hooks.fsx import FSxHook
+    hook = cached_property(fsx_hook)
 
-        return FSxHook(**self.aws_settings)
+    def on_kill(self) -> None:
+        if self._fsx_task_id:
+            self.log.info("Cancelling FSx task %s", self._fsx_task_id)
+            self.hook.cancel_task(self._fsx_task_id)
+
+    def _defer_wait(self, trigger_class: Any, resume_kwargs: dict[str, Any] | None, **ids: Any) -> None:
+        """Wait in the triggerer (polls within ``max_wait_seconds``); the task resumes in ``execute_complete``."""
+        trigger = trigger_class(
+            poll_interval=self.poll_interval,
+            max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
+            **ids,
+            **self.aws_settings,
+        )
+        self.defer(trigger=trigger, method_name="execute_complete", kwargs=resume_kwargs)
 
     def _wait_task(self, fsx_task_id: str, **resume_kwargs: Any) -> dict[str, Any]:
         """Wait for a data repository task to succeed: in the triggerer (``deferrable``; the task
@@ -179,13 +199,7 @@ class _FSxBaseOperator(AwsConnectionMixin, BaseOperator):
         if self.deferrable:
             from airflow_dist_training.triggers.fsx import FSxDataRepositoryTaskTrigger
 
-            trigger = FSxDataRepositoryTaskTrigger(
-                fsx_task_id=fsx_task_id,
-                poll_interval=self.poll_interval,
-                max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
-                **self.aws_settings,
-            )
-            self.defer(trigger=trigger, method_name="execute_complete", kwargs=resume_kwargs or None)
+            self._defer_wait(FSxDataRepositoryTaskTrigger, resume_kwargs or None, fsx_task_id=fsx_task_id)
         limit = self.max_wait_seconds or TASK_WAIT_DEFAULT_SECONDS
         done = task_progress(self.hook.wait_task(fsx_task_id, self.poll_interval, limit))
         if done["lifecycle"] != "SUCCEEDED":
@@ -234,16 +248,7 @@ class FSxPreflightOperator(_FSxBaseOperator):
         self.file_system_security_group_ids = file_system_security_group_ids
 
     def execute(self, context: Context) -> dict[str, Any]:
-        facts, warnings = run_fsx_preflight(
-            self.hook,
-            self.file_system_id,
-            subnets=self.subnets,
-            security_group_ids=self.security_group_ids,
-            s3_uri=self.s3_uri,
-            az_mismatch=self.az_mismatch,
-            file_system_security_group_ids=self.file_system_security_group_ids,
-            log=self.log,
-        )
+        facts, warnings = _operator_preflight(self)
         summary = req.file_system_summary(facts.file_system or {})
         summary["warnings"] = [str(w) for w in warnings]
         summary["dataset_bytes"] = facts.dataset_bytes
@@ -377,22 +382,18 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         self.max_wait_seconds = wait_limit(
             max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
         )
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
-        self._fsx_task_id: str | None = None
+        self.deferrable = default_deferrable(deferrable)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        options: dict[str, Any] = {"client_request_token": _token(context, self.fsx_task_type)}
-        if self.capacity_to_release_gib is not None:
-            options["capacity_to_release_gib"] = self.capacity_to_release_gib
-        if self.release_after_days is not None:
-            options["release_after_days"] = self.release_after_days
         request = self.hook.prepare_task(
             self.file_system_id,
             self.fsx_task_type,
             self.paths,
             report_path=self.report_path,
             report=self.report,
-            **options,
+            capacity_to_release_gib=self.capacity_to_release_gib,
+            release_after_days=self.release_after_days,
+            client_request_token=_token(context, self.fsx_task_type),
         )
         task = self.hook.create_task(request)
         self._fsx_task_id = task["TaskId"]
@@ -404,11 +405,6 @@ class FSxDataRepositoryTaskOperator(_FSxBaseOperator):
         progress = progress_from_event(event)
         self.log.info("FSx task %s succeeded", progress["task_id"])
         return progress
-
-    def on_kill(self) -> None:
-        if self._fsx_task_id:
-            self.log.info("Cancelling FSx task %s", self._fsx_task_id)
-            self.hook.cancel_task(self._fsx_task_id)
 
 
 class FSxCreateFileSystemOperator(_FSxBaseOperator):
@@ -456,7 +452,7 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.deferrable = default_deferrable(deferrable)
         self.subnet_id = subnet_id
         self.security_group_ids = security_group_ids
         self.storage_capacity_gib = storage_capacity_gib
@@ -489,15 +485,7 @@ class FSxCreateFileSystemOperator(_FSxBaseOperator):
             if self.deferrable:
                 from airflow_dist_training.triggers.fsx import FSxFileSystemAvailableTrigger
 
-                self.defer(
-                    trigger=FSxFileSystemAvailableTrigger(
-                        file_system_id=fs["FileSystemId"],
-                        poll_interval=self.poll_interval,
-                        max_attempts=polls_within(self.max_wait_seconds, self.poll_interval),
-                        **self.aws_settings,
-                    ),
-                    method_name="execute_complete",
-                )
+                self._defer_wait(FSxFileSystemAvailableTrigger, None, file_system_id=fs["FileSystemId"])
             fs = self.hook.wait_file_system_available(
                 fs["FileSystemId"], self.poll_interval, self.max_wait_seconds
             )
@@ -550,26 +538,6 @@ class FSxDeleteFileSystemOperator(_FSxBaseOperator):
         else:
             self.log.info("Deleting file system %s (%s)", fs_id, lifecycle)
         return {"file_system_id": fs_id, "lifecycle": lifecycle or "DELETED"}
-
-
-def _stage_into_channel(
-    log: Any,
-    source: str,
-    channel_dir: str,
-    file_system_id: str,
-    mount_name: str,
-    file_system_path: str,
-    access_mode: Literal["ro", "rw"],
-) -> tuple[dict[str, Any], Any]:
-    """Local staging (incremental copy + manifest) and the FSx-shaped channel pointing at it."""
-    from airflow_dist_training.local.staging import stage_local
-
-    summary = stage_local(source, channel_dir).summary()
-    log.info("Staged %s into %s: %s", source, channel_dir, summary)
-    channel = req.fsx_channel(
-        file_system_id, mount_name, file_system_path, access_mode, local_source=str(channel_dir)
-    )
-    return channel, summary
 
 
 class FSxStagePrefixOperator(_FSxBaseOperator):
@@ -642,20 +610,10 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         self.max_wait_seconds = wait_limit(
             max_wait_seconds, deprecated_name="max_attempts", deprecated_value=max_attempts, per_unit=poll_interval
         )
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
-        self._fsx_task_id: str | None = None
+        self.deferrable = default_deferrable(deferrable)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        facts, _ = run_fsx_preflight(
-            self.hook,
-            self.file_system_id,
-            subnets=self.subnets,
-            security_group_ids=self.security_group_ids,
-            s3_uri=self.s3_uri,
-            az_mismatch=self.az_mismatch,
-            file_system_security_group_ids=self.file_system_security_group_ids,
-            log=self.log,
-        )
+        facts, _ = _operator_preflight(self)
         channel = self._channel(facts.file_system)
         self._lineage_result = channel
         self.hook.ensure_association(
@@ -697,15 +655,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
         self._lineage_result = channel
         return channel
 
-    def on_kill(self) -> None:
-        if self._fsx_task_id:
-            self.hook.cancel_task(self._fsx_task_id)
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the S3 prefix in, the FSx directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import staging_lineage
-
-        return staging_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = staging_lineage  # the source in, the staged directory out
 
 
 class LocalStageOperator(BaseOperator):
@@ -745,14 +695,16 @@ class LocalStageOperator(BaseOperator):
         self.access_mode = access_mode
 
     def execute(self, context: Context) -> dict[str, Any]:
-        channel, summary = _stage_into_channel(
-            self.log,
-            self.source,
-            self.channel_dir,
+        from airflow_dist_training.local.staging import stage_local
+
+        summary = stage_local(self.source, self.channel_dir).summary()
+        self.log.info("Staged %s into %s: %s", self.source, self.channel_dir, summary)
+        channel = req.fsx_channel(
             self.file_system_id,
             self.mount_name,
             self.file_system_path,
             self.access_mode,
+            local_source=str(self.channel_dir),
         )
         ti = context.get("ti")
         if ti is not None:
@@ -760,8 +712,4 @@ class LocalStageOperator(BaseOperator):
         self._lineage_result = channel
         return channel
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """Lineage: the source in, the staged directory out (``airflow_dist_training.lineage``; None without OpenLineage)."""
-        from airflow_dist_training.lineage import staging_lineage
-
-        return staging_lineage(self, task_instance)
+    get_openlineage_facets_on_complete = staging_lineage  # the source in, the staged directory out

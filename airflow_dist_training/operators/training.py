@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,12 +23,13 @@ from airflow_dist_training.compat import (
     AirflowFailException,
     BaseOperator,
     ResumableJobMixin,
-    conf,
 )
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin, local_region
 from airflow_dist_training.job_states import ACTIVE_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.links import sagemaker as links
+from airflow_dist_training.operators import default_deferrable
+from airflow_dist_training.operators.checkpoints import checkpoint_store
 from airflow_dist_training.sagemaker.naming import identity_from_context, run_identity_hash
 from airflow_dist_training.storage.location import split_uri
 
@@ -52,17 +53,11 @@ def mask_spec_secrets(spec: Any) -> list[str]:
     """
     from airflow.sdk.log import mask_secret
 
-    env: Mapping[str, Any] = {}
-    if isinstance(spec, Mapping):
-        env = spec.get("environment") or {}
-    elif hasattr(spec, "environment"):
-        env = spec.environment or {}
-    masked = []
-    for key, value in env.items():
-        if SECRET_KEY.search(str(key)) and value:
-            mask_secret(str(value), str(key))
-            masked.append(str(key))
-    return masked
+    env = (spec.get("environment") if isinstance(spec, Mapping) else getattr(spec, "environment", None)) or {}
+    secrets = [(str(key), str(value)) for key, value in env.items() if SECRET_KEY.search(str(key)) and value]
+    for key, value in secrets:
+        mask_secret(value, key)
+    return [key for key, _ in secrets]
 
 
 def beside_dag(operator: Any, source: Any) -> Any:
@@ -75,13 +70,57 @@ def beside_dag(operator: Any, source: Any) -> Any:
     return source
 
 
+def _outcome(desc: Mapping[str, Any]) -> AttemptOutcome:
+    from airflow_dist_training.checkpoints.resume import classify_outcome
+
+    return classify_outcome(
+        desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus")
+    )
+
+
+def sagemaker_backend(operator: Any) -> DurableBackend:
+    """The SageMaker backend (``hooks/backends.py``) on the operator's connection: jobs that outlive a task."""
+    from airflow_dist_training.hooks.backends import get_backend
+
+    return get_backend("sagemaker", aws_conn_id=operator.aws_conn_id, region_name=operator.region_name)  # type: ignore[return-value]
+
+
 def _fault_point(name: str) -> None:
     from airflow_dist_training.hooks.training import _fault_point as fp
 
     fp(name)
 
 
-class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOperator):
+class SpecBackendMixin:
+    """A training spec run on a registered backend: the training and tuning operators' plumbing."""
+
+    def _set_spec_backend(self, spec: Any, backend: str, local_hook_kwargs: dict[str, Any] | None) -> None:
+        from airflow_dist_training.spec.backends import backend_record
+
+        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
+        self.spec = str(spec) if isinstance(spec, Path) else spec
+        self.backend = backend
+        self.local_hook_kwargs = local_hook_kwargs or {}
+
+    @cached_property
+    def local_hook(self) -> Any:
+        from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+        return LocalTrainingHook(**self.local_hook_kwargs)
+
+    @cached_property
+    def training_backend(self) -> TrainingBackend:
+        """Where the jobs run (``hooks/backends.py``); no I/O until a method is called."""
+        from airflow_dist_training.hooks.backends import operator_backend
+
+        return operator_backend(self)
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        super().render_template_fields(context, jinja_env)  # type: ignore[misc]
+        mask_spec_secrets(self.spec)  # secret-looking environment values never reach the task log
+
+
+class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBackendMixin, BaseOperator):
     """Run a distributed training job on SageMaker (or locally with torchrun) from a spec.
 
     :param spec: a ``TrainingJobSpec``, a dict, or the path of a YAML file (templated; a YAML
@@ -140,23 +179,13 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from airflow_dist_training.spec.backends import backend_record
-
-        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
-        self.spec = str(spec) if isinstance(spec, Path) else spec
-        self.backend = backend
+        self._set_spec_backend(spec, backend, local_hook_kwargs)
         self._set_aws_connection(aws_conn_id, region_name)
-        # read when the task is built, not when this module was imported
-        self.deferrable = (
-            conf.getboolean("operators", "default_deferrable", fallback=False)
-            if deferrable is None
-            else deferrable
-        )
+        self.deferrable = default_deferrable(deferrable)
         self.max_wait_seconds = max_wait_seconds
         self.stop_on_timeout = stop_on_timeout
         self.poll_interval = poll_interval
         self.stream_logs = stream_logs
-        self.local_hook_kwargs = local_hook_kwargs or {}
         if checkpoint_resume not in (None, "fresh", "latest", "none"):
             raise ValueError("checkpoint_resume must be 'fresh', 'latest', 'none' or None")
         self.checkpoint_resume = checkpoint_resume
@@ -182,23 +211,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         durable path reaches the job."""
         return self.training_backend  # type: ignore[return-value]
 
-    @cached_property
-    def local_hook(self) -> Any:
-        from airflow_dist_training.hooks.local_training import LocalTrainingHook
-
-        return LocalTrainingHook(**self.local_hook_kwargs)
-
-    @cached_property
-    def training_backend(self) -> TrainingBackend:
-        """Where the job runs (``hooks/backends.py``); no I/O until a method is called."""
-        from airflow_dist_training.hooks.backends import operator_backend
-
-        return operator_backend(self)
-
-    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
-        super().render_template_fields(context, jinja_env)
-        mask_spec_secrets(self.spec)
-
     def _load_spec(self, context: Context) -> TrainingJobSpec:
         from airflow_dist_training.spec.loading import load_spec
 
@@ -217,11 +229,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         mask_spec_secrets(spec)
         return spec
 
-    @cached_property
-    def checkpoint_hook(self) -> Any:
-        from airflow_dist_training.hooks.checkpoints import CheckpointHook
-
-        return CheckpointHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+    checkpoint_hook = cached_property(checkpoint_store)
 
     def _log_where_the_job_starts(self) -> None:
         """Log where this job starts (the run's own latest checkpoint, or scratch); copies nothing.
@@ -251,9 +259,6 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
 
     def _identity(self, context: Context) -> str:
         return identity_from_context(context, self.task_id, dag_id=self.dag_id if self.has_dag() else "no-dag")
-
-    def _region(self) -> str:
-        return self.job_backend.region()
 
     def _run_plan(self, context: Context) -> RunPlan:
         """The run's plan: the plan task's (``plan_task_id``), else planned here, once."""
@@ -293,7 +298,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return plan_spec(
             self._loaded_spec,
             backend=backend,
-            region=self._region() if backend.record.on_aws else local_region(self.region_name),
+            region=self.job_backend.region() if backend.record.on_aws else local_region(self.region_name),
             identity=self._identity(context),
             checkpoint_resume=self.checkpoint_resume,
             base_dir=str(self.local_hook_kwargs.get("base_dir") or Path.cwd()),
@@ -355,16 +360,14 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         ``submit_job`` creates that job (or refuses once the interruption budget is spent), so a
         crash in between is as safe as anywhere else.
         """
-        from airflow_dist_training.checkpoints.resume import AttemptOutcome, classify_outcome
+        from airflow_dist_training.checkpoints.resume import AttemptOutcome
 
         while True:
             try:
                 return attempt()
             except TrainingJobError as exc:
                 desc = self._description or {}
-                outcome = classify_outcome(
-                    desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus")
-                )
+                outcome = _outcome(desc)
                 if desc.get("TrainingJobName") != exc.job_name:
                     raise
                 if self._stopped_by_an_earlier_try(desc):
@@ -432,12 +435,8 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
     def submit_job(self, context: Context) -> str:
         """Describe before create over the run's generations (``DurableJob.find_or_create``)."""
         plan = self._run_plan(context)
-
-        def names() -> Iterator[str]:
-            return (plan.job_name(generation) for generation in range(1, MAX_GENERATIONS + 1))
-
         ref = self.job_backend.find_or_create(
-            names(),
+            (plan.job_name(generation) for generation in range(1, MAX_GENERATIONS + 1)),
             partial(self._launch_request, context),
             exhausted=lambda: AirflowException(f"{MAX_GENERATIONS} jobs of this run failed; not creating another"),
             on_ended=self._log_ended_job,
@@ -448,26 +447,18 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         return ref.name
 
     def _log_ended_job(self, name: str, desc: dict[str, Any], next_generation: int) -> None:
-        from airflow_dist_training.checkpoints.resume import classify_outcome
-
-        outcome = classify_outcome(desc.get("TrainingJobStatus"), desc.get("FailureReason"), desc.get("SecondaryStatus"))
         self.log.warning(
             "This run's earlier job %s ended %s%s (%s); starting generation %d.",
             name,
             desc.get("TrainingJobStatus"),
             f" ({desc.get('FailureReason')})" if desc.get("FailureReason") else "",
-            outcome.value,
+            _outcome(desc).value,
             next_generation,
         )
 
     def _launch_request(self, context: Context, name: str, ended: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """The request of the run's next job ``name`` (after its ``ended`` ones); its uploads are put first."""
-        from airflow_dist_training.checkpoints.resume import classify_outcome
-
-        outcomes = [
-            classify_outcome(d.get("TrainingJobStatus"), d.get("FailureReason"), d.get("SecondaryStatus")) for d in ended
-        ]
-        on_demand = self._next_job_on_demand(context, outcomes)
+        on_demand = self._next_job_on_demand(context, [_outcome(desc) for desc in ended])
         if self._launch is None or self._launch.name != name or on_demand:
             self._launch = self._run_job(context, len(ended) + 1, on_demand=on_demand)
         launch = self._launch
@@ -588,16 +579,9 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, BaseOpe
         if self.execution_timeout is not None:
             started = getattr(context.get("ti"), "start_date", None)
             began = started.timestamp() if started is not None else now
-            limits.append(
-                (
-                    began + self.execution_timeout.total_seconds(),
-                    f"execution_timeout={self.execution_timeout.total_seconds():g}s",
-                )
-            )
-        if not limits:
-            return None, None
-        deadline, reason = min(limits)
-        return deadline, reason
+            seconds = self.execution_timeout.total_seconds()
+            limits.append((began + seconds, f"execution_timeout={seconds:g}s"))
+        return min(limits) if limits else (None, None)
 
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         desc = self._description
@@ -715,12 +699,7 @@ class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
         self.map_index = map_index
         self._set_aws_connection(aws_conn_id, region_name)
 
-    @cached_property
-    def job_backend(self) -> DurableBackend:
-        """The SageMaker backend (``hooks/backends.py``): its jobs are the ones that outlive a task."""
-        from airflow_dist_training.hooks.backends import get_backend
-
-        return get_backend("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # type: ignore[return-value]
+    job_backend = cached_property(sagemaker_backend)
 
     def execute(self, context: Context) -> list[str]:
         dag_id = self.dag_id if self.has_dag() else "no-dag"

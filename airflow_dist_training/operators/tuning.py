@@ -1,11 +1,8 @@
-"""``DistributedTuningOperator``: a hyperparameter tuning job over a training spec, durable.
+"""``DistributedTuningOperator``: a hyperparameter tuning job over a training spec, durable (``docs/tuning.md``).
 
-As the training operator (``docs/tuning.md``): planned before any AWS call, a deterministic
-name described before it is created (a retry reattaches; a Failed/Stopped one moves on to the next
-generation), a deferred (``TuningJobTrigger``) or synchronous wait, and the best training job as a
-``TrainingResult`` plus ``tuning``, so evaluation, gate and registry take it unchanged.
-``backend="local"`` runs the same spec on the local executor, made durable by its ledger
-(``local/tuning.py``). The constructor does no I/O and parses nothing.
+As the training operator: planned before any AWS call, a deterministic name described before it is
+created (a retry reattaches), and the best training job as a ``TrainingResult`` plus ``tuning``, so
+evaluation, gate and registry take it unchanged. The constructor does no I/O and parses nothing.
 """
 
 from __future__ import annotations
@@ -16,14 +13,15 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_dist_training.compat import AirflowException, BaseOperator, conf
+from airflow_dist_training.compat import AirflowException, BaseOperator
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.operators import default_deferrable
+from airflow_dist_training.operators.training import SpecBackendMixin, beside_dag
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_dist_training.hooks.backends import TrainingBackend
     from airflow_dist_training.hooks.sagemaker_jobs import DurableJob
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.local.tuning import LocalTuningJob
@@ -40,7 +38,7 @@ def _exhausted(names: Sequence[str]) -> AirflowException:
     )
 
 
-class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
+class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperator):
     """Run a hyperparameter tuning job from a training spec and a tuning section (on SageMaker or locally).
 
     :param spec: the training spec: a ``TrainingJobSpec``, a dict, or a YAML path/text (templated).
@@ -82,23 +80,13 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from airflow_dist_training.spec.backends import backend_record
-
-        backend_record(backend)  # a registered name (SpecValidationError naming the registered ones)
+        self._set_spec_backend(spec, backend, local_hook_kwargs)
         if local_parallel_jobs is not None and local_parallel_jobs < 1:
             raise ValueError(f"local_parallel_jobs must be at least 1, got {local_parallel_jobs}")
-        self.spec = str(spec) if isinstance(spec, Path) else spec
         self.tuning = tuning
-        self.backend = backend
-        self.local_hook_kwargs = local_hook_kwargs or {}
         self.local_parallel_jobs = local_parallel_jobs
         self._set_aws_connection(aws_conn_id, region_name)
-        # read when the task is built, not when this module was imported
-        self.deferrable = (
-            conf.getboolean("operators", "default_deferrable", fallback=False)
-            if deferrable is None
-            else deferrable
-        )
+        self.deferrable = default_deferrable(deferrable)
         self.poll_interval = poll_interval
         self.max_wait_seconds = max_wait_seconds
         self._job_name: str | None = None
@@ -110,19 +98,6 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
         from airflow_dist_training.hooks.training import SageMakerTrainingHook
 
         return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-
-    @cached_property
-    def local_hook(self) -> Any:
-        from airflow_dist_training.hooks.local_training import LocalTrainingHook
-
-        return LocalTrainingHook(**self.local_hook_kwargs)
-
-    @cached_property
-    def training_backend(self) -> TrainingBackend:
-        """Where the training jobs run (``hooks/backends.py``); no I/O until a method is called."""
-        from airflow_dist_training.hooks.backends import operator_backend
-
-        return operator_backend(self)
 
     def _runs_in_task(self) -> bool:
         """True: the tuning job runs in the task on the local executor; False: a SageMaker tuning job.
@@ -148,14 +123,7 @@ class DistributedTuningOperator(AwsConnectionMixin, BaseOperator):
 
         return DurableJob(self.hook, TUNING)
 
-    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
-        from airflow_dist_training.operators.training import mask_spec_secrets
-
-        super().render_template_fields(context, jinja_env)
-        mask_spec_secrets(self.spec)  # secret-looking environment values never reach the task log
-
     def _load(self) -> tuple[TrainingJobSpec, TuningSpec]:
-        from airflow_dist_training.operators.training import beside_dag
         from airflow_dist_training.spec.loading import load_spec
         from airflow_dist_training.spec.tuning import load_tuning_spec
 

@@ -14,11 +14,10 @@ from airflow_dist_training.checkpoints.freshness import Freshness, assess_freshn
 from airflow_dist_training.compat import AirflowFailException
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.operators.checkpoints import checkpoint_store
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from airflow_dist_training.hooks.checkpoints import CheckpointHook
 
 ON_STALE = ("fail", "warn")
 
@@ -77,11 +76,7 @@ class CheckpointFreshnessSensor(AwsConnectionMixin, BaseSensorOperator):
         self.training_job_name = training_job_name
         self._set_aws_connection(aws_conn_id, region_name)
 
-    @cached_property
-    def hook(self) -> CheckpointHook:
-        from airflow_dist_training.hooks.checkpoints import CheckpointHook
-
-        return CheckpointHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+    hook = cached_property(checkpoint_store)
 
     def _job_finished(self) -> bool:
         if not self.training_job_name:

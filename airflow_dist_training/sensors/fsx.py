@@ -16,12 +16,11 @@ from airflow_dist_training.fsx.progress import (
     task_progress,
 )
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.operators.fsx import default_deferrable
+from airflow_dist_training.operators import default_deferrable
+from airflow_dist_training.operators.fsx import fsx_hook
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from airflow_dist_training.hooks.fsx import FSxHook
 
 
 class FSxDataRepositoryTaskSensor(AwsConnectionMixin, BaseSensorOperator):
@@ -50,14 +49,10 @@ class FSxDataRepositoryTaskSensor(AwsConnectionMixin, BaseSensorOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.fsx_task_id = fsx_task_id
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.deferrable = default_deferrable(deferrable)
         self._set_aws_connection(aws_conn_id, region_name, verify, botocore_config)
 
-    @cached_property
-    def hook(self) -> FSxHook:
-        from airflow_dist_training.hooks.fsx import FSxHook
-
-        return FSxHook(**self.aws_settings)
+    hook = cached_property(fsx_hook)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:

@@ -1,10 +1,7 @@
 """``TrainingJobSensor``: wait for a SageMaker training job started elsewhere.
 
-Same terminal-state rules as ``DistributedTrainingOperator``: Completed -> success (the
-``TrainingResult`` dict is returned to XCom); Failed, Stopped and MaxRuntimeExceeded -> a
-``TrainingJobError`` with the FailureReason (``CapacityError`` for capacity/limit failures). A
-Stopped job is never success. Deferrable through ``TrainingJobTrigger`` (shared poller, logs in the
-task log, no silent cap).
+Same terminal-state rules as ``DistributedTrainingOperator`` (``docs/training-operator.md``): only
+Completed is success, its ``TrainingResult`` dict the XCom; a Stopped job is never success.
 """
 
 from __future__ import annotations
@@ -18,11 +15,10 @@ from airflow_dist_training.compat import AirflowException, BaseSensorOperator, P
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.job_states import ACTIVE_STATES
 from airflow_dist_training.links import sagemaker as links
+from airflow_dist_training.operators.training import sagemaker_backend
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from airflow_dist_training.hooks.backends import DurableBackend
 
 
 class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
@@ -59,15 +55,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self.max_wait_seconds = max_wait_seconds
         self.stream_logs = stream_logs
 
-    @cached_property
-    def job_backend(self) -> DurableBackend:
-        """The SageMaker backend (``hooks/backends.py``): its describe, result, links and trigger."""
-        from airflow_dist_training.hooks.backends import get_backend
-
-        return get_backend("sagemaker", aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # type: ignore[return-value]
-
-    def _finish(self, desc: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.job_backend.result_of(desc))
+    job_backend = cached_property(sagemaker_backend)  # its describe, result, links and trigger
 
     def execute(self, context: Context) -> Any:
         desc = self.job_backend.describe(self.job_name)
@@ -89,7 +77,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self.log.info("Training job %s is %s (%s)", self.job_name, status, desc.get("SecondaryStatus"))
         if status in ACTIVE_STATES:
             return False
-        return PokeReturnValue(is_done=True, xcom_value=self._finish(desc))
+        return PokeReturnValue(is_done=True, xcom_value=dict(self.job_backend.result_of(desc)))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if not event or "job_name" not in event:
@@ -97,4 +85,4 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self._job_name = str(event["job_name"])  # its links were persisted before deferring
         if event.get("status") in {"timeout", "error"}:
             raise AirflowException(str(event.get("message")))
-        return self._finish(self.job_backend.describe(str(event["job_name"])))
+        return dict(self.job_backend.result_of(self.job_backend.describe(self._job_name)))

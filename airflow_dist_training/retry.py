@@ -121,9 +121,6 @@ class Backoff:
         upper = min(self.cap, self.base * (2**self.failures))
         return random.uniform(min(self.base, upper), upper)
 
-    def reset(self) -> None:
-        self.failures = 0
-
 
 def call_throttled(
     fn: Callable[[], T],

@@ -503,21 +503,17 @@ def _gate_and_register(
 
 
 def _finish(g: _Group, group: Any) -> None:
-    """Once every task exists: teardowns last; in a mapped group, short circuits skip per member."""
-    _teardowns_last(group)
-    if g.members is not None:
-        from airflow_dist_training.mapped_groups import skip_short_circuited_members
-
-        skip_short_circuited_members(group)
-
-
-def _teardowns_last(group: Any) -> None:
-    """The teardowns (stop orphaned jobs, delete a scratch file system) run after everything else."""
+    """Once every task exists: the teardowns (stop orphaned jobs, delete a scratch file system) run
+    after everything else; in a mapped group, short circuits skip per member."""
     teardowns = [t for t in group.children.values() if getattr(t, "is_teardown", False)]
     for leaf in list(group.get_leaves()) if teardowns else ():
         for teardown_task in teardowns:
             if leaf is not teardown_task and not getattr(leaf, "is_teardown", False):
                 leaf >> teardown_task
+    if g.members is not None:
+        from airflow_dist_training.mapped_groups import skip_short_circuited_members
+
+        skip_short_circuited_members(group)
 
 
 def _inference_image(g: _Group, registry: TypedRegistry) -> str:

@@ -1,13 +1,9 @@
 """One shared SageMaker poller per (event loop, AWS connection, region) in a triggerer process.
 
 Why: a triggerer runs up to 1,000 triggers; one ``DescribeTrainingJob`` each every 30 s would be
-33 requests/s, far above SageMaker's throttling. Instead every ``TrainingJobTrigger`` subscribes to
-the poller, which describes a job once, then lists the jobs modified since its watermark
-(``ListTrainingJobs``) and describes only the watched ones that changed; every
-``reconcile_every`` cycles it lists ``InProgress`` as a safety net, and it falls back to one
-describe per job when listing is denied. The cadence is the smallest subscriber ``poll_interval``,
-halved near a completion while the listing is one page, backed off while throttled. Transient
-errors only slow it down; a job's permanent error goes to that job's watchers (``docs/polling.md``).
+33 requests/s, far above SageMaker's throttling. Every ``TrainingJobTrigger`` subscribes to the
+poller instead, which lists the jobs modified since its watermark and describes only the watched
+ones that changed (its baseline, safety net, pacing and fallbacks: ``docs/polling.md``).
 """
 
 from __future__ import annotations

@@ -97,6 +97,8 @@ def pick_winner(
     """The winner's evaluation (returned), with its training result, lineage and the selection pushed.
 
     Fails the task (no retry: the members' results will not change) when no member can be picked."""
+    from dataclasses import asdict
+
     from airflow_dist_training.compat import AirflowFailException
     from airflow_dist_training.mapped_groups import pull_all
     from airflow_dist_training.spec.sweep import SweepSelectionError, pick_best_member
@@ -119,7 +121,7 @@ def pick_winner(
     ti.xcom_push(key="training", value=trainings[winner])
     ti.xcom_push(key="lineage", value=lineages[winner])
     ti.xcom_push(key="request", value=requests[winner])  # its image: the registered model's default
-    rows = [{**_member_row(o), "hyperparameters": dict(sets[o.member])} for o in outcomes]
+    rows = [{**asdict(o), "hyperparameters": dict(sets[o.member])} for o in outcomes]
     ti.xcom_push(key="members", value=rows)
     return dict(evaluations[winner])
 
@@ -132,21 +134,12 @@ def _outcome(name: str, training: Any, evaluation: Any) -> Any:
         return MemberOutcome(
             name, "failed", reason="no training result (its train task failed or was skipped)"
         )
-    metrics = {**dict(training.get("final_metrics") or {})}
+    metrics = dict(training.get("final_metrics") or {})
     if isinstance(evaluation, Mapping):
         metrics.update(evaluation.get("metrics") or {})
     elif evaluation is None:
         return MemberOutcome(name, "failed", reason="no evaluation result (its evaluate task failed)")
     return MemberOutcome(name, "succeeded", metrics=metrics)
-
-
-def _member_row(outcome: Any) -> dict[str, Any]:
-    return {
-        "member": outcome.member,
-        "status": outcome.status,
-        "metrics": dict(outcome.metrics),
-        "reason": outcome.reason,
-    }
 
 
 class _WinnerTraining:

@@ -48,6 +48,8 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
 
     #: The kind a subclass waits for (its ``kind`` argument may then be left out).
     job_kind: str | None = None
+    #: The job as messages name it (default: its kind's label, capitalised).
+    job_label: str | None = None
 
     def __init__(
         self,
@@ -72,8 +74,7 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
 
     @property
     def what(self) -> str:
-        """The job as messages name it."""
-        return self.row.label.capitalize()
+        return self.job_label or self.row.label.capitalize()
 
     def progress(self, desc: dict[str, Any]) -> str | None:
         """A kind's progress beyond its status, logged when it changes (default: none)."""
@@ -158,7 +159,4 @@ class ProcessingJobTrigger(SageMakerJobKindTrigger):
 
     _fields = ("job_name",)
     job_kind = PROCESSING.kind
-
-    @property
-    def what(self) -> str:
-        return "Evaluation processing job"
+    job_label = "Evaluation processing job"

@@ -35,9 +35,6 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
 
     :param job_name: the job.
     :param kind: the job kind (a key of the job-kind table; default: the subclass's ``job_kind``).
-    :param aws_conn_id: Airflow AWS connection.
-    :param region_name: AWS region (default: the connection's).
-    :param poll_interval: seconds between describe calls.
     :param deadline: POSIX time after which the wait ends with a ``"timeout"`` event (the operator
         then stops the job); ``None`` waits for as long as the job runs.
     :param stream_logs: copy the job's CloudWatch logs into the task log.

@@ -80,8 +80,6 @@ class TrainingJobTrigger(SageMakerJobTrigger):
     """Wait for a SageMaker training job; stream its logs and status timeline while waiting.
 
     :param job_name: the training job to watch.
-    :param aws_conn_id: Airflow AWS connection (``None``: boto3's default credential chain).
-    :param region_name: AWS region (default: the connection's).
     :param poll_interval: seconds; a status change is noticed within one interval.
     :param max_wait_seconds: give up with a ``"timeout"`` event after this long; ``None`` waits
         for as long as the job runs (the default; there is no hidden cap).

@@ -330,17 +330,13 @@ def _checkpoints(retention: Any, promoted: Any) -> dict[str, Any]:
         | {"promoted": str(step) == str(promoted_step)}
         for step, reasons in (retention.get("kept") or {}).items()
     ]
-    for entry in retention.get("deleted") or []:
-        step = entry.get("step") if isinstance(entry, Mapping) else entry
-        complete = entry.get("complete", True) if isinstance(entry, Mapping) else True
-        items.append(
-            {"step": step, "complete": complete, "retained": False, "reasons": [], "promoted": False}
-        )
-    for extra in retention.get("incomplete") or []:
-        step = extra.get("step") if isinstance(extra, Mapping) else extra
-        items.append(
-            {"step": step, "complete": False, "retained": False, "reasons": ["incomplete"], "promoted": False}
-        )
+    dropped: list[tuple[Any, list[str]]] = [(entry, []) for entry in retention.get("deleted") or []]
+    dropped += [(entry, ["incomplete"]) for entry in retention.get("incomplete") or []]
+    for entry, reasons in dropped:
+        found = entry if isinstance(entry, Mapping) else {"step": entry}
+        complete = not reasons and found.get("complete", True)
+        row = {"step": found.get("step"), "complete": complete, "retained": False, "reasons": reasons}
+        items.append(row | {"promoted": False})
     out["items"] = sorted(items, key=lambda i: (str(i["step"]).isdigit(), _int(i["step"])), reverse=True)
     return out
 

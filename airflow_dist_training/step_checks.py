@@ -177,17 +177,10 @@ def s3_locations(
         found.append(S3Location("output.s3_path", spec.output.s3_path, False))
     if spec.checkpoint is not None and spec.checkpoint.s3_uri:
         found.append(S3Location("checkpoint.s3_uri", spec.checkpoint.s3_uri, False))
-    found += _evaluation_s3_locations(evaluation)
-    return found
-
-
-def _evaluation_s3_locations(evaluation: EvaluationStep | None) -> list[S3Location]:
-    """The evaluation step's S3 inputs: its script and the data channel it reads."""
-    if evaluation is None:
-        return []
-    found: list[S3Location] = []
-    if evaluation.script.startswith("s3://"):
-        found.append(S3Location("evaluation.script", evaluation.script, True))
-    if (evaluation.channel_source or "").startswith("s3://"):
-        found.append(S3Location("evaluation.channel_source", str(evaluation.channel_source), True))
+    if evaluation is not None:  # its script and the data channel it reads
+        found += [
+            S3Location(f"evaluation.{name}", str(uri), True)
+            for name, uri in (("script", evaluation.script), ("channel_source", evaluation.channel_source))
+            if (uri or "").startswith("s3://")
+        ]
     return found

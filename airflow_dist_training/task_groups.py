@@ -35,12 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _xcom_field(task_id: str, field: str) -> str:
-    from airflow_dist_training.mapped_groups import xcom_field
-
-    return xcom_field(task_id, field)  # the rendering task's own member's, in a mapped group
-
-
 def stage_train_evaluate(
     *,
     spec: TrainingJobSpec | Mapping[str, Any],
@@ -395,12 +389,13 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
 
 def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> None:
     """Retention after training, then promotion of the best/latest checkpoint (if configured)."""
+    from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.checkpoints import (
         CheckpointRetentionOperator,
         PromoteCheckpointOperator,
     )
 
-    checkpoint_uri = _xcom_field(f"{g.prefix}train", "checkpoint_uri")
+    checkpoint_uri = xcom_field(f"{g.prefix}train", "checkpoint_uri")
     retention = CheckpointRetentionOperator(
         task_id="checkpoint_retention",
         checkpoint_uri=checkpoint_uri,
@@ -426,6 +421,7 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
 def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: EvaluationStep) -> Any:
     from airflow.sdk import XComArg
 
+    from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.evaluation import EvaluationOperator
 
     data_uri = evaluation.channel_source
@@ -441,7 +437,7 @@ def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: Evaluati
         task_id="evaluate",
         **sagemaker_kwargs,
         script=g.resolve(evaluation.script),
-        model_uri=_xcom_field(f"{g.prefix}train", "model_artifact_uri"),
+        model_uri=xcom_field(f"{g.prefix}train", "model_artifact_uri"),
         data_uri=g.resolve(data_uri) if data_uri else data_uri,
         arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
         dependencies=XComArg(plan_task, key="evaluation_dependencies"),  # type: ignore[arg-type]
@@ -671,6 +667,7 @@ def _local_staging_task(g: _Group, staging: DirectoryStaging, **operator_kwargs:
 
 def _scratch_file_system(g: _Group, staging: FSxStaging) -> tuple[Any, str]:
     """Create a scratch file system for the run (and delete it as a teardown): (create task, its id)."""
+    from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.fsx import FSxCreateFileSystemOperator, FSxDeleteFileSystemOperator
 
     scratch = staging.scratch_file_system
@@ -683,7 +680,7 @@ def _scratch_file_system(g: _Group, staging: FSxStaging) -> tuple[Any, str]:
         deployment_type=scratch.deployment_type,
         **g.aws,
     )
-    file_system_id = _xcom_field(create.task_id, "file_system_id")
+    file_system_id = xcom_field(create.task_id, "file_system_id")
     delete = FSxDeleteFileSystemOperator(task_id="delete_file_system", file_system_id=file_system_id, **g.aws)
     # the teardown runs when everything else in the group is done, even after a failure
     delete.as_teardown(setups=create)

@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Any
 
-from airflow_dist_training.aws_errors import is_transient
+from airflow_dist_training.aws_errors import error_code, is_transient
 from airflow_dist_training.compat import BaseTrigger, TriggerEvent
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 
@@ -115,3 +115,8 @@ class SageMakerJobTrigger(AwsWaitTrigger):
                 "message": message,
             }
         )
+
+    def _watch_error(self, what: str, exc: BaseException) -> TriggerEvent:
+        """The ``"error"`` event of a wait that cannot go on (a permanent AWS error)."""
+        code = f"{error_code(exc)}: " if error_code(exc) else ""
+        return self._event("error", f"Cannot watch {what} {self.job_name}: {code}{exc}")

@@ -110,10 +110,7 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
                         logger=None,
                     )
                 except Exception as exc:
-                    code = error_code(exc)
-                    yield self._event(
-                        "error", f"Cannot watch {row.label} {self.job_name}: {code + ': ' if code else ''}{exc}"
-                    )
+                    yield self._watch_error(row.label, exc)
                     return
                 status = row.status(desc)
                 self.log_change("status", status, "%s %s is %s.", self.what, self.job_name, status)

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.compat import TriggerEvent
 from airflow_dist_training.job_states import STOPPED_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.retry import call_with_retry
@@ -162,12 +161,7 @@ class TrainingJobTrigger(SageMakerJobTrigger):
         try:
             while True:
                 if watch.error is not None:
-                    exc = watch.error
-                    code = error_code(exc)
-                    yield self._event(
-                        "error",
-                        f"Cannot watch training job {self.job_name}: {code + ': ' if code else ''}{exc}",
-                    )
+                    yield self._watch_error("training job", watch.error)
                     return
                 desc = watch.description
                 if desc is not None:

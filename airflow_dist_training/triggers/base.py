@@ -1,11 +1,8 @@
 """``AwsWaitTrigger``: the one base for "poll an AWS resource until a terminal state".
 
-The training, processing and FSx waits subclass it and keep only what is particular to their
-resource. What they share, and must keep alike (``docs/polling.md``): serialisation (``_fields``
-plus the connection and the wait limits), the limits (``deadline`` in POSIX wall time, so a
-restarted triggerer keeps it; optionally ``max_attempts``; ``None`` waits as long as the resource
-lives), logging on change, best-effort log streaming, and ``on_kill`` running ``stop_resource``
-shielded, so a repeated cancel cannot abort a stop already sent.
+What the training, processing and FSx waits share, and must keep alike, lives here: serialisation,
+the wait limits (``deadline`` in POSIX wall time, so a restarted triggerer keeps it), logging on
+change, best-effort log streaming and a shielded ``on_kill`` (``docs/polling.md``, "Adding an AWS wait").
 """
 
 from __future__ import annotations

@@ -203,10 +203,8 @@ class TrainingJobPoller:
         self.page_size = page_size
         self.max_pages = max_pages
         self.max_backoff_factor = max_backoff_factor
-        #: Poll at half the interval near a completion only while the fleet's change listing costs at
-        #: most this many pages: then the faster cadence is nearly free. Above it (a listing that pages
-        #: through the whole fleet) the base interval already detects within one interval, and halving
-        #: would double the calls.
+        #: Poll at half the interval near a completion only while the change listing costs at most
+        #: this many pages (then it is nearly free; above it, halving would double the calls).
         self.cheap_list_pages = cheap_list_pages
         self._last_list_pages = 0
         self.stats = PollerStats()

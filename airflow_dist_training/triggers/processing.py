@@ -1,10 +1,8 @@
 """Deferrable wait for a SageMaker job of any kind in the job-kind table (the evaluation's processing job
-among them), with its logs in the task log.
+among them), with its logs in the task log (through the training trigger's log streamer).
 
-The evaluation operator defers to it, so the wait holds no worker slot; the job's CloudWatch logs
-go to the task log through the training trigger's log streamer. Transient errors are retried with
-backoff, a Stopped job is not success, ``on_kill`` stops the job. Events as
-``triggers/base.SageMakerJobTrigger``'s.
+Transient errors are retried with backoff, a Stopped job is not success, ``on_kill`` stops the job.
+Events as ``triggers/base.SageMakerJobTrigger``'s.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Deferrable wait for a SageMaker training job, with its logs and status timeline in the task log.
 
-Unlike the Amazon provider's ``SageMakerTrigger`` (``docs/polling.md``): no silent cap (only
-``max_wait_seconds`` ends the wait, with a ``"timeout"`` event); status transitions and the logs
-of all hosts while deferred; status from the shared poller (``triggers/polling.py``); transient
-errors retried; Stopped is not success; ``on_kill`` stops the job, ``cleanup`` does not (it also
-runs on triggerer restarts). Events as ``triggers/base.SageMakerJobTrigger``'s.
+Unlike the Amazon provider's ``SageMakerTrigger``: no silent cap, Stopped is not success, and
+``on_kill`` stops the job but ``cleanup`` does not (it also runs on triggerer restarts); status comes
+from the shared poller (``triggers/polling.py``). The whole behaviour: ``docs/polling.md``.
 """
 
 from __future__ import annotations

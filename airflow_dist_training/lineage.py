@@ -70,17 +70,15 @@ def local_training_datasets(
     spec: Any, result: Mapping[str, Any] | None, base_dir: str | None = None
 ) -> tuple[list[DatasetName], list[DatasetName]]:
     """A local job: its channels' local sources in, the model artifact out."""
-    inputs: list[DatasetName] = []
+    inputs = []
     data = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec or {})
     for channel in (data.get("channels") or {}).values():
         source = channel.get("local_source")
         if source and not str(source).startswith(("s3://", "file://", "/")) and base_dir:
             source = os.path.join(base_dir, str(source))
-        ds = channel_dataset({**channel, "local_source": source}, local=True)
-        if ds is not None:
-            inputs.append(ds)
-    outputs = [d for d in [uri_dataset((result or {}).get("model_artifact_uri"))] if d is not None]
-    return inputs, outputs
+        inputs.append(channel_dataset({**channel, "local_source": source}, local=True))
+    outputs = [uri_dataset((result or {}).get("model_artifact_uri"))]
+    return [d for d in inputs if d is not None], [d for d in outputs if d is not None]
 
 
 def operator_lineage(

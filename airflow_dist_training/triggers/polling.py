@@ -501,10 +501,8 @@ _REGISTRY = weakref.WeakKeyDictionary()
 
 def get_poller(aws_conn_id: str | None, region_name: str | None) -> TrainingJobPoller:
     """The poller shared by all triggers of this event loop for ``(aws_conn_id, region_name)``."""
-    loop = asyncio.get_running_loop()
-    pollers = _REGISTRY.setdefault(loop, {})
+    pollers = _REGISTRY.setdefault(asyncio.get_running_loop(), {})
     key = (aws_conn_id, region_name)
-    poller = pollers.get(key)
-    if poller is None:
-        poller = pollers[key] = TrainingJobPoller(aws_conn_id, region_name)
-    return poller
+    if key not in pollers:
+        pollers[key] = TrainingJobPoller(aws_conn_id, region_name)
+    return pollers[key]

@@ -142,15 +142,6 @@ def _outcome(name: str, training: Any, evaluation: Any) -> Any:
     return MemberOutcome(name, "succeeded", metrics=metrics)
 
 
-class _WinnerTraining:
-    """The winner's training result as the gate and registry steps read a training task's."""
-
-    def __init__(self, best: Any) -> None:
-        from airflow.sdk import XComArg
-
-        self.output = XComArg(best, key="training")
-
-
 def _winner_gate_and_register(
     spec: TrainingJobSpec,
     best: Any,
@@ -160,6 +151,10 @@ def _winner_gate_and_register(
     group_kwargs: Mapping[str, Any],
 ) -> None:
     """The group's gate and registry steps, fed by the winner (``best`` returns its evaluation)."""
+    from types import SimpleNamespace
+
+    from airflow.sdk import XComArg
+
     from airflow_dist_training.spec.backends import backend_record
     from airflow_dist_training.spec.pipeline import resolve_steps
     from airflow_dist_training.task_groups import _gate_and_register, _Group, _local_registry_dir
@@ -171,7 +166,9 @@ def _winner_gate_and_register(
     aws_conn_id = group_kwargs.get("aws_conn_id", "aws_default")
     registry_dir = _local_registry_dir(typed_registry, base)
     g = _Group(spec, record, base, prefix, aws_conn_id, group_kwargs.get("region_name"), None, registry_dir=registry_dir)
-    _gate_and_register(g, _WinnerTraining(best), best, best, gate, typed_registry, fail_on_reject)
+    # the winner's training result, as the gate and registry steps read a training task's
+    winner_training = SimpleNamespace(output=XComArg(best, key="training"))
+    _gate_and_register(g, winner_training, best, best, gate, typed_registry, fail_on_reject)
     register = best.dag.task_dict.get(best.task_id.replace("best_of_sweep", "register"))
     if register is not None and "key='request'" in str(register.image_uri):  # the planned image: the winner's
         register.image_uri = (

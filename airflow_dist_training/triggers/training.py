@@ -54,7 +54,6 @@ class _LogStreamer:
         self.poller = poller  # anything with ``async client("logs")``
         self.emit = emit
         self.tail = LogTail(job_name, log_group)
-        self.lines = 0
 
     async def fetch(self, description: dict[str, Any]) -> int:
         """Emit every log line written since the previous fetch; returns the number of lines."""
@@ -69,7 +68,6 @@ class _LogStreamer:
             ts = event.timestamp
             stamp = datetime.fromtimestamp(ts / 1000, tz=UTC).isoformat(timespec="milliseconds") if ts else ""
             self.emit("[%s] %s %s", event.host, stamp, event.message.rstrip("\n"))
-        self.lines += len(events)
         return len(events)
 
 

@@ -613,7 +613,9 @@ def _truthy(value: Any) -> bool:
 
 
 def _group_name(registry: TypedRegistry | None, spec: TrainingJobSpec) -> str:
-    return registry.model_package_group if registry is not None and registry.model_package_group else spec.name
+    if registry is not None and registry.model_package_group:
+        return registry.model_package_group
+    return spec.name
 
 
 def _local_registry_dir(registry: TypedRegistry | None, base: Path) -> str | None:

@@ -122,7 +122,6 @@ class JobWatch:
         self.description: dict[str, Any] | None = None
         #: A permanent error for this job (the trigger reports it as an "error" event).
         self.error: BaseException | None = None
-        self.version = 0
         self._changed = asyncio.Event()
 
     def _publish(self, description: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
@@ -130,7 +129,6 @@ class JobWatch:
             self.description = description
         if error is not None:
             self.error = error
-        self.version += 1
         self._changed.set()
 
     async def wait(self, timeout: float) -> bool:

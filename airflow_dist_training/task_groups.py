@@ -104,7 +104,7 @@ def stage_train_evaluate(
         g = _Group(spec_obj, record, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list, _local_registry_dir(typed_registry, base))
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, typed_registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
-        check_task = _changes_step(g, staging, typed_registry, force, warm_start, checkpoints)
+        check_task = _check_changes_task(g, staging, typed_registry, force, warm_start, checkpoints)
         train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
         upstream >> check_task  # check_changes >> train: its warm_start_uri XComArg makes that edge
         _stop_orphaned_teardown(g, plan_task, train)
@@ -285,7 +285,7 @@ def _staging_step(
     return stage, channels
 
 
-def _changes_step(
+def _check_changes_task(
     g: _Group,
     staging: TypedStaging | None,
     registry: TypedRegistry | None,

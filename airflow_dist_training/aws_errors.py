@@ -159,20 +159,19 @@ def is_capacity_refusal(exc: BaseException) -> bool:
     return error_code(exc) in CAPACITY_CODES
 
 
-def _failure_text(failure_reason: object, secondary_status: object) -> str:
-    return " ".join(str(x) for x in (failure_reason, secondary_status) if x).lower()
+def _mentions(markers: tuple[str, ...], failure_reason: object, secondary_status: object) -> bool:
+    text = " ".join(str(x) for x in (failure_reason, secondary_status) if x).lower()
+    return any(marker in text for marker in markers)
 
 
 def is_capacity_failure(failure_reason: object, secondary_status: object = None) -> bool:
     """A job that ended for want of capacity (``FailureReason``/``SecondaryStatus`` of a Describe*Job)."""
-    text = _failure_text(failure_reason, secondary_status)
-    return any(marker in text for marker in CAPACITY_MARKERS)
+    return _mentions(CAPACITY_MARKERS, failure_reason, secondary_status)
 
 
 def is_interruption(failure_reason: object, secondary_status: object = None) -> bool:
     """A job that was interrupted (spot reclaim, MaxWaitTimeExceeded) rather than failed."""
-    text = _failure_text(failure_reason, secondary_status)
-    return any(marker in text for marker in INTERRUPTION_MARKERS)
+    return _mentions(INTERRUPTION_MARKERS, failure_reason, secondary_status)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -185,18 +184,14 @@ def is_transient(exc: BaseException) -> bool:
         return status is not None and status >= 500
     if isinstance(exc, (TimeoutError, ConnectionError, OSError)):
         return True
-    try:
-        from botocore.exceptions import ConnectionError as BotoConnectionError
-        from botocore.exceptions import HTTPClientError, NoCredentialsError
-    except ImportError:  # pragma: no cover - botocore is a dependency
-        return False
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import HTTPClientError, NoCredentialsError
+
     # NoCredentialsError is transient in a triggerer: instance-profile credentials can lag.
     if isinstance(exc, (BotoConnectionError, HTTPClientError, NoCredentialsError)):
         return True
-    try:
-        import aiohttp
-    except ImportError:  # pragma: no cover
-        return False
+    import aiohttp  # a dependency of aiobotocore (the triggers' clients)
+
     return isinstance(exc, aiohttp.ClientError)
 
 

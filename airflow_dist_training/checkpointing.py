@@ -44,9 +44,8 @@ __all__ = [
 FORMAT = "airflow-dist-training/checkpoint"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "_MANIFEST.json"
-LATEST_HINT_NAME = (
-    "_LATEST.json"  # at the root: {"step": N, "path": "step-.../"}; a hint, never trusted alone
-)
+# at the root: {"step": N, "path": "step-.../"}; a hint, never trusted alone
+LATEST_HINT_NAME = "_LATEST.json"
 _TMP_MANIFEST_PREFIX = "._MANIFEST.json.tmp"
 _STEP_RE = re.compile(r"^step-(\d{1,20})$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -180,10 +179,6 @@ def _sha256(path: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def _is_internal(name: str) -> bool:
-    return name == MANIFEST_NAME or name.startswith(_TMP_MANIFEST_PREFIX)
-
-
 def _atomic_write(target: pathlib.Path, body: bytes) -> None:
     tmp = target.parent / f"{_TMP_MANIFEST_PREFIX}-{target.name}-{os.getpid()}"
     with tmp.open("wb") as fh:
@@ -229,12 +224,8 @@ def list_checkpoints(root: str | os.PathLike[str]) -> list[tuple[int, pathlib.Pa
     base = pathlib.Path(root)
     if not base.is_dir():
         return []
-    found = []
-    for child in base.iterdir():
-        step = parse_step(child.name)
-        if step is not None and child.is_dir():
-            found.append((step, child))
-    return sorted(found, key=lambda item: item[0], reverse=True)
+    found = [(step, child) for child in base.iterdir() if (step := parse_step(child.name)) is not None]
+    return sorted(((s, c) for s, c in found if c.is_dir()), key=lambda item: item[0], reverse=True)
 
 
 def latest_complete_checkpoint(
@@ -350,15 +341,15 @@ class CheckpointWriter:
         metrics: dict[str, float],
         world_size: int | None,
         metadata: dict[str, Any],
-    ) -> pathlib.Path:
+    ) -> None:
         files = []
         for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-            rel = path.relative_to(directory).as_posix()
-            if _is_internal(path.name):
+            if path.name == MANIFEST_NAME or path.name.startswith(_TMP_MANIFEST_PREFIX):
                 continue
             if self.fsync:
                 with path.open("rb") as fh:
                     os.fsync(fh.fileno())
+            rel = path.relative_to(directory).as_posix()
             entry: dict[str, Any] = {"path": rel, "size": path.stat().st_size}
             if self.checksums:
                 entry["sha256"] = _sha256(path)
@@ -375,11 +366,9 @@ class CheckpointWriter:
             "metadata": metadata,
         }
         body = json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False).encode()
-        target = directory / MANIFEST_NAME
-        _atomic_write(target, body)
+        _atomic_write(directory / MANIFEST_NAME, body)
         # A hint for readers on S3 (one GET instead of listing every step); written after the manifest.
         hint = {"step": step, "path": f"{directory.name}/", "updated_at": manifest["created_at"]}
         current = self._current_hint_step()
         if current is None or step >= current:
             _atomic_write(self.root / LATEST_HINT_NAME, json.dumps(hint, sort_keys=True).encode())
-        return target

@@ -175,21 +175,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_import_time_logging() -> None:
-    """Keep library chatter off the user's console (their errors and warnings still show).
-
-    Commands that build a hook import Airflow, which imports alembic; on Airflow 3.1 that logs
-    ``setup plugin alembic...`` INFO lines to the console, ahead of this command's own output.
-    """
+def main(argv: Sequence[str] | None = None) -> int:
     import logging
 
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
     from airflow_dist_training.errors import SpecValidationError
 
-    _quiet_import_time_logging()
+    # Commands that build a hook import Airflow, which imports alembic; on Airflow 3.1 that logs
+    # ``setup plugin alembic...`` INFO lines to the console, ahead of this command's own output.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     if hasattr(args, "region"):
         args.region_given = args.region is not None

@@ -10,6 +10,7 @@ process with :func:`note_fallback` (``docs/compatibility.md``).
 # ruff: noqa: F401  (every name imported here is re-exported to the package)
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,24 +29,18 @@ log = logging.getLogger(__name__)
 from airflow.sdk import (  # noqa: E402
     DAG,
     Asset,
-    AssetAny,
-    BaseHook,
     BaseOperator,
-    BaseOperatorLink,
     BaseSensorOperator,
     Param,
     PokeReturnValue,
-    TaskGroup,
-    XComArg,
     task,
 )
 from airflow.sdk.bases.operator import BaseOperatorMeta  # noqa: E402
-from airflow.sdk.log import mask_secret  # noqa: E402
 
 if TYPE_CHECKING:  # mypy reads the newest homes (the dev venv runs the newest supported Airflow)
     from airflow.dag_processing.dagbag import DagBag
     from airflow.plugins_manager import AirflowPlugin
-    from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, conf
+    from airflow.sdk import AssetOrTimeSchedule, Context, CronTriggerTimetable, conf
     from airflow.sdk.exceptions import (
         AirflowException,
         AirflowFailException,
@@ -63,24 +58,14 @@ else:
         from airflow.configuration import conf
 
     # exceptions: ``airflow.sdk.exceptions`` since 3.2 (``airflow.exceptions`` warns there)
-    if AIRFLOW_V_3_2_PLUS:
-        from airflow.sdk.exceptions import (
-            AirflowException,
-            AirflowFailException,
-            AirflowSkipException,
-            ParamValidationError,
-            TaskDeferred,
-        )
-    else:
-        from airflow.exceptions import (
-            AirflowException,
-            AirflowFailException,
-            AirflowSkipException,
-            ParamValidationError,
-            TaskDeferred,
-        )
-
-
+    _exceptions = importlib.import_module(
+        "airflow.sdk.exceptions" if AIRFLOW_V_3_2_PLUS else "airflow.exceptions"
+    )
+    AirflowException = _exceptions.AirflowException
+    AirflowFailException = _exceptions.AirflowFailException
+    AirflowSkipException = _exceptions.AirflowSkipException
+    ParamValidationError = _exceptions.ParamValidationError
+    TaskDeferred = _exceptions.TaskDeferred
 
 _noted: set[str] = set()
 
@@ -128,10 +113,6 @@ def retry_policy_supported() -> bool:
     except ImportError:
         return False
     return True
-
-
-if TYPE_CHECKING:
-    from airflow.sdk import Context
 
 
 class ResumableJobFallback:
@@ -230,8 +211,6 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     """Names loaded on first use: the plugin base (only plugin loaders need it) and timetables."""
-    import importlib
-
     if name == "AirflowPlugin":
         value: Any = _plugin_base()
     elif name in _LAZY:

@@ -70,17 +70,15 @@ def local_training_datasets(
     spec: Any, result: Mapping[str, Any] | None, base_dir: str | None = None
 ) -> tuple[list[DatasetName], list[DatasetName]]:
     """A local job: its channels' local sources in, the model artifact out."""
-    inputs: list[DatasetName] = []
+    inputs = []
     data = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec or {})
     for channel in (data.get("channels") or {}).values():
         source = channel.get("local_source")
         if source and not str(source).startswith(("s3://", "file://", "/")) and base_dir:
             source = os.path.join(base_dir, str(source))
-        ds = channel_dataset({**channel, "local_source": source}, local=True)
-        if ds is not None:
-            inputs.append(ds)
-    outputs = [d for d in [uri_dataset((result or {}).get("model_artifact_uri"))] if d is not None]
-    return inputs, outputs
+        inputs.append(channel_dataset({**channel, "local_source": source}, local=True))
+    outputs = [uri_dataset((result or {}).get("model_artifact_uri"))]
+    return [d for d in inputs if d is not None], [d for d in outputs if d is not None]
 
 
 def operator_lineage(
@@ -103,33 +101,28 @@ def operator_lineage(
     return OperatorLineage(inputs=unique(inputs), outputs=unique(outputs), job_facets=dict(job_facets or {}))
 
 
-def _return_value(operator: Any, task_instance: Any) -> Any:
-    """The task's result, kept on the operator by ``execute`` (``_lineage_result``).
+def _result(operator: Any) -> Mapping[str, Any]:
+    """The task's result, kept on the operator by ``execute`` (``_lineage_result``); {} without one.
 
     Not ``xcom_pull``: the OpenLineage listener calls us in a forked child of the task process,
     where a call to the supervisor hangs until the listener's timeout kills the child (no event).
     """
-    return getattr(operator, "_lineage_result", None)
+    found = getattr(operator, "_lineage_result", None)
+    return found if isinstance(found, Mapping) else {}
 
 
 def staging_lineage(operator: Any, task_instance: Any) -> Any:
     """FSx (or local) staging: the source prefix in, the staged channel out."""
-    channel = _return_value(operator, task_instance) or {}
+    channel = _result(operator)
     source = getattr(operator, "s3_uri", None) or getattr(operator, "source", None)
-    outputs: list[DatasetName | None] = []
-    if isinstance(channel, Mapping) and channel:
-        if channel.get("local_source"):
-            outputs.append(uri_dataset(str(channel["local_source"])))
-        if channel.get("file_system_id") and not channel.get("local_source"):
-            outputs.append(channel_dataset(channel, local=False))
-    return operator_lineage([uri_dataset(source)], outputs)
+    local = bool(channel.get("local_source"))
+    staged = [channel_dataset(channel, local=local)] if local or channel.get("file_system_id") else []
+    return operator_lineage([uri_dataset(source)], staged)
 
 
 def promotion_lineage(operator: Any, task_instance: Any) -> Any:
     """Checkpoint promotion: the chosen checkpoint in, its stable target location out."""
-    entry = _return_value(operator, task_instance) or {}
-    if not isinstance(entry, Mapping):
-        entry = {}
+    entry = _result(operator)
     return operator_lineage(
         [uri_dataset(entry.get("source_uri"))],
         [uri_dataset(entry.get("target_uri") or getattr(operator, "target_uri", None))],
@@ -138,7 +131,6 @@ def promotion_lineage(operator: Any, task_instance: Any) -> Any:
 
 def evaluation_lineage(operator: Any, task_instance: Any) -> Any:
     """Evaluation: the model (and the evaluation data) in, ``evaluation.json`` out."""
-    result = _return_value(operator, task_instance) or {}
     model = getattr(operator, "model_uri", None)
     data = getattr(operator, "data_uri", None)
     return operator_lineage(
@@ -146,15 +138,13 @@ def evaluation_lineage(operator: Any, task_instance: Any) -> Any:
             uri_dataset(str(model)) if isinstance(model, str) else None,
             uri_dataset(data) if isinstance(data, str) else None,
         ],
-        [uri_dataset(result.get("evaluation_uri")) if isinstance(result, Mapping) else None],
+        [uri_dataset(_result(operator).get("evaluation_uri"))],
     )
 
 
 def registration_lineage(operator: Any, task_instance: Any) -> Any:
     """Registration: the model artifact and ``evaluation.json`` in, the model package version out."""
-    result = _return_value(operator, task_instance) or {}
-    if not isinstance(result, Mapping):
-        result = {}
+    result = _result(operator)
     return operator_lineage(
         [uri_dataset(result.get("model_data_uri")), uri_dataset(result.get("evaluation_uri"))],
         [model_package_dataset(result, getattr(operator, "local_registry_dir", None))],

@@ -1,25 +1,13 @@
 """Airflow glue for a ``stage_train_evaluate`` group mapped over members (``spec/members.py``).
 
 The group is an Airflow mapped task group (``@task_group(...).expand(member=[names])``): map
-index *i* runs member *i* of the list, every task of the group once per member, and a member that
-fails fails only its own task instances. What each task needs of its member comes from its map
-index (``ti.map_index``), the same in every task of that member, so the plan task and the training
-task compute the same identity and job name.
-
-Three Airflow behaviours around mapped task groups are handled here:
-
-* ``ti.xcom_pull(task_ids=...)`` without ``map_indexes`` returns *every* member's value; a task
-  pulls its own member's with ``map_indexes=ti.map_index`` (:func:`pull_own`, :func:`xcom_field`).
-  ``XComArg`` already resolves to the same map index.
-* A short circuit does not skip its downstream tasks of the same map index (the skip is left to
-  ``NotPreviouslySkippedDep``, which reads the upstream's decision at map index -1 for a task that
-  is not itself mapped; apache/airflow#65745, and the "Known Issue" of apache/airflow#46584).
-  :func:`skip_when_short_circuited` makes the direct downstream task skip itself instead, from its
-  own member's decision; the rest of the member's tasks follow by their trigger rules.
-* On Airflow 3.1 the reverse: a branch outside the group (one group per backend, the run's param
-  picks one) does not skip the group's tasks, as that dependency reads the unmapped branch's
-  decision at the member's map index (apache/airflow#62118; 3.3 has the fix, #62287). The group's
-  first tasks read it at map index -1, with the same ``pre_execute``.
+index *i* runs member *i*, and every task finds its member from its map index, so the plan task
+and the training task compute the same identity and job name. Three Airflow behaviours around
+mapped task groups are handled here (``docs/mapped.md``, "How it maps onto Airflow"): a pull
+without ``map_indexes`` returns every member's value (:func:`pull_own`, :func:`xcom_field`); a
+short circuit does not skip its member's downstream tasks (apache/airflow#65745); on Airflow 3.1
+a branch outside the group does not skip it (apache/airflow#62118). For the last two the tasks
+skip themselves (:func:`skip_when_short_circuited`).
 
 Everything here runs at DAG-parse time or inside a task; nothing is imported from Airflow at module level.
 """

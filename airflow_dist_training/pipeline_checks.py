@@ -45,13 +45,8 @@ def local_workspace(dag_id: str) -> Path:
     return (root / "pipelines" / dag_id).absolute()
 
 
-def dags_folder_of(pipeline_file: Path) -> Path:
-    """The DAGs folder holding ``pipeline_file``: Airflow's configured one when the file is in it,
-    else the file's own folder."""
-    return _dags_folder_holding(pipeline_file.resolve().parent)
-
-
 def _dags_folder_holding(folder: Path) -> Path:
+    """The DAGs folder holding ``folder``: Airflow's configured one when it is inside, else ``folder``."""
     configured = os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")
     if configured:
         root = Path(configured).expanduser().resolve()

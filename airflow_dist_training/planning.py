@@ -81,13 +81,8 @@ class RunPlan:
 
     @classmethod
     def from_xcom(cls, data: Mapping[str, Any]) -> RunPlan:
-        return cls(
-            **{
-                **data,
-                "uploads": tuple(uploads_from_xcom(list(data.get("uploads") or []))),
-                "warnings": tuple(data.get("warnings") or ()),
-            }
-        )
+        uploads = tuple(uploads_from_xcom(list(data.get("uploads") or [])))
+        return cls(**{**data, "uploads": uploads, "warnings": tuple(data.get("warnings") or ())})
 
     def xcoms(self, *, dry_run: bool) -> dict[str, Any]:
         """What the plan task pushes: the plan, and ``PLAN_XCOM_KEYS``."""

@@ -90,12 +90,7 @@ def _render_member(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
     text = render_summary(result, plan).replace(
         "Retraining run summary", f"{header}: retraining run summary", 1
     )
-    if (
-        not result.get("skipped")
-        and not result.get("dry_run")
-        and not result["training_metrics"]
-        and not result["registered"]
-    ):
+    if not any(result.get(k) for k in ("skipped", "dry_run", "training_metrics", "registered")):
         text = text.replace(
             f"Training job        {result['job_name']}",
             f"Training job        {result['job_name']} (did not finish: see the member's train task log)",

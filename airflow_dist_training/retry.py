@@ -64,14 +64,9 @@ def training_retry_policy(capacity_retry_delay: timedelta = CAPACITY_RETRY_DELAY
 
 @contextmanager
 def failing_fast_without_retry_policy() -> Iterator[None]:
-    """The policy's FAIL rules on an Airflow without ``retry_policy`` (before 3.3).
-
-    Bad input, missing permissions and script failures are re-raised as ``AirflowFailException``,
-    which every Airflow 3 fails without a retry: a run triggered with an invalid form value fails
-    once, at once, instead of waiting ``retry_delay`` to fail again. Script failures are re-raised
-    so on every Airflow (an operator outside a task group has no policy). The error raised is still
-    a ``SpecValidationError`` (or ``AwsPermissionError``, ``ScriptFailure``) for code that catches
-    those. Capacity errors follow ``retries``.
+    """The policy's FAIL rules on an Airflow without ``retry_policy`` (before 3.3): the error is
+    re-raised as also an ``AirflowFailException``, which fails at once instead of after
+    ``retry_delay`` (``docs/compatibility.md``, "Retry policy"). Capacity errors follow ``retries``.
     """
     from airflow_dist_training.errors import AwsPermissionError, ScriptFailure, SpecValidationError
 
@@ -120,9 +115,6 @@ class Backoff:
         self.failures += 1
         upper = min(self.cap, self.base * (2**self.failures))
         return random.uniform(min(self.base, upper), upper)
-
-    def reset(self) -> None:
-        self.failures = 0
 
 
 def call_throttled(

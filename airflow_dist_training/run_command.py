@@ -82,12 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_folders(backend: Any, name: str, stream: Any) -> None:
     """Local jobs: each simulated host's /opt/ml folders."""
-    if backend.record.durable:
-        return
-    job = backend.hook.executor().get(name)
-    if job is None:
-        return
-    for host, dirs in job.host_dirs().items():
+    job = None if backend.record.durable else backend.hook.executor().get(name)
+    for host, dirs in job.host_dirs().items() if job is not None else ():
         print(
             f"  {host}: model {dirs['model']}  output {dirs['output']}  checkpoints {dirs['checkpoints']}",
             file=stream,

@@ -94,16 +94,10 @@ def _check_evaluation(step: EvaluationStep, backend: BackendRecord, base_dir: st
         except SpecValidationError as exc:
             problems += exc.problems
     data = step.channel_source
-    if data:
-        if is_remote(data):
-            if not data.startswith("s3://"):
-                problems.append(
-                    Problem("evaluation.channel_source", f"{data}: must be a local path or an s3:// URI")
-                )
-        elif not resolve_local(data, base_dir).exists():
-            problems.append(
-                Problem("evaluation.channel_source", f"{resolve_local(data, base_dir)} does not exist")
-            )
+    if data and is_remote(data) and not data.startswith("s3://"):
+        problems.append(Problem("evaluation.channel_source", f"{data}: must be a local path or an s3:// URI"))
+    elif data and not is_remote(data) and not (path := resolve_local(data, base_dir)).exists():
+        problems.append(Problem("evaluation.channel_source", f"{path} does not exist"))
     return problems
 
 
@@ -120,27 +114,22 @@ def _evaluation_script_problems(
             )
         elif not script.startswith("s3://"):
             problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
-    elif not resolve_local(script, base_dir).is_file():
-        problems.append(
-            Problem(
-                "evaluation.script", f"{resolve_local(script, base_dir)} does not exist (or is not a file)"
-            )
-        )
+    elif not (path := resolve_local(script, base_dir)).is_file():
+        problems.append(Problem("evaluation.script", f"{path} does not exist (or is not a file)"))
     return problems
 
 
 def _check_gate(gate: Mapping[str, Any]) -> list[Problem]:
     from airflow_dist_training.spec.gate import parse_gate_spec
 
-    problems: list[Problem] = []
     try:
         parse_gate_spec(
             dict(gate.get("thresholds") or {}),
             require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
         )
     except SpecValidationError as exc:
-        problems += [Problem(f"gate.{p.path}".rstrip("."), p.message) for p in exc.problems]
-    return problems
+        return [Problem(f"gate.{p.path}".rstrip("."), p.message) for p in exc.problems]
+    return []
 
 
 def _check_registry(
@@ -148,27 +137,18 @@ def _check_registry(
 ) -> list[Problem]:
     from airflow_dist_training.spec.registries import find_registry
 
-    problems: list[Problem] = []  # the registry's kind and its own rules: spec/pipeline.step_problems
+    # the registry's kind and its own rules: spec/pipeline.step_problems
     record = find_registry(registry.kind or backend.default_registry)
-    if record is None:
-        return problems
+    if record is None or (record.local_dir and getattr(registry, "local_dir", None)):
+        return []
     if record.local_dir:
-        if not getattr(registry, "local_dir", None):
-            problems.append(
-                Problem("registry.local_dir", "not set: the local registry goes to .adt-demo/registry", "warning")
-            )
-        return problems
-    if not record.needs_image:
-        return problems
+        message = "not set: the local registry goes to .adt-demo/registry"
+        return [Problem("registry.local_dir", message, "warning")]
     image = inference_image or registry.inference_image
-    if image and not _IMAGE.match(image):
-        problems.append(
-            Problem(
-                "registry.inference_image",
-                f"{image!r} is not an image URI (<registry>/<repository>:<tag> or @<digest>)",
-            )
-        )
-    return problems
+    if not record.needs_image or not image or _IMAGE.match(image):
+        return []
+    message = f"{image!r} is not an image URI (<registry>/<repository>:<tag> or @<digest>)"
+    return [Problem("registry.inference_image", message)]
 
 
 def s3_locations(
@@ -197,17 +177,10 @@ def s3_locations(
         found.append(S3Location("output.s3_path", spec.output.s3_path, False))
     if spec.checkpoint is not None and spec.checkpoint.s3_uri:
         found.append(S3Location("checkpoint.s3_uri", spec.checkpoint.s3_uri, False))
-    found += _evaluation_s3_locations(evaluation)
-    return found
-
-
-def _evaluation_s3_locations(evaluation: EvaluationStep | None) -> list[S3Location]:
-    """The evaluation step's S3 inputs: its script and the data channel it reads."""
-    if evaluation is None:
-        return []
-    found: list[S3Location] = []
-    if evaluation.script.startswith("s3://"):
-        found.append(S3Location("evaluation.script", evaluation.script, True))
-    if (evaluation.channel_source or "").startswith("s3://"):
-        found.append(S3Location("evaluation.channel_source", str(evaluation.channel_source), True))
+    if evaluation is not None:  # its script and the data channel it reads
+        found += [
+            S3Location(f"evaluation.{name}", str(uri), True)
+            for name, uri in (("script", evaluation.script), ("channel_source", evaluation.channel_source))
+            if (uri or "").startswith("s3://")
+        ]
     return found

@@ -97,6 +97,8 @@ def pick_winner(
     """The winner's evaluation (returned), with its training result, lineage and the selection pushed.
 
     Fails the task (no retry: the members' results will not change) when no member can be picked."""
+    from dataclasses import asdict
+
     from airflow_dist_training.compat import AirflowFailException
     from airflow_dist_training.mapped_groups import pull_all
     from airflow_dist_training.spec.sweep import SweepSelectionError, pick_best_member
@@ -119,7 +121,7 @@ def pick_winner(
     ti.xcom_push(key="training", value=trainings[winner])
     ti.xcom_push(key="lineage", value=lineages[winner])
     ti.xcom_push(key="request", value=requests[winner])  # its image: the registered model's default
-    rows = [{**_member_row(o), "hyperparameters": dict(sets[o.member])} for o in outcomes]
+    rows = [{**asdict(o), "hyperparameters": dict(sets[o.member])} for o in outcomes]
     ti.xcom_push(key="members", value=rows)
     return dict(evaluations[winner])
 
@@ -132,30 +134,12 @@ def _outcome(name: str, training: Any, evaluation: Any) -> Any:
         return MemberOutcome(
             name, "failed", reason="no training result (its train task failed or was skipped)"
         )
-    metrics = {**dict(training.get("final_metrics") or {})}
+    metrics = dict(training.get("final_metrics") or {})
     if isinstance(evaluation, Mapping):
         metrics.update(evaluation.get("metrics") or {})
     elif evaluation is None:
         return MemberOutcome(name, "failed", reason="no evaluation result (its evaluate task failed)")
     return MemberOutcome(name, "succeeded", metrics=metrics)
-
-
-def _member_row(outcome: Any) -> dict[str, Any]:
-    return {
-        "member": outcome.member,
-        "status": outcome.status,
-        "metrics": dict(outcome.metrics),
-        "reason": outcome.reason,
-    }
-
-
-class _WinnerTraining:
-    """The winner's training result as the gate and registry steps read a training task's."""
-
-    def __init__(self, best: Any) -> None:
-        from airflow.sdk import XComArg
-
-        self.output = XComArg(best, key="training")
 
 
 def _winner_gate_and_register(
@@ -167,6 +151,10 @@ def _winner_gate_and_register(
     group_kwargs: Mapping[str, Any],
 ) -> None:
     """The group's gate and registry steps, fed by the winner (``best`` returns its evaluation)."""
+    from types import SimpleNamespace
+
+    from airflow.sdk import XComArg
+
     from airflow_dist_training.spec.backends import backend_record
     from airflow_dist_training.spec.pipeline import resolve_steps
     from airflow_dist_training.task_groups import _gate_and_register, _Group, _local_registry_dir
@@ -178,7 +166,9 @@ def _winner_gate_and_register(
     aws_conn_id = group_kwargs.get("aws_conn_id", "aws_default")
     registry_dir = _local_registry_dir(typed_registry, base)
     g = _Group(spec, record, base, prefix, aws_conn_id, group_kwargs.get("region_name"), None, registry_dir=registry_dir)
-    _gate_and_register(g, _WinnerTraining(best), best, best, gate, typed_registry, fail_on_reject)
+    # the winner's training result, as the gate and registry steps read a training task's
+    winner_training = SimpleNamespace(output=XComArg(best, key="training"))
+    _gate_and_register(g, winner_training, best, best, gate, typed_registry, fail_on_reject)
     register = best.dag.task_dict.get(best.task_id.replace("best_of_sweep", "register"))
     if register is not None and "key='request'" in str(register.image_uri):  # the planned image: the winner's
         register.image_uri = (

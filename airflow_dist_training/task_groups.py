@@ -35,12 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _xcom_field(task_id: str, field: str) -> str:
-    from airflow_dist_training.mapped_groups import xcom_field
-
-    return xcom_field(task_id, field)  # the rendering task's own member's, in a mapped group
-
-
 def stage_train_evaluate(
     *,
     spec: TrainingJobSpec | Mapping[str, Any],
@@ -110,7 +104,7 @@ def stage_train_evaluate(
         g = _Group(spec_obj, record, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list, _local_registry_dir(typed_registry, base))
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, typed_registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
-        check_task = _changes_step(g, staging, typed_registry, force, warm_start, checkpoints)
+        check_task = _check_changes_task(g, staging, typed_registry, force, warm_start, checkpoints)
         train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
         upstream >> check_task  # check_changes >> train: its warm_start_uri XComArg makes that edge
         _stop_orphaned_teardown(g, plan_task, train)
@@ -197,17 +191,27 @@ class _Group:
     def backend(self) -> str:
         return self.record.name
 
+    @property
+    def aws(self) -> dict[str, Any]:
+        """The connection arguments of every task that may call AWS."""
+        return {"aws_conn_id": self.aws_conn_id, "region_name": self.region_name}
+
     def resolve(self, path: str) -> str:
         """A URI as is; a relative path against the group's base directory."""
         return path if "://" in path else os.path.realpath(os.path.join(self.base, path))  # = Path.resolve, cheaper
 
     @property
+    def planned_image_expr(self) -> str:
+        """A Jinja expression: the training image as planned for this run's region."""
+        return (
+            f"ti.xcom_pull(task_ids='{self.prefix}plan', key='request', map_indexes=ti.map_index)"
+            "['AlgorithmSpecification']['TrainingImage']"
+        )
+
+    @property
     def planned_image(self) -> str:
         """The training image, as planned for this run's region (SageMaker evaluation and registry)."""
-        return self.spec.image.uri or (
-            f"{{{{ ti.xcom_pull(task_ids='{self.prefix}plan', key='request', map_indexes=ti.map_index)"
-            "['AlgorithmSpecification']['TrainingImage'] }}"
-        )
+        return self.spec.image.uri or f"{{{{ {self.planned_image_expr} }}}}"
 
 
 def _plan_task(
@@ -238,29 +242,16 @@ def _plan_task(
                 overrides={**dict(overrides or {}), **params},
                 train_task_id=f"{g.prefix}train",
                 context=context,
-                aws_conn_id=g.aws_conn_id,
-                region_name=g.region_name,
                 base_dir=str(g.base),
                 checkpoint_resume=g.checkpoint_resume,
+                **g.aws,
             )
             for line in plan.summary.splitlines():
                 print(line)
             dry = _truthy(dry_run) or _truthy(params.get("dry_run", False))
             run_evaluation = _evaluation_for_run(evaluation, params, g.base)
             # every later step's inputs too: nothing is launched when one of them cannot work
-            _check_run_steps(
-                spec,
-                g.backend,
-                run_evaluation,
-                gate,
-                registry,
-                params,
-                g.base,
-                dry,
-                g.aws_conn_id,
-                g.region_name,
-                staging=staging,
-            )
+            _check_run_steps(g, spec, run_evaluation, gate, registry, params, dry, staging)
             for key, value in plan.xcoms(dry_run=dry).items():
                 context["ti"].xcom_push(key=key, value=value)
             if run_evaluation is not None:  # what the evaluation ships this run (the form may choose)
@@ -280,23 +271,21 @@ def _staging_step(
     """The staging task after the plan (if any): (the task to chain next, the staged FSx channels)."""
     if staging is None:
         return plan_task, None
-    from airflow_dist_training.spec.pipeline import FSxStaging
+    from airflow_dist_training.spec.pipeline import DirectoryStaging
 
-    fsx = isinstance(staging, FSxStaging)
-    asset_kwargs = (
-        _asset_kwargs(data_asset, staging, fsx, g.spec, g.base, g.aws_conn_id, g.region_name)
-        if data_asset is not None
-        else {}
-    )
-    if fsx:
-        asset_kwargs["deferrable"] = g.defer
-    stage = _staging_task(staging, g.spec, g.base, g.aws_conn_id, g.region_name, **asset_kwargs)
+    local = isinstance(staging, DirectoryStaging)
+    kwargs = _asset_kwargs(g, data_asset, staging, local) if data_asset is not None else {}
+    channels: dict[str, Any] | None = None
+    if isinstance(staging, DirectoryStaging):
+        stage = _local_staging_task(g, staging, **kwargs)
+    else:  # FSx staging: the FSx channel the staging step returns
+        stage = _fsx_staging_task(g, staging, deferrable=g.defer, **kwargs)
+        channels = {staging.channel: stage.output}
     plan_task >> stage
-    # FSx staging: the FSx channel the staging step returns
-    return stage, ({staging.channel: stage.output} if fsx else None)
+    return stage, channels
 
 
-def _changes_step(
+def _check_changes_task(
     g: _Group,
     staging: TypedStaging | None,
     registry: TypedRegistry | None,
@@ -304,22 +293,40 @@ def _changes_step(
     warm_start: str,
     checkpoints: CheckpointStep,
 ) -> Any:
-    """``check_changes``: skip training when data, code and spec equal the champion's."""
+    """The short circuit before training: skip train/evaluate/gate/register when nothing changed."""
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+
     from airflow_dist_training.spec.pipeline import FSxStaging
 
-    return _check_changes_task(
-        g,
-        prefix=g.prefix,
-        backend=g.backend,
-        base=g.base,
-        registry=registry,
-        spec_obj=g.spec,
-        force=force,
-        warm_start=warm_start,
-        promote_to=checkpoints.promote_to,
-        staged_sources={staging.channel: staging.source} if isinstance(staging, FSxStaging) else None,
-        aws_conn_id=g.aws_conn_id,
-        region_name=g.region_name,
+    registry_kind = registry.kind if registry is not None else None
+    group = _group_name(registry, g.spec)
+    promoted = None if checkpoints.promote_to is None else g.resolve(checkpoints.promote_to)
+    staged_sources = {staging.channel: staging.source} if isinstance(staging, FSxStaging) else None
+
+    def check_changes(**context: Any) -> bool:
+        """Fingerprint data, code and spec; skip training when all equal the champion's (unless forced)."""
+        from airflow_dist_training.operators.retraining import check_changes as check
+
+        return check(
+            context,
+            plan_task_id=f"{g.prefix}plan",
+            backend=g.backend,
+            base_dir=str(g.base),
+            registry=registry_kind,
+            group=g.member_value(context, group),  # a member's champion is its own group's
+            local_registry_dir=g.registry_dir,
+            force=force,
+            warm_start=warm_start,
+            promoted_uri=g.member_value(context, promoted, sep="/") if promoted else promoted,
+            staged_sources=staged_sources,
+            **g.aws,
+        )
+
+    return ShortCircuitOperator(
+        task_id="check_changes",
+        python_callable=check_changes,
+        ignore_downstream_trigger_rules=False,
+        doc_md=check_changes.__doc__,
     )
 
 
@@ -339,13 +346,12 @@ def _train_task(
         task_id="train",
         spec=XComArg(plan_task, key="spec"),  # type: ignore[arg-type]
         backend=g.backend,
-        aws_conn_id=g.aws_conn_id,
-        region_name=g.region_name,
         local_hook_kwargs={"base_dir": str(g.base)},
         checkpoint_resume=checkpoints.resume,
         plan_task_id=plan_task.task_id,  # the request sent is the plan task's
         channels=staged_channels,
         warm_start_uri=XComArg(check_task, key="warm_start_uri"),  # type: ignore[arg-type]
+        **g.aws,
         **{"deferrable": g.defer, **dict(training_kwargs or {})},
     )
 
@@ -368,7 +374,7 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
             return []  # nothing was launched that could outlive its task
         from airflow_dist_training.hooks.backends import get_backend
 
-        backend = get_backend(g.backend, aws_conn_id=g.aws_conn_id, region_name=g.region_name)
+        backend = get_backend(g.backend, **g.aws)
         return StopOrphanedTrainingJobsOperator.stop_run(backend, run_hash, train.task_id, log)
 
     stop_orphaned_job = PythonOperator(
@@ -383,12 +389,13 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
 
 def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> None:
     """Retention after training, then promotion of the best/latest checkpoint (if configured)."""
+    from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.checkpoints import (
         CheckpointRetentionOperator,
         PromoteCheckpointOperator,
     )
 
-    checkpoint_uri = _xcom_field(f"{g.prefix}train", "checkpoint_uri")
+    checkpoint_uri = xcom_field(f"{g.prefix}train", "checkpoint_uri")
     retention = CheckpointRetentionOperator(
         task_id="checkpoint_retention",
         checkpoint_uri=checkpoint_uri,
@@ -396,8 +403,7 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
         keep_best=checkpoints.keep_best if checkpoints.metric else 0,
         metric=checkpoints.metric,
         mode=checkpoints.mode,
-        aws_conn_id=g.aws_conn_id,
-        region_name=g.region_name,
+        **g.aws,
     )
     train >> retention
     if checkpoints.promote_to:
@@ -407,8 +413,7 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
             target_uri=g.per_member(g.resolve(checkpoints.promote_to), sep="/"),
             which="best" if checkpoints.metric else "latest",
             metric=checkpoints.metric,
-            aws_conn_id=g.aws_conn_id,
-            region_name=g.region_name,
+            **g.aws,
         )
         retention >> promote
 
@@ -416,6 +421,7 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
 def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: EvaluationStep) -> Any:
     from airflow.sdk import XComArg
 
+    from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.evaluation import EvaluationOperator
 
     data_uri = evaluation.channel_source
@@ -431,14 +437,13 @@ def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: Evaluati
         task_id="evaluate",
         **sagemaker_kwargs,
         script=g.resolve(evaluation.script),
-        model_uri=_xcom_field(f"{g.prefix}train", "model_artifact_uri"),
+        model_uri=xcom_field(f"{g.prefix}train", "model_artifact_uri"),
         data_uri=g.resolve(data_uri) if data_uri else data_uri,
         arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
         dependencies=XComArg(plan_task, key="evaluation_dependencies"),  # type: ignore[arg-type]
         backend=g.backend,
         deferrable=g.defer,  # given: the operator's default reads Airflow's config at each parse
-        aws_conn_id=g.aws_conn_id,
-        region_name=g.region_name,
+        **g.aws,
     )
     train >> evaluate
     return evaluate
@@ -459,20 +464,20 @@ def _gate_and_register(
     from airflow_dist_training.spec.registries import registry_record
 
     registry_kind = registry.kind if registry is not None else None
+    group_name = g.per_member(_group_name(registry, g.spec))
     gate_task = QualityGateOperator(
         task_id="gate",
         evaluation=evaluate.output,
         thresholds=dict(gate.get("thresholds", {})),
         require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
         registry=registry_kind,
-        model_package_group_name=g.per_member(_group_name(registry, g.spec)),
+        model_package_group_name=group_name,
         local_registry_dir=g.registry_dir,
         fail_on_reject=fail_on_reject,
         training=train.output,  # refuses a model that did not learn
         # a rejection skips registration only; the run's summary still runs
         ignore_downstream_trigger_rules=False,
-        aws_conn_id=g.aws_conn_id,
-        region_name=g.region_name,
+        **g.aws,
     )  # downstream of evaluate through its evaluation XComArg (a second edge costs a DAG hash per end)
     if registry is None or registry_kind is None:
         return
@@ -481,47 +486,37 @@ def _gate_and_register(
         evaluation=evaluate.output,
         decision=gate_task.output,  # type: ignore[arg-type]
         training=train.output,  # type: ignore[arg-type]
-        image_uri=_inference_image(registry, g.spec, g.prefix)
+        image_uri=_inference_image(g, registry)
         if registry_record(registry.kind).needs_image
         else (registry.inference_image or g.spec.image.uri),
         registry=registry_kind,
-        model_package_group_name=g.per_member(_group_name(registry, g.spec)),
+        model_package_group_name=group_name,
         local_registry_dir=g.registry_dir,
         auto_approve=registry.auto_approve,
         lineage=XComArg(check_task, key="lineage"),
-        aws_conn_id=g.aws_conn_id,
-        region_name=g.region_name,
+        **g.aws,
     )  # downstream of the gate through its decision XComArg
 
 
 def _finish(g: _Group, group: Any) -> None:
-    """Once every task exists: teardowns last; in a mapped group, short circuits skip per member."""
-    _teardowns_last(group)
+    """Once every task exists: the teardowns (stop orphaned jobs, delete a scratch file system) run
+    after everything else; in a mapped group, short circuits skip per member."""
+    teardowns = [t for t in group.children.values() if getattr(t, "is_teardown", False)]
+    for leaf in list(group.get_leaves()) if teardowns else ():
+        for teardown_task in teardowns:
+            if leaf is not teardown_task and not getattr(leaf, "is_teardown", False):
+                leaf >> teardown_task
     if g.members is not None:
         from airflow_dist_training.mapped_groups import skip_short_circuited_members
 
         skip_short_circuited_members(group)
 
 
-def _teardowns_last(group: Any) -> None:
-    """The teardowns (stop orphaned jobs, delete a scratch file system) run after everything else."""
-    teardowns = [t for t in group.children.values() if getattr(t, "is_teardown", False)]
-    for leaf in list(group.get_leaves()) if teardowns else ():
-        for teardown_task in teardowns:
-            if leaf is not teardown_task and not getattr(leaf, "is_teardown", False):
-                leaf >> teardown_task
-
-
-def _inference_image(registry: TypedRegistry, spec: TrainingJobSpec, prefix: str) -> str:
+def _inference_image(g: _Group, registry: TypedRegistry) -> str:
     """The registration's inference image: the run's ``inference_image`` param (trigger form), else
     ``registry.inference_image``, else the training image as planned for the run's region."""
-    if registry.inference_image or spec.image.uri:
-        fallback = repr(registry.inference_image or spec.image.uri)
-    else:
-        fallback = (
-            f"ti.xcom_pull(task_ids='{prefix}plan', key='request', map_indexes=ti.map_index)"
-            "['AlgorithmSpecification']['TrainingImage']"
-        )
+    fixed = registry.inference_image or g.spec.image.uri
+    fallback = repr(fixed) if fixed else g.planned_image_expr
     return f"{{{{ params.get('inference_image') or {fallback} }}}}"
 
 
@@ -556,42 +551,38 @@ def _evaluation_for_run(
 
 
 def _check_run_steps(
+    g: _Group,
     spec: TrainingJobSpec,
-    backend: str,
     evaluation: EvaluationStep | None,
     gate: Mapping[str, Any] | None,
     registry: TypedRegistry | None,
     params: Mapping[str, Any],
-    base: Path,
     dry_run: bool,
-    aws_conn_id: str | None,
-    region_name: str | None,
-    staging: TypedStaging | None = None,
+    staging: TypedStaging | None,
 ) -> None:
     """Raise ``SpecValidationError`` with every problem of the evaluation, gate and registry steps,
     and (SageMaker, not a dry run) every missing bucket or empty input prefix (a staged channel's
     prefix is its staging source)."""
     from airflow_dist_training.errors import SpecValidationError
-    from airflow_dist_training.spec.backends import backend_record
     from airflow_dist_training.step_checks import check_steps, s3_locations
 
     problems = check_steps(
         spec,
-        backend=backend,
+        backend=g.backend,
         evaluation=evaluation,
         gate=gate,
         registry=registry,
         inference_image=params.get("inference_image") or None,
-        base_dir=base,
+        base_dir=g.base,
         staging=staging,
     )
-    if backend_record(backend).on_aws and not dry_run:
+    if g.record.on_aws and not dry_run:
         from airflow_dist_training.hooks.aws import aws_hook
         from airflow_dist_training.hooks.s3_checks import check_s3_locations
 
-        s3 = aws_hook("s3", aws_conn_id=aws_conn_id, region_name=region_name).get_conn()
+        s3 = aws_hook("s3", **g.aws).get_conn()
         locations = s3_locations(spec, evaluation=evaluation, staging=staging)
-        problems += check_s3_locations(s3, locations, conn_id=aws_conn_id)
+        problems += check_s3_locations(s3, locations, conn_id=g.aws_conn_id)
     for warning in (p for p in problems if p.severity != "error"):
         print(f"WARNING          {warning}")
     errors = [p for p in problems if p.severity == "error"]
@@ -599,81 +590,20 @@ def _check_run_steps(
         raise SpecValidationError(errors)
 
 
-def _asset_kwargs(
-    asset: Any,
-    staging: TypedStaging,
-    fsx: bool,
-    spec: TrainingJobSpec,
-    base: Path,
-    aws_conn_id: str | None,
-    region_name: str | None,
-) -> dict[str, Any]:
+def _channel_dir(g: _Group, staging: TypedStaging) -> str:
+    """The channel's local directory (its ``local_source``), which directory staging fills."""
+    channel = g.spec.channels.get(staging.channel)
+    target = getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}"
+    return str((g.base / target).resolve())
+
+
+def _asset_kwargs(g: _Group, asset: Any, staging: TypedStaging, local: bool) -> dict[str, Any]:
     """The staging task updates ``asset``, with the staged data's fingerprint in the event's extra."""
     from airflow_dist_training.operators.retraining import data_asset_emitter
 
-    channel = spec.channels.get(staging.channel)
-    if not fsx:
-        source = str(
-            (
-                base / (getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}")
-            ).resolve()
-        )
-    else:
-        source = staging.source
-    emitter = data_asset_emitter(
-        asset, source, base_dir=str(base), aws_conn_id=aws_conn_id, region_name=region_name
-    )
+    source = _channel_dir(g, staging) if local else staging.source
+    emitter = data_asset_emitter(asset, source, base_dir=str(g.base), **g.aws)
     return {"outlets": [asset], "post_execute": emitter}
-
-
-def _check_changes_task(
-    g: _Group,
-    *,
-    prefix: str,
-    backend: str,
-    base: Path,
-    registry: TypedRegistry | None,
-    spec_obj: TrainingJobSpec,
-    force: bool,
-    warm_start: str,
-    promote_to: str | None,
-    staged_sources: dict[str, str] | None,
-    aws_conn_id: str | None,
-    region_name: str | None,
-) -> Any:
-    """The short circuit before training: skip train/evaluate/gate/register when nothing changed."""
-    from airflow.providers.standard.operators.python import ShortCircuitOperator
-
-    registry_kind = registry.kind if registry is not None else None
-    group = _group_name(registry, spec_obj)
-    promoted = promote_to if promote_to is None or "://" in promote_to else str((base / promote_to).resolve())
-
-    def check_changes(**context: Any) -> bool:
-        """Fingerprint data, code and spec; skip training when all equal the champion's (unless forced)."""
-        from airflow_dist_training.operators.retraining import check_changes as check
-
-        return check(
-            context,
-            plan_task_id=f"{prefix}plan",
-            backend=backend,
-            base_dir=str(base),
-            registry=registry_kind,
-            group=g.member_value(context, group),  # a member's champion is its own group's
-            local_registry_dir=g.registry_dir,
-            force=force,
-            warm_start=warm_start,
-            promoted_uri=g.member_value(context, promoted, sep="/") if promoted else promoted,
-            staged_sources=staged_sources,
-            aws_conn_id=aws_conn_id,
-            region_name=region_name,
-        )
-
-    return ShortCircuitOperator(
-        task_id="check_changes",
-        python_callable=check_changes,
-        ignore_downstream_trigger_rules=False,
-        doc_md=check_changes.__doc__,
-    )
 
 
 def _truthy(value: Any) -> bool:
@@ -695,69 +625,49 @@ def _local_registry_dir(registry: TypedRegistry | None, base: Path) -> str | Non
     return os.path.realpath(os.path.join(base, directory))
 
 
-def _staging_task(
-    staging: TypedStaging,
-    spec: TrainingJobSpec,
-    base: Path,
-    aws_conn_id: str | None,
-    region_name: str | None,
-    **operator_kwargs: Any,
-) -> Any:
+def _fsx_staging_task(g: _Group, staging: FSxStaging, **operator_kwargs: Any) -> Any:
+    """FSx: import the S3 prefix into the file system (a scratch one created for the run, if asked)."""
     from airflow_dist_training.operators.fsx import FSxStagePrefixOperator
-    from airflow_dist_training.spec.pipeline import DirectoryStaging
 
-    if isinstance(staging, DirectoryStaging):
-        return _local_staging_task(staging, spec, base, **operator_kwargs)
-
-    create = None
-    file_system_id = staging.file_system_id
+    create, file_system_id = None, staging.file_system_id
     if staging.scratch_file_system is not None:
-        create, file_system_id = _scratch_file_system(staging, aws_conn_id, region_name)
+        create, file_system_id = _scratch_file_system(g, staging)
     stage = FSxStagePrefixOperator(
         task_id="stage",
         **operator_kwargs,
         s3_uri=staging.source,
         file_system_id=str(file_system_id),
         file_system_path=staging.file_system_path,
-        subnets=list(spec.network.subnets),
-        security_group_ids=list(spec.network.security_group_ids),
-        aws_conn_id=aws_conn_id,
-        region_name=region_name,
+        subnets=list(g.spec.network.subnets),
+        security_group_ids=list(g.spec.network.security_group_ids),
+        **g.aws,
     )
     if create is not None:
         create >> stage
     return stage
 
 
-def _local_staging_task(
-    staging: DirectoryStaging, spec: TrainingJobSpec, base: Path, **operator_kwargs: Any
-) -> Any:
+def _local_staging_task(g: _Group, staging: DirectoryStaging, **operator_kwargs: Any) -> Any:
     """Local backend: copy the dataset into the channel's local directory."""
     from airflow_dist_training.operators.fsx import LocalStageOperator
 
-    channel = spec.channels.get(staging.channel)
-    target = getattr(channel, "local_source", None) or f".adt-demo/channels/{staging.channel}"
-    source = staging.source if "://" in staging.source else str((base / staging.source).resolve())
+    channel = g.spec.channels.get(staging.channel)
+    optional = {
+        "file_system_id": staging.file_system_id or getattr(channel, "file_system_id", None),
+        "file_system_path": staging.file_system_path,
+    }
     return LocalStageOperator(
         task_id="stage",
         **operator_kwargs,
-        source=source,
-        channel_dir=str((base / target).resolve()),
-        **{  # type: ignore[arg-type]
-            k: v
-            for k, v in (
-                ("file_system_id", staging.file_system_id or getattr(channel, "file_system_id", None)),
-                ("file_system_path", staging.file_system_path),
-            )
-            if v
-        },
+        source=staging.source if "://" in staging.source else str((g.base / staging.source).resolve()),
+        channel_dir=_channel_dir(g, staging),
+        **{k: v for k, v in optional.items() if v},  # type: ignore[arg-type]
     )
 
 
-def _scratch_file_system(
-    staging: FSxStaging, aws_conn_id: str | None, region_name: str | None
-) -> tuple[Any, str]:
+def _scratch_file_system(g: _Group, staging: FSxStaging) -> tuple[Any, str]:
     """Create a scratch file system for the run (and delete it as a teardown): (create task, its id)."""
+    from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.fsx import FSxCreateFileSystemOperator, FSxDeleteFileSystemOperator
 
     scratch = staging.scratch_file_system
@@ -768,16 +678,10 @@ def _scratch_file_system(
         security_group_ids=list(scratch.security_group_ids),
         storage_capacity_gib=scratch.storage_capacity_gib,
         deployment_type=scratch.deployment_type,
-        aws_conn_id=aws_conn_id,
-        region_name=region_name,
+        **g.aws,
     )
-    file_system_id = _xcom_field(create.task_id, "file_system_id")
-    delete = FSxDeleteFileSystemOperator(
-        task_id="delete_file_system",
-        file_system_id=file_system_id,
-        aws_conn_id=aws_conn_id,
-        region_name=region_name,
-    )
+    file_system_id = xcom_field(create.task_id, "file_system_id")
+    delete = FSxDeleteFileSystemOperator(task_id="delete_file_system", file_system_id=file_system_id, **g.aws)
     # the teardown runs when everything else in the group is done, even after a failure
     delete.as_teardown(setups=create)
     return create, file_system_id

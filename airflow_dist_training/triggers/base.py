@@ -1,11 +1,8 @@
 """``AwsWaitTrigger``: the one base for "poll an AWS resource until a terminal state".
 
-The training, processing and FSx waits subclass it and keep only what is particular to their
-resource. What they share, and must keep alike (``docs/polling.md``): serialisation (``_fields``
-plus the connection and the wait limits), the limits (``deadline`` in POSIX wall time, so a
-restarted triggerer keeps it; optionally ``max_attempts``; ``None`` waits as long as the resource
-lives), logging on change, best-effort log streaming, and ``on_kill`` running ``stop_resource``
-shielded, so a repeated cancel cannot abort a stop already sent.
+What the training, processing and FSx waits share, and must keep alike, lives here: serialisation,
+the wait limits (``deadline`` in POSIX wall time, so a restarted triggerer keeps it), logging on
+change, best-effort log streaming and a shielded ``on_kill`` (``docs/polling.md``, "Adding an AWS wait").
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from airflow_dist_training.aws_errors import is_transient
+from airflow_dist_training.aws_errors import error_code, is_transient
 from airflow_dist_training.compat import BaseTrigger, TriggerEvent
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 
@@ -115,3 +112,8 @@ class SageMakerJobTrigger(AwsWaitTrigger):
                 "message": message,
             }
         )
+
+    def _watch_error(self, what: str, exc: BaseException) -> TriggerEvent:
+        """The ``"error"`` event of a wait that cannot go on (a permanent AWS error)."""
+        code = f"{error_code(exc)}: " if error_code(exc) else ""
+        return self._event("error", f"Cannot watch {what} {self.job_name}: {code}{exc}")

@@ -22,6 +22,10 @@ class _FSxTrigger(AwsWaitTrigger):
 
     An FSx task or file system is never stopped on kill (the default ``stop_resource``): a
     half-done import is harmless and a file system being created is the user's.
+
+    :param max_attempts: give up (``status: timeout``) after this many polls; ``None`` never.
+    :param verify: SSL verification setting.
+    :param botocore_config: extra botocore client configuration.
     """
 
     _common_fields = (
@@ -66,13 +70,6 @@ class FSxDataRepositoryTaskTrigger(_FSxTrigger):
     "fsx_task_id", "progress", "message"}``; ``progress["report_uri"]`` is the completion report.
 
     :param fsx_task_id: The data repository task id (``task-...``).
-    :param poll_interval: Seconds between describe calls.
-    :param max_attempts: Give up (``status: timeout``) after this many polls; ``None`` never.
-    :param deadline: Give up (``status: timeout``) at this POSIX time; ``None`` never.
-    :param aws_conn_id: The Airflow AWS connection.
-    :param region_name: AWS region.
-    :param verify: SSL verification setting.
-    :param botocore_config: Extra botocore client configuration.
     """
 
     _fields = ("fsx_task_id",)
@@ -123,9 +120,6 @@ class FSxFileSystemAvailableTrigger(_FSxTrigger):
     "message"}``.
 
     :param file_system_id: The file system (``fs-...``).
-    :param poll_interval: Seconds between describe calls.
-    :param max_attempts: Give up (``status: timeout``) after this many polls; ``None`` never.
-    :param deadline: Give up (``status: timeout``) at this POSIX time; ``None`` never.
     """
 
     _fields = ("file_system_id",)

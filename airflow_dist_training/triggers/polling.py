@@ -1,13 +1,9 @@
 """One shared SageMaker poller per (event loop, AWS connection, region) in a triggerer process.
 
 Why: a triggerer runs up to 1,000 triggers; one ``DescribeTrainingJob`` each every 30 s would be
-33 requests/s, far above SageMaker's throttling. Instead every ``TrainingJobTrigger`` subscribes to
-the poller, which describes a job once, then lists the jobs modified since its watermark
-(``ListTrainingJobs``) and describes only the watched ones that changed; every
-``reconcile_every`` cycles it lists ``InProgress`` as a safety net, and it falls back to one
-describe per job when listing is denied. The cadence is the smallest subscriber ``poll_interval``,
-halved near a completion while the listing is one page, backed off while throttled. Transient
-errors only slow it down; a job's permanent error goes to that job's watchers (``docs/polling.md``).
+33 requests/s, far above SageMaker's throttling. Every ``TrainingJobTrigger`` subscribes to the
+poller instead, which lists the jobs modified since its watermark and describes only the watched
+ones that changed (its baseline, safety net, pacing and fallbacks: ``docs/polling.md``).
 """
 
 from __future__ import annotations
@@ -44,9 +40,7 @@ def _as_utc(value: Any) -> dt.datetime | None:
     return None
 
 
-async def default_client_factory(
-    aws_conn_id: str | None, region_name: str | None
-) -> Callable[[str], Awaitable[AbstractAsyncContextManager[Any]]]:
+async def default_client_factory(aws_conn_id: str | None, region_name: str | None) -> ClientFactory:
     """Build aiobotocore clients through the Amazon provider's ``AwsBaseHook``.
 
     The connection's own botocore config (endpoint, proxies, timeouts) is kept; only retries are
@@ -128,7 +122,6 @@ class JobWatch:
         self.description: dict[str, Any] | None = None
         #: A permanent error for this job (the trigger reports it as an "error" event).
         self.error: BaseException | None = None
-        self.version = 0
         self._changed = asyncio.Event()
 
     def _publish(self, description: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
@@ -136,7 +129,6 @@ class JobWatch:
             self.description = description
         if error is not None:
             self.error = error
-        self.version += 1
         self._changed.set()
 
     async def wait(self, timeout: float) -> bool:
@@ -170,6 +162,10 @@ class _JobState:
     @property
     def wants_details(self) -> bool:
         return any(w.details for w in self.watches)
+
+    def publish(self, description: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
+        for w in list(self.watches):
+            w._publish(description, error)
 
 
 @dataclass
@@ -205,10 +201,8 @@ class TrainingJobPoller:
         self.page_size = page_size
         self.max_pages = max_pages
         self.max_backoff_factor = max_backoff_factor
-        #: Poll at half the interval near a completion only while the fleet's change listing costs at
-        #: most this many pages: then the faster cadence is nearly free. Above it (a listing that pages
-        #: through the whole fleet) the base interval already detects within one interval, and halving
-        #: would double the calls.
+        #: Poll at half the interval near a completion only while the change listing costs at most
+        #: this many pages (then it is nearly free; above it, halving would double the calls).
         self.cheap_list_pages = cheap_list_pages
         self._last_list_pages = 0
         self.stats = PollerStats()
@@ -258,9 +252,6 @@ class TrainingJobPoller:
         """A shared aiobotocore client (``sagemaker`` or ``logs``), open while the poller runs."""
         return await self._clients.client(client_type)
 
-    async def _close_clients(self) -> None:
-        await self._clients.aclose()
-
     async def aclose(self) -> None:
         """Stop the poller task and close its clients (tests; the loop also ends by itself)."""
         task, self._task = self._task, None
@@ -268,7 +259,7 @@ class TrainingJobPoller:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self._close_clients()
+        await self._clients.aclose()
 
     def next_interval(self) -> float:
         base = self.base_interval()
@@ -295,10 +286,8 @@ class TrainingJobPoller:
                     await self._describe_new()
                     if time.monotonic() >= next_cycle:
                         await self._cycle()
-                        if self._throttled_this_cycle:
-                            self._throttle_failures += 1
-                        else:
-                            self._throttle_failures = 0
+                        throttled = self._throttled_this_cycle
+                        self._throttle_failures = self._throttle_failures + 1 if throttled else 0
                         next_cycle = time.monotonic() + self.next_interval()
                 except asyncio.CancelledError:
                     raise
@@ -310,7 +299,7 @@ class TrainingJobPoller:
                     async with asyncio.timeout(max(0.0, next_cycle - time.monotonic())):
                         await self._wake.wait()
         finally:
-            await self._close_clients()
+            await self._clients.aclose()
 
     def _cycle_failed(self, exc: Exception) -> float:
         """Count a failed cycle; returns the delay before the next one."""
@@ -325,8 +314,7 @@ class TrainingJobPoller:
         # A permanent, poller-wide error (e.g. credentials): tell everyone.
         log.warning("SageMaker poller: %s", exc)
         for state in list(self._jobs.values()):
-            for w in list(state.watches):
-                w._publish(error=exc)
+            state.publish(error=exc)
         return self.base_interval()
 
     def _describe_failed(self, name: str, exc: Exception) -> None:
@@ -341,8 +329,7 @@ class TrainingJobPoller:
             return
         if state is not None:
             state.key = ("error", None, None)  # stop describing it; watchers report the error
-            for w in list(state.watches):
-                w._publish(error=exc)
+            state.publish(error=exc)
 
     async def _describe(self, name: str) -> None:
         """Describe one job and publish the result to its watchers (if it changed)."""
@@ -358,13 +345,15 @@ class TrainingJobPoller:
         state = self._jobs.get(name)
         if state is None:
             return
-        lmt = self._seen(desc)
+        self._update(state, desc, self._seen(desc))
+
+    def _update(self, state: _JobState, desc: dict[str, Any], lmt: dt.datetime | None) -> None:
+        """Record a job's latest view; publish it to the job's watchers when it changed."""
         state.key = (desc.get("TrainingJobStatus"), desc.get("SecondaryStatus"), lmt)
         if state.description != desc:
             state.description = desc
             self._changed_last_cycle = True
-            for w in list(state.watches):
-                w._publish(desc)
+            state.publish(desc)
 
     async def _describe_many(self, names: Iterable[str]) -> None:
         names = [n for n in dict.fromkeys(names) if n in self._jobs]
@@ -396,19 +385,13 @@ class TrainingJobPoller:
     def _apply_summary(self, name: str, summary: dict[str, Any]) -> None:
         """Publish a status change read from a ListTrainingJobs summary (no describe)."""
         state = self._jobs[name]
-        lmt = _as_utc(summary.get("LastModifiedTime"))
         desc = dict(state.description or {"TrainingJobName": name})
         desc["TrainingJobStatus"] = summary.get("TrainingJobStatus")
         if "SecondaryStatus" in summary:
             desc["SecondaryStatus"] = summary["SecondaryStatus"]
         if summary.get("LastModifiedTime") is not None:
             desc["LastModifiedTime"] = summary["LastModifiedTime"]
-        state.key = (desc.get("TrainingJobStatus"), desc.get("SecondaryStatus"), lmt)
-        if desc != state.description:
-            state.description = desc
-            self._changed_last_cycle = True
-            for w in list(state.watches):
-                w._publish(desc)
+        self._update(state, desc, _as_utc(summary.get("LastModifiedTime")))
 
     def _list_denied(self, exc: BaseException) -> bool:
         if is_access_denied(exc):
@@ -425,7 +408,7 @@ class TrainingJobPoller:
     async def _running_summaries(self) -> dict[str, dict[str, Any]]:
         running: dict[str, dict[str, Any]] = {}
         for status in sorted(ACTIVE_STATES):
-            for summary in await self._list(StatusEquals=status):
+            for summary in (await self._list_pages(StatusEquals=status))[0]:
                 running[summary["TrainingJobName"]] = summary
                 self._seen(summary)
         return running
@@ -436,10 +419,6 @@ class TrainingJobPoller:
         if lmt is not None and (self._watermark is None or lmt > self._watermark):
             self._watermark = lmt
         return lmt
-
-    async def _list(self, **params: Any) -> list[dict[str, Any]]:
-        summaries, _ = await self._list_pages(**params)
-        return summaries
 
     async def _list_pages(self, **params: Any) -> tuple[list[dict[str, Any]], int]:
         """All summaries of one listing, and how many pages (calls) it took."""
@@ -508,7 +487,7 @@ class TrainingJobPoller:
     async def _reconcile(self, live: set[str]) -> set[str]:
         # One InProgress listing (not InProgress + Stopping: two listings): a watched job missing from
         # it is described, which also covers the few jobs we last saw Stopping.
-        running = {s["TrainingJobName"] for s in await self._list(StatusEquals="InProgress")}
+        running = {s["TrainingJobName"] for s in (await self._list_pages(StatusEquals="InProgress"))[0]}
         return {n for n in live if n not in running}
 
 
@@ -520,10 +499,8 @@ _REGISTRY = weakref.WeakKeyDictionary()
 
 def get_poller(aws_conn_id: str | None, region_name: str | None) -> TrainingJobPoller:
     """The poller shared by all triggers of this event loop for ``(aws_conn_id, region_name)``."""
-    loop = asyncio.get_running_loop()
-    pollers = _REGISTRY.setdefault(loop, {})
+    pollers = _REGISTRY.setdefault(asyncio.get_running_loop(), {})
     key = (aws_conn_id, region_name)
-    poller = pollers.get(key)
-    if poller is None:
-        poller = pollers[key] = TrainingJobPoller(aws_conn_id, region_name)
-    return poller
+    if key not in pollers:
+        pollers[key] = TrainingJobPoller(aws_conn_id, region_name)
+    return pollers[key]

@@ -1,10 +1,8 @@
 """Deferrable wait for a SageMaker job of any kind in the job-kind table (the evaluation's processing job
-among them), with its logs in the task log.
+among them), with its logs in the task log (through the training trigger's log streamer).
 
-The evaluation operator defers to it, so the wait holds no worker slot; the job's CloudWatch logs
-go to the task log through the training trigger's log streamer. Transient errors are retried with
-backoff, a Stopped job is not success, ``on_kill`` stops the job. Events as
-``triggers/base.SageMakerJobTrigger``'s.
+Transient errors are retried with backoff, a Stopped job is not success, ``on_kill`` stops the job.
+Events as ``triggers/base.SageMakerJobTrigger``'s.
 """
 
 from __future__ import annotations
@@ -35,9 +33,6 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
 
     :param job_name: the job.
     :param kind: the job kind (a key of the job-kind table; default: the subclass's ``job_kind``).
-    :param aws_conn_id: Airflow AWS connection.
-    :param region_name: AWS region (default: the connection's).
-    :param poll_interval: seconds between describe calls.
     :param deadline: POSIX time after which the wait ends with a ``"timeout"`` event (the operator
         then stops the job); ``None`` waits for as long as the job runs.
     :param stream_logs: copy the job's CloudWatch logs into the task log.
@@ -48,6 +43,8 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
 
     #: The kind a subclass waits for (its ``kind`` argument may then be left out).
     job_kind: str | None = None
+    #: The job as messages name it (default: its kind's label, capitalised).
+    job_label: str | None = None
 
     def __init__(
         self,
@@ -72,8 +69,7 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
 
     @property
     def what(self) -> str:
-        """The job as messages name it."""
-        return self.row.label.capitalize()
+        return self.job_label or self.row.label.capitalize()
 
     def progress(self, desc: dict[str, Any]) -> str | None:
         """A kind's progress beyond its status, logged when it changes (default: none)."""
@@ -112,10 +108,7 @@ class SageMakerJobKindTrigger(SageMakerJobTrigger):
                         logger=None,
                     )
                 except Exception as exc:
-                    code = error_code(exc)
-                    yield self._event(
-                        "error", f"Cannot watch {row.label} {self.job_name}: {code + ': ' if code else ''}{exc}"
-                    )
+                    yield self._watch_error(row.label, exc)
                     return
                 status = row.status(desc)
                 self.log_change("status", status, "%s %s is %s.", self.what, self.job_name, status)
@@ -158,7 +151,4 @@ class ProcessingJobTrigger(SageMakerJobKindTrigger):
 
     _fields = ("job_name",)
     job_kind = PROCESSING.kind
-
-    @property
-    def what(self) -> str:
-        return "Evaluation processing job"
+    job_label = "Evaluation processing job"

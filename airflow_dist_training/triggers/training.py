@@ -1,10 +1,8 @@
 """Deferrable wait for a SageMaker training job, with its logs and status timeline in the task log.
 
-Unlike the Amazon provider's ``SageMakerTrigger`` (``docs/polling.md``): no silent cap (only
-``max_wait_seconds`` ends the wait, with a ``"timeout"`` event); status transitions and the logs
-of all hosts while deferred; status from the shared poller (``triggers/polling.py``); transient
-errors retried; Stopped is not success; ``on_kill`` stops the job, ``cleanup`` does not (it also
-runs on triggerer restarts). Events as ``triggers/base.SageMakerJobTrigger``'s.
+Unlike the Amazon provider's ``SageMakerTrigger``: no silent cap, Stopped is not success, and
+``on_kill`` stops the job but ``cleanup`` does not (it also runs on triggerer restarts); status comes
+from the shared poller (``triggers/polling.py``). The whole behaviour: ``docs/polling.md``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_dist_training.aws_errors import error_code
 from airflow_dist_training.compat import TriggerEvent
 from airflow_dist_training.job_states import STOPPED_STATES, SUCCESS_STATES, TERMINAL_STATES
 from airflow_dist_training.retry import call_with_retry
@@ -57,7 +54,6 @@ class _LogStreamer:
         self.poller = poller  # anything with ``async client("logs")``
         self.emit = emit
         self.tail = LogTail(job_name, log_group)
-        self.lines = 0
 
     async def fetch(self, description: dict[str, Any]) -> int:
         """Emit every log line written since the previous fetch; returns the number of lines."""
@@ -72,7 +68,6 @@ class _LogStreamer:
             ts = event.timestamp
             stamp = datetime.fromtimestamp(ts / 1000, tz=UTC).isoformat(timespec="milliseconds") if ts else ""
             self.emit("[%s] %s %s", event.host, stamp, event.message.rstrip("\n"))
-        self.lines += len(events)
         return len(events)
 
 
@@ -80,8 +75,6 @@ class TrainingJobTrigger(SageMakerJobTrigger):
     """Wait for a SageMaker training job; stream its logs and status timeline while waiting.
 
     :param job_name: the training job to watch.
-    :param aws_conn_id: Airflow AWS connection (``None``: boto3's default credential chain).
-    :param region_name: AWS region (default: the connection's).
     :param poll_interval: seconds; a status change is noticed within one interval.
     :param max_wait_seconds: give up with a ``"timeout"`` event after this long; ``None`` waits
         for as long as the job runs (the default; there is no hidden cap).
@@ -164,12 +157,7 @@ class TrainingJobTrigger(SageMakerJobTrigger):
         try:
             while True:
                 if watch.error is not None:
-                    exc = watch.error
-                    code = error_code(exc)
-                    yield self._event(
-                        "error",
-                        f"Cannot watch training job {self.job_name}: {code + ': ' if code else ''}{exc}",
-                    )
+                    yield self._watch_error("training job", watch.error)
                     return
                 desc = watch.description
                 if desc is not None:

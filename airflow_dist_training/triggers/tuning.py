@@ -43,10 +43,7 @@ class TuningJobTrigger(SageMakerJobKindTrigger):
     _fields = ("job_name",)
     _common_fields: tuple[str, ...] = ("aws_conn_id", "region_name", "poll_interval", "deadline")
     job_kind = TUNING.kind  # no log group of its own: nothing to stream
-
-    @property
-    def what(self) -> str:
-        return "Hyperparameter tuning job"
+    job_label = "Hyperparameter tuning job"
 
     def progress(self, desc: dict[str, Any]) -> str | None:
         return tuning_progress(desc)

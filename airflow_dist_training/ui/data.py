@@ -1,23 +1,14 @@
 """What the Training view shows for one DAG run, built from the run's XComs and the jobs themselves.
 
-No store of its own: everything comes from what the tasks already publish -
-
-* the training task's link record (XCom ``sagemaker_training_job``: backend, job name, local job
-  directory), pushed as soon as the job is known, so a *running* job is found;
-* the plan task's XComs (``cost_bound_usd``, ``request``/``spec``: instance type and count);
-* the training result (``return_value`` of ``*.train``), the checkpoint tasks' results, the
-  evaluation/gate decision (with its checks; its plot is rendered by ``evaluation.report``) and the
-  registration result (version, lineage);
-* a local job's live files (``<job dir>/status.json`` and ``metrics.jsonl``, written by the
-  launcher while it runs); a SageMaker job's ``DescribeTrainingJob`` and its CloudWatch metrics
-  (``/aws/sagemaker/TrainingJobs``), read through the hooks (``SageMakerJobSource``).
-
-:func:`build_run_view` is pure apart from reading those files and calling the ``sagemaker``
-source it is given, so it is unit-tested without Airflow services.
+No store of its own: everything comes from what the tasks already publish and from the jobs (the
+sources are listed in ``docs/training-view.md``, "How it works"). :func:`build_run_view` is pure
+apart from reading a local job's files and calling the ``sagemaker`` source it is given, so it is
+unit-tested without Airflow services.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import time
@@ -115,14 +106,14 @@ def metric_curves(points: list[dict[str, Any]]) -> dict[str, Any]:
         pending = [q for q in pending if abs(q["t"] - entry["t"]) < 0.5] + [entry]
         series.setdefault(name, []).append(entry)
     axis = "epoch" if epoch_names else "seconds"
-    curves = {}
-    for name, entries in series.items():
-        entries = entries[-MAX_POINTS:]
-        curves[name] = [
-            {"x": e["epoch"] if axis == "epoch" else e["seconds"], "value": e["value"], "host": e["host"]}
-            for e in entries
+    curves = {
+        name: [
+            {"x": e[axis], "value": e["value"], "host": e["host"]}
+            for e in entries[-MAX_POINTS:]
             if axis != "epoch" or e["epoch"] is not None
         ]
+        for name, entries in series.items()
+    }
     return {
         "axis": axis,
         "series": curves,
@@ -133,9 +124,8 @@ def metric_curves(points: list[dict[str, Any]]) -> dict[str, Any]:
 def local_job_view(job_dir: str | Path) -> dict[str, Any]:
     """A local job's live state from its directory (status.json, metrics.jsonl or metrics.json)."""
     root = Path(job_dir)
-    status: dict[str, Any] = {}
     try:
-        status = json.loads((root / "status.json").read_text(encoding="utf-8"))
+        status: dict[str, Any] = json.loads((root / "status.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         status = {}
     points = read_jsonl(root / "metrics.jsonl")
@@ -308,10 +298,8 @@ def _section(
         return None
     plot = ""
     if decision is not None and render_plot is not None:
-        try:
+        with contextlib.suppress(Exception):  # the card shows without its plot
             plot = render_plot(decision)
-        except Exception:
-            plot = ""
     return {
         "group": group,
         "checkpoints": _checkpoints(retention, promoted),
@@ -341,17 +329,13 @@ def _checkpoints(retention: Any, promoted: Any) -> dict[str, Any]:
         | {"promoted": str(step) == str(promoted_step)}
         for step, reasons in (retention.get("kept") or {}).items()
     ]
-    for entry in retention.get("deleted") or []:
-        step = entry.get("step") if isinstance(entry, Mapping) else entry
-        complete = entry.get("complete", True) if isinstance(entry, Mapping) else True
-        items.append(
-            {"step": step, "complete": complete, "retained": False, "reasons": [], "promoted": False}
-        )
-    for extra in retention.get("incomplete") or []:
-        step = extra.get("step") if isinstance(extra, Mapping) else extra
-        items.append(
-            {"step": step, "complete": False, "retained": False, "reasons": ["incomplete"], "promoted": False}
-        )
+    dropped: list[tuple[Any, list[str]]] = [(entry, []) for entry in retention.get("deleted") or []]
+    dropped += [(entry, ["incomplete"]) for entry in retention.get("incomplete") or []]
+    for entry, reasons in dropped:
+        found = entry if isinstance(entry, Mapping) else {"step": entry}
+        complete = not reasons and found.get("complete", True)
+        row = {"step": found.get("step"), "complete": complete, "retained": False, "reasons": reasons}
+        items.append(row | {"promoted": False})
     out["items"] = sorted(items, key=lambda i: (str(i["step"]).isdigit(), _int(i["step"])), reverse=True)
     return out
 

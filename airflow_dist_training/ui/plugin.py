@@ -30,27 +30,16 @@ class _LazyApp:
         await self._app(scope, receive, send)
 
 
+def _view(destination: str, url_route: str, query: str = "", **extra: Any) -> dict[str, Any]:
+    fields = {"name": "Training", "href": _VIEW + query, "destination": destination, "url_route": url_route}
+    return fields | extra
+
+
 class DistTrainingPlugin(AirflowPlugin):
     name = "airflow_dist_training"
     fastapi_apps = [{"app": _LazyApp(), "url_prefix": APP_PREFIX, "name": "Training view"}]
     external_views = [
-        {
-            "name": "Training",
-            "href": _VIEW,
-            "destination": "nav",
-            "url_route": URL_ROUTE,
-            "nav_top_level": True,
-        },
-        {
-            "name": "Training",
-            "href": _VIEW + "?dag_id={DAG_ID}&run_id={RUN_ID}",
-            "destination": "dag_run",
-            "url_route": URL_ROUTE + "-run",
-        },
-        {
-            "name": "Training",
-            "href": _VIEW + "?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}",
-            "destination": "task_instance",
-            "url_route": URL_ROUTE + "-task",
-        },
+        _view("nav", URL_ROUTE, nav_top_level=True),
+        _view("dag_run", URL_ROUTE + "-run", "?dag_id={DAG_ID}&run_id={RUN_ID}"),
+        _view("task_instance", URL_ROUTE + "-task", "?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}"),
     ]

@@ -16,7 +16,7 @@ MAX_QUERIES = 500  # GetMetricData's limit per call
 
 
 def metric_queries(job_name: str, metric_names: list[str], host_count: int) -> list[dict[str, Any]]:
-    queries = [
+    return [
         {
             "Id": f"m{mi}_h{h}",
             "Label": f"{name}|algo-{h}",
@@ -33,8 +33,7 @@ def metric_queries(job_name: str, metric_names: list[str], host_count: int) -> l
         }
         for mi, name in enumerate(metric_names)
         for h in range(1, host_count + 1)
-    ]
-    return queries[:MAX_QUERIES]
+    ][:MAX_QUERIES]
 
 
 def curves_from_metric_data(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -143,11 +143,21 @@ class LocalTrainingHook(BaseHook):
             client = boto3.client("s3")
         return ObjectStore(self.root / "_s3", s3_client=client)
 
-    def submission(self, spec: SpecSource, job_name: str, *, region: str | None = None, **settings: Any) -> Any:
-        """The exact ``CreateTrainingJob`` request and its store (``local/submit.local_request``, whose
-        ``run_identity``, ``allow_oversubscribe``, ``check_paths``, ``stage``, ``request`` and
-        ``uploads`` are ``settings``): ``stage=False``: nothing written; ``request``: the one planned
-        for ``spec`` (the plan task's), checked and staged, not planned again."""
+    def submission(
+        self,
+        spec: SpecSource,
+        job_name: str,
+        *,
+        allow_oversubscribe: bool = False,
+        check_paths: bool = True,
+        region: str | None = None,
+        run_identity: str | None = None,
+        stage: bool = True,
+        request: Mapping[str, Any] | None = None,
+        uploads: Iterable[Any] = (),
+    ) -> Any:
+        """The exact ``CreateTrainingJob`` request and its store (``stage=False``: nothing written);
+        ``request``: the one planned for ``spec`` (the plan task's), checked and staged, not planned again."""
         from airflow_dist_training.local.submit import local_request
 
         spec_obj = load_spec(spec)
@@ -161,7 +171,12 @@ class LocalTrainingHook(BaseHook):
             region=region or local_region(),
             cpu_count=available_cpus(),
             s3_available=self._s3_available(spec_obj),
-            **settings,
+            run_identity=run_identity,
+            allow_oversubscribe=allow_oversubscribe,
+            check_paths=check_paths,
+            stage=stage,
+            request=request,
+            uploads=uploads,
         )
         sub.options.python = self.python
         sub.options.checkpoint_sync_seconds = self.checkpoint_sync_seconds
@@ -171,11 +186,28 @@ class LocalTrainingHook(BaseHook):
         return sub
 
     def start_job(
-        self, spec: SpecSource, job_name: str, *, log: Callable[[str], None] | None = None, **settings: Any
+        self,
+        spec: SpecSource,
+        job_name: str,
+        *,
+        log: Callable[[str], None] | None = None,
+        allow_oversubscribe: bool = False,
+        run_identity: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        uploads: Iterable[Any] = (),
+        region: str | None = None,
     ) -> Any:
         """Plan (unless given the ``request``) and start the job; returns the executor's handle at
-        once (see ``local/executor.py``). ``settings``: those of :meth:`submission`."""
-        sub = self.submission(spec, job_name, **settings)
+        once (see ``local/executor.py``)."""
+        sub = self.submission(
+            spec,
+            job_name,
+            allow_oversubscribe=allow_oversubscribe,
+            run_identity=run_identity,
+            request=request,
+            uploads=uploads,
+            region=region,
+        )
         emit = log or self.log.info
         for warning in sub.warnings:
             emit(f"[local] WARNING {warning}")

@@ -132,8 +132,8 @@ def namespace_setup(tmp: Path, rounds: int) -> tuple[list[float], list[float]]:
         net.start()
         nets.append(net.setup_seconds)
         try:
-            for index, host in enumerate(["algo-1", "algo-2"]):
-                cmd = net.host_command(index, host, job / "opt-ml", ["/bin/true"])
+            for host in ["algo-1", "algo-2"]:
+                cmd = net.host_command(host, job / "opt-ml", ["/bin/true"])
                 started = time.perf_counter()
                 subprocess.run(cmd, check=True)
                 host_times.append(time.perf_counter() - started)

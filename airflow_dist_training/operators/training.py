@@ -613,9 +613,14 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         raise AirflowException(message)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Resume after the trigger: uses only the event (another worker may resume the task)."""
+        """Resume after the trigger: uses only the event (another worker may resume the task).
+
+        Without a usable event (a try the scheduler failed while it deferred resumes here with none)
+        the task reattaches as a retry does: to the run's job, found by its deterministic name.
+        """
         if not event or "job_name" not in event:
-            raise AirflowException(f"Invalid trigger event: {event!r}")
+            self.log.warning("Resumed without a trigger event (%r): reattaching to this run's job.", event)
+            return self.execute(context)
         name = str(event["job_name"])
         self._job_name = name
         status = event.get("status")

@@ -247,9 +247,11 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
         return self._finish(desc)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Resume after the trigger: uses only the event (another worker may resume the task)."""
+        """Resume after the trigger: uses only the event (another worker may resume the task); without
+        a usable one, reattach to the run's tuning job as a retry does."""
         if not event or "job_name" not in event:
-            raise AirflowException(f"Invalid trigger event: {event!r}")
+            self.log.warning("Resumed without a trigger event (%r): reattaching to this run's tuning job.", event)
+            return self.execute(context)
         name = str(event["job_name"])
         self._job_name = name
         if event.get("status") == "timeout":

@@ -80,8 +80,9 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=dict(self.job_backend.result_of(desc)))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        if not event or "job_name" not in event:
-            raise AirflowException(f"Invalid trigger event: {event!r}")
+        if not event or "job_name" not in event:  # resumed with none: watch the job again
+            self.log.warning("Resumed without a trigger event (%r): describing %s again.", event, self.job_name)
+            return self.execute(context)
         self._job_name = str(event["job_name"])  # its links were persisted before deferring
         if event.get("status") in {"timeout", "error"}:
             raise AirflowException(str(event.get("message")))

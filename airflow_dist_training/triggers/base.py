@@ -2,13 +2,16 @@
 
 What the training, processing and FSx waits share, and must keep alike, lives here: serialisation,
 the wait limits (``deadline`` in POSIX wall time, so a restarted triggerer keeps it), logging on
-change, best-effort log streaming and a shielded ``on_kill`` (``docs/polling.md``, "Adding an AWS wait").
+change, best-effort log streaming and a shielded ``on_kill`` that stops the resource only when the
+task will not come back for it (``docs/polling.md``, "Adding an AWS wait" and "When a deferred task's
+job is stopped").
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_dist_training.aws_errors import error_code, is_transient
@@ -18,6 +21,40 @@ from airflow_dist_training.hooks.aws import AwsConnectionMixin
 # Strong references to stops in flight: the event loop keeps only weak ones, and a cancelled
 # trigger object may be dropped before its stop finishes.
 _STOPS_IN_FLIGHT: set[asyncio.Future[None]] = set()
+
+
+@dataclass(frozen=True)
+class CancelCase:
+    """Why the triggerer cancelled a wait, read from its task instance's state, and whether the
+    waited-on job must be stopped: only when the task will not come back for it."""
+
+    stop: bool
+    why: str
+
+
+#: Airflow 3.3 calls a trigger's ``on_kill`` whenever its triggerer stops running it and the
+#: triggerer is not shutting down (``TriggerRunner.cancel_triggers``): a user's mark failed or
+#: success, but also a task instance the scheduler failed (a missed heartbeat) with retries left,
+#: a cleared task, and a trigger moved to another triggerer. Only the state tells them apart.
+_CANCEL_CASES: dict[str | None, CancelCase] = {
+    "failed": CancelCase(True, "the task instance is failed (marked failed, or its last try ended)"),
+    "success": CancelCase(True, "the task instance was marked success"),
+    "skipped": CancelCase(True, "the task instance was marked skipped"),
+    "upstream_failed": CancelCase(True, "the task instance is upstream_failed"),
+    "removed": CancelCase(True, "the task instance was removed"),
+    "deferred": CancelCase(False, "the task is still deferred: its trigger moved to another triggerer"),
+    "up_for_retry": CancelCase(
+        False, "the task instance failed with retries left (e.g. a missed heartbeat): its next try reattaches"
+    ),
+    None: CancelCase(False, "the task instance was cleared: its next try reattaches"),
+    "restarting": CancelCase(False, "the task instance was cleared: its next try reattaches"),
+}
+_COMING_BACK = CancelCase(False, "the task's next try is already under way and reattaches")
+
+
+def cancel_case(state: str | None) -> CancelCase:
+    """The case of a cancelled wait whose task instance is now in ``state``."""
+    return _CANCEL_CASES.get(state, _COMING_BACK)
 
 
 class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
@@ -79,11 +116,45 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
             level("Could not read CloudWatch logs of %s: %s", what, exc)
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task: stop the resource so it stops billing (shielded)."""
+        """The triggerer cancelled this wait: stop the resource only if the task will not come back
+        for it (``cancel_case``), so that it stops billing; the stop is shielded."""
+        case = await self._cancel_case()
+        what = getattr(self, "job_name", type(self).__name__)
+        if not case.stop:
+            self.log.warning("Wait for %s cancelled: %s; %s is left running.", what, case.why, what)
+            return
+        self.log.info("Wait for %s cancelled: %s; stopping %s.", what, case.why, what)
         stop = asyncio.ensure_future(self.stop_resource())
         _STOPS_IN_FLIGHT.add(stop)
         stop.add_done_callback(_STOPS_IN_FLIGHT.discard)
         await asyncio.shield(stop)
+
+    async def _cancel_case(self) -> CancelCase:
+        """Read this wait's task instance state through the triggerer (Task SDK ``GetTaskStates``).
+
+        Without a task instance (``on_kill`` called outside a triggerer) the call is a kill. When
+        the state cannot be read, the job is left running: a stop that cannot be justified is not made.
+        """
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return CancelCase(True, "on_kill was called outside a triggerer")
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+            from asgiref.sync import sync_to_async
+
+            found = getattr(ti, "map_index", None)
+            map_index = -1 if found is None else int(found)
+            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+                dag_id=ti.dag_id,
+                task_ids=[ti.task_id],
+                run_ids=[ti.run_id],
+                map_index=map_index if map_index >= 0 else None,
+            )
+            key = ti.task_id if map_index < 0 else f"{ti.task_id}_{map_index}"
+            state = (states.get(ti.run_id) or {})[key]
+        except Exception as exc:  # the API is unreachable, or the row is gone
+            return CancelCase(False, f"its task instance's state could not be read ({exc!r})")
+        return cancel_case(None if state is None else str(getattr(state, "value", state)))
 
     async def stop_resource(self) -> None:
         """Stop the waited-on resource. Default: leave it running (nothing bills by the second)."""

@@ -1,7 +1,8 @@
 """Deferrable wait for a SageMaker training job, with its logs and status timeline in the task log.
 
 Unlike the Amazon provider's ``SageMakerTrigger``: no silent cap, Stopped is not success, and
-``on_kill`` stops the job but ``cleanup`` does not (it also runs on triggerer restarts); status comes
+``on_kill`` stops the job only when the task will not come back for it, and ``cleanup`` never does
+(it also runs on triggerer restarts); status comes
 from the shared poller (``triggers/polling.py``). The whole behaviour: ``docs/polling.md``.
 """
 

@@ -384,6 +384,28 @@ def test_a_real_failure_is_not_an_interruption(fake: FakeTrainingLifecycle) -> N
     assert len(fake.create_log) == 1  # the task's retries decide, not the interruption budget
 
 
+@pytest.mark.parametrize("event", [None, {}, {"status": "success"}])
+def test_resumed_without_a_usable_event_reattaches_to_the_runs_job(
+    fake: FakeTrainingLifecycle, event: dict[str, Any] | None
+) -> None:
+    """A try the scheduler failed while it deferred resumes in ``execute_complete`` with no event:
+    it waits for the same job again, then takes its result; it never fails for want of an event."""
+    from airflow_dist_training.compat import TaskDeferred
+
+    fake.complete_after = None
+    ctx = make_context()
+    with pytest.raises(TaskDeferred):
+        make_op(deferrable=True).execute(ctx)
+    (name,) = fake.create_log
+    with pytest.raises(TaskDeferred) as info:  # still running: defer again on the same job
+        make_op(deferrable=True).execute_complete(make_context(), event=event)
+    assert info.value.trigger.job_name == name and fake.create_log == [name]
+    fake.set_status(name, "Completed")
+    result = make_op(deferrable=True).execute_complete(make_context(), event=event)
+    assert result["job_name"] == name and result["status"] == "Completed"
+    assert fake.create_log == [name] and sum(fake.stops.values()) == 0
+
+
 def test_deferred_interrupted_job_defers_again_on_the_next_job(fake: FakeTrainingLifecycle) -> None:
     from airflow_dist_training.compat import TaskDeferred
 

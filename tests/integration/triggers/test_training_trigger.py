@@ -199,6 +199,70 @@ async def test_on_kill_stops_the_job(moto_sm: MotoSageMaker) -> None:
     assert moto_sm.backend.training_jobs["job-kill"].training_job_status == "Stopping"
 
 
+@pytest.mark.parametrize(
+    ("state", "stopped"),
+    [
+        ("failed", True),  # marked failed, or the last try ended: the task will not come back
+        ("success", True),
+        ("up_for_retry", False),  # failed by the scheduler (missed heartbeat) with retries left
+        ("deferred", False),  # the trigger moved to another triggerer
+        (None, False),  # cleared: the next try reattaches
+        ("scheduled", False),  # the next try is already on its way
+    ],
+)
+async def test_on_kill_stops_the_job_only_when_the_task_will_not_come_back(
+    moto_sm: MotoSageMaker,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    state: str | None,
+    stopped: bool,
+) -> None:
+    """Airflow 3.3 calls ``on_kill`` for every cancellation but a triggerer shutdown; the task
+    instance's state (read through the Task SDK, as the triggerer serves it) tells the cases apart."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    asked: list[dict[str, Any]] = []
+
+    def get_task_states(**kwargs: Any) -> dict[str, Any]:
+        asked.append(kwargs)
+        return {"run-1": {"train_3": state}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(get_task_states))
+    name = f"job-case-{state}"
+    moto_sm.create_job(name)
+    moto_sm.set_state(name, "InProgress", "Training")
+    trigger = make_trigger(name, stream_logs=False)
+    trigger.task_instance = SimpleNamespace(dag_id="d", run_id="run-1", task_id="train", map_index=3)
+    with caplog.at_level(logging.INFO):
+        await trigger.on_kill()
+    assert asked == [{"dag_id": "d", "task_ids": ["train"], "run_ids": ["run-1"], "map_index": 3}]
+    assert moto_sm.stop_requests == ([name] if stopped else [])
+    verdict = "stopping" if stopped else "is left running"
+    assert any(verdict in r.getMessage() and name in r.getMessage() for r in caplog.records), caplog.text
+
+
+async def test_on_kill_leaves_the_job_running_when_the_state_cannot_be_read(
+    moto_sm: MotoSageMaker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    def unreachable(**kwargs: Any) -> dict[str, Any]:
+        raise ConnectionError("api-server unreachable")
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(unreachable))
+    moto_sm.create_job("job-unknown")
+    moto_sm.set_state("job-unknown", "InProgress", "Training")
+    trigger = make_trigger("job-unknown", stream_logs=False)
+    trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="train", map_index=-1)
+    await trigger.on_kill()
+    assert moto_sm.stop_requests == []
+    assert "could not be read" in caplog.text and "api-server unreachable" in caplog.text
+
+
 async def test_on_kill_cancelled_again_still_stops_the_job(moto_sm: MotoSageMaker) -> None:
     """The triggerer may cancel the trigger again while on_kill runs: the stop must still go out."""
     moto_sm.create_job("job-kill-twice")

@@ -335,11 +335,11 @@ class _TrainingHookMethods(SageMakerApi):
 
 
 def _build_hook_class() -> type:
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+    from airflow_dist_training.hooks.aws import aws_base_hook_class
 
     return type(
         "SageMakerTrainingHook",
-        (_TrainingHookMethods, AwsBaseHook),
+        (_TrainingHookMethods, aws_base_hook_class()),
         {"__module__": __name__, "__doc__": _TrainingHookMethods.__doc__},
     )
 

@@ -6,7 +6,8 @@ trains, passes the gate and registers ``adt-demo/1``; run 2 (the same data, code
 with the reason, no job, no version; run 3 (new data, warm start from the champion) trains again
 and registers ``adt-demo/2`` if its gate passes against the champion (else nothing is registered).
 
-Heavy (three real torch jobs and evaluation jobs on 2 cores): runs only with ``ADT_PRODSTACK_HEAVY=1``.
+Heavy (three real torch jobs and evaluation jobs on 2 cores). It counts only its own runs' jobs: the
+endpoint may still hold (or receive) jobs of the scenarios before it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from tests.datasets import make_dataset
 from tests.e2e.airflow_services import AirflowApi
-from tests.e2e.prod.scenarios import heavy_scenario_marks
+from tests.e2e.prod.scenarios import heavy_scenario_marks, training_jobs
 from tests.e2e.prod_stack import ProdStack
 
 pytestmark = heavy_scenario_marks()
@@ -55,6 +56,24 @@ def test_three_retraining_runs_on_sagemaker(
         prod_api.wait_for_run(DAG_ID, run_ids[-1], timeout=1200)
         return {ti["task_id"]: ti["state"] for ti in prod_api.task_instances(DAG_ID, run_ids[-1])}
 
+    def own_jobs() -> list[str]:
+        """This scenario's training jobs: the ones whose names carry its runs' identities."""
+        names = []
+        for run_id in run_ids:  # a skipped run has no link
+            response = prod_api.request(
+                "GET",
+                f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/sagemaker.train/xcomEntries/sagemaker_training_job",
+                params={"deserialize": "true", "stringify": "false"},
+            )
+            link = response.json().get("value") if response.status_code == 200 else None
+            if isinstance(link, dict) and link.get("job_name"):
+                names.append(str(link["job_name"]))
+        return sorted(
+            j["TrainingJobName"]
+            for j in training_jobs(endpoint)
+            if any(j["TrainingJobName"].startswith(name) for name in names)
+        )
+
     def versions() -> list[int]:
         found = sm.list_model_packages(ModelPackageGroupName="adt-demo")["ModelPackageSummaryList"]
         return sorted(p["ModelPackageVersion"] for p in found)
@@ -62,7 +81,7 @@ def test_three_retraining_runs_on_sagemaker(
     states = run(CONF)
     for task in ("check_changes", "train", "evaluate", "gate", "register"):
         assert states[f"sagemaker.{task}"] == "success", (task, states)
-    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 1
+    assert len(own_jobs()) == 1
     assert versions() == [1]
 
     states = run(CONF)  # the same data, code and spec
@@ -71,7 +90,7 @@ def test_three_retraining_runs_on_sagemaker(
     assert "no new data or code since champion adt-demo/1" in reason, reason[-3000:]
     for task in ("train", "evaluate", "gate", "register"):
         assert states[f"sagemaker.{task}"] == "skipped", (task, states)
-    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 1
+    assert len(own_jobs()) == 1
     assert versions() == [1]
 
     make_dataset(tmp_path / "d7", train=400, test=200, seed=7)  # new data arrives
@@ -79,7 +98,7 @@ def test_three_retraining_runs_on_sagemaker(
     states = run({**CONF, "warm_start": "champion"})  # as the local stack's run 3
     for task in ("check_changes", "train", "evaluate", "gate"):
         assert states[f"sagemaker.{task}"] == "success", (task, states)
-    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 2
+    assert len(own_jobs()) == 2
     summary = (demo / "last-run-summary.txt").read_text()
     if "Quality gate        PASSED" in summary:  # the gate compares with the champion, v1
         assert states["sagemaker.register"] == "success" and versions() == [1, 2], summary

@@ -11,7 +11,11 @@ Each sample is a fresh interpreter, ours and the anchor alternately, against one
 time (user + system of the process) is what competes with the supervisors' heartbeats on a loaded
 worker, so it is the figure; wall time is printed beside it. ``--profile`` prints where ours goes.
 
-    .venv/bin/python bench/submit_path.py [--rounds 5] [--profile]
+With ``--capacity 16,32,48,64`` it then measures the stack's figure: the most deferred training tasks
+the production-like stack holds at once before the scheduler misses a heartbeat
+(``tests/e2e/prod/test_submit_capacity.py``: rounds of N concurrent runs through this submit path).
+
+    .venv/bin/python bench/submit_path.py [--rounds 5] [--profile] [--capacity 16,32,48,64]
 """
 
 from __future__ import annotations
@@ -136,6 +140,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print cProfile of our execute once")
     parser.add_argument("--quick", action="store_true", help="one round (the suite's smoke run)")
+    parser.add_argument("--capacity", metavar="SIZES", help="then the stack's capacity, rounds of these sizes")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
     port = free_port()
@@ -195,6 +200,24 @@ def main() -> None:
     total_a = med(anchor, "import_cpu") + med(anchor, "execute_cpu")
     print(f"{'worker CPU per task (import+execute)':32} {total_o * 1000:9.0f}ms {total_a * 1000:9.0f}ms {total_o / total_a:7.2f}x")
     print(f"ratio worker CPU per deferred training task, ours/anchor = {total_o / total_a:.2f}x")
+    if args.capacity:
+        stack_capacity(args.capacity)
+
+
+def stack_capacity(sizes: str) -> None:
+    """Run the capacity rounds on the production-like stack and print each round and the figure."""
+    env = {**os.environ, "ADT_PRODSTACK_CAPACITY": "1", "ADT_CAPACITY_SIZES": sizes}
+    test = REPO / "tests" / "e2e" / "prod" / "test_submit_capacity.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(test), "-s", "-q", "-p", "no:cacheprovider"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    print("\n".join(line for line in done.stdout.splitlines() if line.startswith("capacity")))
+    if done.returncode != 0:
+        raise SystemExit(done.stdout[-4000:] + done.stderr[-2000:])
 
 
 def planned_image() -> str:

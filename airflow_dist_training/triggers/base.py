@@ -50,6 +50,8 @@ _CANCEL_CASES: dict[str | None, CancelCase] = {
     "restarting": CancelCase(False, "the task instance was cleared: its next try reattaches"),
 }
 _COMING_BACK = CancelCase(False, "the task's next try is already under way and reattaches")
+#: Airflow gives ``on_kill`` 30 s (``[triggerer] on_kill_timeout``); the stop, shielded, outlives that bound.
+_STATE_READ_SECONDS = 25.0
 
 
 def cancel_case(state: str | None) -> CancelCase:
@@ -130,29 +132,32 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
         await asyncio.shield(stop)
 
     async def _cancel_case(self) -> CancelCase:
-        """Read this wait's task instance state through the triggerer (Task SDK ``GetTaskStates``).
+        """Read this wait's task instance state from the triggerer (the Task SDK's ``GetTaskStates``).
 
-        Without a task instance (``on_kill`` called outside a triggerer) the call is a kill. When
-        the state cannot be read, the job is left running: a stop that cannot be justified is not made.
+        ``asend`` on the triggerer's own loop: the sync ``send`` from a thread deadlocks the trigger
+        runner while another ``asend`` is in flight (seen on the test stack). Without a task instance
+        (``on_kill`` called outside a triggerer) the call is a kill. When the state cannot be read
+        in ``_STATE_READ_SECONDS``, the job is left running: a stop that cannot be justified is not made.
         """
         ti = getattr(self, "task_instance", None)
         if ti is None:
             return CancelCase(True, "on_kill was called outside a triggerer")
         try:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-            from asgiref.sync import sync_to_async
+            from airflow.sdk.execution_time import task_runner
+            from airflow.sdk.execution_time.comms import GetTaskStates
 
             found = getattr(ti, "map_index", None)
             map_index = -1 if found is None else int(found)
-            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+            request = GetTaskStates(
                 dag_id=ti.dag_id,
                 task_ids=[ti.task_id],
                 run_ids=[ti.run_id],
                 map_index=map_index if map_index >= 0 else None,
             )
+            reply = await asyncio.wait_for(task_runner.SUPERVISOR_COMMS.asend(request), _STATE_READ_SECONDS)
             key = ti.task_id if map_index < 0 else f"{ti.task_id}_{map_index}"
-            state = (states.get(ti.run_id) or {})[key]
-        except Exception as exc:  # the API is unreachable, or the row is gone
+            state = (reply.task_states.get(ti.run_id) or {})[key]
+        except Exception as exc:  # no comms, the API unreachable or slow, or the row gone
             return CancelCase(False, f"its task instance's state could not be read ({exc!r})")
         return cancel_case(None if state is None else str(getattr(state, "value", state)))
 

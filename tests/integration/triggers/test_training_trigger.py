@@ -221,15 +221,17 @@ async def test_on_kill_stops_the_job_only_when_the_task_will_not_come_back(
     instance's state (read through the Task SDK, as the triggerer serves it) tells the cases apart."""
     from types import SimpleNamespace
 
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import TaskStatesResult
 
-    asked: list[dict[str, Any]] = []
+    asked: list[Any] = []
 
-    def get_task_states(**kwargs: Any) -> dict[str, Any]:
-        asked.append(kwargs)
-        return {"run-1": {"train_3": state}}
+    class TriggererComms:  # the triggerer's side of GetTaskStates
+        async def asend(self, msg: Any) -> TaskStatesResult:
+            asked.append(msg)
+            return TaskStatesResult(task_states={"run-1": {"train_3": state}})
 
-    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(get_task_states))
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", TriggererComms(), raising=False)
     name = f"job-case-{state}"
     moto_sm.create_job(name)
     moto_sm.set_state(name, "InProgress", "Training")
@@ -237,7 +239,7 @@ async def test_on_kill_stops_the_job_only_when_the_task_will_not_come_back(
     trigger.task_instance = SimpleNamespace(dag_id="d", run_id="run-1", task_id="train", map_index=3)
     with caplog.at_level(logging.INFO):
         await trigger.on_kill()
-    assert asked == [{"dag_id": "d", "task_ids": ["train"], "run_ids": ["run-1"], "map_index": 3}]
+    assert [(m.dag_id, m.task_ids, m.run_ids, m.map_index) for m in asked] == [("d", ["train"], ["run-1"], 3)]
     assert moto_sm.stop_requests == ([name] if stopped else [])
     verdict = "stopping" if stopped else "is left running"
     assert any(verdict in r.getMessage() and name in r.getMessage() for r in caplog.records), caplog.text
@@ -248,19 +250,21 @@ async def test_on_kill_leaves_the_job_running_when_the_state_cannot_be_read(
 ) -> None:
     from types import SimpleNamespace
 
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+    from airflow.sdk.execution_time import task_runner
 
-    def unreachable(**kwargs: Any) -> dict[str, Any]:
-        raise ConnectionError("api-server unreachable")
+    class SlowComms:  # an api-server too loaded to answer within the read's bound
+        async def asend(self, msg: Any) -> Any:
+            await asyncio.sleep(3600)
 
-    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(unreachable))
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", SlowComms(), raising=False)
+    monkeypatch.setattr("airflow_dist_training.triggers.base._STATE_READ_SECONDS", 0.2)
     moto_sm.create_job("job-unknown")
     moto_sm.set_state("job-unknown", "InProgress", "Training")
     trigger = make_trigger("job-unknown", stream_logs=False)
     trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="train", map_index=-1)
     await trigger.on_kill()
     assert moto_sm.stop_requests == []
-    assert "could not be read" in caplog.text and "api-server unreachable" in caplog.text
+    assert "could not be read (TimeoutError())" in caplog.text
 
 
 async def test_on_kill_cancelled_again_still_stops_the_job(moto_sm: MotoSageMaker) -> None:

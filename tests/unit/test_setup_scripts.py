@@ -39,6 +39,7 @@ def _sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),  # test.sh's mktemp
         "ADT_STUB_LOG": str(log),
         "ADT_DEMO_DIR": str(tmp_path / "demo"),
     }

@@ -88,9 +88,11 @@ def test_the_test_command_sets_up_everything_else(tmp_path: Path) -> None:
     chromium = shutil.which("chromium", path=env["PATH"])
     assert chromium or any(c.startswith("apt-get install") and "chromium" in c for c in calls)
     assert "python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider --durations=25 -k nothing" in calls
-    # the demo after the tests keeps what is installed
+    # the demo after the tests keeps what is installed; the tests again install and check nothing
     Path(env["ADT_STUB_LOG"]).write_text("")
     assert _installs(_run(repo, env, "scripts/demo.sh")) == []
+    again = _run(repo, env, "scripts/test.sh")
+    assert _installs(again) == [] and not [c for c in again if c.startswith("check-install.sh")]
 
 
 def test_an_unknown_option_is_refused_before_anything_is_installed(tmp_path: Path) -> None:

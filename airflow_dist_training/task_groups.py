@@ -104,7 +104,7 @@ def stage_train_evaluate(
         g = _Group(spec_obj, record, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list, _local_registry_dir(typed_registry, base))
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, typed_registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
-        check_task = _check_changes_task(g, staging, typed_registry, force, warm_start, checkpoints)
+        check_task = _check_changes_task(g, staging, typed_registry, force, warm_start, checkpoints, evaluation)
         train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
         upstream >> check_task  # check_changes >> train: its warm_start_uri XComArg makes that edge
         _stop_orphaned_teardown(g, plan_task, train)
@@ -292,6 +292,7 @@ def _check_changes_task(
     force: bool,
     warm_start: str,
     checkpoints: CheckpointStep,
+    evaluation: EvaluationStep | None,
 ) -> Any:
     """The short circuit before training: skip train/evaluate/gate/register when nothing changed."""
     from airflow.providers.standard.operators.python import ShortCircuitOperator
@@ -303,9 +304,25 @@ def _check_changes_task(
     promoted = None if checkpoints.promote_to is None else g.resolve(checkpoints.promote_to)
     staged_sources = {staging.channel: staging.source} if isinstance(staging, FSxStaging) else None
 
+    judged_by = None  # what the evaluation reads: a new held-out set or script is a change too
+    if evaluation is not None:
+        data_uri = evaluation.channel_source
+        judged_by = {
+            "script": g.resolve(evaluation.script),
+            "data_uri": g.resolve(data_uri) if data_uri else None,
+            "arguments": dict(evaluation.arguments),
+        }
+
     def check_changes(**context: Any) -> bool:
-        """Fingerprint data, code and spec; skip training when all equal the champion's (unless forced)."""
+        """Fingerprint data, code, spec and evaluation; skip training when all equal the champion's
+        (unless forced)."""
+        from airflow_dist_training.mapped_groups import pull_own
         from airflow_dist_training.operators.retraining import check_changes as check
+
+        run_evaluation = None
+        if judged_by is not None:  # the dependencies this run ships (the trigger form may choose)
+            shipped = pull_own(context["ti"], f"{g.prefix}plan", "evaluation_dependencies") or []
+            run_evaluation = {**judged_by, "dependencies": list(shipped)}
 
         return check(
             context,
@@ -319,6 +336,7 @@ def _check_changes_task(
             warm_start=warm_start,
             promoted_uri=g.member_value(context, promoted, sep="/") if promoted else promoted,
             staged_sources=staged_sources,
+            evaluation=run_evaluation,
             **g.aws,
         )
 

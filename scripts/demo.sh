@@ -11,16 +11,27 @@
 #
 #   ADT_DEMO_DIR     the demo's workspace (default .adt-demo)
 #   ADT_DEMO_CONF    the run's conf (default {"backend": "local"}), e.g. {"backend": "local", "force": true}
+#   Setup (scripts/setup.sh) installs only what the demo needs: the provider with [local] and the
+#   job environment; --emulator adds [emulator]. scripts/test.sh sets up the rest.
+#
 #   ADT_SKIP_SETUP=1 skip scripts/setup.sh (already set up)
 #   ADT_VENV         the virtualenv to run in (default .venv; e.g. .venv-low: the lowest supported
 #                    Airflow, built by scripts/setup-low.sh); scripts/setup.sh runs only for .venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EMULATOR=0
-[[ "${1:-}" == "--emulator" ]] && EMULATOR=1
+for arg in "$@"; do
+  case "$arg" in
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    --emulator) EMULATOR=1 ;;
+    *) echo "scripts/demo.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
 VENV="${ADT_VENV:-.venv}"
 if [ "${ADT_SKIP_SETUP:-0}" != 1 ]; then
-  if [ "$VENV" = .venv ]; then scripts/setup.sh; elif [ "$VENV" = .venv-low ]; then scripts/setup-low.sh; fi
+  if [ "$VENV" = .venv ]; then
+    if [[ $EMULATOR == 1 ]]; then scripts/setup.sh --emulator; else scripts/setup.sh; fi
+  elif [ "$VENV" = .venv-low ]; then scripts/setup-low.sh; fi
 fi
 [ -x "$VENV/bin/airflow" ] || { echo "no Airflow in $VENV (ADT_VENV); run scripts/setup.sh"; exit 1; }
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$PWD/.airflow}"

@@ -4,6 +4,9 @@
 # Idempotent: reinstalls only when pyproject.toml or that constraints file changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 LOW=constraints-airflow-3.1.txt
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3

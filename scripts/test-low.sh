@@ -14,6 +14,9 @@
 # suite (real Airflow services) and SDK parity run on the newest Airflow only (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 LOW_INTEGRATION=(
   tests/integration/local/test_cli_run.py                     # the CLI: run, logs, failure reason, bad spec
   tests/integration/training/test_compat_fallbacks.py         # durable reattach by name, no task_state_store

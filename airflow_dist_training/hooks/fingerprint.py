@@ -22,6 +22,7 @@ from airflow_dist_training.retraining.fingerprint import (
     Lineage,
     code_hash,
     data_fingerprint,
+    evaluation_fingerprint,
     listing_fingerprint,
     s3_listing_entries,
     spec_hash,
@@ -126,6 +127,35 @@ class FingerprintHook(AwsConnectionMixin):
                 return None
             files += [(p.relative_to(dep.parent).as_posix(), _sha256_file(p)) for p in _walk(dep)]
         return code_hash(files)
+
+    def evaluation_fingerprint(
+        self,
+        script: str,
+        data_uri: str | None,
+        arguments: Mapping[str, Any],
+        base_dir: str | Path = ".",
+        dependencies: Sequence[str] = (),
+    ) -> str | None:
+        """The evaluation's inputs: its script and shipped dependencies, its held-out data, its
+        arguments. None when one of them cannot be read (nothing is compared then)."""
+        base = Path(base_dir)
+        if script.startswith("s3://"):
+            files = [(e.key, e.tag) for e in self.s3_entries(script)]
+        else:
+            path = _local(script, base)
+            if not path.is_file():
+                return None
+            files = [(path.name, _sha256_file(path))]
+        for dependency in dependencies:
+            dep = _local(dependency, base)
+            if not (dep.is_file() or dep.is_dir()):
+                return None
+            files += [(p.relative_to(dep.parent).as_posix(), _sha256_file(p)) for p in _walk(dep)]
+        try:
+            data = self.channel_fingerprint(data_uri, base)["fingerprint"] if data_uri else None
+        except FileNotFoundError:
+            return None
+        return evaluation_fingerprint(code_hash(files), data, arguments)
 
     def lineage(
         self,

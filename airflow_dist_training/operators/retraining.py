@@ -1,7 +1,8 @@
 """The ``check_changes`` step of a retraining run: fingerprint the inputs, skip when nothing changed.
 
 A short-circuit task between staging and training (``docs/retraining.md``): when the data
-fingerprint, code hash and spec hash all equal the registry champion's, train, evaluate, gate and
+fingerprint, code hash, spec hash and evaluation fingerprint (the evaluation's script, held-out data
+and arguments) all equal the registry champion's, train, evaluate, gate and
 register are skipped, with the reason in its log, its XCom and the run's summary (``force`` trains
 anyway). It also resolves the run's warm start. XCom keys: ``lineage``, ``skip_reason``,
 ``skipped``, ``warm_start_uri``, ``champion``.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from airflow_dist_training.errors import SpecValidationError
@@ -37,10 +39,15 @@ def check_changes(
     warm_start: str = "none",
     promoted_uri: str | None = None,
     staged_sources: Mapping[str, str] | None = None,
+    evaluation: Mapping[str, Any] | None = None,
     aws_conn_id: str | None = "aws_default",
     region_name: str | None = None,
 ) -> bool:
-    """Return False (skip training) when nothing changed since the champion; push the facts."""
+    """Return False (skip training) when nothing changed since the champion; push the facts.
+
+    :param evaluation: the run's evaluation inputs (``script``, ``data_uri``, ``arguments``,
+        ``dependencies``), so that a new held-out set or evaluation script is a change.
+    """
     from airflow_dist_training.hooks.fingerprint import FingerprintHook
     from airflow_dist_training.retraining.fingerprint import decide_skip
     from airflow_dist_training.retraining.warm_start import parse_warm_start, warm_start_source
@@ -54,13 +61,25 @@ def check_changes(
 
     spec = load_spec(pull_own(ti, plan_task_id, "spec"))  # this member's plan in a mapped group
     champion = _champion(registry, group, local_registry_dir, aws_conn_id, region_name)
-    lineage = FingerprintHook(aws_conn_id, region_name).lineage(
+    hook = FingerprintHook(aws_conn_id, region_name)
+    lineage = hook.lineage(
         spec,
         backend=backend,
         base_dir=base_dir,
         staged_sources=staged_sources,
         settings={"warm_start": choice},
     )
+    if evaluation is not None:
+        lineage = replace(
+            lineage,
+            evaluation_fingerprint=hook.evaluation_fingerprint(
+                str(evaluation["script"]),
+                evaluation.get("data_uri"),
+                evaluation.get("arguments") or {},
+                base_dir,
+                evaluation.get("dependencies") or (),
+            ),
+        )
     decision = decide_skip(
         lineage,
         champion.label if champion is not None else None,
@@ -122,10 +141,11 @@ def _log_lineage(lineage: Any) -> None:
             channel.get("source"),
         )
     _log.info(
-        "Data fingerprint %s, code hash %s, spec hash %s",
+        "Data fingerprint %s, code hash %s, spec hash %s, evaluation fingerprint %s",
         lineage.data_fingerprint,
         lineage.code_hash,
         lineage.spec_hash,
+        lineage.evaluation_fingerprint,
     )
 
 

@@ -1,7 +1,8 @@
 """Fingerprints of what a training run reads, and the skip decision. Pure: listings in, hashes out.
 
-A run is keyed on **content** (data, code, spec), not on the request's arguments as SageMaker
-Pipelines' step caching is; what each fingerprint covers: docs/retraining.md. The hook
+A run is keyed on **content** (data, code, spec, and the evaluation's script, held-out data and
+arguments), not on the request's arguments as SageMaker Pipelines' step caching is; what each
+fingerprint covers: docs/retraining.md. The hook
 (``hooks/fingerprint.py``) produces the listings.
 """
 
@@ -77,6 +78,18 @@ def code_hash(files: Iterable[tuple[str, str]]) -> str:
     return _digest(f"{path}\t{sha}" for path, sha in sorted(files))
 
 
+def evaluation_fingerprint(code: str, data: str | None, arguments: Mapping[str, Any]) -> str:
+    """One fingerprint over what judges the model: the evaluation's code hash, its held-out data's
+    fingerprint (None: the script brings its own) and its arguments."""
+    return _digest(
+        [
+            f"code\t{code}",
+            f"data\t{data}",
+            "arguments\t" + json.dumps(dict(arguments), sort_keys=True, default=str),
+        ]
+    )
+
+
 # Spec fields that do not change what is learned: the checkpoint location is per run by design,
 # and the source directory and dependencies are covered by the code hash (their paths may differ
 # between machines).
@@ -107,12 +120,15 @@ class Lineage:
     code_hash: str | None
     spec_hash: str
     channels: Mapping[str, Mapping[str, Any]]
+    # what judges the model (None: no evaluation step, or its inputs cannot be read)
+    evaluation_fingerprint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "data_fingerprint": self.data_fingerprint,
             "code_hash": self.code_hash,
             "spec_hash": self.spec_hash,
+            "evaluation_fingerprint": self.evaluation_fingerprint,
             "channels": {k: dict(v) for k, v in self.channels.items()},
         }
 
@@ -134,7 +150,11 @@ def decide_skip(
     *,
     force: bool = False,
 ) -> SkipDecision:
-    """Skip the run when data, code and spec all equal the champion's; say why either way."""
+    """Skip the run when data, code, spec and evaluation all equal the champion's; say why either way.
+
+    The evaluation is compared when both sides know it: a champion registered before evaluation
+    fingerprints were recorded, or a run whose evaluation inputs cannot be read, compares the rest.
+    """
     fp = short(current.data_fingerprint)
     if force:
         return SkipDecision(False, f"force=true: training anyway (data fingerprint {fp})")
@@ -155,6 +175,9 @@ def decide_skip(
         )
         if mine is None or champion_lineage.get(key) != mine
     ]
+    recorded = champion_lineage.get("evaluation_fingerprint")
+    if current.evaluation_fingerprint and recorded and recorded != current.evaluation_fingerprint:
+        changed.append("evaluation")
     if changed:
         return SkipDecision(
             False,

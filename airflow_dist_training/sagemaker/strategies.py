@@ -22,7 +22,7 @@ from airflow_dist_training.sagemaker.catalog import (
     is_trainium,
     sdk_version_lists,
 )
-from airflow_dist_training.sagemaker.hardware import check_hardware
+from airflow_dist_training.sagemaker.hardware import check_hardware, instance_info
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.spec.records import Records
 from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, extend_strategy, forget_strategy
@@ -399,17 +399,117 @@ def _check_smp_v2(ctx: StrategyContext) -> None:
             "distribution.smp", "is required for smp_v2 (give smp.parameters, e.g. hybrid_shard_degree)"
         )
         return
-    for key in (
-        "hybrid_shard_degree",
-        "tensor_parallel_degree",
-        "context_parallel_degree",
-        "expert_parallel_degree",
-    ):
-        value = smp.parameters.get(key)
-        if key in smp.parameters and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            ctx.error(f"distribution.smp.parameters.{key}", "must be a positive integer")
+    for key, message in smp_v2_degree_problems(smp.parameters, smp_v2_world_size(ctx.spec)):
+        ctx.error(f"distribution.smp.parameters.{key}", message)
     if not ctx.explicit_image and not ctx.instance_types[0].startswith(("ml.p", "ml.g")):
         ctx.error("compute.instance_type", "SMP v2 needs GPU instances (ml.p* or ml.g*)")
+
+
+_SMP_V2_DEGREES = (
+    "hybrid_shard_degree",
+    "tensor_parallel_degree",
+    "context_parallel_degree",
+    "expert_parallel_degree",
+)
+
+
+def smp_v2_world_size(spec: TrainingJobSpec) -> int:
+    """SMP v2's ``world_size``: one torchrun process per GPU on every instance (SMP v2 takes no instance groups)."""
+    return sum(g.instance_count * instance_info(g.instance_type).devices for g in spec.compute.groups)
+
+
+def smp_v2_degree_problems(parameters: dict[str, Any], world_size: int) -> list[tuple[str, str]]:
+    """(parameter key, message) for each SMP v2 degree that cannot fit ``world_size`` GPUs.
+
+    The ranges are the SMP v2 reference's ("The value must be between 1 and world_size", and
+    ``hybrid_shard_degree`` "between 0 and world_size"). The divisibility is its configuration
+    pages' ("a value that evenly divides the number of GPUs in your cluster"). The products follow
+    from the device mesh torch.sagemaker builds: tensor- and context-parallel groups split the world,
+    and the hybrid shard group is taken from what is left (``hybrid_shard_degree: 0`` means "the
+    largest possible", world_size / tensor_parallel_degree).
+    """
+    problems, degrees = _smp_v2_single_degrees(parameters, world_size)
+    return problems or _smp_v2_products(degrees, world_size)
+
+
+def _smp_v2_single_degrees(
+    parameters: dict[str, Any], world_size: int
+) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Each degree on its own: its range and whether it divides the world; the valid degrees."""
+    problems: list[tuple[str, str]] = []
+    degrees: dict[str, int] = {}
+    for key in _SMP_V2_DEGREES:
+        value = parameters.get(key)
+        if key not in parameters:
+            continue
+        lowest = 0 if key == "hybrid_shard_degree" else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
+            what = "a non-negative integer (0: the largest possible)" if lowest == 0 else "a positive integer"
+            problems.append((key, f"must be {what}, got {value!r}"))
+            continue
+        if value > world_size:
+            problems.append(
+                (
+                    key,
+                    f"{value} is larger than the world size {world_size} (instances x GPUs per instance): "
+                    f"The value must be between {lowest} and world_size.",
+                )
+            )
+            continue
+        degrees[key] = value
+    for key in ("tensor_parallel_degree", "context_parallel_degree", "expert_parallel_degree"):
+        value = degrees.get(key)
+        if value is not None and world_size % value:
+            problems.append(
+                (
+                    key,
+                    f"{value} does not divide the world size {world_size} (instances x GPUs per instance): "
+                    "set a value that evenly divides the number of GPUs in your cluster "
+                    f"(one of {_divisors(world_size)})",
+                )
+            )
+            degrees.pop(key)
+    return problems, degrees
+
+
+def _smp_v2_products(degrees: dict[str, int], world_size: int) -> list[tuple[str, str]]:
+    """The degrees together: tensor x context groups tile the world, the shard group fits what is left."""
+    problems: list[tuple[str, str]] = []
+    tp = degrees.get("tensor_parallel_degree", 1)
+    cp = degrees.get("context_parallel_degree", 1)
+    hsd = degrees.get("hybrid_shard_degree", 0)
+    if tp * cp > world_size or world_size % (tp * cp):
+        return [
+            (
+                "context_parallel_degree",
+                f"tensor_parallel_degree x context_parallel_degree = {tp} x {cp} = {tp * cp} does not divide "
+                f"the world size {world_size}: the tensor- and context-parallel groups must tile the GPUs",
+            )
+        ]
+    if hsd > 1 and (tp * hsd > world_size or (world_size // tp) % hsd):
+        problems.append(
+            (
+                "hybrid_shard_degree",
+                f"{hsd} shards x tensor_parallel_degree {tp} = {tp * hsd} does not fit the world size {world_size}: "
+                f"with tensor parallelism the shards are taken from world_size / tensor_parallel_degree = "
+                f"{world_size // tp} GPUs, so hybrid_shard_degree must divide {world_size // tp} "
+                f"(one of {_divisors(world_size // tp)}; 0 picks the largest)",
+            )
+        )
+    shard_group = hsd or world_size // tp
+    if cp > shard_group:
+        problems.append(
+            (
+                "context_parallel_degree",
+                f"{cp} is larger than the hybrid shard degree {shard_group}: "
+                "The value must be between 1 and world_size , and must be <= hybrid_shard_degree.",
+            )
+        )
+    return problems
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def _check_parameter_server(ctx: StrategyContext) -> None:
@@ -737,7 +837,12 @@ def distribution_hyperparameters(ctx: StrategyContext) -> dict[str, str]:
 
 
 def model_parallel_degree(spec: TrainingJobSpec) -> int:
-    """How many devices hold one model replica (1 for pure data parallelism)."""
+    """How many devices hold one model replica (1 for pure data parallelism).
+
+    Tensor, context and pipeline parallel ranks share one batch; sharded data parallelism
+    (``hybrid_shard_degree``) splits the model's state but each rank still reads its own batch, so
+    it divides the memory, not the replicas.
+    """
     smp = spec.distribution.smp
     if smp is None or not record_for(spec.distribution.strategy).model_parallel:
         return 1

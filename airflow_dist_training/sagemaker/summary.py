@@ -25,11 +25,12 @@ def render_plan(plan: TrainingPlan) -> str:
         f"Image            {request['AlgorithmSpecification']['TrainingImage']}",
         f"Instances        {instances}",
         f"Cluster size     {c.cluster_size} devices = instances x devices per instance ({devices})",
-        f"Processes        {c.processes} (model-parallel degree {c.model_parallel_degree}, {c.replicas} data-parallel replicas)",
+        f"Processes        {c.processes} (model-parallel degree {c.model_parallel_degree}, "
+        f"{_count(c.replicas, 'data-parallel replica')})",
     ]
     if c.global_batch_size is not None:
         lines.append(
-            f"Global batch     {c.global_batch_size} = {c.replicas} replicas x {c.per_device_batch_size} per replica"
+            f"Global batch     {c.global_batch_size} = {_count(c.replicas, 'replica')} x {c.per_device_batch_size} per replica"
         )
     if plan.cost_bound_usd is not None:
         lines.append(f"Cost bound       <= ${plan.cost_bound_usd:,.2f} ({plan.cost_note})")
@@ -48,3 +49,7 @@ def render_plan(plan: TrainingPlan) -> str:
     lines += [f"WARNING          {warning}" for warning in plan.warnings]
     lines += [f"Advice           {advice}" for advice in plan.advice]
     return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

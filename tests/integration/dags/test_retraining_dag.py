@@ -124,6 +124,18 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
     assert _run_roots(demo_dir) == roots_after_run1
     assert set((demo_dir / "jobs").iterdir()) == jobs_before
 
+    # A new hold-out set alone (same training data, code and spec) is a change too: check_changes
+    # says so and trains (the DAG up to check_changes only: its decision, not another training).
+    other = make_dataset(demo_dir / "other-hold-out", seed=3)
+    (demo_dir / "source" / "test" / "data.csv").write_bytes((other / "test" / "data.csv").read_bytes())
+    upto_check = retraining_dag.partial_subset(task_ids=["local.check_changes"], include_upstream=True)
+    run2b = upto_check.test(run_conf={"backend": "local", "epochs": 2})
+    states = _states(run2b)
+    assert states["local.check_changes"] == "success" and "local.train" not in states, states
+    out = capfd.readouterr().out
+    assert "evaluation changed since champion adt-demo/1: training (data fingerprint " in out
+    assert lineage["evaluation_fingerprint"].startswith("sha256:")  # v1 recorded what judged it
+
     # Run 3: new data arrives (the generator with another seed) -> all epochs from scratch, vs v1.
     make_dataset(demo_dir / "source", seed=7)
     # Its first training job is killed at epoch 1; the task's retry resumes from run 3's own checkpoint.
@@ -136,7 +148,7 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
     [train_ti] = [ti for ti in run3.get_task_instances() if ti.task_id == "local.train"]
     assert train_ti.try_number == 2
     out = capfd.readouterr().out
-    assert "data changed since champion adt-demo/1: training" in out
+    assert "data and evaluation changed since champion adt-demo/1: training" in out  # both regenerated
     assert "No checkpoint of this run under" in out and "no checkpoint found: starting from scratch" in out
     assert "killing this job at epoch=1" in out
     [run3_root] = _run_roots(demo_dir) - roots_after_run1

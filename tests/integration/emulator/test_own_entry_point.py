@@ -3,8 +3,9 @@
 The same spec runs on the local backend and on the SageMaker test endpoint: each runs the request's
 ``ContainerEntrypoint`` + ``ContainerArguments`` as the container would (``python3`` is the job's
 interpreter), with the ``scripts`` channel where SageMaker downloads it, and packs ``/opt/ml/model``
-as ``model.tar.gz``. The command is examples/specs/scripts/train.py (stdlib only: no job environment
-is needed, so both tests take a few seconds).
+as ``model.tar.gz``. The command is examples/specs/scripts/train.py (stdlib only, so both tests take a
+few seconds); ``python3`` is still the job environment's interpreter, as in the image, so that
+environment must be built (``airflow-dist-training job-env``; scripts/setup.sh does it).
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def summary_of(tarball: bytes) -> dict[str, Any]:
 def test_own_entry_point_runs_on_the_local_backend(tmp_path: Path) -> None:
     hook = LocalTrainingHook(root=tmp_path / "root", use_s3=False)
     lines: list[str] = []
-    result = hook.run_job(example(output={"s3_path": "s3://my-ml-bucket/output"}), "own-entry", log=lines.append)
+    result = hook.run_job(
+        example(output={"s3_path": "s3://my-ml-bucket/output"}), "own-entry", log=lines.append
+    )
     assert result["status"] == "Completed"
     assert any("[algo-1] epoch=2 loss=0.5000" in line for line in lines)
     job = tmp_path / "root" / "own-entry"
@@ -78,8 +81,16 @@ def test_own_entry_point_runs_on_the_test_endpoint(sagemaker_endpoint: Any) -> N
     result = op.execute(make_context("run-own-entry"))
     desc = sagemaker_endpoint.client("sagemaker").describe_training_job(TrainingJobName=result["job_name"])
     assert desc["TrainingJobStatus"] == "Completed"
-    assert desc["AlgorithmSpecification"]["ContainerEntrypoint"] == ["python3", "/opt/ml/input/data/scripts/train.py"]
-    assert desc["AlgorithmSpecification"]["ContainerArguments"] == ["--epochs", "2", "--model-dir", "/opt/ml/model"]
+    assert desc["AlgorithmSpecification"]["ContainerEntrypoint"] == [
+        "python3",
+        "/opt/ml/input/data/scripts/train.py",
+    ]
+    assert desc["AlgorithmSpecification"]["ContainerArguments"] == [
+        "--epochs",
+        "2",
+        "--model-dir",
+        "/opt/ml/model",
+    ]
     key = desc["ModelArtifacts"]["S3ModelArtifacts"].split(f"s3://{BUCKET}/", 1)[1]
     summary = summary_of(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
     assert summary["epochs"] == 2 and summary["host"] == "algo-1"

@@ -72,6 +72,7 @@ LINEAGE_INPUTS = {
     "data_fingerprint": "sha256:" + "a" * 64,
     "code_hash": "sha256:" + "b" * 64,
     "spec_hash": "sha256:" + "c" * 64,
+    "evaluation_fingerprint": "sha256:" + "e" * 64,
     "channels": {"train": {"fingerprint": "sha256:" + "a" * 64, "objects": 3}},
 }
 DECISION = {"passed": True, "reasons": [], "champion": {"id": ARN}, "challenger": {}}
@@ -122,6 +123,7 @@ def test_model_package_request_carries_lineage_in_metadata_and_model_metrics():
     assert meta["DataFingerprint"] == LINEAGE_INPUTS["data_fingerprint"]
     assert meta["CodeHash"] == LINEAGE_INPUTS["code_hash"]
     assert meta["SpecHash"] == LINEAGE_INPUTS["spec_hash"]
+    assert meta["EvaluationFingerprint"] == LINEAGE_INPUTS["evaluation_fingerprint"]
     assert meta["AirflowRunId"] == "manual__2026-12-01T12:00:00+00:00"
     assert meta["ChampionComparedWith"] == ARN
     assert meta["GateDecision"] == "passed"

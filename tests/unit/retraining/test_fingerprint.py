@@ -161,3 +161,48 @@ def test_warm_start_is_an_input_channel_s3_on_sagemaker_local_source_locally():
     local = with_warm_start("file:///tmp/models/job-1/output/model.tar.gz")
     assert local.channels["warm_start"].local_source == "/tmp/models/job-1/output/model.tar.gz"
     assert "warm_start" not in spec.channels  # the spec itself is unchanged
+
+
+def test_a_new_evaluation_set_or_script_is_a_change_when_the_champion_recorded_its_own():
+    champion = {**CHAMPION, "evaluation_fingerprint": "sha256:old-hold-out"}
+    new = Lineage(
+        CHAMPION["data_fingerprint"], "sha256:c", "sha256:s", {}, evaluation_fingerprint="sha256:new"
+    )
+    decision = decide_skip(new, "adt-demo/1", champion)
+    assert decision.skip is False
+    assert decision.reason.startswith("evaluation changed since champion adt-demo/1: training")
+    same = Lineage(
+        CHAMPION["data_fingerprint"], "sha256:c", "sha256:s", {}, evaluation_fingerprint="sha256:old-hold-out"
+    )
+    assert decide_skip(same, "adt-demo/1", champion).skip is True
+    # a champion from before evaluation fingerprints, or an unreadable evaluation: the rest decides
+    assert decide_skip(new, "adt-demo/1", CHAMPION).skip is True
+    assert decide_skip(_lineage(), "adt-demo/1", champion).skip is True
+    both = Lineage("sha256:" + "e" * 64, "sha256:c", "sha256:s", {}, evaluation_fingerprint="sha256:new")
+    assert decide_skip(both, "adt-demo/1", champion).reason.startswith("data and evaluation changed since")
+
+
+def test_the_evaluation_fingerprint_covers_script_dependencies_held_out_data_and_arguments(tmp_path):
+    from airflow_dist_training.hooks.fingerprint import FingerprintHook
+
+    (tmp_path / "evaluate.py").write_text("print('score')\n")
+    (tmp_path / "helpers.py").write_text("X = 1\n")
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "data.csv").write_text("x,y\n1,0\n")
+    hook = FingerprintHook(aws_conn_id=None)
+
+    def fingerprint(args=None, data="test", deps=("helpers.py",)):
+        return hook.evaluation_fingerprint("evaluate.py", data, args or {"k": 1}, tmp_path, deps)
+
+    first = fingerprint()
+    assert first is not None and first.startswith("sha256:") and fingerprint() == first
+    assert fingerprint(args={"k": 2}) != first
+    (tmp_path / "test" / "data.csv").write_text("x,y\n1,0\n2,1\n")  # a new hold-out set
+    second = fingerprint()
+    assert second != first
+    (tmp_path / "helpers.py").write_text("X = 2\n")
+    assert fingerprint() != second
+    (tmp_path / "evaluate.py").write_text("print('another score')\n")
+    assert fingerprint(deps=()) not in (first, second)
+    assert fingerprint(data="missing") is None  # unreadable: nothing is compared
+    assert fingerprint(data=None) is not None  # a script that brings its own data

@@ -1,7 +1,8 @@
 """A tiny training loop for the stop-signal tests: a step every ``--step-seconds``, a checkpoint every
 ``--every`` steps, and one when SageMaker's stop SIGTERM reaches it (checkpointing.StopSignal).
 
-Prints ``resumed from step N`` first and ``saved step N on SIGTERM`` when the handler fired."""
+Prints ``resumed from step N`` first, ``step N`` after each step and ``saved step N on SIGTERM`` when
+the handler fired (tests/integration/emulator/test_stop_signals_on_emulator.py, bench/stop_signal_loss.py)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,7 @@ print(f"resumed from step {step}", flush=True)
 while step < args.steps:
     time.sleep(args.step_seconds)
     step += 1
-    if step % 10 == 0:
-        print(f"step {step}", flush=True)
+    print(f"step {step}", flush=True)
     if stop.requested or step % args.every == 0:
         with writer.checkpoint(step) as directory:
             (directory / "state.json").write_text(json.dumps({"step": step}))

@@ -145,7 +145,9 @@ def test_a_forwarded_sigterm_saves_a_checkpoint_that_reaches_s3(
     endpoint.client("s3").head_object(Bucket=BUCKET, Key=model)
 
 
-def test_spot_interruption_with_forwarding_resumes_from_the_step_saved_at_the_signal(endpoint: Any) -> None:
+def test_spot_interruption_with_forwarding_resumes_from_the_step_saved_at_the_signal(
+    endpoint: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     name = "spot-forward"
     # no periodic checkpoint within the run: without the one saved at the signal it would restart at 0
     data = spec(
@@ -156,7 +158,7 @@ def test_spot_interruption_with_forwarding_resumes_from_the_step_saved_at_the_si
     )
     op = DistributedTrainingOperator(
         task_id="train", spec=data, backend="sagemaker", aws_conn_id=None, region_name="us-east-1",
-        poll_interval=0.5, deferrable=False,
+        poll_interval=0.5, deferrable=False, checkpoint_resume="fresh",
     )  # fmt: skip
     sm = endpoint.client("sagemaker")
     interrupted: list[str] = []
@@ -179,3 +181,5 @@ def test_spot_interruption_with_forwarding_resumes_from_the_step_saved_at_the_si
     assert step is not None and 10 <= step < 80
     assert result["job_name"] != interrupted[0] and result["status"] == "Completed"
     assert any(f"resumed from step {step}" in line for line in lines_of(endpoint, result["job_name"]))
+    # the task's log names the step the run's next job resumes from
+    assert f"The job resumes from step {step}" in capfd.readouterr().out

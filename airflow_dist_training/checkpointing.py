@@ -372,3 +372,58 @@ class CheckpointWriter:
         current = self._current_hint_step()
         if current is None or step >= current:
             _atomic_write(self.root / LATEST_HINT_NAME, json.dumps(hint, sort_keys=True).encode())
+
+
+# --------------------------------------------------------------------------- saving on a stop signal
+# SageMaker stops a job (StopTrainingJob, a spot interruption, MaxRuntimeInSeconds) with SIGTERM to the
+# container's PID 1 and SIGKILL 120 s later. Whether the script gets that SIGTERM depends on the mode
+# (docs/checkpoints.md, "Saving when SageMaker stops your job"). Layout-agnostic: the loop saves with
+# whatever it saves with (CheckpointWriter, torch.distributed.checkpoint, a Trainer's save_model).
+import signal as _signal  # noqa: E402
+import time as _time  # noqa: E402
+from collections.abc import Callable as _Callable  # noqa: E402
+
+SAGEMAKER_STOP_GRACE_SECONDS = 120.0
+
+
+class StopSignal:
+    """A flag SageMaker's stop signal sets; the training loop checks it between steps, saves and exits.
+
+    ``stop = StopSignal.install()`` then, in the loop, ``if stop.requested: save(step); break``.
+    A flag, not a save in the handler: the handler interrupts the loop anywhere, even mid-step.
+    With collective saves (DDP, FSDP, DCP) the ranks must agree on the step: reduce the flag across
+    ranks each step (``all_reduce`` of ``int(stop.requested)`` with MAX) before deciding.
+    ``callback(signum)`` runs in the handler (keep it short); a previous Python handler still runs.
+    """
+
+    def __init__(self, callback: _Callable[[int], None] | None = None) -> None:
+        self.requested = False
+        self.signum: int | None = None
+        self.received_at: float | None = None
+        self.callback = callback
+        self._previous: dict[int, Any] = {}
+
+    @classmethod
+    def install(
+        cls, signals: tuple[int, ...] = (_signal.SIGTERM,), callback: _Callable[[int], None] | None = None
+    ) -> StopSignal:
+        """Handle ``signals`` (main thread only, as any Python signal handler)."""
+        stop = cls(callback)
+        for sig in signals:
+            stop._previous[sig] = _signal.signal(sig, stop._handle)
+        return stop
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if not self.requested:
+            self.requested, self.signum, self.received_at = True, signum, _time.monotonic()
+        if self.callback is not None:
+            self.callback(signum)
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+
+    def seconds_left(self, grace: float = SAGEMAKER_STOP_GRACE_SECONDS) -> float | None:
+        """Seconds until SIGKILL (None before the signal): how much saving still fits."""
+        if self.received_at is None:
+            return None
+        return max(0.0, grace - (_time.monotonic() - self.received_at))

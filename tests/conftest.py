@@ -37,6 +37,9 @@ os.environ.setdefault("AWS_SECURITY_TOKEN", "testing")
 os.environ.setdefault("AWS_SESSION_TOKEN", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
+# SageMaker's stop waits 120 s for a process that ignores SIGTERM; the local backend and the test
+# endpoint wait 3 s in tests (local/request_plan.py: default_stop_grace_seconds)
+os.environ.setdefault("ADT_STOP_GRACE_SECONDS", "3")
 # Jobs run as users get them: in the default job environment (torch, torchvision, numpy, AWS's
 # toolkit, nothing of this provider; local/job_env.py), which scripts/setup.sh builds. A test that
 # pins another interpreter says why on that line.

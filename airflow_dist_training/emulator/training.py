@@ -24,7 +24,8 @@ POLL_SECONDS = 0.2
 # how often an armed host failure looks for the job's first complete checkpoint (a few file stats)
 HOST_FAILURE_POLL_SECONDS = 0.02
 # A CI box under load can take a minute to start torch: a rendezvous "hang" only after 5 minutes.
-EXECUTOR_OPTIONS: dict[str, Any] = {"stop_grace_seconds": 5.0, "hang_seconds": 300.0}
+# The stop grace is SageMaker's 120 s, or $ADT_STOP_GRACE_SECONDS (JobOptions).
+EXECUTOR_OPTIONS: dict[str, Any] = {"hang_seconds": 300.0}
 
 
 def naive_utc(value: Any) -> Any:

@@ -72,7 +72,8 @@ class LocalTrainingHook(BaseHook):
     :param python: the interpreter that runs the job (default: ``$ADT_LOCAL_PYTHON``, else the
         default job environment once built, else this one; see ``local/job_env.py``).
     :param checkpoint_sync_seconds: how often the checkpoint directory is synced to its store.
-    :param stop_grace_seconds: SIGTERM-to-SIGKILL grace period of :meth:`stop`.
+    :param stop_grace_seconds: SIGTERM-to-SIGKILL grace period of :meth:`stop` (default: SageMaker's
+        120 s, or ``$ADT_STOP_GRACE_SECONDS``).
     """
 
     conn_name_attr = "local_training_conn_id"
@@ -86,7 +87,7 @@ class LocalTrainingHook(BaseHook):
         use_s3: bool | None = None,
         python: str | None = None,
         checkpoint_sync_seconds: float = 10.0,
-        stop_grace_seconds: float = 30.0,
+        stop_grace_seconds: float | None = None,
     ) -> None:
         super().__init__()
         self._root = Path(root).expanduser() if root is not None else None
@@ -94,7 +95,11 @@ class LocalTrainingHook(BaseHook):
         self.use_s3 = use_s3
         self.python = python
         self.checkpoint_sync_seconds = checkpoint_sync_seconds
-        self.stop_grace_seconds = stop_grace_seconds
+        from airflow_dist_training.local.request_plan import default_stop_grace_seconds
+
+        self.stop_grace_seconds = (
+            default_stop_grace_seconds() if stop_grace_seconds is None else stop_grace_seconds
+        )
         self.last_job: Any = None
 
     def get_conn(self) -> LocalTrainingHook:

@@ -101,7 +101,8 @@ sys.stdin.read()
 """
 )
 
-# Inside a host's own mount/UTS/PID namespaces (PID 1 is this shell, which forwards SIGTERM).
+# Inside a host's own mount/UTS/PID namespaces. The entrypoint replaces this shell as PID 1, as in
+# a container: a stop's SIGTERM reaches it only if it handles SIGTERM (the kernel's rule for PID 1).
 HOST_SETUP = r"""
 set -e
 host=$1; optml=$2; ovl=$3; hostsfile=$4; shift 4
@@ -118,13 +119,7 @@ if [ -n "${ADT_SHARED_DATA:-}" ] && [ "$ADT_SHARED_DATA" != "$optml/input/data" 
   mount --bind "$ADT_SHARED_DATA" /opt/ml/input/data
 fi
 cd "${ADT_WORKDIR:-/}"
-set +e
-"$@" &
-child=$!
-trap 'kill -TERM $child 2>/dev/null' TERM INT
-code=0
-while kill -0 $child 2>/dev/null; do wait $child; code=$?; done
-exit $code
+exec "$@"
 """
 
 

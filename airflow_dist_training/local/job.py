@@ -96,7 +96,7 @@ class LocalTrainingJob:
 
     # -- public API
     def stop(self, grace_seconds: float | None = None, *, wait: bool = False) -> None:
-        """Stop the job (SIGTERM to every host, SIGKILL after the grace period).
+        """Stop the job as SageMaker does (SIGTERM to each host's entrypoint, SIGKILL after the grace period).
 
         Returns at once, unless ``wait``: then once every host process is gone."""
         if self._done.is_set():

@@ -107,7 +107,7 @@ def host_process(
         image = str(rp.request["AlgorithmSpecification"].get("TrainingImage", ""))
         if "pytorch" in image or not image:
             env["SAGEMAKER_TRAINING_MODULE"] = PYTORCH_TRAINING_MODULE
-        return [rp.python, "-c", _TOOLKIT_TRAIN, "train"], env, "/"
+        return _shimmed(rp, opt_ml, [rp.python, "-c", _TOOLKIT_TRAIN, "train"]), env, "/"
     # builtin: the project's re-implementation of the toolkit contract
     env.update(hp.env)
     env["MASTER_PORT"] = str(port)
@@ -118,7 +118,18 @@ def host_process(
     if ns:
         master = plan.torchrun_hosts[0] if plan.torchrun_hosts else plan.hosts[0]
         argv = [f"--master-addr={master}" if a == "--master-addr=127.0.0.1" else a for a in argv]
-    return argv, env, f"{opt_ml}/code"
+    return _shimmed(rp, opt_ml, argv), env, f"{opt_ml}/code"
+
+
+def _shimmed(rp: RequestPlan, opt_ml: str, argv: list[str]) -> list[str]:
+    """``argv`` under the request's toolkit shim (the entrypoint it names), when it has one."""
+    if not rp.toolkit_shim:
+        return argv
+    entrypoint = list(rp.request["AlgorithmSpecification"]["ContainerEntrypoint"])
+    if entrypoint[:1] in (["python"], ["python3"]):
+        entrypoint[0] = rp.python
+    entrypoint = [a.replace("/opt/ml", opt_ml, 1) if a.startswith("/opt/ml") else a for a in entrypoint]
+    return [*entrypoint, "--wrap", *argv]
 
 
 # --------------------------------------------------------------------------- stores

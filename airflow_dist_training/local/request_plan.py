@@ -42,6 +42,7 @@ from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparamete
 
 # Launcher-mode command the planner writes (sagemaker/launcher.py); its config file says the launcher.
 _LAUNCH_CONFIG_ARG = "--config"
+_WRAP_ARG = "--wrap"  # the same launcher as the toolkit shim (sagemaker/launcher.py: WRAP_ARG)
 
 REFUSED_FLAGS: dict[str, str] = {
     "sagemaker_mpi_enabled": (
@@ -82,6 +83,25 @@ def _truthy(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
+STOP_GRACE_ENV = "ADT_STOP_GRACE_SECONDS"
+SAGEMAKER_STOP_GRACE_SECONDS = 120.0  # API_StopTrainingJob: SIGTERM, then SIGKILL 120 s later
+
+
+def default_stop_grace_seconds(environ: Mapping[str, str] | None = None) -> float:
+    """SageMaker's SIGTERM-to-SIGKILL window, or ``$ADT_STOP_GRACE_SECONDS`` (shorter in tests; a
+    setting of this machine's local backend and test endpoint, never passed to a job)."""
+    value = (os.environ if environ is None else environ).get(STOP_GRACE_ENV, "").strip()
+    if not value:
+        return SAGEMAKER_STOP_GRACE_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise ValueError(f"{STOP_GRACE_ENV} must be a number of seconds from 0 to 3600, got {value!r}")
+    return seconds
+
+
 @dataclass
 class JobOptions:
     """Local settings of one job (nothing here changes the request).
@@ -97,6 +117,7 @@ class JobOptions:
         the port of ``AWS_ENDPOINT_URL``/``S3_ENDPOINT_URL`` when it is on loopback).
     :param hang_seconds: how long a rendezvous or name-resolution hang may last before the job
         fails with its cause.
+    :param stop_grace_seconds: SIGTERM-to-SIGKILL window of a stop (SageMaker's 120 s by default).
     """
 
     python: str | None = None
@@ -105,7 +126,7 @@ class JobOptions:
     isolation: str | None = None
     relay_ports: list[int] = field(default_factory=list)
     checkpoint_sync_seconds: float = 10.0
-    stop_grace_seconds: float = 30.0
+    stop_grace_seconds: float = field(default_factory=default_stop_grace_seconds)
     hang_seconds: float = 60.0
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -153,6 +174,7 @@ class RequestPlan:
     torch_distributed: bool
     python: str
     python_why: str  # which setting chose the interpreter (local/job_env.py)
+    toolkit_shim: bool = False  # script mode under our launcher's --wrap (stopping.forward_sigterm)
 
     @property
     def warnings(self) -> list[str]:
@@ -195,7 +217,10 @@ def plan_request(
     hyperparameters = {str(k): str(v) for k, v in (request.get("HyperParameters") or {}).items()}
     user_hps, framework, reserved = split_hyperparameters(hyperparameters)
     problems = _request_problems(request, name, algorithm, hyperparameters)
-    mode = "container" if algorithm.get("ContainerEntrypoint") else "script"
+    # stopping.forward_sigterm: script mode, the toolkit under our launcher's --wrap (it forwards SIGTERM)
+    arguments = list(algorithm.get("ContainerArguments") or [])
+    toolkit_shim = arguments[:1] == [_WRAP_ARG] and "sagemaker_program" in reserved
+    mode = "container" if algorithm.get("ContainerEntrypoint") and not toolkit_shim else "script"
     if mode == "script" and "sagemaker_program" not in reserved:
         problems.append(
             Problem(
@@ -252,6 +277,7 @@ def plan_request(
         torch_distributed=torch_distributed,
         python=python,
         python_why=python_why,
+        toolkit_shim=toolkit_shim,
     )
 
 

@@ -1,7 +1,7 @@
 """Supervise one local training job: prepare, launch, stream, wait, stop, fail or upload.
 
-One launcher process per simulated host, each in its own session (process group), so a stop
-kills the whole tree. What the job sees and how it fails: docs/local-backend.md.
+One launcher process per simulated host, each in its own session (process group). A stop is
+SageMaker's: SIGTERM to each host's entrypoint only, then SIGKILL to the whole tree. What the job sees and how it fails: docs/local-backend.md.
 """
 
 from __future__ import annotations
@@ -65,6 +65,18 @@ def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child 
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def handles_signal(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (its ``SigCgt`` mask; without /proc: assumed)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return not Path("/proc/self/status").exists()
+    except OSError:
+        return False
+    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(caught, 16) >> (sig - 1) & 1)
+
+
 def without_cut_path(text: str, local: str, public: str) -> str:
     """``text`` whose end is the start of ``local`` (a reason capped mid-path) with that start
     replaced by ``public``: the cap must not leave a piece of this machine's path."""
@@ -90,6 +102,7 @@ class RunSupervisor:
         stopping = rp.request.get("StoppingCondition") or {}
         self.max_runtime_seconds = float(stopping.get("MaxRuntimeInSeconds", 86400))
         self.max_runtime_exceeded = False
+        self.killed = False  # stopped with no grace (a lost instance): nothing is uploaded
         self.metrics = MetricParser(plan.metric_definitions)
         self.timeline: list[StatusTransition] = []
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -155,6 +168,8 @@ class RunSupervisor:
             error = self.fail(codes)
             if plan.checkpoint_store is not None:
                 self.sync_checkpoints()  # keep what was written: the next run resumes from it
+            if error.status == "Stopped" and not self.killed:
+                self.upload_after_stop()
             self._end(error.status, error.failure_reason or error.status)
             raise error
         model_uri, output_uri = self.finish()
@@ -390,13 +405,46 @@ class RunSupervisor:
             with contextlib.suppress(psutil.Error):
                 child.kill()
 
+    def _entrypoint_pid(self, proc: subprocess.Popen[bytes]) -> int | None:
+        """The host's entrypoint process: its container's PID 1, what SageMaker's stop signals."""
+        if self.network is None:
+            return proc.pid
+        # nsenter execs unshare, whose one child is the host's PID 1 (the setup shell execs the entrypoint)
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(proc.pid).children()
+            if children:
+                return int(children[0].pid)
+        return None
+
+    def _terminate_entrypoints(self, grace: float) -> None:
+        """``docker stop``'s SIGTERM: to each host's entrypoint only. As PID 1 of its container, an
+        entrypoint without a SIGTERM handler ignores it (the kernel's rule, applied here in the
+        relocated layout too); the builtin runner stands in for AWS's toolkit, which has none."""
+        for host, proc in list(self.processes.items()):
+            if proc.poll() is not None:
+                continue
+            with contextlib.suppress(psutil.Error):  # what SIGKILL must reach after the grace
+                self._descendants.update(psutil.Process(proc.pid).children(recursive=True))
+            pid = self._entrypoint_pid(proc)
+            toolkit = self.rp.mode == "builtin" and not self.rp.toolkit_shim
+            deaf = toolkit or pid is None or not handles_signal(pid, signal.SIGTERM)
+            if pid is not None and not deaf:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+            what = "ignored: no SIGTERM handler in PID 1, as with AWS's toolkit" if deaf else "delivered"
+            self.log(f"[local] stop: SIGTERM to {host}'s entrypoint ({what}); SIGKILL in {grace:g} s")
+
     def stop(self, grace: float | None = None) -> None:
-        """SIGTERM every host's process group, then SIGKILL after the grace period."""
+        """Stop as SageMaker does (StopTrainingJob, a spot interruption, MaxRuntimeInSeconds): SIGTERM to
+        each host's entrypoint, SIGKILL to everything after the grace period; then the checkpoints, the
+        model and the output are uploaded. ``grace`` 0: killed at once, nothing uploaded (a lost instance)."""
+        grace = self.stop_grace_seconds if grace is None else grace
         with self._proc_lock:
             self.stop_requested.set()
-        self.log("[local] stop requested: SIGTERM to every host's process group")
-        self._signal_all(signal.SIGTERM)
-        self._reap(self.stop_grace_seconds if grace is None else grace)
+            self.killed = grace <= 0
+        if not self.killed:
+            self._terminate_entrypoints(grace)
+        self._reap(grace)
 
     def close(self) -> None:
         self._wait_network()  # a failed preparation still closes the namespace started beside it
@@ -498,6 +546,19 @@ class RunSupervisor:
             self.log(f"[local] synced {n} checkpoint file(s) to {rp.checkpoint_uri} ({plan.checkpoint_store.as_uri()})")
         for hp in plan.host_plans:
             hp.layout.success_file.write_text("")
+        return self.upload_artifacts()
+
+    def upload_after_stop(self) -> None:
+        """SageMaker keeps what a stopped job saved in its window: the model and output are uploaded
+        (API_StopTrainingJob, StoppingCondition). A failed upload is logged; the job is still Stopped."""
+        try:
+            self.upload_artifacts()
+        except Exception as exc:
+            self.log(f"[local] WARNING uploading the stopped job's model and output failed: {exc}")
+
+    def upload_artifacts(self) -> tuple[str, str]:
+        """``model.tar.gz`` (or the model files) and ``output.tar.gz`` where the request says."""
+        plan, rp = self.plan, self.rp
         with tempfile.TemporaryDirectory() as tmp:
             if plan.output_compression == "NONE":
                 model_prefix = rp.model_uri.rsplit("/", 1)[0] + "/model"

@@ -250,6 +250,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
             return
         if own is not None:
             self.log.info("Resuming from this run's own checkpoint %s", own.uri)
+            self.log.info("The job resumes from step %d", own.step)
         else:
             self.log.info(
                 "No checkpoint of this run under %s yet: the job starts from scratch "

@@ -4,7 +4,8 @@ The job's container entrypoint is overridden to run our small stdlib-only launch
 (``launcher_files/adt_launch.py``), shipped with a ``launch.json`` in an extra input channel. It
 reads SageMaker's ``resourceconfig.json`` to find the hosts and its own rank, unpacks the code
 channel, and starts the launcher across the hosts. This is what the SDK's ``ModelTrainer`` with
-``Torchrun()`` does; the launcher is our own.
+``Torchrun()`` does; the launcher is our own. As PID 1 it forwards SageMaker's stop SIGTERM to the
+training processes; ``stopping.forward_sigterm`` runs AWS's toolkit under it for the same in script mode.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ LAUNCHER_CHANNEL = "adt_launcher"
 CODE_CHANNEL = "code"
 LAUNCHER_SCRIPT = "adt_launch.py"
 CONTAINER_INPUT = "/opt/ml/input/data"
+WRAP_ARG = "--wrap"  # the launcher's toolkit-shim mode (launcher_files/adt_launch.py)
 
 
 @dataclass(frozen=True)
@@ -60,18 +62,48 @@ def launch_config(spec: TrainingJobSpec) -> dict[str, Any]:
     }
 
 
+def _launcher_prefix(spec: TrainingJobSpec, job_name: str) -> str:
+    assert spec.output is not None
+    return f"s3://{split_uri(spec.output.s3_path)[1]}/{job_name}/{LAUNCHER_CHANNEL}"
+
+
+def _launcher_upload(spec: TrainingJobSpec, prefix: str) -> Upload:
+    assert spec.output is not None
+    return Upload(
+        s3_uri=f"{prefix}/{LAUNCHER_SCRIPT}", kind="file", content=launcher_script(), kms_key=spec.output.kms_key
+    )
+
+
+def _channel(spec: TrainingJobSpec, name: str, uri: str) -> dict[str, Any]:
+    source: dict[str, Any] = {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}
+    all_groups = [g.name for g in spec.compute.instance_groups or []]
+    if all_groups and any(getattr(ch, "instance_groups", None) for ch in spec.channels.values()):
+        source["InstanceGroupNames"] = all_groups  # assigned channels: ours go to every group
+    return {"ChannelName": name, "DataSource": {"S3DataSource": source}, "InputMode": "File"}
+
+
+def plan_toolkit_shim(spec: TrainingJobSpec, *, job_name: str) -> LaunchPlan:
+    """``stopping.forward_sigterm`` in script mode: the image's toolkit (``train``) runs under our
+    launcher's ``--wrap`` mode, which forwards SageMaker's SIGTERM to the script. The shim ships in
+    the ``adt_launcher`` channel; the image gets nothing installed."""
+    prefix = _launcher_prefix(spec, job_name)
+    return LaunchPlan(
+        algorithm={
+            "ContainerEntrypoint": ["python3", f"{CONTAINER_INPUT}/{LAUNCHER_CHANNEL}/{LAUNCHER_SCRIPT}"],
+            "ContainerArguments": [WRAP_ARG],
+        },
+        channels=[_channel(spec, LAUNCHER_CHANNEL, prefix + "/")],
+        uploads=[_launcher_upload(spec, prefix)],
+        config={},
+    )
+
+
 def plan_launch(spec: TrainingJobSpec, *, job_name: str, source_uri: str) -> LaunchPlan:
     assert spec.output is not None
-    bucket = split_uri(spec.output.s3_path)[1]
-    prefix = f"s3://{bucket}/{job_name}/{LAUNCHER_CHANNEL}"
+    prefix = _launcher_prefix(spec, job_name)
     config = launch_config(spec)
     uploads = [
-        Upload(
-            s3_uri=f"{prefix}/{LAUNCHER_SCRIPT}",
-            kind="file",
-            content=launcher_script(),
-            kms_key=spec.output.kms_key,
-        ),
+        _launcher_upload(spec, prefix),
         Upload(
             s3_uri=f"{prefix}/launch.json",
             kind="file",
@@ -79,27 +111,33 @@ def plan_launch(spec: TrainingJobSpec, *, job_name: str, source_uri: str) -> Lau
             kms_key=spec.output.kms_key,
         ),
     ]
-    all_groups = [g.name for g in spec.compute.instance_groups or []]
-    assign_groups = bool(all_groups) and any(
-        getattr(ch, "instance_groups", None) for ch in spec.channels.values()
-    )
-
-    def channel(name: str, uri: str) -> dict[str, Any]:
-        source: dict[str, Any] = {
-            "S3DataType": "S3Prefix",
-            "S3Uri": uri,
-            "S3DataDistributionType": "FullyReplicated",
-        }
-        if assign_groups:
-            source["InstanceGroupNames"] = all_groups
-        return {"ChannelName": name, "DataSource": {"S3DataSource": source}, "InputMode": "File"}
-
     return LaunchPlan(
         algorithm={
             "ContainerEntrypoint": ["python3", f"{CONTAINER_INPUT}/{LAUNCHER_CHANNEL}/{LAUNCHER_SCRIPT}"],
             "ContainerArguments": ["--config", f"{CONTAINER_INPUT}/{LAUNCHER_CHANNEL}/launch.json"],
         },
-        channels=[channel(CODE_CHANNEL, source_uri), channel(LAUNCHER_CHANNEL, prefix + "/")],
+        channels=[_channel(spec, CODE_CHANNEL, source_uri), _channel(spec, LAUNCHER_CHANNEL, prefix + "/")],
         uploads=uploads,
         config=config,
+    )
+
+
+def stop_signal_delivery(spec: TrainingJobSpec, *, script_mode: bool) -> str:
+    """Whether the script sees the SIGTERM of a stop, a spot interruption or MaxRuntimeInSeconds on
+    AWS (SageMaker sends it to the container's PID 1, then SIGKILL 120 s later)."""
+    if not script_mode:
+        return (
+            "the script gets SIGTERM: our launcher (PID 1) forwards it to the training processes "
+            "(not to torchrun); SIGKILL follows 120 s after the stop"
+        )
+    if spec.image.container_entry_point:
+        return "SIGTERM goes to your container_entry_point (PID 1): the script gets it only if that forwards it"
+    if spec.stopping.forward_sigterm:
+        return (
+            "the script gets SIGTERM: AWS's toolkit runs under our shim (PID 1), which forwards it; "
+            "SIGKILL follows 120 s after the stop"
+        )
+    return (
+        "the script does NOT get SIGTERM: AWS's toolkit does not forward it, and SIGKILL ends the job "
+        "120 s after the stop; set stopping.forward_sigterm to save on a stop or spot interruption"
     )

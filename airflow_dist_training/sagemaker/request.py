@@ -92,6 +92,7 @@ class TrainingPlan:
     cost_bound_usd: float | None = None
     cost_note: str = ""
     advice: list[str] = field(default_factory=list)  # e.g. the guide's scale-up-before-scale-out
+    stop_signal: str = ""  # whether the script sees a stop's SIGTERM on AWS (launcher.stop_signal_delivery)
 
 
 def _s3_join(*parts: str) -> str:
@@ -148,6 +149,7 @@ def plan_training_job(
         cost_bound_usd=cost,
         cost_note=note,
         advice=scaling_advice(spec, region, distributed=record.distributed),
+        stop_signal=launcher.stop_signal_delivery(spec, script_mode=record.script_mode),
     )
 
 
@@ -189,6 +191,14 @@ def _validate(
                 "image.container_entry_point",
                 f"strategy {record.strategy.value!r} sets its own container entry point; "
                 "leave container_entry_point out, or use another strategy",
+            )
+        )
+    if spec.stopping.forward_sigterm and spec.image.container_entry_point:
+        problems.append(
+            Problem(
+                "stopping.forward_sigterm",
+                "wraps AWS's toolkit entrypoint; with image.container_entry_point your own entrypoint is "
+                "PID 1 and gets the SIGTERM itself: handle (or forward) it there and leave this out",
             )
         )
     ctx = StrategyContext(spec=spec, image_uri=image_uri)
@@ -256,6 +266,11 @@ def _code_and_channels(
         return encode_hyperparameters(spec.hyperparameters, script_mode=False), channels + launch.channels
     if spec.network.network_isolation:
         channels.append(_code_channel(source_uri))
+    if spec.stopping.forward_sigterm:  # AWS's toolkit under our shim, which forwards SIGTERM
+        shim = launcher.plan_toolkit_shim(spec, job_name=job_name)
+        algorithm.update(shim.algorithm)
+        uploads += shim.uploads
+        channels += shim.channels
     return _script_mode_hyperparameters(spec, ctx, job_name, region, source_uri), channels
 
 

@@ -45,6 +45,7 @@ def render_plan(plan: TrainingPlan) -> str:
         lines.append(
             f"Spot             max wait {request['StoppingCondition'].get('MaxWaitTimeInSeconds')} s"
         )
+    lines.append(f"Stop signal      {plan.stop_signal}")
     lines += [f"Upload           {upload.s3_uri}" for upload in plan.uploads]
     lines += [f"WARNING          {warning}" for warning in plan.warnings]
     lines += [f"Advice           {advice}" for advice in plan.advice]

@@ -484,6 +484,15 @@ class SpotSpec(_Model):
 
 class StoppingSpec(_Model):
     max_runtime_seconds: int = Field(default=86400, ge=1)
+    forward_sigterm: bool = Field(
+        default=False,
+        description=(
+            "Script mode: run AWS's training toolkit under the project's shim (shipped in an input "
+            "channel), which forwards the SIGTERM of a stop, a spot interruption or MaxRuntimeInSeconds "
+            "to the script, so it can save in SageMaker's 120 s; the toolkit alone does not. The "
+            "launcher strategy always forwards."
+        ),
+    )
     max_pending_seconds: int | None = Field(
         default=None,
         ge=7200,

@@ -16,7 +16,11 @@ Standard library only (the image needs python3 and, for torchrun, torch). It:
    ``mpirun`` mode starts from the first host; it refuses up front, with the reason, when
    ``mpirun`` or ``sshd`` is missing (worker hosts exit once the master's ``orted`` is gone);
 5. writes ``/opt/ml/output/failure`` in the toolkit's format (the script's error lines) when the
-   job fails, unless the script wrote its own reason there.
+   job fails, unless the script wrote its own reason there;
+6. forwards SageMaker's stop signal: a StopTrainingJob, a spot interruption or MaxRuntimeInSeconds
+   sends SIGTERM to PID 1 (this launcher) and SIGKILL 120 s later. The launcher passes the SIGTERM
+   to the training processes (the script, or torchrun's workers; not torchrun itself, which would
+   SIGKILL its workers 30 s later), so a script can save a checkpoint in the window.
 
 ``ADT_OPT_ML``, ``ADT_MASTER_ADDR`` and ``ADT_MASTER_PORT`` exist for the local backend's fallback
 layout only (no namespaces): the ``/opt/ml`` folder and the rendezvous address to use instead.
@@ -29,6 +33,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -140,6 +145,113 @@ def sm_environment(resource: dict, hyperparameters: dict) -> dict[str, str]:
     return env
 
 
+def _children_by_parent() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return [a.decode(errors="replace") for a in handle.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def passes_on(argv: list[str]) -> bool:
+    """Whether a process is a go-between the stop signal must not reach: a shell, torchrun (it would
+    SIGKILL its workers 30 s later) or AWS's toolkit (it dies of SIGTERM without passing it on)."""
+    if not argv:
+        return True
+    names = [os.path.basename(a) for a in argv[:2]]
+    return (
+        names[0] in ("sh", "bash", "dash")
+        or "torchrun" in names
+        or "torch.distributed.run" in argv
+        or "train" in names
+        or any("sagemaker_training" in a for a in argv)
+    )
+
+
+def training_processes(root: int) -> list[int]:
+    """The processes below ``root`` that train: every descendant but the go-betweens."""
+    children = _children_by_parent()
+    found: list[int] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop(0)
+        todo += children.get(pid, [])
+        if not passes_on(_argv(pid)):
+            found.append(pid)
+    return found
+
+
+class Forwarder:
+    """SIGTERM handler of PID 1: passes the signal on to the training processes below ``child``."""
+
+    def __init__(self) -> None:
+        self.child: int | None = None
+        self.received = False
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        self.received = True
+        targets = training_processes(os.getpid()) if self.child is not None else []
+        for pid in targets:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+        print(f"adt-launch: SIGTERM forwarded to {len(targets)} training process(es) {targets}", flush=True)
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self)
+        if sys.platform.startswith("linux"):  # adopt orphans: a script still saving when its parent died
+            try:
+                import ctypes
+
+                ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+            except (OSError, AttributeError):
+                pass
+
+    def drain(self) -> None:
+        """After a stop: wait for the adopted processes still saving (SIGKILL ends them at the deadline)."""
+        if not self.received:
+            return
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+            except InterruptedError:
+                continue
+
+
+def wrap(command: list[str]) -> int:
+    """The toolkit shim: run ``command`` (default: the toolkit's ``train``, through the DLC's own
+    entrypoint script when the image has it) and forward SIGTERM to the script below it."""
+    if not command:
+        command = ["train"]
+        dlc_entry = shutil.which("start_with_right_hostname.sh")
+        if dlc_entry:
+            command = ["bash", "-m", dlc_entry, "train"]
+    forwarder = Forwarder()
+    forwarder.install()
+    print("adt-launch: wrapping", " ".join(shlex.quote(c) for c in command), "(SIGTERM is forwarded)", flush=True)
+    process = subprocess.Popen(command)
+    forwarder.child = process.pid
+    code = process.wait()
+    forwarder.drain()
+    return code
+
+
 def gpu_count() -> int:
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
@@ -149,9 +261,14 @@ def gpu_count() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--wrap"]:
+        return wrap(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", required=True)
     options = parser.parse_args(argv)
+    forwarder = Forwarder()
+    forwarder.install()
     config = _read_json(options.config, {})
     assert isinstance(config, dict)
     resource = _read_json(os.path.join(OPT_ML, "input", "config", "resourceconfig.json"), {})
@@ -187,12 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     process = subprocess.Popen(
         command, cwd=code_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    forwarder.child = process.pid
     assert process.stdout is not None
     for line in process.stdout:
         sys.stdout.write(line)
         sys.stdout.flush()
         tail.append(line)
     code = process.wait()
+    forwarder.drain()
     if code != 0:
         write_failure(failure_text(code, list(tail), command))
     return code

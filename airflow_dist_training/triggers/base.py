@@ -50,8 +50,10 @@ _CANCEL_CASES: dict[str | None, CancelCase] = {
     "restarting": CancelCase(False, "the task instance was cleared: its next try reattaches"),
 }
 _COMING_BACK = CancelCase(False, "the task's next try is already under way and reattaches")
-#: Airflow gives ``on_kill`` 30 s (``[triggerer] on_kill_timeout``); the stop, shielded, outlives that bound.
-_STATE_READ_SECONDS = 25.0
+#: How long a cancelled wait keeps trying to read its task instance's state, and each read's bound.
+_STATE_READ_SECONDS = 300.0
+_STATE_READ_ATTEMPT_SECONDS = 20.0
+_STATE_READ_PAUSE_SECONDS = 5.0
 
 
 def cancel_case(state: str | None) -> CancelCase:
@@ -119,47 +121,62 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
 
     async def on_kill(self) -> None:
         """The triggerer cancelled this wait: stop the resource only if the task will not come back
-        for it (``cancel_case``), so that it stops billing; the stop is shielded."""
+        for it (``cancel_case``), so that it stops billing.
+
+        The decision and the stop are shielded and outlive Airflow's ``on_kill`` bound: under load
+        the triggerer can take minutes to answer a state read (seen on the test stack), and a user's
+        kill must still stop the job once the state is read.
+        """
+        decision = asyncio.ensure_future(self._decide_and_stop())
+        _STOPS_IN_FLIGHT.add(decision)
+        decision.add_done_callback(_STOPS_IN_FLIGHT.discard)
+        await asyncio.shield(decision)
+
+    async def _decide_and_stop(self) -> None:
         case = await self._cancel_case()
         what = getattr(self, "job_name", type(self).__name__)
         if not case.stop:
             self.log.warning("Wait for %s cancelled: %s; %s is left running.", what, case.why, what)
             return
         self.log.info("Wait for %s cancelled: %s; stopping %s.", what, case.why, what)
-        stop = asyncio.ensure_future(self.stop_resource())
-        _STOPS_IN_FLIGHT.add(stop)
-        stop.add_done_callback(_STOPS_IN_FLIGHT.discard)
-        await asyncio.shield(stop)
+        await self.stop_resource()
 
     async def _cancel_case(self) -> CancelCase:
         """Read this wait's task instance state from the triggerer (the Task SDK's ``GetTaskStates``).
 
         ``asend`` on the triggerer's own loop: the sync ``send`` from a thread deadlocks the trigger
-        runner while another ``asend`` is in flight (seen on the test stack). Without a task instance
-        (``on_kill`` called outside a triggerer) the call is a kill. When the state cannot be read
-        in ``_STATE_READ_SECONDS``, the job is left running: a stop that cannot be justified is not made.
+        runner while another ``asend`` is in flight. Without a task instance (``on_kill`` called
+        outside a triggerer) the call is a kill. Reads are retried for ``_STATE_READ_SECONDS``; if
+        none answers, the job is left running: a stop that cannot be justified is not made.
         """
         ti = getattr(self, "task_instance", None)
         if ti is None:
             return CancelCase(True, "on_kill was called outside a triggerer")
-        try:
-            from airflow.sdk.execution_time import task_runner
-            from airflow.sdk.execution_time.comms import GetTaskStates
+        found = getattr(ti, "map_index", None)
+        map_index = -1 if found is None else int(found)
+        key = ti.task_id if map_index < 0 else f"{ti.task_id}_{map_index}"
+        deadline = time.monotonic() + _STATE_READ_SECONDS
+        while True:
+            try:
+                from airflow.sdk.execution_time import task_runner
+                from airflow.sdk.execution_time.comms import GetTaskStates
 
-            found = getattr(ti, "map_index", None)
-            map_index = -1 if found is None else int(found)
-            request = GetTaskStates(
-                dag_id=ti.dag_id,
-                task_ids=[ti.task_id],
-                run_ids=[ti.run_id],
-                map_index=map_index if map_index >= 0 else None,
-            )
-            reply = await asyncio.wait_for(task_runner.SUPERVISOR_COMMS.asend(request), _STATE_READ_SECONDS)
-            key = ti.task_id if map_index < 0 else f"{ti.task_id}_{map_index}"
-            state = (reply.task_states.get(ti.run_id) or {})[key]
-        except Exception as exc:  # no comms, the API unreachable or slow, or the row gone
-            return CancelCase(False, f"its task instance's state could not be read ({exc!r})")
-        return cancel_case(None if state is None else str(getattr(state, "value", state)))
+                request = GetTaskStates(
+                    dag_id=ti.dag_id,
+                    task_ids=[ti.task_id],
+                    run_ids=[ti.run_id],
+                    map_index=map_index if map_index >= 0 else None,
+                )
+                attempt = min(_STATE_READ_ATTEMPT_SECONDS, max(deadline - time.monotonic(), 0.01))
+                reply: Any = await asyncio.wait_for(task_runner.SUPERVISOR_COMMS.asend(request), attempt)
+                state = (reply.task_states.get(ti.run_id) or {})[key]
+            except Exception as exc:  # no comms, the triggerer slow to answer, or the row gone
+                if time.monotonic() >= deadline:
+                    return CancelCase(False, f"its task instance's state could not be read ({exc!r})")
+                self.log.info("Reading %s's state to decide on its job: %r; trying again.", key, exc)
+                await asyncio.sleep(min(_STATE_READ_PAUSE_SECONDS, max(deadline - time.monotonic(), 0.0)))
+                continue
+            return cancel_case(None if state is None else str(getattr(state, "value", state)))
 
     async def stop_resource(self) -> None:
         """Stop the waited-on resource. Default: leave it running (nothing bills by the second)."""

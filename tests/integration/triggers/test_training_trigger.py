@@ -257,7 +257,8 @@ async def test_on_kill_leaves_the_job_running_when_the_state_cannot_be_read(
             await asyncio.sleep(3600)
 
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", SlowComms(), raising=False)
-    monkeypatch.setattr("airflow_dist_training.triggers.base._STATE_READ_SECONDS", 0.2)
+    monkeypatch.setattr("airflow_dist_training.triggers.base._STATE_READ_SECONDS", 0.3)
+    monkeypatch.setattr("airflow_dist_training.triggers.base._STATE_READ_ATTEMPT_SECONDS", 0.1)
     moto_sm.create_job("job-unknown")
     moto_sm.set_state("job-unknown", "InProgress", "Training")
     trigger = make_trigger("job-unknown", stream_logs=False)
@@ -265,6 +266,41 @@ async def test_on_kill_leaves_the_job_running_when_the_state_cannot_be_read(
     await trigger.on_kill()
     assert moto_sm.stop_requests == []
     assert "could not be read (TimeoutError())" in caplog.text
+
+
+async def test_on_kill_stops_the_job_once_a_slow_triggerer_answers_after_airflows_bound(
+    moto_sm: MotoSageMaker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user marked the task failed, but the triggerer answers the state read only after the
+    first reads timed out and after Airflow gave up on ``on_kill``: the job is still stopped."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import TaskStatesResult
+
+    reads: list[float] = []
+
+    class LoadedComms:
+        async def asend(self, msg: Any) -> TaskStatesResult:
+            reads.append(asyncio.get_running_loop().time())
+            if len(reads) < 3:
+                await asyncio.sleep(3600)  # the first two reads hang
+            return TaskStatesResult(task_states={"r": {"train": "failed"}})
+
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", LoadedComms(), raising=False)
+    monkeypatch.setattr("airflow_dist_training.triggers.base._STATE_READ_ATTEMPT_SECONDS", 0.1)
+    monkeypatch.setattr("airflow_dist_training.triggers.base._STATE_READ_PAUSE_SECONDS", 0.01)
+    moto_sm.create_job("job-slow-read")
+    moto_sm.set_state("job-slow-read", "InProgress", "Training")
+    trigger = make_trigger("job-slow-read", stream_logs=False)
+    trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="train", map_index=-1)
+    with pytest.raises(TimeoutError):  # Airflow's on_kill bound (30 s there) runs out first
+        await asyncio.wait_for(trigger.on_kill(), 0.15)
+    for _ in range(600):  # the decision goes on in the triggerer's loop
+        if moto_sm.stop_requests:
+            break
+        await asyncio.sleep(0.05)
+    assert len(reads) == 3 and moto_sm.stop_requests == ["job-slow-read"]
 
 
 async def test_on_kill_cancelled_again_still_stops_the_job(moto_sm: MotoSageMaker) -> None:

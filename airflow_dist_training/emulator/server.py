@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
 import json
 import logging
 import shutil
@@ -21,6 +22,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.emulator.aws import (
+    error_response,
+    install_iam_patches,
+    not_implemented,
+    service_of,
+)
 from airflow_dist_training.emulator.faults import Faults
 from airflow_dist_training.emulator.fsx import FileSystems, FSxError
 from airflow_dist_training.emulator.processing import ProcessingJobs
@@ -267,7 +274,7 @@ class _EmulatorApp:
             return self._admin(path, environ, start_response)
         target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
         if INTERNAL_AGENT in str(environ.get("HTTP_USER_AGENT", "")):
-            return self.inner(environ, start_response)
+            return self._moto(environ, start_response)
         if target.startswith("SageMaker."):
             with self.emulator._calls_lock:
                 self.emulator.sagemaker_calls[target.removeprefix("SageMaker.")] += 1
@@ -282,7 +289,37 @@ class _EmulatorApp:
                 ],
             )
             return [body]
-        return self.inner(environ, start_response)
+        return self._moto(environ, start_response)
+
+    def _moto(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """moto's answer; an AWS error in the client's protocol where moto raises (never an HTML page)."""
+        body = b""
+        if "form-urlencoded" in str(environ.get("CONTENT_TYPE") or ""):  # query protocol: Action is in it
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            return self.inner(environ, start_response)
+        except Exception as exc:
+            # moto's S3 dispatches by hand and fails on a subresource it lacks (KeyError, ...): for a
+            # client that is an S3 action this endpoint does not implement, as NotImplementedError is
+            if isinstance(exc, NotImplementedError) or service_of(environ) == "s3":
+                log.info(
+                    "emulator: not implemented: %s %s (%r)",
+                    environ.get("REQUEST_METHOD"),
+                    environ.get("PATH_INFO"),
+                    exc,
+                )
+                status, headers, payload = not_implemented(environ, body)
+            else:
+                log.exception("emulator: internal error answering %s", environ.get("PATH_INFO"))
+                status, headers, payload = error_response(
+                    environ,
+                    "InternalFailure",
+                    f"the SageMaker test endpoint failed: {type(exc).__name__}: {exc}",
+                    500,
+                )
+        start_response(status, headers)
+        return [payload]
 
     def _admin(
         self, path: str, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -338,7 +375,9 @@ def _sagemaker_create_training_job(self: Any) -> Any:
     return result
 
 
-def _stop_job(jobs: str, param: str, records: str, what: str, defer: str | None = None) -> Callable[[Any], Any]:
+def _stop_job(
+    jobs: str, param: str, records: str, what: str, defer: str | None = None
+) -> Callable[[Any], Any]:
     """A Stop...Job handler: ``jobs`` is the emulator's runner, ``records`` moto's table; ``defer``:
     moto's own handler while no emulator runs (else a stop without one is rejected)."""
 
@@ -394,7 +433,9 @@ def _sagemaker_create_tuning_job(self: Any) -> Any:
         raise ValidationError("the emulator runs tuning jobs with one TrainingJobDefinition")
     config = request.get("HyperParameterTuningJobConfig") or {}
     objective = (config.get("HyperParameterTuningJobObjective") or {}).get("MetricName")
-    metrics = request["TrainingJobDefinition"].get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
+    metrics = (
+        request["TrainingJobDefinition"].get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
+    )
     if objective not in {m.get("Name") for m in metrics}:  # SageMaker's own answer
         raise ValidationError(
             "A metric is required for this hyperparameter tuning job objective. "
@@ -503,6 +544,7 @@ def _install_patches() -> None:
     _ORIGINALS["stop_processing"] = SageMakerResponse.stop_processing_job
     _ORIGINALS["create_tuning"] = SageMakerResponse.create_hyper_parameter_tuning_job
     _install_fsx_patches()
+    install_iam_patches(_ORIGINALS)
     _jobs_start_in_progress()
     SageMakerResponse.create_training_job = _sagemaker_create_training_job  # type: ignore[method-assign]
     SageMakerResponse.stop_training_job = _stop_job(  # type: ignore[attr-defined]

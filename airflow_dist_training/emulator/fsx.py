@@ -239,9 +239,7 @@ class FileSystems:
                     f"FileSystemPath {path} overlaps {other['FileSystemPath']} of association "
                     f"{other['AssociationId']}",
                 )
-            if repo.startswith(other["DataRepositoryPath"]) or other["DataRepositoryPath"].startswith(
-                repo
-            ):
+            if repo.startswith(other["DataRepositoryPath"]) or other["DataRepositoryPath"].startswith(repo):
                 raise FSxError(
                     "BadRequest",
                     f"DataRepositoryPath {repo} overlaps {other['DataRepositoryPath']} of association "
@@ -355,7 +353,9 @@ class FileSystems:
                 work.append((_prefix(raw), f"{hit[1].rstrip('/')}/{rel}" if rel else hit[1]))
             else:
                 fs_path = "/" + raw.strip("/") if raw != "/" else "/"
-                hit = max((p for p in pairs if is_under(fs_path, p[1])), key=lambda p: len(p[1]), default=None)
+                hit = max(
+                    (p for p in pairs if is_under(fs_path, p[1])), key=lambda p: len(p[1]), default=None
+                )
                 if hit is None:
                     raise FSxError(
                         "BadRequest", f"{raw} is not inside a data repository association of {fs_id}"
@@ -405,7 +405,9 @@ class FileSystems:
         return self.folder(fs_id) / rel if rel else self.folder(fs_id)
 
     def _s3(self, uri: str) -> tuple[ObjectStore, Location]:
-        return Stores(StoreOptions(aws_conn_id=None, s3_client=self.clients("s3"))).parse(uri, directory=False)
+        return Stores(StoreOptions(aws_conn_id=None, s3_client=self.clients("s3"))).parse(
+            uri, directory=False
+        )
 
     def _import(
         self,
@@ -430,7 +432,12 @@ class FileSystems:
             _remove_unseen(target, seen)
 
     def _copy(
-        self, copy: Callable[[], Any], kind: str, name: str, counts: dict[str, Any], task: dict[str, Any] | None
+        self,
+        copy: Callable[[], Any],
+        kind: str,
+        name: str,
+        counts: dict[str, Any],
+        task: dict[str, Any] | None,
     ) -> None:
         """Copy one file, counting it as AWS's task report does."""
         with self._lock:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.emulator import records
 from airflow_dist_training.emulator.aws import (
     error_response,
     install_iam_patches,
@@ -546,6 +547,8 @@ def _install_patches() -> None:
     _install_fsx_patches()
     install_iam_patches(_ORIGINALS)
     _jobs_start_in_progress()
+    SageMakerResponse.list_training_jobs = records.list_training_jobs  # type: ignore[method-assign]
+    SageMakerResponse.search = records.search(SageMakerResponse.search)  # type: ignore[method-assign]
     SageMakerResponse.create_training_job = _sagemaker_create_training_job  # type: ignore[method-assign]
     SageMakerResponse.stop_training_job = _stop_job(  # type: ignore[attr-defined]
         "training", "TrainingJobName", "training_jobs", "training job"

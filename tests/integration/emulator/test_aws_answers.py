@@ -112,3 +112,30 @@ def test_role_validation_allows_by_default(sagemaker_endpoint: Any) -> None:
         ("s3:GetObject", "arn:aws:s3:::bucket/key", "allowed"),
     ]
     assert sagemaker_endpoint.client("sts").get_caller_identity()["Account"] == "123456789012"
+
+
+def test_list_training_jobs_filters_sorts_then_pages_and_search_answers_the_record(
+    sagemaker_endpoint: Any,
+) -> None:
+    """Records only (moto's, no job runs): what ListTrainingJobs and Search answer over them."""
+    from moto.sagemaker.models import FakeTrainingJob
+
+    from airflow_dist_training.emulator.records import matching_training_jobs
+
+    def job(name: str, status: str, minute: int) -> Any:
+        j = FakeTrainingJob.__new__(FakeTrainingJob)
+        j.training_job_name, j.training_job_status = name, status
+        j.creation_time = j.last_modified_time = __import__("datetime").datetime(2026, 1, 1, 0, minute)
+        return j
+
+    jobs = [job("Alpha-1", "Completed", 3), job("beta-2", "Failed", 1), job("alpha-3", "Completed", 2)]
+    kept = matching_training_jobs(
+        jobs, {"NameContains": "ALPHA", "StatusEquals": "Completed", "SortOrder": "Descending"}
+    )
+    assert [j.training_job_name for j in kept] == ["Alpha-1", "alpha-3"]
+    by_name = matching_training_jobs(jobs, {"SortBy": "Name", "CreationTimeAfter": 1767225690})
+    assert [j.training_job_name for j in by_name] == ["Alpha-1", "alpha-3"]  # after 00:01:30
+
+    sm = sagemaker_endpoint.client("sagemaker")
+    assert sm.list_training_jobs(NameContains="nothing-matches")["TrainingJobSummaries"] == []
+    assert sm.search(Resource="TrainingJob")["Results"] == []

@@ -68,10 +68,11 @@ def _select(table: dict[str, dict[str, Any]], what: str, ids: list[str] | None) 
 class FileSystems:
     """The emulator's FSx state beside moto's file system records (thread-safe)."""
 
-    def __init__(self, root: Path, clients: Any, region: str) -> None:
+    def __init__(self, root: Path, clients: Any, region: str, account: str = ACCOUNT) -> None:
         self.root = root / "fsx"
         self.clients = clients
         self.region = region
+        self.account = account
         self.extra: dict[str, dict[str, Any]] = {}  # file system id -> what moto does not keep
         self.associations: dict[str, dict[str, Any]] = {}
         self.tasks: dict[str, dict[str, Any]] = {}
@@ -89,7 +90,7 @@ class FileSystems:
         fs_id = str(fs["FileSystemId"])
         self.folder(fs_id).mkdir(parents=True, exist_ok=True)
         extra: dict[str, Any] = {
-            "OwnerId": ACCOUNT,
+            "OwnerId": self.account,
             "CreationTime": _now(),
             "MountName": secrets.token_hex(4) if fs.get("FileSystemType") == "LUSTRE" else None,
             "NetworkInterfaceIds": [],
@@ -188,7 +189,7 @@ class FileSystems:
             assoc_id = _hex_id("dra")
             assoc: dict[str, Any] = {
                 "AssociationId": assoc_id,
-                "ResourceARN": f"arn:aws:fsx:{self.region}:{ACCOUNT}:association/{fs_id}/{assoc_id}",
+                "ResourceARN": f"arn:aws:fsx:{self.region}:{self.account}:association/{fs_id}/{assoc_id}",
                 "FileSystemId": fs_id,
                 "Lifecycle": "CREATING",
                 "FileSystemPath": path,
@@ -298,7 +299,7 @@ class FileSystems:
             "Lifecycle": "PENDING",
             "Type": kind,
             "CreationTime": _now(),
-            "ResourceARN": f"arn:aws:fsx:{self.region}:{ACCOUNT}:task/{task_id}",
+            "ResourceARN": f"arn:aws:fsx:{self.region}:{self.account}:task/{task_id}",
             "FileSystemId": fs_id,
             "Paths": list(request.get("Paths") or []),
             "Report": report,

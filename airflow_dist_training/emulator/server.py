@@ -42,6 +42,7 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
 
 log = logging.getLogger(__name__)
 REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's default account
 _ACTIVE: Emulator | None = None
 _PATCH_LOCK = threading.Lock()
 _PATCHED = False
@@ -58,6 +59,11 @@ class Emulator:
         temporary folder removed on :meth:`stop`.
     :param throttle_share: share of SageMaker API calls answered with ``ThrottlingException``.
     :param capacity_failures: the next N training jobs fail with ``InsufficientCapacityError``.
+    :param region: the region of the endpoint's own calls and of the clients it is meant for (a job
+        runs in the region of the request that created it, as its ARN says).
+    :param account: the account every request acts in (ARNs, ``GetCallerIdentity``, jobs' ARNs).
+    :param debug_stream: also write the executor's own lines (which go to the endpoint's log) to a
+        ``<job>/emulator-debug-<epoch>`` stream beside the hosts' streams.
     """
 
     def __init__(
@@ -67,8 +73,16 @@ class Emulator:
         *,
         throttle_share: float = 0.0,
         capacity_failures: int = 0,
+        region: str = REGION,
+        account: str = ACCOUNT,
+        debug_stream: bool = False,
     ) -> None:
+        if not (len(account) == 12 and account.isdigit()):
+            raise ValueError(f"account: {account!r} is not a 12-digit AWS account id")
         self.port = port
+        self.region = region
+        self.account = account
+        self.debug_stream = debug_stream
         self._own_root = root is None
         # absolute: jobs run with their own folder as the working directory
         self.root = (
@@ -175,7 +189,7 @@ class Emulator:
 
                 self._clients[key] = boto3.session.Session().client(
                     service,
-                    region_name=REGION,
+                    region_name=self.region,
                     endpoint_url=self.endpoint,
                     aws_access_key_id="emulator",
                     aws_secret_access_key="emulator",
@@ -187,9 +201,11 @@ class Emulator:
             return self._clients[key]
 
     def _new_jobs(self) -> None:
-        self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
+        self.training = TrainingJobs(
+            self.root, self.client, self.faults, relay_ports=[self.port], debug_stream=self.debug_stream
+        )
         self.processing = ProcessingJobs(self.root, self.client)
-        self.fsx = FileSystems(self.root, self.client, REGION)
+        self.fsx = FileSystems(self.root, self.client, self.region, self.account)
         self.tuning = self._tuning_jobs()
 
     def _stop_jobs(self) -> None:
@@ -546,6 +562,7 @@ def _install_patches() -> None:
     _ORIGINALS["create_tuning"] = SageMakerResponse.create_hyper_parameter_tuning_job
     _install_fsx_patches()
     install_iam_patches(_ORIGINALS)
+    _one_account()
     _jobs_start_in_progress()
     SageMakerResponse.list_training_jobs = records.list_training_jobs  # type: ignore[method-assign]
     SageMakerResponse.search = records.search(SageMakerResponse.search)  # type: ignore[method-assign]
@@ -567,6 +584,19 @@ def _install_patches() -> None:
     _PATCHED = True
 
 
+def _one_account() -> None:
+    """Every request acts in the emulator's account (moto: an environment variable, which a job
+    would inherit, or a per-access-key table)."""
+    from moto.core.responses import BaseResponse
+
+    original = BaseResponse.get_current_account
+
+    def current_account(self: Any) -> str:
+        return _ACTIVE.account if _ACTIVE is not None else original(self)
+
+    BaseResponse.get_current_account = current_account  # type: ignore[method-assign]
+
+
 def _jobs_start_in_progress() -> None:
     """moto makes every job record ``Completed`` at creation. The emulator then runs it, but a
     describe between moto's insert and the run's first update would see a job that never ran end
@@ -579,6 +609,8 @@ def _jobs_start_in_progress() -> None:
         training_init(self, *args, **kwargs)
         if _ACTIVE is not None:
             self.training_job_status, self.secondary_status = "InProgress", "Starting"
+            prefix, _, name = self.arn.rpartition("/")
+            self.arn = f"{prefix}/{name.lower()}"  # SageMaker's ARN has the name in lower case
 
     def processing(self: Any, *args: Any, **kwargs: Any) -> None:
         processing_init(self, *args, **kwargs)
@@ -603,20 +635,31 @@ def _install_fsx_patches() -> None:
         setattr(FSxResponse, operation, _fsx_call(key, method))
 
 
-def serve_forever(port: int = 0, root: str | Path | None = None, **faults: Any) -> int:
+def serve_forever(
+    port: int = 0, root: str | Path | None = None, region: str = REGION, account: str = ACCOUNT, **faults: Any
+) -> int:
     """Run in the foreground until SIGINT/SIGTERM; print ``endpoint: <url>`` when ready."""
     import signal
     import sys
 
     stop = threading.Event()
-    emu = Emulator(port=port, root=root, **faults)
+    # the endpoint's log (stderr): its requests and the executor's own lines about each job. Own
+    # handlers: Airflow, once a job imports it, reconfigures the root logger to stdout.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("airflow_dist_training.emulator", "werkzeug"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    emu = Emulator(port=port, root=root, region=region, account=account, **faults)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     emu.start()
     print(f"endpoint: {emu.endpoint}", flush=True)
     print(
         f"  export AWS_ENDPOINT_URL={emu.endpoint} AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
-        "AWS_DEFAULT_REGION=us-east-1",
+        f"AWS_DEFAULT_REGION={emu.region}",
         file=sys.stderr,
         flush=True,
     )

@@ -167,5 +167,7 @@ def test_the_amazon_providers_operators_run_unchanged(
     # log only up to its deferral, then its SageMakerTrigger waited for the job
     assert "provider-ops: provider-sync read 3 rows" in out
     assert "SageMaker job provider-deferred completed." in out
-    assert sm.describe_processing_job(ProcessingJobName="provider-process")["ProcessingJobStatus"] == "Completed"
+    assert (
+        sm.describe_processing_job(ProcessingJobName="provider-process")["ProcessingJobStatus"] == "Completed"
+    )
     assert s3.get_object(Bucket=BUCKET, Key="processed/count.txt")["Body"].read() == b"3"

@@ -80,3 +80,16 @@ def test_the_commands_flags_environment_and_pytest_options_exist() -> None:
     assert set(ini["pytest"]) <= options.names
     assert {"--sagemaker-emulator-region", "--sagemaker-emulator-account"} <= options.names
     assert all(f"`{o}`" in SECTION for o in ("--sagemaker-emulator-region", "--sagemaker-emulator-account"))
+
+
+def test_the_sdk_config_is_the_one_the_sdk_tests_use() -> None:
+    """The SDK config file the page shows (telemetry off, a named default bucket) is what the SDK v3
+    test gives ModelTrainer, but for the bucket's name."""
+    import yaml
+
+    from tests.integration.emulator.test_sdk_v3_on_emulator import BUCKET, SDK_CONFIG
+
+    shown = yaml.safe_load(next(b for kind, b in FENCE.findall(SECTION) if kind == "yml"))
+    used = yaml.safe_load(SDK_CONFIG)
+    used["SageMaker"]["PythonSDK"]["Modules"]["Session"]["DefaultS3Bucket"] = "my-bucket"
+    assert shown == used and BUCKET

@@ -29,6 +29,22 @@ def add_emulator_parser(sub: Any) -> None:
         metavar="N",
         help="the next N training jobs fail with InsufficientCapacityError",
     )
+    p.add_argument(
+        "--region",
+        default="us-east-1",
+        help="the region of the endpoint's own calls; point clients at the same (default: us-east-1)",
+    )
+    p.add_argument(
+        "--account",
+        default="123456789012",
+        help="the 12-digit account every request acts in: ARNs, GetCallerIdentity (default: 123456789012)",
+    )
+    p.add_argument(
+        "--debug-stream",
+        action="store_true",
+        help="also write the executor's own lines (always in this command's log) to a "
+        "<job>/emulator-debug-<epoch> stream beside the jobs' host streams",
+    )
     p.set_defaults(handler=cmd_emulator)
 
 
@@ -39,6 +55,14 @@ def cmd_emulator(args: argparse.Namespace) -> int:
         raise SystemExit(
             f"the emulator needs moto: pip install 'airflow-dist-training[emulator]' ({exc})"
         ) from None
+    if not (len(args.account) == 12 and args.account.isdigit()):
+        raise SystemExit(f"emulator: --account {args.account!r} is not a 12-digit AWS account id")
     return serve_forever(
-        port=args.port, root=args.root, throttle_share=args.throttle, capacity_failures=args.capacity_failures
+        port=args.port,
+        root=args.root,
+        region=args.region,
+        account=args.account,
+        debug_stream=args.debug_stream,
+        throttle_share=args.throttle,
+        capacity_failures=args.capacity_failures,
     )

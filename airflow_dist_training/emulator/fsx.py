@@ -68,10 +68,11 @@ def _select(table: dict[str, dict[str, Any]], what: str, ids: list[str] | None) 
 class FileSystems:
     """The emulator's FSx state beside moto's file system records (thread-safe)."""
 
-    def __init__(self, root: Path, clients: Any, region: str) -> None:
+    def __init__(self, root: Path, clients: Any, region: str, account: str = ACCOUNT) -> None:
         self.root = root / "fsx"
         self.clients = clients
         self.region = region
+        self.account = account
         self.extra: dict[str, dict[str, Any]] = {}  # file system id -> what moto does not keep
         self.associations: dict[str, dict[str, Any]] = {}
         self.tasks: dict[str, dict[str, Any]] = {}
@@ -89,7 +90,7 @@ class FileSystems:
         fs_id = str(fs["FileSystemId"])
         self.folder(fs_id).mkdir(parents=True, exist_ok=True)
         extra: dict[str, Any] = {
-            "OwnerId": ACCOUNT,
+            "OwnerId": self.account,
             "CreationTime": _now(),
             "MountName": secrets.token_hex(4) if fs.get("FileSystemType") == "LUSTRE" else None,
             "NetworkInterfaceIds": [],
@@ -188,7 +189,7 @@ class FileSystems:
             assoc_id = _hex_id("dra")
             assoc: dict[str, Any] = {
                 "AssociationId": assoc_id,
-                "ResourceARN": f"arn:aws:fsx:{self.region}:{ACCOUNT}:association/{fs_id}/{assoc_id}",
+                "ResourceARN": f"arn:aws:fsx:{self.region}:{self.account}:association/{fs_id}/{assoc_id}",
                 "FileSystemId": fs_id,
                 "Lifecycle": "CREATING",
                 "FileSystemPath": path,
@@ -239,9 +240,7 @@ class FileSystems:
                     f"FileSystemPath {path} overlaps {other['FileSystemPath']} of association "
                     f"{other['AssociationId']}",
                 )
-            if repo.startswith(other["DataRepositoryPath"]) or other["DataRepositoryPath"].startswith(
-                repo
-            ):
+            if repo.startswith(other["DataRepositoryPath"]) or other["DataRepositoryPath"].startswith(repo):
                 raise FSxError(
                     "BadRequest",
                     f"DataRepositoryPath {repo} overlaps {other['DataRepositoryPath']} of association "
@@ -300,7 +299,7 @@ class FileSystems:
             "Lifecycle": "PENDING",
             "Type": kind,
             "CreationTime": _now(),
-            "ResourceARN": f"arn:aws:fsx:{self.region}:{ACCOUNT}:task/{task_id}",
+            "ResourceARN": f"arn:aws:fsx:{self.region}:{self.account}:task/{task_id}",
             "FileSystemId": fs_id,
             "Paths": list(request.get("Paths") or []),
             "Report": report,
@@ -355,7 +354,9 @@ class FileSystems:
                 work.append((_prefix(raw), f"{hit[1].rstrip('/')}/{rel}" if rel else hit[1]))
             else:
                 fs_path = "/" + raw.strip("/") if raw != "/" else "/"
-                hit = max((p for p in pairs if is_under(fs_path, p[1])), key=lambda p: len(p[1]), default=None)
+                hit = max(
+                    (p for p in pairs if is_under(fs_path, p[1])), key=lambda p: len(p[1]), default=None
+                )
                 if hit is None:
                     raise FSxError(
                         "BadRequest", f"{raw} is not inside a data repository association of {fs_id}"
@@ -405,7 +406,9 @@ class FileSystems:
         return self.folder(fs_id) / rel if rel else self.folder(fs_id)
 
     def _s3(self, uri: str) -> tuple[ObjectStore, Location]:
-        return Stores(StoreOptions(aws_conn_id=None, s3_client=self.clients("s3"))).parse(uri, directory=False)
+        return Stores(StoreOptions(aws_conn_id=None, s3_client=self.clients("s3"))).parse(
+            uri, directory=False
+        )
 
     def _import(
         self,
@@ -430,7 +433,12 @@ class FileSystems:
             _remove_unseen(target, seen)
 
     def _copy(
-        self, copy: Callable[[], Any], kind: str, name: str, counts: dict[str, Any], task: dict[str, Any] | None
+        self,
+        copy: Callable[[], Any],
+        kind: str,
+        name: str,
+        counts: dict[str, Any],
+        task: dict[str, Any] | None,
     ) -> None:
         """Copy one file, counting it as AWS's task report does."""
         with self._lock:

@@ -2,7 +2,10 @@
 
 Logs: one stream per host (``<job>/algo-N-<epoch>``) in the job kind's group, sent with
 ``PutLogEvents`` through the endpoint's own Logs API (moto), so every reader (the triggers, the
-hook, a user's boto3) sees them. Metrics: each point a training job's ``MetricDefinitions`` parse
+hook, a user's boto3) sees them. They hold what the job's processes print, as on SageMaker; the
+executor's own lines (``[local] ...``: folders, interpreters, commands) go to the endpoint's log
+(logger ``airflow_dist_training.emulator``), and to a ``<job>/emulator-debug-<epoch>`` stream only
+when the endpoint runs with ``debug_stream``. Metrics: each point a training job's ``MetricDefinitions`` parse
 from a host's line goes to ``PutMetricData`` (namespace ``/aws/sagemaker/TrainingJobs``, dimension
 ``Host=<job>/algo-N``), what the Training view and SageMaker's ``TrainingJobAnalytics`` read back.
 """
@@ -10,6 +13,7 @@ from a host's line goes to ``PutMetricData`` (namespace ``/aws/sagemaker/Trainin
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 import threading
 import time
@@ -22,16 +26,18 @@ from airflow_dist_training.ui.sagemaker_source import NAMESPACE as METRICS_NAMES
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 PROCESSING_LOG_GROUP = "/aws/sagemaker/ProcessingJobs"
 _HOST_LINE = re.compile(r"^\[(algo-\d+)\] ?(.*)$", re.S)
+DEBUG_STREAM = "emulator-debug"
+log = logging.getLogger("airflow_dist_training.emulator")
 
 
 class JobLogs:
     """The log streams of one job. ``add`` takes an executor line (``[algo-N] text`` or other)."""
 
-    def __init__(self, logs_client: Any, group: str, job_name: str, default_host: str = "algo-1") -> None:
+    def __init__(self, logs_client: Any, group: str, job_name: str, debug_stream: bool = False) -> None:
         self.client = logs_client
         self.group = group
         self.job_name = job_name
-        self.default_host = default_host
+        self.debug_stream = debug_stream
         self.epoch = int(time.time())
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self._streams: set[str] = set()
@@ -46,8 +52,13 @@ class JobLogs:
         return f"{self.job_name}/{host}-{self.epoch}"
 
     def add(self, line: str) -> None:
+        """A host's line (``[algo-N] text``) to its stream; any other line is the executor's own."""
         m = _HOST_LINE.match(line)
-        host, text = (m.group(1), m.group(2)) if m else (self.default_host, line)
+        if m is None:
+            log.info("%s %s: %s", self.group.rsplit("/", 1)[-1], self.job_name, line)
+            if not self.debug_stream:
+                return
+        host, text = (m.group(1), m.group(2)) if m else (DEBUG_STREAM, line)
         with self._lock:
             self._pending.setdefault(host, []).append(
                 {"timestamp": int(time.time() * 1000), "message": text or " "}

@@ -279,5 +279,7 @@ def failure_reason(run: ProcessingRun, code: int) -> str:
     failure = run.opt_ml / "output" / "failure"
     text = failure.read_text(errors="replace").strip() if failure.is_file() else ""
     if not text:
-        text = f"the processing container exited with code {code} on algo-1: {last_error_line(list(run.tail))}"
+        text = (
+            f"the processing container exited with code {code} on algo-1: {last_error_line(list(run.tail))}"
+        )
     return run.public(f"AlgorithmError: {text}")[:1024]

@@ -20,18 +20,31 @@ from typing import Any
 
 import pytest
 
+DEFAULT_REGION = "us-east-1"
+DEFAULT_ACCOUNT = "123456789012"
+
 
 class EmulatorProcess:
     """A running ``airflow-dist-training emulator`` subprocess; ``environ`` is its environment
     (default: this process's), which chooses its jobs' interpreter (``$ADT_LOCAL_PYTHON``, else the
     default job environment)."""
 
-    def __init__(self, root: Path, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        environ: Mapping[str, str] | None = None,
+        *,
+        region: str = DEFAULT_REGION,
+        account: str = DEFAULT_ACCOUNT,
+    ) -> None:
         self.root = root
+        self.region = region
+        self.account = account
         environ = os.environ if environ is None else environ
         env = {k: v for k, v in environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+        command = [sys.executable, "-m", "airflow_dist_training.cli", "emulator", "--root", str(root)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "airflow_dist_training.cli", "emulator", "--root", str(root)],
+            [*command, "--region", region, "--account", account],
             stdout=subprocess.PIPE,
             stderr=open(root / "emulator.log", "wb"),
             env=env,
@@ -67,7 +80,7 @@ class EmulatorProcess:
 
         return boto3.client(
             service,
-            region_name="us-east-1",
+            region_name=self.region,
             endpoint_url=self.endpoint,
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
@@ -85,10 +98,35 @@ class EmulatorProcess:
         return int(self.proc.returncode)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    for name, default, what in (
+        ("region", DEFAULT_REGION, "the region of the SageMaker test endpoint and of its clients"),
+        ("account", DEFAULT_ACCOUNT, "the account the SageMaker test endpoint acts in"),
+    ):
+        parser.addini(f"sagemaker_emulator_{name}", f"{what} (default {default})", default=default)
+        parser.addoption(
+            f"--sagemaker-emulator-{name}", default=None, help=f"{what}; overrides the ini option"
+        )
+
+
+def _setting(config: pytest.Config, name: str) -> str:
+    return str(
+        config.getoption(f"--sagemaker-emulator-{name}") or config.getini(f"sagemaker_emulator_{name}")
+    )
+
+
 @pytest.fixture(scope="session")
-def sagemaker_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
-    """The SageMaker test endpoint, one per test session (a subprocess)."""
-    emulator = EmulatorProcess(tmp_path_factory.mktemp("sagemaker-emulator"))
+def sagemaker_emulator(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[EmulatorProcess]:
+    """The SageMaker test endpoint, one per test session (a subprocess); its region and account come
+    from ``--sagemaker-emulator-region``/``--sagemaker-emulator-account`` or the ini options
+    ``sagemaker_emulator_region``/``sagemaker_emulator_account``."""
+    emulator = EmulatorProcess(
+        tmp_path_factory.mktemp("sagemaker-emulator"),
+        region=_setting(pytestconfig, "region"),
+        account=_setting(pytestconfig, "account"),
+    )
     try:
         yield emulator
     finally:
@@ -99,13 +137,12 @@ def sagemaker_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emu
 def sagemaker_endpoint(
     sagemaker_emulator: EmulatorProcess, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[EmulatorProcess]:
-    """An empty emulator for this test, with ``AWS_ENDPOINT_URL`` pointing at it."""
+    """An empty emulator for this test, with ``AWS_ENDPOINT_URL`` pointing at it and the clients'
+    region (``AWS_DEFAULT_REGION``, ``AWS_REGION``) the emulator's."""
     sagemaker_emulator.reset()
     monkeypatch.setenv("AWS_ENDPOINT_URL", sagemaker_emulator.endpoint)
-    for key, value in (
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
         monkeypatch.setenv(key, os.environ.get(key, value))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", sagemaker_emulator.region)
+    monkeypatch.setenv("AWS_REGION", sagemaker_emulator.region)
     yield sagemaker_emulator

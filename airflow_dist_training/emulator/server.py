@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
 import json
 import logging
 import shutil
@@ -21,6 +22,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from airflow_dist_training.emulator import records
+from airflow_dist_training.emulator.aws import (
+    error_response,
+    install_iam_patches,
+    not_implemented,
+    service_of,
+)
 from airflow_dist_training.emulator.faults import Faults
 from airflow_dist_training.emulator.fsx import FileSystems, FSxError
 from airflow_dist_training.emulator.processing import ProcessingJobs
@@ -34,6 +42,7 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
 
 log = logging.getLogger(__name__)
 REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's default account
 _ACTIVE: Emulator | None = None
 _PATCH_LOCK = threading.Lock()
 _PATCHED = False
@@ -50,6 +59,11 @@ class Emulator:
         temporary folder removed on :meth:`stop`.
     :param throttle_share: share of SageMaker API calls answered with ``ThrottlingException``.
     :param capacity_failures: the next N training jobs fail with ``InsufficientCapacityError``.
+    :param region: the region of the endpoint's own calls and of the clients it is meant for (a job
+        runs in the region of the request that created it, as its ARN says).
+    :param account: the account every request acts in (ARNs, ``GetCallerIdentity``, jobs' ARNs).
+    :param debug_stream: also write the executor's own lines (which go to the endpoint's log) to a
+        ``<job>/emulator-debug-<epoch>`` stream beside the hosts' streams.
     """
 
     def __init__(
@@ -59,8 +73,16 @@ class Emulator:
         *,
         throttle_share: float = 0.0,
         capacity_failures: int = 0,
+        region: str = REGION,
+        account: str = ACCOUNT,
+        debug_stream: bool = False,
     ) -> None:
+        if not (len(account) == 12 and account.isdigit()):
+            raise ValueError(f"account: {account!r} is not a 12-digit AWS account id")
         self.port = port
+        self.region = region
+        self.account = account
+        self.debug_stream = debug_stream
         self._own_root = root is None
         # absolute: jobs run with their own folder as the working directory
         self.root = (
@@ -167,7 +189,7 @@ class Emulator:
 
                 self._clients[key] = boto3.session.Session().client(
                     service,
-                    region_name=REGION,
+                    region_name=self.region,
                     endpoint_url=self.endpoint,
                     aws_access_key_id="emulator",
                     aws_secret_access_key="emulator",
@@ -179,9 +201,11 @@ class Emulator:
             return self._clients[key]
 
     def _new_jobs(self) -> None:
-        self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
+        self.training = TrainingJobs(
+            self.root, self.client, self.faults, relay_ports=[self.port], debug_stream=self.debug_stream
+        )
         self.processing = ProcessingJobs(self.root, self.client)
-        self.fsx = FileSystems(self.root, self.client, REGION)
+        self.fsx = FileSystems(self.root, self.client, self.region, self.account)
         self.tuning = self._tuning_jobs()
 
     def _stop_jobs(self) -> None:
@@ -267,7 +291,7 @@ class _EmulatorApp:
             return self._admin(path, environ, start_response)
         target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
         if INTERNAL_AGENT in str(environ.get("HTTP_USER_AGENT", "")):
-            return self.inner(environ, start_response)
+            return self._moto(environ, start_response)
         if target.startswith("SageMaker."):
             with self.emulator._calls_lock:
                 self.emulator.sagemaker_calls[target.removeprefix("SageMaker.")] += 1
@@ -282,7 +306,37 @@ class _EmulatorApp:
                 ],
             )
             return [body]
-        return self.inner(environ, start_response)
+        return self._moto(environ, start_response)
+
+    def _moto(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """moto's answer; an AWS error in the client's protocol where moto raises (never an HTML page)."""
+        body = b""
+        if "form-urlencoded" in str(environ.get("CONTENT_TYPE") or ""):  # query protocol: Action is in it
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            return self.inner(environ, start_response)
+        except Exception as exc:
+            # moto's S3 dispatches by hand and fails on a subresource it lacks (KeyError, ...): for a
+            # client that is an S3 action this endpoint does not implement, as NotImplementedError is
+            if isinstance(exc, NotImplementedError) or service_of(environ) == "s3":
+                log.info(
+                    "emulator: not implemented: %s %s (%r)",
+                    environ.get("REQUEST_METHOD"),
+                    environ.get("PATH_INFO"),
+                    exc,
+                )
+                status, headers, payload = not_implemented(environ, body)
+            else:
+                log.exception("emulator: internal error answering %s", environ.get("PATH_INFO"))
+                status, headers, payload = error_response(
+                    environ,
+                    "InternalFailure",
+                    f"the SageMaker test endpoint failed: {type(exc).__name__}: {exc}",
+                    500,
+                )
+        start_response(status, headers)
+        return [payload]
 
     def _admin(
         self, path: str, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -338,7 +392,9 @@ def _sagemaker_create_training_job(self: Any) -> Any:
     return result
 
 
-def _stop_job(jobs: str, param: str, records: str, what: str, defer: str | None = None) -> Callable[[Any], Any]:
+def _stop_job(
+    jobs: str, param: str, records: str, what: str, defer: str | None = None
+) -> Callable[[Any], Any]:
     """A Stop...Job handler: ``jobs`` is the emulator's runner, ``records`` moto's table; ``defer``:
     moto's own handler while no emulator runs (else a stop without one is rejected)."""
 
@@ -394,7 +450,9 @@ def _sagemaker_create_tuning_job(self: Any) -> Any:
         raise ValidationError("the emulator runs tuning jobs with one TrainingJobDefinition")
     config = request.get("HyperParameterTuningJobConfig") or {}
     objective = (config.get("HyperParameterTuningJobObjective") or {}).get("MetricName")
-    metrics = request["TrainingJobDefinition"].get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
+    metrics = (
+        request["TrainingJobDefinition"].get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
+    )
     if objective not in {m.get("Name") for m in metrics}:  # SageMaker's own answer
         raise ValidationError(
             "A metric is required for this hyperparameter tuning job objective. "
@@ -503,7 +561,11 @@ def _install_patches() -> None:
     _ORIGINALS["stop_processing"] = SageMakerResponse.stop_processing_job
     _ORIGINALS["create_tuning"] = SageMakerResponse.create_hyper_parameter_tuning_job
     _install_fsx_patches()
+    install_iam_patches(_ORIGINALS)
+    _one_account()
     _jobs_start_in_progress()
+    SageMakerResponse.list_training_jobs = records.list_training_jobs  # type: ignore[method-assign]
+    SageMakerResponse.search = records.search(SageMakerResponse.search)  # type: ignore[method-assign]
     SageMakerResponse.create_training_job = _sagemaker_create_training_job  # type: ignore[method-assign]
     SageMakerResponse.stop_training_job = _stop_job(  # type: ignore[attr-defined]
         "training", "TrainingJobName", "training_jobs", "training job"
@@ -522,6 +584,19 @@ def _install_patches() -> None:
     _PATCHED = True
 
 
+def _one_account() -> None:
+    """Every request acts in the emulator's account (moto: an environment variable, which a job
+    would inherit, or a per-access-key table)."""
+    from moto.core.responses import BaseResponse
+
+    original = BaseResponse.get_current_account
+
+    def current_account(self: Any) -> str:
+        return _ACTIVE.account if _ACTIVE is not None else original(self)
+
+    BaseResponse.get_current_account = current_account  # type: ignore[method-assign]
+
+
 def _jobs_start_in_progress() -> None:
     """moto makes every job record ``Completed`` at creation. The emulator then runs it, but a
     describe between moto's insert and the run's first update would see a job that never ran end
@@ -534,6 +609,8 @@ def _jobs_start_in_progress() -> None:
         training_init(self, *args, **kwargs)
         if _ACTIVE is not None:
             self.training_job_status, self.secondary_status = "InProgress", "Starting"
+            prefix, _, name = self.arn.rpartition("/")
+            self.arn = f"{prefix}/{name.lower()}"  # SageMaker's ARN has the name in lower case
 
     def processing(self: Any, *args: Any, **kwargs: Any) -> None:
         processing_init(self, *args, **kwargs)
@@ -558,20 +635,31 @@ def _install_fsx_patches() -> None:
         setattr(FSxResponse, operation, _fsx_call(key, method))
 
 
-def serve_forever(port: int = 0, root: str | Path | None = None, **faults: Any) -> int:
+def serve_forever(
+    port: int = 0, root: str | Path | None = None, region: str = REGION, account: str = ACCOUNT, **faults: Any
+) -> int:
     """Run in the foreground until SIGINT/SIGTERM; print ``endpoint: <url>`` when ready."""
     import signal
     import sys
 
     stop = threading.Event()
-    emu = Emulator(port=port, root=root, **faults)
+    # the endpoint's log (stderr): its requests and the executor's own lines about each job. Own
+    # handlers: Airflow, once a job imports it, reconfigures the root logger to stdout.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("airflow_dist_training.emulator", "werkzeug"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    emu = Emulator(port=port, root=root, region=region, account=account, **faults)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     emu.start()
     print(f"endpoint: {emu.endpoint}", flush=True)
     print(
         f"  export AWS_ENDPOINT_URL={emu.endpoint} AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
-        "AWS_DEFAULT_REGION=us-east-1",
+        f"AWS_DEFAULT_REGION={emu.region}",
         file=sys.stderr,
         flush=True,
     )

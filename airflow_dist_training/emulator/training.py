@@ -9,6 +9,7 @@ metrics (:mod:`airflow_dist_training.emulator.logs`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 # how often an armed host failure looks for the job's first complete checkpoint (a few file stats)
 HOST_FAILURE_POLL_SECONDS = 0.02
+# Managed spot training's saving, as BillableTimeInSeconds shows it (SageMaker: "up to 90%" against
+# on-demand; the savings are 1 - Billable/TrainingTimeInSeconds). An invented figure: no price is paid here.
+SPOT_SAVINGS = 0.7
 # A CI box under load can take a minute to start torch: a rendezvous "hang" only after 5 minutes.
 # The stop grace is SageMaker's 120 s, or $ADT_STOP_GRACE_SECONDS (JobOptions).
 EXECUTOR_OPTIONS: dict[str, Any] = {"hang_seconds": 300.0}
@@ -112,15 +116,28 @@ class TrainingRun(MotoRun):
         for key, attr in (
             ("TrainingStartTime", "training_start_time"),
             ("TrainingEndTime", "training_end_time"),
-            ("TrainingTimeInSeconds", "training_time_in_seconds"),
-            ("BillableTimeInSeconds", "billable_time_in_seconds"),
             ("ModelArtifacts", "model_artifacts"),
         ):
             if key in desc:
                 fields[attr] = naive_utc(desc[key])
+        if "TrainingTimeInSeconds" in desc:
+            fields.update(
+                billing(
+                    int(desc["TrainingTimeInSeconds"]), bool(self.request.get("EnableManagedSpotTraining"))
+                )
+            )
         changed = any(getattr(self.record, k, None) != v for k, v in fields.items())
         if changed:
             self.set(**fields)
+
+
+def billing(training_seconds: int, spot: bool) -> dict[str, int]:
+    """TrainingTimeInSeconds and BillableTimeInSeconds as SageMaker reports them: billable is the
+    wall-clock time an instance ran (times InstanceCount for the bill), less the spot saving."""
+    billable = training_seconds
+    if spot and training_seconds > 0:
+        billable = max(1, round(training_seconds * (1 - SPOT_SAVINGS)))
+    return {"training_time_in_seconds": training_seconds, "billable_time_in_seconds": billable}
 
 
 def _host_failure(
@@ -141,8 +158,11 @@ def _host_failure(
 class TrainingJobs:
     """Runs the emulator's training jobs (thread-safe)."""
 
-    def __init__(self, root: Path, clients: Any, faults: Faults, relay_ports: list[int]) -> None:
+    def __init__(
+        self, root: Path, clients: Any, faults: Faults, relay_ports: list[int], debug_stream: bool = False
+    ) -> None:
         self.root = root
+        self.debug_stream = debug_stream
         self.clients = clients
         self.faults = faults
         self.relay_ports = relay_ports
@@ -161,6 +181,19 @@ class TrainingJobs:
             self._executor = LocalExecutor(self.root / "jobs", store=store, options=options)
         return self._executor
 
+    def job_options(self, arn: str) -> Any:
+        """The executor's options for the job of ``arn``: the job runs in the region and account its
+        record reports (``TRAINING_JOB_ARN``, ``SAGEMAKER_REGION``, ``AWS_REGION``), as on SageMaker,
+        in an environment of its image's and SageMaker's variables only (not the endpoint's)."""
+        _, _, _, region, account, _ = arn.split(":", 5)
+        options = self.executor.options
+        env = {**options.extra_env, "AWS_REGION": region, "AWS_DEFAULT_REGION": region}
+        from airflow_dist_training.local.job_env import image_environ
+
+        return dataclasses.replace(
+            options, region=region, account=account, extra_env=env, image_environ=image_environ()
+        )
+
     def check(self, request: dict[str, Any]) -> None:
         """Raise ``LocalRequestError`` when the request cannot run here (before moto records it)."""
         self.executor.plan(request)
@@ -175,7 +208,7 @@ class TrainingJobs:
         run = TrainingRun(
             record,
             request,
-            JobLogs(self.clients("logs"), TRAINING_LOG_GROUP, name),
+            JobLogs(self.clients("logs"), TRAINING_LOG_GROUP, name, debug_stream=self.debug_stream),
             JobMetrics(self.clients("cloudwatch"), name),
         )
         run.mounts = dict(mounts or {})
@@ -221,7 +254,9 @@ class TrainingJobs:
                 return
             store = self.executor.store.with_mounts(run.mounts) if run.mounts else None
             host_failure = self.faults.take("host_failures")
-            run.job = self.executor.start(run.request, log=run.logs.add, store=store)
+            run.job = self.executor.start(
+                run.request, log=run.logs.add, store=store, options=self.job_options(run.record.arn)
+            )
             if host_failure:
                 threading.Thread(
                     target=self._fail_hosts_after_first_checkpoint,

@@ -401,9 +401,8 @@ def host_env(h: HostFacts) -> dict[str, str]:
         env[env_name(f"channel_{channel}")] = directory
     for key, value in h.user_hps.items():
         env[env_name(f"hp_{key}")] = to_env_value(value)
-    # ours: the checkpoint directory (the classic toolkit exports none) and a local-mode marker
+    # ours: the checkpoint directory (the classic toolkit exports none)
     env["SM_CHECKPOINT_DIR"] = str(h.layout.checkpoint_dir)
-    env["ADT_LOCAL_BACKEND"] = "1"
     # PyTorch DLC (PT:training.py#train): NCCL and master variables; torchrun overrides MASTER_* for workers
     env["NCCL_SOCKET_IFNAME"] = NIC
     env["NCCL_IB_DISABLE"] = "1"

@@ -105,7 +105,7 @@ sys.stdin.read()
 # a container: a stop's SIGTERM reaches it only if it handles SIGTERM (the kernel's rule for PID 1).
 HOST_SETUP = r"""
 set -e
-host=$1; optml=$2; ovl=$3; hostsfile=$4; shift 4
+host=$1; optml=$2; ovl=$3; hostsfile=$4; workdir=$5; shared=$6; shift 6
 hostname "$host"
 mount --bind "$hostsfile" /etc/hosts
 mount -t tmpfs tmpfs "$ovl"
@@ -114,11 +114,11 @@ mount -t overlay overlay -o "lowerdir=/opt,upperdir=$ovl/upper,workdir=$ovl/work
 mkdir -p /opt/ml
 mount --bind "$optml" /opt/ml
 # File-mode channels are the same on every host: one copy, mounted read-write as on SageMaker
-if [ -n "${ADT_SHARED_DATA:-}" ] && [ "$ADT_SHARED_DATA" != "$optml/input/data" ]; then
+if [ -n "$shared" ] && [ "$shared" != "$optml/input/data" ]; then
   mkdir -p /opt/ml/input/data
-  mount --bind "$ADT_SHARED_DATA" /opt/ml/input/data
+  mount --bind "$shared" /opt/ml/input/data
 fi
-cd "${ADT_WORKDIR:-/}"
+cd "$workdir"
 exec "$@"
 """
 
@@ -266,8 +266,13 @@ class JobNetwork:
             raise RuntimeError(f"could not create the job's network namespace: {line} {err}".strip())
         self.setup_seconds = time.perf_counter() - started
 
-    def host_command(self, host: str, opt_ml: Path, command: list[str]) -> list[str]:
-        """Run ``command`` as host ``host`` (own mount/UTS/PID namespaces) inside the job's network."""
+    def host_command(
+        self, host: str, opt_ml: Path, command: list[str], *, workdir: str = "/", shared_data: str = ""
+    ) -> list[str]:
+        """Run ``command`` as host ``host`` (own mount/UTS/PID namespaces) inside the job's network,
+        in ``workdir``; ``shared_data``: the one copy of the File-mode channels, mounted at
+        ``/opt/ml/input/data``. Arguments of the wrapper, not variables: the job's environment is
+        the image's and SageMaker's only."""
         assert self.holder is not None
         ovl = self.net_dir / "ovl" / host
         ovl.mkdir(parents=True, exist_ok=True)
@@ -281,7 +286,8 @@ class JobNetwork:
             *enter, "--",
             "unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
             "--propagation", "private", "--",
-            "/bin/sh", str(setup), host, str(opt_ml), str(ovl), str(self.hosts_path), *command,
+            "/bin/sh", str(setup), host, str(opt_ml), str(ovl), str(self.hosts_path), workdir, shared_data,
+            *command,
         ]  # fmt: skip
 
     def listening(self, port: int) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.local import hosts as nshosts
 from airflow_dist_training.local.metrics import MetricPoint
-from airflow_dist_training.local.request_plan import JobOptions, RequestPlan, job_arn
+from airflow_dist_training.local.request_plan import JobOptions, RequestPlan
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.local.supervisor import FAILURE_REASON_LIMIT, RunSupervisor
 from airflow_dist_training.results import TrainingResult
@@ -52,7 +52,7 @@ class LocalTrainingJob:
 
     def __init__(self, rp: RequestPlan, store: ObjectStore, options: JobOptions, log: LogFn | None) -> None:
         self.name = rp.plan.job_name
-        self.arn = job_arn(self.name)
+        self.arn = rp.job_arn
         self.job_dir = rp.plan.job_dir
         self.request = rp.request
         self.plan = rp

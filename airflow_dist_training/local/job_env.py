@@ -185,6 +185,27 @@ def inherited_environ(environ: Mapping[str, str] | None = None) -> dict[str, str
     }
 
 
+# what an image's environment has that does not depend on the job: the shell basics, and the
+# OpenBLAS core settings some processors here need for correct results (docs/local-backend.md)
+IMAGE_VARIABLES = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+)
+
+
+def image_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a job that sees only what its image and SageMaker give it (the test
+    endpoint's jobs): :data:`IMAGE_VARIABLES` of ``environ``, nothing of the process that runs it."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in IMAGE_VARIABLES if k in environ}
+
+
 def build(
     env_dir: Path | None = None,
     *,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from airflow_dist_training.local.contract import HostPlan, LocalJobPlan
 from airflow_dist_training.local.job_env import inherited_environ
-from airflow_dist_training.local.request_plan import RequestPlan, job_arn
+from airflow_dist_training.local.request_plan import RequestPlan
 from airflow_dist_training.storage import StoreOptions, Stores, copy_between
 from airflow_dist_training.storage.location import Location
 
@@ -61,14 +61,13 @@ _TOOLKIT_TRAIN = "import sys; from sagemaker_training.cli.train import main; sys
 def _base_env(
     rp: RequestPlan, hp: HostPlan, python_path: str | None, extra_env: Mapping[str, str]
 ) -> dict[str, str]:
-    env = inherited_environ()
+    env = dict(rp.image_environ) if rp.image_environ is not None else inherited_environ()
     python_bin = str(Path(rp.python).parent)
     env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
     env.update({str(k): str(v) for k, v in (rp.request.get("Environment") or {}).items()})
     env["TRAINING_JOB_NAME"] = rp.plan.job_name
-    env["TRAINING_JOB_ARN"] = job_arn(rp.plan.job_name)
+    env["TRAINING_JOB_ARN"] = rp.job_arn
     env["PYTHONUNBUFFERED"] = "1"
-    env["ADT_LOCAL_BACKEND"] = "1"
     # ours: the checkpoint directory (no SageMaker variable names it; scripts use /opt/ml/checkpoints)
     env["SM_CHECKPOINT_DIR"] = (
         "/opt/ml/checkpoints" if rp.isolation.namespaces else str(hp.layout.checkpoint_dir)

@@ -40,6 +40,8 @@ from airflow_dist_training.local.job_env import job_python
 from airflow_dist_training.local.store import ObjectStore
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
 
+# the account of local jobs' ARNs (the test endpoint passes its own)
+LOCAL_ACCOUNT = "000000000000"
 # Launcher-mode command the planner writes (sagemaker/launcher.py); its config file says the launcher.
 _LAUNCH_CONFIG_ARG = "--config"
 _WRAP_ARG = "--wrap"  # the same launcher as the toolkit shim (sagemaker/launcher.py: WRAP_ARG)
@@ -118,6 +120,12 @@ class JobOptions:
     :param hang_seconds: how long a rendezvous or name-resolution hang may last before the job
         fails with its cause.
     :param stop_grace_seconds: SIGTERM-to-SIGKILL window of a stop (SageMaker's 120 s by default).
+    :param region: the region the job runs in (its ARN, ``SAGEMAKER_REGION``); default ``local``
+        in the ARN and the caller's ``AWS_REGION`` for the toolkit.
+    :param account: the account in the job's ARN (the test endpoint passes its own).
+    :param image_environ: the environment the job starts from, under SageMaker's variables (the
+        test endpoint: :func:`~airflow_dist_training.local.job_env.image_environ`); default: this
+        process's (:func:`~airflow_dist_training.local.job_env.inherited_environ`).
     """
 
     python: str | None = None
@@ -129,6 +137,9 @@ class JobOptions:
     stop_grace_seconds: float = field(default_factory=default_stop_grace_seconds)
     hang_seconds: float = 60.0
     extra_env: dict[str, str] = field(default_factory=dict)
+    region: str | None = None
+    account: str = LOCAL_ACCOUNT
+    image_environ: dict[str, str] | None = None
 
     def apply(self, local: Any, spec: Any) -> None:
         """Take the spec's ``local`` settings (``LocalSettings``)."""
@@ -174,6 +185,8 @@ class RequestPlan:
     torch_distributed: bool
     python: str
     python_why: str  # which setting chose the interpreter (local/job_env.py)
+    job_arn: str  # TRAINING_JOB_ARN, as DescribeTrainingJob reports it
+    image_environ: dict[str, str] | None  # JobOptions.image_environ
     toolkit_shim: bool = False  # script mode under our launcher's --wrap (stopping.forward_sigterm)
 
     @property
@@ -256,8 +269,9 @@ def plan_request(
     if problems:
         raise LocalRequestError(problems, source=f"local backend ({name or 'request'})")
     # the project's own runner needs the per-host environment and launch plan (local/contract.py)
+    arn = job_arn(name, options.region, options.account)
     facts = _request_facts(
-        jobs_root / name, groups, reserved, framework, user_hps, input_data_config, environ,
+        jobs_root / name, groups, reserved, framework, user_hps, input_data_config, environ, arn, options.region,
         entry_point=str(reserved.get("sagemaker_program") or (launch_config or {}).get("entry_point") or ""),
         torch_distributed=torch_distributed,
     )  # fmt: skip
@@ -277,6 +291,8 @@ def plan_request(
         torch_distributed=torch_distributed,
         python=python,
         python_why=python_why,
+        job_arn=arn,
+        image_environ=options.image_environ,
         toolkit_shim=toolkit_shim,
     )
 
@@ -289,6 +305,8 @@ def _request_facts(
     user_hps: dict[str, Any],
     input_data_config: dict[str, dict[str, str]],
     environ: Mapping[str, str],
+    arn: str,
+    job_region: str | None,
     *,
     entry_point: str,
     torch_distributed: bool,
@@ -301,12 +319,15 @@ def _request_facts(
         wanted = set(framework["sagemaker_distribution_instance_groups"])
         dist_hosts = [h for n, _, hs in groups for h in hs if n in wanted]
     region = (
-        reserved.get("sagemaker_region") or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+        job_region
+        or reserved.get("sagemaker_region")
+        or environ.get("AWS_REGION")
+        or environ.get("AWS_DEFAULT_REGION")
     )
     return HostFacts(
         entry=entry_point,
         job_name=name,
-        job_arn=job_arn(name),
+        job_arn=arn,
         layout=host_layout(job_dir, 0),
         hosts=hosts,
         instance_groups=[
@@ -522,5 +543,6 @@ def _job_plan(
     )
 
 
-def job_arn(name: str) -> str:
-    return f"arn:aws:sagemaker:local:000000000000:training-job/{name.lower()}"
+def job_arn(name: str, region: str | None = None, account: str = LOCAL_ACCOUNT) -> str:
+    """A training job's ARN (SageMaker lowercases the name in it)."""
+    return f"arn:aws:sagemaker:{region or 'local'}:{account}:training-job/{name.lower()}"

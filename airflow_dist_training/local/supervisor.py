@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import shlex
@@ -215,7 +216,8 @@ class RunSupervisor:
     # -- preparation: code, channels, config files, checkpoints, the job's Python
     def prepare(self) -> None:
         plan = self.plan
-        self.transition("Starting", f"Preparing {len(plan.hosts)} simulated host(s) under {plan.job_dir}")
+        self.transition("Starting", "Preparing the instances for training")  # SageMaker's words
+        self.log(f"[local] preparing {len(plan.hosts)} simulated host(s) under {plan.job_dir}")
         if self.rp.isolation.namespaces and self.network is None:
             # the job's network namespace comes up while the files are staged (it needs none of them)
             self._network_ready = threading.Thread(target=self._start_network, daemon=True)
@@ -255,18 +257,18 @@ class RunSupervisor:
                 raise self._network_error
         port = nshosts.MASTER_PORT if namespaces else launcher.free_port()
         if self.training_started is None:
-            self.transition(
-                "Training",
-                f"Launching {len(plan.hosts)} host(s) ({self.rp.mode} runner, {'namespaces' if namespaces else 'relocated layout'})",
-            )
+            self.transition("Training", "Training image download completed. Training in progress.")
+            layout = "namespaces" if namespaces else "relocated layout"
+            self.log(f"[local] launching {len(plan.hosts)} host(s) ({self.rp.mode} runner, {layout})")
             self.training_started = time.time()
         for hp in plan.host_plans:
             cmd, env, cwd = launcher.host_process(self.rp, hp, port, self.python_path, self.options.extra_env)
             job_cmd = list(cmd)
             if self.network is not None:
-                env["ADT_WORKDIR"] = cwd
-                env["ADT_SHARED_DATA"] = str(plan.host_plans[0].layout.input_data_dir)
-                cmd = self.network.host_command(hp.host, hp.layout.base, cmd)
+                shared = str(plan.host_plans[0].layout.input_data_dir)
+                cmd = self.network.host_command(
+                    hp.host, hp.layout.base, cmd, workdir=str(cwd), shared_data=shared
+                )
                 cwd = "/"
             if self._spawn(hp.host, cmd, env, cwd, job_cmd) is None:
                 return
@@ -312,7 +314,7 @@ class RunSupervisor:
         points = self.metrics.feed(line, host=host)
         if points:
             self.append_metric_log(points)
-        self.log(f"[{host}] {line}")
+        self.log(f"[{host}] {self.public_text(line)}")
 
     # -- waiting
     def wait(self) -> dict[str, int]:
@@ -522,16 +524,21 @@ class RunSupervisor:
             message, job_name=plan.job_name, status="Failed", failure_reason=reason[:FAILURE_REASON_LIMIT]
         )
 
-    def public_text(self, text: str) -> str:
-        """``text`` as SageMaker would give it: no path of this machine. The hosts' folders are
-        ``/opt/ml``; the job's environment is the image's ``/opt/conda``."""
+    @functools.cached_property
+    def _public_paths(self) -> list[tuple[str, str]]:
+        """(this machine's path, what SageMaker shows), longest first (every output line uses them)."""
         replacements = [(str(hp.layout.base), "/opt/ml") for hp in self.plan.host_plans]
         python = Path(self.rp.python)
         if (python.parent.parent / "pyvenv.cfg").is_file():  # a virtualenv: the job environment
             replacements.append((str(python.parent.parent), "/opt/conda"))
         else:
             replacements.append((str(python), "python3"))
-        for local, public in sorted(replacements, key=lambda r: -len(r[0])):
+        return sorted(replacements, key=lambda r: -len(r[0]))
+
+    def public_text(self, text: str) -> str:
+        """``text`` as SageMaker would give it: no path of this machine. The hosts' folders are
+        ``/opt/ml``; the job's environment is the image's ``/opt/conda``."""
+        for local, public in self._public_paths:
             text = text.replace(local, public)
             text = without_cut_path(text, local, public)
         return text
@@ -540,7 +547,8 @@ class RunSupervisor:
     def finish(self) -> tuple[str, str]:
         """Final checkpoint sync, success files, ``model.tar.gz`` and ``output.tar.gz`` where the request says."""
         plan, rp = self.plan, self.rp
-        self.transition("Uploading", f"Uploading generated training model to {rp.output_path}")
+        self.transition("Uploading", "Uploading generated training model")
+        self.log(f"[local] uploading to {rp.output_path}")
         if plan.checkpoint_store is not None:
             n = self.sync_checkpoints()
             self.log(f"[local] synced {n} checkpoint file(s) to {rp.checkpoint_uri} ({plan.checkpoint_store.as_uri()})")

@@ -140,10 +140,12 @@ def job_interpreters(endpoint: Any) -> dict[str, set[str]]:
     """Which interpreter ran each training and processing job on the endpoint, as its own log says."""
     sm = endpoint.client("sagemaker")
     found: dict[str, set[str]] = {}
+    # a training job's interpreter is the executor's line: in the endpoint's log, not the job's
+    endpoint_log = (endpoint.root / "emulator.log").read_text(errors="replace").splitlines()
     for summary in sm.list_training_jobs()["TrainingJobSummaries"]:
         name = summary["TrainingJobName"]
-        lines = log_messages(endpoint, "/aws/sagemaker/TrainingJobs", name)
-        found[name] = {m.split("job Python: ", 1)[1].split(" (", 1)[0] for m in lines if "job Python: " in m}
+        lines = [m for m in endpoint_log if f"TrainingJobs {name}: [local] job Python: " in m]
+        found[name] = {m.split("job Python: ", 1)[1].split(" (", 1)[0] for m in lines}
     for summary in sm.list_processing_jobs()["ProcessingJobSummaries"]:
         name = summary["ProcessingJobName"]
         lines = log_messages(endpoint, "/aws/sagemaker/ProcessingJobs", name)

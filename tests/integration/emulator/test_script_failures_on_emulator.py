@@ -110,9 +110,12 @@ def test_training_that_imports_a_module_it_does_not_ship_fails_at_once(
     assert f"No module named '{missing}'" in out  # the streamed job log
     if missing == "airflow_dist_training":
         assert "No module named 'checkpointing'" in out
-    # the job ran in the default job environment, as the job's own log says
-    log = _log_messages(endpoint, "/aws/sagemaker/TrainingJobs", desc["TrainingJobName"])
-    assert any(f"job Python: {_default_job_python()} (" in m for m in log), log
+    # the job ran in the default job environment, as the endpoint's log says (not the job's: a
+    # path of this machine)
+    log = (endpoint.root / "emulator.log").read_text(errors="replace")
+    assert f"TrainingJobs {desc['TrainingJobName']}: [local] job Python: {_default_job_python()} (" in log
+    job_log = _log_messages(endpoint, "/aws/sagemaker/TrainingJobs", desc["TrainingJobName"])
+    assert not any("job Python: " in m for m in job_log), job_log
 
 
 def test_the_scripts_own_failure_file_is_the_failure_reason(endpoint: Any, tmp_path: Path) -> None:

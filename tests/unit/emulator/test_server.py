@@ -7,6 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from airflow_dist_training.emulator.faults import HOST_FAILURE_REASON
 from airflow_dist_training.emulator.logs import JobLogs
 from airflow_dist_training.emulator.processing import ProcessingRun
@@ -41,17 +43,37 @@ class _Logs:
         self.events.append((logGroupName, logStreamName, [e["message"] for e in logEvents]))
 
 
-def test_one_stream_per_host_named_like_sagemaker() -> None:
+def test_one_stream_per_host_named_like_sagemaker(caplog: pytest.LogCaptureFixture) -> None:
     client = _Logs()
     logs = JobLogs(client, "/aws/sagemaker/TrainingJobs", "job-1")
     logs.add("[algo-2] epoch=0 loss=1.0")
-    logs.add("[local] preparing hosts")  # executor lines go to the first host's stream
+    with caplog.at_level("INFO", logger="airflow_dist_training.emulator"):
+        logs.add("[local] preparing 2 simulated host(s) under /tmp/x")  # the executor's: the endpoint's log
     logs.flush()
     streams = {stream: msgs for _, stream, msgs in client.events}
-    assert streams == {
-        f"job-1/algo-2-{logs.epoch}": ["epoch=0 loss=1.0"],
-        f"job-1/algo-1-{logs.epoch}": ["[local] preparing hosts"],
-    }
+    assert streams == {f"job-1/algo-2-{logs.epoch}": ["epoch=0 loss=1.0"]}
+    assert "TrainingJobs job-1: [local] preparing 2 simulated host(s) under /tmp/x" in caplog.messages
+
+
+def test_executor_lines_reach_a_debug_stream_only_when_asked() -> None:
+    client = _Logs()
+    logs = JobLogs(client, "/aws/sagemaker/TrainingJobs", "job-1", debug_stream=True)
+    logs.add("[local] launching 2 host(s)")
+    logs.flush()
+    assert [(s, m) for _, s, m in client.events] == [
+        (f"job-1/emulator-debug-{logs.epoch}", ["[local] launching 2 host(s)"])
+    ]
+
+
+def test_billable_time_is_the_training_time_less_the_spot_saving() -> None:
+    from airflow_dist_training.emulator.training import SPOT_SAVINGS, billing
+
+    assert billing(100, spot=False) == {"training_time_in_seconds": 100, "billable_time_in_seconds": 100}
+    spot = billing(100, spot=True)
+    assert (
+        spot["billable_time_in_seconds"] == round(100 * (1 - SPOT_SAVINGS)) < spot["training_time_in_seconds"]
+    )
+    assert billing(1, spot=True)["billable_time_in_seconds"] == 1  # billed by the second, at least one
 
 
 def _executor_view(status: str, secondary: str, reason: str | None = None) -> dict[str, Any]:
@@ -86,5 +108,9 @@ def test_a_host_failure_is_reported_as_aws_does_whatever_the_processes_did() -> 
         assert (record.training_job_status, record.secondary_status) == ("Failed", "Failed")
         assert record.failure_reason == HOST_FAILURE_REASON
         assert record.failure_reason.startswith("InternalServerError: ")
-        assert [t["Status"] for t in record.secondary_status_transitions] == ["Starting", "Training", "Failed"]
+        assert [t["Status"] for t in record.secondary_status_transitions] == [
+            "Starting",
+            "Training",
+            "Failed",
+        ]
         assert "EndTime" in record.secondary_status_transitions[1]

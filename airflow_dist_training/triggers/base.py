@@ -127,6 +127,8 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
         the triggerer can take minutes to answer a state read (seen on the test stack), and a user's
         kill must still stop the job once the state is read.
         """
+        if type(self).stop_resource is AwsWaitTrigger.stop_resource:
+            return  # nothing of this wait bills by the second (FSx tasks): nothing to decide
         decision = asyncio.ensure_future(self._decide_and_stop())
         _STOPS_IN_FLIGHT.add(decision)
         decision.add_done_callback(_STOPS_IN_FLIGHT.discard)

@@ -229,8 +229,8 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         """One checkpoint (a directory or, single-file, a file): complete or not, and why not."""
         store, loc = self.stores.parse(checkpoint_uri, "uri", directory=False)
         name = loc.prefix.rstrip("/").rsplit("/", 1)[-1]
-        listing = store.list_tree(loc.as_dir())
-        is_file = not listing and bool(store.list_tree(loc))
+        listing = store.list_tree(loc.as_dir())  # a local file lists as itself: {"": ...}
+        is_file = set(listing) == {""} or (not listing and bool(store.list_tree(loc)))
         entry = self._entry(name, is_file)
         if entry is None:
             wanted = " or ".join(sorted({lay.name for lay in self._layouts}))

@@ -88,6 +88,22 @@ def place(request: pytest.FixtureRequest, tmp_path: Path, written: Path) -> Call
     return put
 
 
+def test_a_single_file_checkpoint_is_promoted_into_a_directory(place: Callable[[str], str]) -> None:
+    root = place("single-file")
+    hook = CheckpointHook(aws_conn_id=None, region_name="us-east-1", layout="single-file")
+    target = root.rstrip("/") + "-promoted/"
+    entry = hook.promote(root, "latest", target)
+    assert (entry["step"], entry["layout"], entry["source_uri"].rsplit("/", 1)[-1]) == (
+        30,
+        "single-file",
+        "epoch=3-step=30.ckpt",
+    )
+    assert hook.holds_checkpoint(target)
+    assert hook.promote(root, 20, target)["step"] == 20  # replaces it: the stale file goes
+    store, loc = hook.stores.parse(target)
+    assert list(store.list_tree(loc)) == ["epoch=2-step=20.ckpt"]
+
+
 @pytest.mark.parametrize("layout", list(WRITERS))
 def test_latest_listing_and_move_aside_for_each_layout(place: Callable[[str], str], layout: str) -> None:
     root = place(layout)
@@ -215,6 +231,11 @@ def test_the_relaunch_step_moves_partial_checkpoints_aside_and_logs_them(
         op._prepare_run_checkpoints()
     assert sorted(p.name for p in run.iterdir()) == ["_incomplete", "checkpoint-500"]
     assert (run / "_incomplete" / "checkpoint-1000" / "trainer_state.json").is_file()
-    assert f"Moved the incomplete checkpoint {run}/checkpoint-1000 aside to {run}/_incomplete/checkpoint-1000 (" in caplog.text
+    assert (
+        f"Moved the incomplete checkpoint {run}/checkpoint-1000 aside to {run}/_incomplete/checkpoint-1000 ("
+        in caplog.text
+    )
     assert "no scheduler.pt" in caplog.text
-    assert f"Resuming from this run's own checkpoint {run}/checkpoint-500 (hf-trainer, step 500)" in caplog.text
+    assert (
+        f"Resuming from this run's own checkpoint {run}/checkpoint-500 (hf-trainer, step 500)" in caplog.text
+    )

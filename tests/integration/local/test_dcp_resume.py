@@ -43,6 +43,7 @@ SCRIPT = textwrap.dedent(
     root = os.environ["SM_CHECKPOINT_DIR"]
     folders = [n for n in os.listdir(root) if re.fullmatch(r"step-\\d+", n)] if os.path.isdir(root) else []
     resume = max(folders, key=lambda n: int(n[5:]), default=None)  # "the newest folder", complete or not
+    dist.barrier()  # every rank chose before any rank starts saving
     start = 0
     if resume is not None:
         state = {f"shard{rank}": torch.zeros(4096), "epoch": -1}

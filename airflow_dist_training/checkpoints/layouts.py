@@ -138,24 +138,16 @@ def _name_step(pattern: str) -> Callable[[str, LayoutOptions], int | None]:
 # ------------------------------------------------------------------ manifest (the provider's writer)
 def _judge_manifest(evidence: Evidence) -> Verdict:
     from airflow_dist_training.checkpointing import ManifestError, parse_manifest
+    from airflow_dist_training.checkpoints.selection import completeness_problems
 
     if MANIFEST_NAME not in evidence.contents:
-        return Verdict(
-            problems=(f"{evidence.uri}: no {MANIFEST_NAME} (checkpoint not finished or still uploading)",)
-        )
+        return Verdict(problems=tuple(completeness_problems(None, evidence.files, evidence.uri)))
     where = evidence.at(MANIFEST_NAME)
     try:
         manifest = parse_manifest(evidence.contents[MANIFEST_NAME], where)
     except ManifestError as exc:
         return Verdict(unreadable=tuple((f"{where}:{f}" if f else where, m) for f, m in exc.problems))
-    prefix = evidence.uri.rstrip("/") + "/"
-    problems = []
-    for entry in manifest["files"]:
-        path, size = entry["path"], entry["size"]
-        if path not in evidence.files:
-            problems.append(f"{prefix}{path}: missing (listed in the manifest)")
-        elif evidence.files[path] != size:
-            problems.append(f"{prefix}{path}: size {evidence.files[path]}, manifest says {size}")
+    problems = completeness_problems(manifest, evidence.files, evidence.uri.rstrip("/") + "/")
     if evidence.step is not None and manifest["step"] != evidence.step:
         problems.append(f"{where}: manifest step {manifest['step']} != directory step {evidence.step}")
     return Verdict(

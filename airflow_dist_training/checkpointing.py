@@ -6,8 +6,10 @@ be shipped with a job or copied into an image as one file (usage: docs/checkpoin
 One directory per checkpoint under the job's checkpoint root, its ``_MANIFEST.json`` written last
 by an atomic rename. A checkpoint is *complete* when its manifest exists and every file it lists
 has the listed size: SageMaker uploads the directory file by file in no guaranteed order, and the
-size check keeps a half-uploaded checkpoint from ever looking complete. Only rank 0 writes; other
-ranks get a throw-away directory, so the same code runs on every rank.
+size check keeps a half-uploaded checkpoint from ever looking complete. By default only rank 0
+writes (other ranks get a throw-away directory, so the same code runs on every rank); with
+``sharded=True`` every rank writes its own files and rank 0 writes the manifest last, listing every
+rank's files with their sizes, once all ranks are done.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import pathlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 __all__ = [
@@ -47,6 +50,7 @@ MANIFEST_NAME = "_MANIFEST.json"
 # at the root: {"step": N, "path": "step-.../"}; a hint, never trusted alone
 LATEST_HINT_NAME = "_LATEST.json"
 _TMP_MANIFEST_PREFIX = "._MANIFEST.json.tmp"
+_RANK_RECORD_PREFIX = "._rank-"  # sharded: one rank's files, until rank 0 wrote the manifest
 _STEP_RE = re.compile(r"^step-(\d{1,20})$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -255,6 +259,12 @@ def _rank_from_env() -> int:
     return 0
 
 
+def _save_token(step: int) -> str:
+    """What every rank of one save agrees on without talking: torchrun's run id and restart count."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    return f"{run}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{step}"
+
+
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -270,6 +280,14 @@ class CheckpointWriter:
     :param fsync: flush every file to disk before the manifest is written (default True), so that
         after a machine crash a manifest never describes data that did not reach the disk. Costs a
         few milliseconds per file; turn off for checkpoints of thousands of small files.
+    :param sharded: every rank writes its own files, into ``step-…/rank-<rank:05d>/``; no gather on
+        rank 0. Each rank records its files (``._rank-<rank>.json``) when its block exits; rank 0
+        waits for all ``world_size`` ranks, then writes the manifest listing every rank's files.
+    :param world_size: ranks taking part (sharded); defaults to ``$WORLD_SIZE``, then 1.
+    :param gather: sharded, when ranks do not share the checkpoint directory (one local disk per
+        node): a collective ``gather(entries) -> [entries of rank 0, 1, …]`` on every rank, e.g.
+        built on ``torch.distributed.all_gather_object``. Default: the rank records in the shared directory.
+    :param wait_seconds: sharded: how long rank 0 waits for the other ranks' records.
     """
 
     def __init__(
@@ -280,12 +298,20 @@ class CheckpointWriter:
         overwrite: bool = False,
         checksums: bool = True,
         fsync: bool = True,
+        sharded: bool = False,
+        world_size: int | None = None,
+        gather: Callable[[list[dict[str, Any]]], list[list[dict[str, Any]]]] | None = None,
+        wait_seconds: float = 1800.0,
     ) -> None:
         self.root = pathlib.Path(root)
         self.fsync = fsync
         self.rank = _rank_from_env() if rank is None else rank
         self.overwrite = overwrite
         self.checksums = checksums
+        self.sharded = sharded
+        self.world_size = world_size or int(os.environ.get("WORLD_SIZE", "1") or 1)
+        self.gather = gather
+        self.wait_seconds = wait_seconds
 
     @property
     def is_writer(self) -> bool:
@@ -311,6 +337,10 @@ class CheckpointWriter:
         for key, value in metrics_dict.items():
             if not _is_number(value):
                 raise ValueError(f"metrics[{key!r}] must be a finite number, got {value!r}")
+        if self.sharded:
+            with self._sharded(step, epoch, metrics_dict, dict(metadata or {})) as directory:
+                yield directory
+            return
         if not self.is_writer:
             with tempfile.TemporaryDirectory(prefix=f"ckpt-rank{self.rank}-") as scratch:
                 yield pathlib.Path(scratch)
@@ -325,6 +355,72 @@ class CheckpointWriter:
         directory.mkdir(parents=True)
         yield directory
         self._finish(directory, step, epoch, metrics_dict, world_size, dict(metadata or {}))
+
+    def _file_entries(self, directory: pathlib.Path, base: pathlib.Path) -> list[dict[str, Any]]:
+        """Every file under ``directory`` (fsynced), with its path relative to ``base`` and its size."""
+        files = []
+        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+            if path.name == MANIFEST_NAME or path.name.startswith((_TMP_MANIFEST_PREFIX, _RANK_RECORD_PREFIX)):
+                continue
+            if self.fsync:
+                with path.open("rb") as fh:
+                    os.fsync(fh.fileno())
+            entry: dict[str, Any] = {"path": path.relative_to(base).as_posix(), "size": path.stat().st_size}
+            if self.checksums:
+                entry["sha256"] = _sha256(path)
+            files.append(entry)
+        return files
+
+    @contextlib.contextmanager
+    def _sharded(
+        self, step: int, epoch: int | None, metrics: dict[str, float], metadata: dict[str, Any]
+    ) -> Iterator[pathlib.Path]:
+        """Every rank writes ``step-…/rank-<r>/``; rank 0 writes the manifest once all ranks are done."""
+        directory = self.root / checkpoint_dir_name(step)
+        if self.is_writer and (directory / MANIFEST_NAME).exists():
+            if not self.overwrite:
+                raise FileExistsError(f"{directory}: a complete checkpoint for step {step} already exists")
+            (directory / MANIFEST_NAME).unlink()  # incomplete from here on
+        own = directory / f"rank-{self.rank:05d}"
+        record = directory / f"{_RANK_RECORD_PREFIX}{self.rank:05d}.json"
+        record.unlink(missing_ok=True)
+        if own.exists():
+            shutil.rmtree(own)  # this rank's leftover from an attempt that died mid-write
+        own.mkdir(parents=True)
+        yield own
+        entries = self._file_entries(own, directory)
+        token = _save_token(step)
+        if self.gather is not None:
+            per_rank = self.gather(entries)
+        else:
+            _atomic_write(record, json.dumps({"token": token, "files": entries}).encode())
+            per_rank = self._wait_for_ranks(directory, token) if self.is_writer else []
+        if self.is_writer:
+            files = [entry for rank_files in per_rank for entry in rank_files]
+            self._write_manifest(directory, step, epoch, metrics, self.world_size, metadata, files)
+            for rank in range(self.world_size):
+                (directory / f"{_RANK_RECORD_PREFIX}{rank:05d}.json").unlink(missing_ok=True)
+
+    def _wait_for_ranks(self, directory: pathlib.Path, token: str) -> list[list[dict[str, Any]]]:
+        """Every rank's file list, from the records in the shared directory (this save's only)."""
+        deadline = time.monotonic() + self.wait_seconds
+        found: dict[int, list[dict[str, Any]]] = {}
+        while True:
+            for rank in range(self.world_size):
+                if rank not in found:
+                    with contextlib.suppress(OSError, ValueError):
+                        data = json.loads((directory / f"{_RANK_RECORD_PREFIX}{rank:05d}.json").read_bytes())
+                        if data.get("token") == token:
+                            found[rank] = data["files"]
+            if len(found) == self.world_size:
+                return [found[rank] for rank in range(self.world_size)]
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(self.world_size)) - set(found))
+                raise TimeoutError(
+                    f"{directory}: ranks {missing} did not finish their part within {self.wait_seconds:.0f}s; "
+                    "no manifest written (the checkpoint stays incomplete)"
+                )
+            time.sleep(0.05)
 
     def _current_hint_step(self) -> int | None:
         try:
@@ -342,18 +438,19 @@ class CheckpointWriter:
         world_size: int | None,
         metadata: dict[str, Any],
     ) -> None:
-        files = []
-        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-            if path.name == MANIFEST_NAME or path.name.startswith(_TMP_MANIFEST_PREFIX):
-                continue
-            if self.fsync:
-                with path.open("rb") as fh:
-                    os.fsync(fh.fileno())
-            rel = path.relative_to(directory).as_posix()
-            entry: dict[str, Any] = {"path": rel, "size": path.stat().st_size}
-            if self.checksums:
-                entry["sha256"] = _sha256(path)
-            files.append(entry)
+        files = self._file_entries(directory, directory)
+        self._write_manifest(directory, step, epoch, metrics, world_size, metadata, files)
+
+    def _write_manifest(
+        self,
+        directory: pathlib.Path,
+        step: int,
+        epoch: int | None,
+        metrics: dict[str, float],
+        world_size: int | None,
+        metadata: dict[str, Any],
+        files: list[dict[str, Any]],
+    ) -> None:
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,

@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     from airflow_dist_training.emulator.cli import add_emulator_parser
 
     add_emulator_parser(sub)
+    from airflow_dist_training.checkpoints_command import add_checkpoints_parser
+
+    add_checkpoints_parser(sub)
     return parser
 
 

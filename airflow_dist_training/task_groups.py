@@ -414,6 +414,11 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
     )
 
     checkpoint_uri = xcom_field(f"{g.prefix}train", "checkpoint_uri")
+    spec_checkpoint = g.spec.checkpoint
+    layout: dict[str, Any] = {  # the layout the training script writes (checkpoint.layout)
+        "checkpoint_layout": spec_checkpoint.layout if spec_checkpoint else "auto",
+        "step_pattern": spec_checkpoint.step_pattern if spec_checkpoint else None,
+    }
     retention = CheckpointRetentionOperator(
         task_id="checkpoint_retention",
         checkpoint_uri=checkpoint_uri,
@@ -421,6 +426,7 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
         keep_best=checkpoints.keep_best if checkpoints.metric else 0,
         metric=checkpoints.metric,
         mode=checkpoints.mode,
+        **layout,
         **g.aws,
     )
     train >> retention
@@ -431,6 +437,7 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
             target_uri=g.per_member(g.resolve(checkpoints.promote_to), sep="/"),
             which="best" if checkpoints.metric else "latest",
             metric=checkpoints.metric,
+            **layout,
             **g.aws,
         )
         retention >> promote

@@ -16,15 +16,24 @@ from airflow_dist_training.errors import SpecValidationError
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """What is known about one ``step-*`` directory.
+    """What is known about one checkpoint, in any layout (:mod:`airflow_dist_training.checkpoints.layouts`).
 
-    :param step: step number from the directory name.
-    :param uri: the checkpoint's location (``s3://b/root/step-000000000120/`` or a local path).
-    :param manifest: the decoded manifest, or None when there is none (yet).
+    :param step: step number (from the checkpoint's name).
+    :param uri: the checkpoint's location (``s3://b/root/step-000000000120/``, a local path, or the
+        file of a single-file checkpoint).
+    :param manifest: the decoded manifest (``manifest`` layout), or None.
     :param problems: why the checkpoint is not complete (empty when complete). Only meaningful
         when ``checked`` is True.
-    :param checked: whether completeness was checked (manifest read and files listed).
-    :param manifest_modified: when the manifest was written/uploaded (epoch seconds), if known.
+    :param checked: whether completeness was checked (files listed, the layout's files read).
+    :param manifest_modified: when the checkpoint was finished/uploaded (epoch seconds), if known:
+        the manifest's time, or the newest file's for layouts without one.
+    :param layout: the layout's name.
+    :param found_metrics: metrics the layout found (None: the manifest's).
+    :param epoch: the epoch, where the layout records it.
+    :param size: bytes of every file listed; ``num_files`` their count.
+    :param unreadable: ``(file, reason)`` pairs of files that could not be parsed: such a
+        checkpoint is not complete and is never moved or deleted.
+    :param name: its name under the root.
     """
 
     step: int
@@ -33,13 +42,28 @@ class CheckpointInfo:
     problems: tuple[str, ...] = ()
     checked: bool = False
     manifest_modified: float | None = None
+    layout: str = "manifest"
+    found_metrics: Mapping[str, float] | None = None
+    epoch: float | None = None
+    size: int | None = None
+    num_files: int | None = None
+    unreadable: tuple[tuple[str, str], ...] = ()
+    name: str = ""
 
     @property
     def complete(self) -> bool:
-        return self.checked and self.manifest is not None and not self.problems
+        has_marker = self.manifest is not None or self.layout != "manifest"
+        return self.checked and has_marker and not self.problems and not self.unreadable
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why not complete: the problems, and each unreadable file with its reason."""
+        return [*self.problems, *(f"{where}: {why}" for where, why in self.unreadable)]
 
     @property
     def metrics(self) -> dict[str, float]:
+        if self.found_metrics is not None:
+            return dict(self.found_metrics)
         return dict((self.manifest or {}).get("metrics") or {})
 
     def metric(self, name: str) -> float | None:
@@ -49,20 +73,23 @@ class CheckpointInfo:
         return None
 
     def to_xcom(self) -> dict[str, Any]:
-        """A small JSON dict: uri, step, epoch, metrics, world_size, created_at, file count/bytes."""
+        """A small JSON dict: uri, layout, step, epoch, metrics, world_size, created_at, file count/bytes."""
         manifest = self.manifest or {}
         files = manifest.get("files") or []
+        epoch = manifest.get("epoch", self.epoch)
         return {
             "uri": self.uri,
+            "layout": self.layout,
             "step": self.step,
-            "epoch": manifest.get("epoch"),
+            "epoch": int(epoch) if isinstance(epoch, float) and epoch.is_integer() else epoch,
             "metrics": self.metrics,
             "world_size": manifest.get("world_size"),
             "created_at": manifest.get("created_at"),
             "manifest_modified": self.manifest_modified,
-            "num_files": len(files),
-            "total_bytes": sum(int(f.get("size", 0)) for f in files),
+            "num_files": len(files) if self.num_files is None else self.num_files,
+            "total_bytes": sum(int(f.get("size", 0)) for f in files) if self.size is None else self.size,
             "complete": self.complete,
+            "reasons": self.reasons,
         }
 
 

@@ -42,6 +42,10 @@ def stage_job(rp: RequestPlan, store: ObjectStore, log: LogFn, synced: SyncState
         log(f"[local] channel {cname}: {n} file(s) from {uri}")
     if plan.checkpoint_store is not None:
         for hp in plan.host_plans:
+            # a job starts with what the checkpoint location holds, as on SageMaker: not with files a
+            # run of the same name left here (a partial checkpoint moved aside since, for one)
+            _remove(hp.layout.checkpoint_dir)
+            hp.layout.checkpoint_dir.mkdir(parents=True)
             n = sync_dir(
                 plan.checkpoint_store, local_location(hp.layout.checkpoint_dir), synced, store.stores
             )

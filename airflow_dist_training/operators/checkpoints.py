@@ -23,11 +23,30 @@ if TYPE_CHECKING:
     from airflow_dist_training.hooks.checkpoints import CheckpointHook
 
 
-def checkpoint_store(operator: Any) -> CheckpointHook:
-    """The checkpoint hook on the operator's connection (``s3://`` or a local path)."""
+def checkpoint_store(
+    operator: Any, *, layout: str | None = None, step_pattern: str | None = None
+) -> CheckpointHook:
+    """The checkpoint hook on the operator's connection (``s3://`` or a local path), for the
+    layout given, else the operator's ``checkpoint_layout`` (default ``auto``)."""
     from airflow_dist_training.hooks.checkpoints import CheckpointHook
 
-    return CheckpointHook(aws_conn_id=operator.aws_conn_id, region_name=operator.region_name)
+    return CheckpointHook(
+        aws_conn_id=operator.aws_conn_id,
+        region_name=operator.region_name,
+        layout=str(layout or getattr(operator, "checkpoint_layout", "auto")),
+        step_pattern=step_pattern or getattr(operator, "step_pattern", None),
+    )
+
+
+def check_layout(layout: str, step_pattern: str | None) -> None:
+    """A layout or step pattern the registry does not know fails at DAG parse time (pure)."""
+    from airflow_dist_training.checkpoints.layouts import layout_problem, step_pattern_problem
+
+    problems = [("checkpoint_layout", p)] if (p := layout_problem(layout)) else []
+    if step_pattern is not None and (p := step_pattern_problem(step_pattern)):
+        problems.append(("step_pattern", p))
+    if problems:
+        raise SpecValidationError(problems)
 
 
 class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
@@ -35,6 +54,9 @@ class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
 
     :param aws_conn_id: Airflow AWS connection for ``s3://`` locations.
     :param region_name: AWS region (default: the connection's).
+    :param checkpoint_layout: the checkpoint layout (``auto``, ``manifest``, ``dcp``, ``hf-trainer``,
+        ``single-file`` or a registered one; ``docs/checkpoints.md``).
+    :param step_pattern: the ``single-file`` layout's file name, e.g. ``epoch={epoch}-step={step}.ckpt``.
     """
 
     template_fields: Sequence[str] = ("checkpoint_uri", "aws_conn_id", "region_name")
@@ -45,10 +67,15 @@ class _CheckpointOperator(AwsConnectionMixin, BaseOperator):
         checkpoint_uri: str,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
+        checkpoint_layout: str = "auto",
+        step_pattern: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        check_layout(checkpoint_layout, step_pattern)
         self.checkpoint_uri = checkpoint_uri
+        self.checkpoint_layout = checkpoint_layout
+        self.step_pattern = step_pattern
         self._set_aws_connection(aws_conn_id, region_name)
 
     hook = cached_property(checkpoint_store)

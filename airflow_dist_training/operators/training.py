@@ -229,10 +229,8 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         mask_spec_secrets(spec)
         return spec
 
-    checkpoint_hook = cached_property(checkpoint_store)
-
-    def _log_where_the_job_starts(self) -> None:
-        """Log where this job starts (the run's own latest checkpoint, or scratch); copies nothing.
+    def _prepare_run_checkpoints(self) -> None:
+        """Before the run's next job starts: move its incomplete checkpoints aside, log where it resumes.
 
         Resume is scoped to the run: retries and spot replacements of this run find its own
         checkpoints (SageMaker restores ``run.run_uri`` into ``/opt/ml/checkpoints``). A new run
@@ -240,23 +238,19 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         scheduled pipeline then trained zero epochs per run); initialising from earlier weights is
         the explicit ``warm_start`` channel instead (see ``docs/retraining.md``).
         """
-        run_uri = self._plan.run_checkpoint_uri if self._plan is not None else None
-        if run_uri is None or self.checkpoint_resume == "none":
+        from airflow_dist_training.hooks.checkpoints import prepare_run_checkpoints
+
+        plan = self._plan
+        run_uri = plan.run_checkpoint_uri if plan is not None else None
+        if plan is None or run_uri is None or self.checkpoint_resume == "none":
             return
-        try:
-            own = self.checkpoint_hook.latest_complete(run_uri)
-        except Exception as exc:  # only informational: the job itself finds the run's checkpoints
-            self.log.info("Could not look at this run's checkpoints under %s: %s", run_uri, exc)
-            return
-        if own is not None:
-            self.log.info("Resuming from this run's own checkpoint %s", own.uri)
-            self.log.info("The job resumes from step %d", own.step)
-        else:
-            self.log.info(
-                "No checkpoint of this run under %s yet: the job starts from scratch "
-                "(a new run never resumes another run's checkpoint)",
-                run_uri,
-            )
+        prepare_run_checkpoints(self.checkpoint_hook, run_uri, self.log)
+
+    @cached_property
+    def checkpoint_hook(self) -> Any:
+        """The checkpoint hook on this task's connection, for the layout the run's spec names."""
+        checkpoint = (self._plan.spec.get("checkpoint") if self._plan is not None else None) or {}
+        return checkpoint_store(self, layout=checkpoint.get("layout"), step_pattern=checkpoint.get("step_pattern"))
 
     def _identity(self, context: Context) -> str:
         return identity_from_context(context, self.task_id, dag_id=self.dag_id if self.has_dag() else "no-dag")
@@ -393,7 +387,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         job = self._run_job(context)
         self._job_name = job.name
         self.log.info("Running %s locally (torchrun) as %s", job.spec.name, job.name)
-        self._log_where_the_job_starts()
+        self._prepare_run_checkpoints()
         self._persist_local_links(context, job.name)
         backend: Any = self.training_backend
         result = backend.run(
@@ -466,7 +460,7 @@ class DistributedTrainingOperator(AwsConnectionMixin, ResumableJobMixin, SpecBac
         assert launch.name == name and launch.request is not None, (launch.name, name)
         self._fsx_preflight()
         self.job_backend.put_uploads(list(launch.uploads))
-        self._log_where_the_job_starts()
+        self._prepare_run_checkpoints()
         self.log.info(
             "Creating training job %s:\n%s", name, json.dumps(launch.request, indent=2, default=str)
         )

@@ -14,7 +14,7 @@ from airflow_dist_training.checkpoints.freshness import Freshness, assess_freshn
 from airflow_dist_training.compat import AirflowFailException
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.operators.checkpoints import checkpoint_store
+from airflow_dist_training.operators.checkpoints import check_layout, checkpoint_store
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -41,6 +41,8 @@ class CheckpointFreshnessSensor(AwsConnectionMixin, BaseSensorOperator):
     :param training_job_name: succeed once this SageMaker job is no longer InProgress. Templated.
     :param aws_conn_id: Airflow AWS connection.
     :param region_name: AWS region (default: the connection's).
+    :param checkpoint_layout: the checkpoint layout (``auto`` detects it; ``docs/checkpoints.md``).
+    :param step_pattern: the ``single-file`` layout's file name pattern.
 
     Supports ``mode="reschedule"`` (no worker slot held between pokes).
     """
@@ -58,9 +60,14 @@ class CheckpointFreshnessSensor(AwsConnectionMixin, BaseSensorOperator):
         training_job_name: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
+        checkpoint_layout: str = "auto",
+        step_pattern: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        check_layout(checkpoint_layout, step_pattern)
+        self.checkpoint_layout = checkpoint_layout
+        self.step_pattern = step_pattern
         self.checkpoint_uri = checkpoint_uri
         self.max_age_seconds = max_age.total_seconds() if isinstance(max_age, timedelta) else float(max_age)
         problems = []

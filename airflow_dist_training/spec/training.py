@@ -454,6 +454,22 @@ class OutputSpec(_Model):
     )
 
 
+def _known_layout(name: str) -> str:
+    from airflow_dist_training.checkpoints.layouts import layout_problem
+
+    if (problem := layout_problem(name)) is not None:
+        raise ValueError(problem)
+    return name
+
+
+def _step_pattern(pattern: str | None) -> str | None:
+    from airflow_dist_training.checkpoints.layouts import step_pattern_problem
+
+    if pattern is not None and (problem := step_pattern_problem(pattern)) is not None:
+        raise ValueError(problem)
+    return pattern
+
+
 class CheckpointSpec(_Model):
     s3_uri: str = Field(pattern=S3_URI)
     local_path: str | None = Field(
@@ -462,6 +478,16 @@ class CheckpointSpec(_Model):
     local_uri: str | None = Field(
         default=None,
         description="Local backend: a local directory, file:// URI or registered store's URI used instead of s3_uri as the checkpoint store.",
+    )
+    layout: Annotated[str, AfterValidator(_known_layout)] = Field(
+        default="auto",
+        description="How the script writes checkpoints: manifest, dcp, hf-trainer, single-file (or a registered "
+        "layout); auto detects it per checkpoint (docs/checkpoints.md).",
+    )
+    step_pattern: Annotated[str | None, AfterValidator(_step_pattern)] = Field(
+        default=None,
+        description="single-file layout: the file name, e.g. epoch={epoch}-step={step}.ckpt ({step} required; "
+        "any other {name} is a metric).",
     )
 
 

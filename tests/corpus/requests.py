@@ -102,6 +102,9 @@ class _NoCheckpoints:
     def latest_complete(self, uri: str) -> None:
         return None
 
+    def move_aside_incomplete(self, uri: str) -> list[dict[str, object]]:
+        return []
+
 
 def plan_requests() -> dict[str, Any]:
     from airflow_dist_training.sagemaker.request import plan_training_job

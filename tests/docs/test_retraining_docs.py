@@ -56,7 +56,8 @@ def test_quoted_retry_messages_on_sagemaker_are_the_operators_and_the_scripts():
     these lines in a real run's logs)."""
     operator = (REPO / "airflow_dist_training" / "operators" / "training.py").read_text()
     train = (REPO / "examples" / "train.py").read_text()
-    assert '"Resuming from this run\'s own checkpoint %s"' in operator
+    checkpoints = (REPO / "airflow_dist_training" / "hooks" / "checkpoints.py").read_text()  # the relaunch step
+    assert '"Resuming from this run\'s own checkpoint %s (%s, step %s)"' in checkpoints
     assert "`Resuming from this run's own checkpoint s3://" in DOC
     assert "\"This run's earlier job %s ended %s%s (%s); starting generation %d.\"" in operator
     assert "`This run's earlier job <name> ended Failed (InternalServerError: …) (failed); starting generation 2`" in DOC

@@ -172,3 +172,47 @@ def test_latest_hint_written_after_manifest_and_never_moves_backwards(tmp_path):
         "step-000000000005",
         "step-000000000020",
     ]
+
+
+def _rank(root, rank, *, fail=False, **kwargs):
+    writer = CheckpointWriter(root, rank=rank, sharded=True, world_size=2, checksums=False, **kwargs)
+    with writer.checkpoint(step=5, metrics={"loss": 0.5}) as own:
+        (own / f"shard-{rank}.pt").write_bytes(b"x" * (10 + rank))
+        (own / "optim").mkdir()
+        (own / "optim" / "state.pt").write_bytes(b"o" * 3)
+        if fail:
+            raise RuntimeError("killed mid-save")
+
+
+def test_sharded_every_rank_writes_its_files_and_rank0_lists_them_all_last(tmp_path):
+    """Two ranks on one node (threads share the directory as processes do): no gather on rank 0."""
+    import threading
+
+    other = threading.Thread(target=_rank, args=(tmp_path, 1))
+    other.start()
+    _rank(tmp_path, 0)
+    other.join()
+    directory = tmp_path / "step-000000000005"
+    manifest = read_manifest(directory)
+    assert [(f["path"], f["size"]) for f in manifest["files"]] == [
+        ("rank-00000/optim/state.pt", 3),
+        ("rank-00000/shard-0.pt", 10),
+        ("rank-00001/optim/state.pt", 3),
+        ("rank-00001/shard-1.pt", 11),
+    ]
+    assert manifest["world_size"] == 2 and manifest["metrics"] == {"loss": 0.5}
+    assert latest_complete_checkpoint(tmp_path) == directory
+    assert sorted(p.name for p in directory.iterdir()) == ["_MANIFEST.json", "rank-00000", "rank-00001"]
+
+
+def test_sharded_rank_that_dies_mid_save_leaves_no_manifest(tmp_path):
+    with pytest.raises(RuntimeError):
+        _rank(tmp_path, 1, fail=True)
+    with pytest.raises(TimeoutError, match=r"ranks \[1\] did not finish their part within 0s; no manifest written"):
+        _rank(tmp_path, 0, wait_seconds=0.2)
+    assert latest_complete_checkpoint(tmp_path) is None
+    # with a collective instead of the shared directory (one local disk per node)
+    gathered = []
+    _rank(tmp_path, 0, gather=lambda mine: gathered.append(mine) or [mine, [{"path": "rank-00001/s.pt", "size": 1}]])
+    assert read_manifest(tmp_path / "step-000000000005")["files"][-1] == {"path": "rank-00001/s.pt", "size": 1}
+    assert latest_complete_checkpoint(tmp_path) is None  # rank 1's file is not on this disk: incomplete here

@@ -176,6 +176,9 @@ class _NoCheckpoints:
     def latest_complete(self, uri: str) -> None:
         return None
 
+    def move_aside_incomplete(self, uri: str) -> list[dict[str, object]]:
+        return []
+
 
 def _plan_then_train(spec: TrainingJobSpec, *, warm_start_uri: str | None = None) -> tuple[Any, ...]:
     """The plan task, then the training task's submit, as ``stage_train_evaluate`` wires them."""

@@ -127,3 +127,11 @@ def test_the_forms_evaluation_dependencies_replace_the_steps_and_stay_inside_the
         _evaluation_for_run(step, {"evaluation_dependencies": "lib/helper.py"}, tmp_path)
     with pytest.raises(SpecValidationError, match=r"params\.evaluation_dependencies: .*helper\.py"):
         _evaluation_for_run(step, {"evaluation_dependencies": ["a/helper.py", "b/helper.py"]}, tmp_path)
+
+
+def test_retention_and_promotion_read_the_layout_the_spec_names() -> None:
+    spec = example("local_demo")
+    checkpoint = spec.checkpoint.model_copy(update={"layout": "hf-trainer"})  # type: ignore[union-attr]
+    dag = _build(spec=spec.model_copy(update={"checkpoint": checkpoint}), backend="local")
+    retention = dag.get_task(f"{G}.checkpoint_retention")
+    assert (retention.checkpoint_layout, retention.hook.layout) == ("hf-trainer", "hf-trainer")

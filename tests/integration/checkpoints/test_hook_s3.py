@@ -30,8 +30,9 @@ def test_latest_complete_skips_partial_uploads_and_reads_few_objects(s3, hook):
     info = hook.latest_complete(ROOT)
     assert info.uri == f"{ROOT}step-000000000300/"
     assert info.to_xcom()["metrics"] == {"loss": 1 / 300}
-    # hint (step 400) -> newer listing (500) -> 500 has no manifest, 400 is short -> full listing -> 300
-    assert dict(hook.api_calls) == {"GetBucketLocation": 1, "GetObject": 4, "ListObjectsV2": 4}
+    # hint GET (step 400) -> newer listing (500) -> 500 listed, no manifest; 400 listed + manifest GET,
+    # short -> the root's directory listing -> 300 listed + manifest GET
+    assert dict(hook.api_calls) == {"GetBucketLocation": 1, "GetObject": 3, "ListObjectsV2": 5}
 
 
 def test_latest_lookup_cost_does_not_depend_on_files_per_checkpoint(s3, hook):

@@ -131,8 +131,12 @@ def test_copy_refuses_incomplete_and_manifest_errors_name_the_file(
     manifest = json.loads(store.read(loc.join("_MANIFEST.json"))[0])  # type: ignore[index]
     manifest["files"] = "model.pt"
     store.write(loc.join("_MANIFEST.json"), json.dumps(manifest).encode())
+    info = hook.inspect(good)  # reported, not raised: the CLI lists it with its reason
+    assert not info.complete and info.reasons == [
+        f"{good.rstrip('/')}/_MANIFEST.json:files: must be a list, got str"
+    ]
     with pytest.raises(SpecValidationError, match=r"_MANIFEST.json:files: must be a list, got str"):
-        hook.inspect(good)
+        hook.copy_checkpoint(good, root + "copy/step-000000000008/")
 
 
 def test_a_checkpoint_crosses_stores(memory_store: MemoryStore, tmp_path: Path) -> None:

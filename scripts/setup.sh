@@ -25,6 +25,8 @@ fi
 # recipe, pins and Python; an outdated one is rebuilt); local/job_env.py says why it is not .venv.
 # ADT_SKIP_JOB_ENV=1 skips it (a SageMaker-only install): local jobs are then refused, saying how to build it.
 [ "${ADT_SKIP_JOB_ENV:-0}" = 1 ] || .venv/bin/airflow-dist-training job-env >/dev/null
+# The tests' MLflow tracking server, in an environment of its own (it cannot share .venv's pins).
+scripts/mlflow-server-env.sh
 # Headless Chromium (Debian package) for the trigger-form screenshot and its e2e test. Idempotent.
 if ! command -v chromium >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

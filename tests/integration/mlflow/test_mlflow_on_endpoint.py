@@ -1,0 +1,95 @@
+"""A job whose request has ``MlflowConfig`` logs to the tracking server, on the SageMaker test endpoint.
+
+The spec's ``mlflow:`` block becomes the request's ``MlflowConfig``; the endpoint, standing a real
+``mlflow server`` in for the managed resource, creates the job's run and gives the job
+``MLFLOW_TRACKING_URI`` and the run settings. The job's image is a Python with ``mlflow`` (the MLflow
+server's environment): the script only calls ``mlflow.log_param`` and ``mlflow.log_metric``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from airflow_dist_training.emulator.pytest_plugin import EmulatorProcess
+from airflow_dist_training.operators.training import DistributedTrainingOperator
+from airflow_dist_training.sagemaker.request import plan_training_job
+from airflow_dist_training.spec.loading import load_spec
+from tests.mlflow_server import ENV_DIR, mlflow_client_query
+from tests.paths import REPO
+
+sys.path.insert(0, str(REPO / "tests" / "integration" / "training"))
+from fake_sagemaker_training import make_context
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("mlflow")]
+BUCKET = "adt-mlflow-endpoint"
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
+SCRIPT = """\
+import os, mlflow
+mlflow.log_param("tracking_uri", os.environ["MLFLOW_TRACKING_URI"])
+for step in range(3):
+    mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+os.makedirs("/opt/ml/model" if os.path.isdir("/opt/ml") else "model", exist_ok=True)
+print("logged to", os.environ["MLFLOW_TRACKING_URI"], "run", os.environ["MLFLOW_RUN_ID"])
+"""
+
+
+def test_a_job_with_mlflow_config_logs_to_the_tracking_server(
+    mlflow_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "log_mlflow.py").write_text(SCRIPT)
+    data: dict[str, Any] = yaml.safe_load((REPO / "examples" / "specs" / "own_entry_point.yaml").read_text())
+    data["image"]["container_entry_point"] = ["python3", "/opt/ml/input/data/scripts/log_mlflow.py"]
+    data["image"]["container_arguments"] = []
+    data["source"] = {"entry_point": "log_mlflow.py", "source_dir": str(scripts)}
+    data["channels"] = {"scripts": {"type": "s3", "uri": f"s3://{BUCKET}/scripts"}}
+    data["output"] = {"s3_path": f"s3://{BUCKET}/models"}
+    data["mlflow"] = {"resource_arn": ARN, "experiment_name": "endpoint-tests", "run_name": "nightly"}
+    request = plan_training_job(load_spec(data), job_name="planned", region="us-east-1").request
+    assert request["MlflowConfig"] == {
+        "MlflowResourceArn": ARN,
+        "MlflowExperimentName": "endpoint-tests",
+        "MlflowRunName": "nightly",
+    }
+
+    environ = {**os.environ, "ADT_LOCAL_PYTHON": str(ENV_DIR / "bin" / "python"), "ADT_EMULATOR_MLFLOW_URI": mlflow_server}
+    (tmp_path / "endpoint").mkdir()
+    endpoint = EmulatorProcess(tmp_path / "endpoint", environ)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint.endpoint)
+        for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_DEFAULT_REGION", "us-east-1")):
+            monkeypatch.setenv(key, value)
+        s3 = endpoint.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        s3.upload_file(str(scripts / "log_mlflow.py"), BUCKET, "scripts/log_mlflow.py")
+        op = DistributedTrainingOperator(
+            task_id="train", spec=data, backend="sagemaker", aws_conn_id=None, region_name="us-east-1",
+            poll_interval=0.5, deferrable=False,
+        )  # fmt: skip
+        result = op.execute(make_context("run-mlflow-endpoint"))
+        desc = endpoint.client("sagemaker").describe_training_job(TrainingJobName=result["job_name"])
+        assert desc["TrainingJobStatus"] == "Completed", desc.get("FailureReason")
+    finally:
+        endpoint.stop()
+
+    run = mlflow_client_query(
+        mlflow_server,
+        """
+        experiment = client.get_experiment_by_name("endpoint-tests")
+        [run] = client.search_runs([experiment.experiment_id], "attributes.run_name = 'nightly'")
+        result = {
+            "tags": dict(run.data.tags), "params": dict(run.data.params),
+            "loss": [[m.step, m.value] for m in client.get_metric_history(run.info.run_id, "loss")],
+        }
+        """,
+    )
+    assert run["tags"]["sagemaker.training_job"] == result["job_name"]
+    assert run["params"]["tracking_uri"] == mlflow_server  # what the job was given
+    assert sorted(run["loss"]) == [[0, 1.0], [1, 0.5], [2, 1.0 / 3]]

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 SERVER_ENV = "ADT_EMULATOR_MLFLOW_URI"
+
+
+def relay_ports() -> list[int]:
+    """The tracking server's port when it is on this machine's loopback: jobs in their own network
+    namespace reach it through a relay, as they reach the endpoint."""
+    found = re.match(r"https?://(?:127\.0\.0\.1|localhost):(\d+)", os.environ.get(SERVER_ENV, ""))
+    return [int(found.group(1))] if found else []
 
 
 def with_mlflow_environment(request: dict[str, Any]) -> dict[str, Any]:

@@ -179,7 +179,9 @@ class Emulator:
             return self._clients[key]
 
     def _new_jobs(self) -> None:
-        self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port])
+        from airflow_dist_training.emulator.mlflow import relay_ports as mlflow_ports
+
+        self.training = TrainingJobs(self.root, self.client, self.faults, relay_ports=[self.port, *mlflow_ports()])
         self.processing = ProcessingJobs(self.root, self.client)
         self.fsx = FileSystems(self.root, self.client, REGION)
         self.tuning = self._tuning_jobs()

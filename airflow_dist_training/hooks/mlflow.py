@@ -481,14 +481,14 @@ _SPEC_PARAMS = {
 
 
 def metric_history(curves: Mapping[str, Any], timestamp_ms: int) -> list[dict[str, Any]]:
-    """A job's metric curves (the Training view's ``{"axis", "series"}``) as MLflow metrics: the
-    first host's points, step = the epoch on an epoch axis, else the point's index."""
-    epochs = curves.get("axis") == "epoch"
+    """A job's metric curves (the Training view's ``{"series": {name: [{"x", "value", "host"}]}}``) as
+    MLflow metrics: the first host's points in order, step = the point's index in its curve (one
+    point per epoch for a script that prints once per epoch). Not the view's epoch axis: it counts
+    any metric named ``*epoch*`` (``epochs_trained`` too) as the epoch."""
     metrics = []
     for name, points in (curves.get("series") or {}).items():
         first = [p for p in points if p.get("host", "algo-1") == "algo-1"] or list(points)
-        for index, point in enumerate(first):
-            step = int(point["x"]) if epochs else index
+        for step, point in enumerate(first):
             metrics.append({"key": name, "value": float(point["value"]), "timestamp": timestamp_ms, "step": step})
     return metrics
 

@@ -35,7 +35,7 @@ mlflow.log_param("tracking_uri", os.environ["MLFLOW_TRACKING_URI"])
 for step in range(3):
     mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
 os.makedirs("/opt/ml/model" if os.path.isdir("/opt/ml") else "model", exist_ok=True)
-print("logged to", os.environ["MLFLOW_TRACKING_URI"], "run", os.environ["MLFLOW_RUN_ID"])
+print("logged to", os.environ["MLFLOW_TRACKING_URI"], "run", mlflow.active_run().info.run_name)
 """
 
 
@@ -47,7 +47,7 @@ def test_a_job_with_mlflow_config_logs_to_the_tracking_server(
     (scripts / "log_mlflow.py").write_text(SCRIPT)
     data: dict[str, Any] = yaml.safe_load((REPO / "examples" / "specs" / "own_entry_point.yaml").read_text())
     data["image"]["container_entry_point"] = ["python3", "/opt/ml/input/data/scripts/log_mlflow.py"]
-    data["image"]["container_arguments"] = []
+    data["image"].pop("container_arguments")
     data["source"] = {"entry_point": "log_mlflow.py", "source_dir": str(scripts)}
     data["channels"] = {"scripts": {"type": "s3", "uri": f"s3://{BUCKET}/scripts"}}
     data["output"] = {"s3_path": f"s3://{BUCKET}/models"}

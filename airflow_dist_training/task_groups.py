@@ -105,7 +105,7 @@ def stage_train_evaluate(
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, typed_registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
         check_task = _check_changes_task(g, staging, typed_registry, force, warm_start, checkpoints, evaluation)
-        train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs)
+        train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs, typed_registry)
         upstream >> check_task  # check_changes >> train: its warm_start_uri XComArg makes that edge
         _stop_orphaned_teardown(g, plan_task, train)
         _checkpoint_tasks(g, train, checkpoints)
@@ -355,6 +355,7 @@ def _train_task(
     checkpoints: CheckpointStep,
     staged_channels: dict[str, Any] | None,
     training_kwargs: Mapping[str, Any] | None,
+    registry: TypedRegistry | None,
 ) -> Any:
     from airflow.sdk import XComArg
 
@@ -370,8 +371,27 @@ def _train_task(
         channels=staged_channels,
         warm_start_uri=XComArg(check_task, key="warm_start_uri"),  # type: ignore[arg-type]
         **g.aws,
-        **{"deferrable": g.defer, **dict(training_kwargs or {})},
+        **{"deferrable": g.defer, **_tracking(g, plan_task, registry), **dict(training_kwargs or {})},
     )
+
+
+def _tracking(g: _Group, plan_task: Any, registry: TypedRegistry | None) -> dict[str, Any]:
+    """The train task's ``post_execute`` when the registry kind tracks jobs (``RegistryRecord.tracker``)."""
+    from airflow_dist_training.spec.registries import registry_record
+
+    tracker = registry_record(registry.kind).tracker if registry is not None else None
+    if tracker is None:
+        return {}
+    experiment, plan_task_id = _group_name(registry, g.spec), plan_task.task_id
+
+    def track(context: Any, result: Any) -> None:
+        from importlib import import_module
+
+        module, _, attribute = str(tracker).partition(":")
+        experiment_name = g.member_value(context, experiment)
+        getattr(import_module(module), attribute)(context, result, plan_task_id=plan_task_id, experiment=experiment_name)
+
+    return {"post_execute": track}
 
 
 def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
@@ -587,7 +607,7 @@ def _check_run_steps(
 ) -> None:
     """Raise ``SpecValidationError`` with every problem of the evaluation, gate and registry steps,
     and (SageMaker, not a dry run) every missing bucket or empty input prefix (a staged channel's
-    prefix is its staging source)."""
+    prefix is its staging source); not in a dry run, the registry kind's preflight (its server)."""
     from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.step_checks import check_steps, s3_locations
 
@@ -608,6 +628,10 @@ def _check_run_steps(
         s3 = aws_hook("s3", **g.aws).get_conn()
         locations = s3_locations(spec, evaluation=evaluation, staging=staging)
         problems += check_s3_locations(s3, locations, conn_id=g.aws_conn_id)
+    if registry is not None and not dry_run and not any(p.severity == "error" for p in problems):
+        from airflow_dist_training.spec.registries import registry_record
+
+        problems += registry_record(registry.kind).check_reachable(registry)  # e.g. its server answers
     for warning in (p for p in problems if p.severity != "error"):
         print(f"WARNING          {warning}")
     errors = [p for p in problems if p.severity == "error"]

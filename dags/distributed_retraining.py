@@ -31,6 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO = Path(os.environ.get("ADT_DEMO_DIR") or REPO / ".adt-demo")
 # Where its checkpoints and models live: a folder, or a URI in any registered store (storage/)
 STORE = os.environ.get("ADT_DEMO_STORE") or str(DEMO)
+# The registry kind (default: the backend's own); e.g. mlflow, at the server MLFLOW_TRACKING_URI names
+REGISTRY_KIND = os.environ.get("ADT_DEMO_REGISTRY") or None
 
 
 def _demo_spec() -> Any:
@@ -176,7 +178,7 @@ with DAG(
         ),
         "gate": GATE,
         "registry": RegistryStep(
-            local_dir=str(DEMO / "registry"), model_package_group="adt-demo", auto_approve=True
+            kind=REGISTRY_KIND, local_dir=str(DEMO / "registry"), model_package_group="adt-demo", auto_approve=True
         ),
     }
     # one group per registered backend, named after it; the run's backend param picks one.

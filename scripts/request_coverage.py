@@ -162,7 +162,10 @@ COVERAGE: dict[str, Coverage] = {
     "ServerlessJobConfig": _u(
         "serverless model customization (fine-tuning a hub base model) is not distributed training of your code"
     ),
-    "MlflowConfig": _u("no SDK v2 argument yet; log to MLflow from the training script"),
+    "MlflowConfig": _s("`mlflow` (encoded as the SDK v3 trainers do)"),
+    "MlflowConfig.MlflowResourceArn": _s("`mlflow.resource_arn`"),
+    "MlflowConfig.MlflowExperimentName": _s("`mlflow.experiment_name`"),
+    "MlflowConfig.MlflowRunName": _s("`mlflow.run_name`"),
     "ModelPackageConfig": _u(
         "registration is the pipeline's gated `register` step (after evaluation), not part of the training job"
     ),

@@ -55,6 +55,8 @@ fi
 # Without it local jobs are refused, saying how to build it.
 [ "${ADT_SKIP_JOB_ENV:-0}" = 1 ] || .venv/bin/airflow-dist-training job-env >/dev/null
 [ "$TEST" = 1 ] || exit 0
+# The tests' MLflow tracking server, in an environment of its own (it cannot share .venv's pins).
+scripts/mlflow-server-env.sh
 # Headless Chromium (Debian package) for the screenshots and their e2e tests. Idempotent.
 if ! command -v chromium >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

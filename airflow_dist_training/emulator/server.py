@@ -201,8 +201,14 @@ class Emulator:
             return self._clients[key]
 
     def _new_jobs(self) -> None:
+        from airflow_dist_training.emulator.mlflow import relay_ports as mlflow_ports
+
         self.training = TrainingJobs(
-            self.root, self.client, self.faults, relay_ports=[self.port], debug_stream=self.debug_stream
+            self.root,
+            self.client,
+            self.faults,
+            relay_ports=[self.port, *mlflow_ports()],
+            debug_stream=self.debug_stream,
         )
         self.processing = ProcessingJobs(self.root, self.client)
         self.fsx = FileSystems(self.root, self.client, self.region, self.account)

@@ -205,6 +205,9 @@ class TrainingJobs:
         record.environment = request.get("Environment")
         record.retry_strategy = request.get("RetryStrategy")
         record.algorithm_specification = dict(request.get("AlgorithmSpecification") or {})
+        from airflow_dist_training.emulator.mlflow import with_mlflow_environment
+
+        request = with_mlflow_environment(request)  # MlflowConfig: what SageMaker gives the job
         run = TrainingRun(
             record,
             request,

@@ -341,6 +341,13 @@ def _optional_configs(spec: TrainingJobSpec) -> dict[str, Any]:
         configs["RemoteDebugConfig"] = {"EnableRemoteDebug": spec.remote_debug}
     if spec.session_tag_chaining is not None:
         configs["SessionChainingConfig"] = {"EnableSessionTagChaining": spec.session_tag_chaining}
+    if spec.mlflow is not None:  # as the SDK v3 trainers' _build_mlflow_config: only the fields given
+        mlflow = {"MlflowResourceArn": spec.mlflow.resource_arn}
+        if spec.mlflow.experiment_name:
+            mlflow["MlflowExperimentName"] = spec.mlflow.experiment_name
+        if spec.mlflow.run_name:
+            mlflow["MlflowRunName"] = spec.mlflow.run_name
+        configs["MlflowConfig"] = mlflow
     return configs
 
 

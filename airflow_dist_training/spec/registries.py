@@ -52,6 +52,22 @@ class RegistryRecord(Factory):
     #: a registration names the image the model is served with (operators require ``image_uri``)
     needs_image: bool = False
     description: str = ""
+    #: ``"module:attribute"``: called with the typed step by the plan task (not in a dry run), it
+    #: returns the ``Problem`` list of what the registry cannot do (an unreachable server), so a
+    #: run fails before training is paid for
+    preflight: str | None = None
+    #: ``"module:attribute"``: the train task's ``post_execute`` calls it with ``(context, result)``,
+    #: ``plan_task_id`` and ``experiment`` (the registered model's name): it logs the finished job
+    tracker: str | None = None
+
+    def check_reachable(self, step: RegistryStepModel) -> list[Any]:
+        """The preflight's problems (none when the kind has no preflight)."""
+        if self.preflight is None:
+            return []
+        from importlib import import_module
+
+        module, _, attribute = self.preflight.partition(":")
+        return list(getattr(import_module(module), attribute)(step))
 
 
 REGISTRIES: Records[RegistryRecord] = Records(RegistryRecord, "registry kind", "kinds", ENTRY_POINT_GROUP)
@@ -135,6 +151,29 @@ class LocalRegistry(RegistryStepModel):
     local_dir: str | None = Field(default=None, description="Registry directory (default .adt-demo/registry)")
 
 
+# MLflow's rules for a registered model name (``mlflow.utils.validation._validate_model_name``):
+# not blank, no "/" or ":", and not a path that resolves elsewhere ("." or starting with "..").
+# A name MLflow would refuse at registration fails here, at validation, with its field path.
+_MLFLOW_NAME_REFUSED = re.compile(r"\s*|.*[/:].*|\.|\.\..*", re.DOTALL)
+
+
+class MlflowRegistry(RegistryStepModel):
+    """A registered model in an MLflow Model Registry (the worker's ``MLFLOW_TRACKING_URI``)."""
+
+    kind: Literal["mlflow"] = "mlflow"
+    model_package_group: str | None = Field(
+        default=None, description="The registered model's name (default: the spec's name)"
+    )
+
+    @field_validator("model_package_group")
+    @classmethod
+    def _model_name(cls, value: str | None) -> str | None:
+        if value is not None and _MLFLOW_NAME_REFUSED.fullmatch(value):
+            why = "MLflow refuses a registered model name that is blank, has '/' or ':', or is '.' or starts with '..'"
+            raise ValueError(f"{value!r}: {why}")
+        return value
+
+
 register_registry(
     RegistryRecord(
         name="local",
@@ -151,5 +190,15 @@ register_registry(
         factory="airflow_dist_training.hooks.registry:sagemaker_registry",
         needs_image=True,
         description="a SageMaker model package group",
+    )
+)
+register_registry(
+    RegistryRecord(
+        name="mlflow",
+        step=MlflowRegistry,
+        factory="airflow_dist_training.hooks.mlflow:mlflow_registry",
+        preflight="airflow_dist_training.hooks.mlflow:check_tracking_server",
+        tracker="airflow_dist_training.hooks.mlflow:track_training_task",
+        description="a registered model in an MLflow Model Registry; the champion is an alias",
     )
 )

@@ -548,9 +548,29 @@ class MetricDefinition(_Model):
         return value
 
 
+_MLFLOW_NAME = r"^[a-zA-Z0-9\-_./]+$"  # MlflowConfig's experiment and run names (the API's pattern)
+
+
 class TensorBoardSpec(_Model):
     s3_path: str = Field(pattern=S3_URI)
     local_path: str | None = None
+
+
+class MlflowSpec(_Model):
+    """SageMaker managed MLflow (``CreateTrainingJob.MlflowConfig``): the job logs to this tracking
+    server or MLflow App; SageMaker gives it the tracking URI and run settings (docs/mlflow.md)."""
+
+    resource_arn: str = Field(
+        max_length=2048,
+        pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:mlflow-(app|tracking-server)/.+$",
+        description="MlflowResourceArn: the ARN of a managed MLflow tracking server or MLflow App.",
+    )
+    experiment_name: str | None = Field(
+        default=None, min_length=1, max_length=256, pattern=_MLFLOW_NAME, description="MlflowExperimentName."
+    )
+    run_name: str | None = Field(
+        default=None, min_length=1, max_length=256, pattern=_MLFLOW_NAME, description="MlflowRunName."
+    )
 
 
 class DebuggerSpec(_Model):
@@ -623,6 +643,7 @@ class TrainingJobSpec(_Model):
     max_retry_attempts: int | None = Field(default=None, ge=1, le=30)
     tags: dict[str, str] = Field(default_factory=dict)
     tensorboard: TensorBoardSpec | None = None
+    mlflow: MlflowSpec | None = Field(default=None, description="MlflowConfig: SageMaker managed MLflow.")
     debugger: DebuggerSpec = Field(default_factory=DebuggerSpec)
     batch: BatchSpec | None = None
     infra_check: bool | None = Field(default=None, description="InfraCheckConfig: health-check the instances first.")

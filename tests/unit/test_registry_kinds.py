@@ -101,35 +101,35 @@ def test_a_third_party_registry_is_found_through_its_entry_point(tmp_path, monke
     import importlib
     import sys
 
-    (tmp_path / "mlflow_registry.py").write_text(
+    (tmp_path / "wandb_registry.py").write_text(
         "from typing import Literal\n"
         "from airflow_dist_training.spec.registries import RegistryRecord, RegistryStepModel\n"
         "class Step(RegistryStepModel):\n"
-        "    kind: Literal['mlflow'] = 'mlflow'\n"
+        "    kind: Literal['wandb'] = 'wandb'\n"
         "    tracking_uri: str\n"
-        "RECORD = RegistryRecord(name='mlflow', step=Step, factory='mlflow_registry:make')\n"
+        "RECORD = RegistryRecord(name='wandb', step=Step, factory='wandb_registry:make')\n"
     )
-    dist_info = tmp_path / "mlflow_registry-1.0.dist-info"
+    dist_info = tmp_path / "wandb_registry-1.0.dist-info"
     dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: mlflow-registry\nVersion: 1.0\n")
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: wandb-registry\nVersion: 1.0\n")
     (dist_info / "entry_points.txt").write_text(
-        "[airflow_dist_training.registries]\nmlflow = mlflow_registry:RECORD\n"
+        "[airflow_dist_training.registries]\nwandb = wandb_registry:RECORD\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     monkeypatch.setattr(registries.REGISTRIES, "entry_points_loaded", False)
     try:
-        record = registries.registry_record("mlflow")
+        record = registries.registry_record("wandb")
         step = registries.TypedRegistry  # the pipeline's step type validates the new kind
         from pydantic import TypeAdapter
 
         assert (
-            TypeAdapter(step).validate_python({"kind": "mlflow", "tracking_uri": "http://m"}).kind == "mlflow"
+            TypeAdapter(step).validate_python({"kind": "wandb", "tracking_uri": "http://m"}).kind == "wandb"
         )
-        assert "mlflow" in registry_kinds() and record.step.__name__ == "Step"
+        assert "wandb" in registry_kinds() and record.step.__name__ == "Step"
     finally:
-        registries.forget_registry("mlflow")
-        sys.modules.pop("mlflow_registry", None)
+        registries.forget_registry("wandb")
+        sys.modules.pop("wandb_registry", None)
 
 
 # ------------------------------------------------------------------ docs/architecture.md's answer

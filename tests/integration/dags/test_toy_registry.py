@@ -159,9 +159,9 @@ def test_a_pipeline_yaml_takes_a_registered_kind_and_names_the_kinds_for_an_unkn
     pipeline = load_pipeline(path)
     assert isinstance(pipeline.registry, ToyRegistryStep)
     assert pipeline.registry.local_dir  # a kind with a directory gets the pipeline's workspace
-    path.write_text(f"dag_id: d\ntraining: {spec}\nregistry: {{kind: mlflow}}\n")
+    path.write_text(f"dag_id: d\ntraining: {spec}\nregistry: {{kind: wandb}}\n")
     with pytest.raises(SpecValidationError) as refused:
         load_pipeline(path)
     assert refused.value.render() == (
-        f"{path}: registry.kind: unknown registry kind 'mlflow'; registered kinds: local, sagemaker, toy"
+        f"{path}: registry.kind: unknown registry kind 'wandb'; registered kinds: local, sagemaker, mlflow, toy"
     )

@@ -47,7 +47,12 @@ def test_a_registry_without_kind_is_the_backends_default_registry(tmp_path: Path
             "registry: {kind: sagemaker, model_package_group: bad_name!}\n",
             "registry.model_package_group: 'bad_name!': 1-63 letters, digits and hyphens",
         ),
-        ("registry: {kind: mlflow}\n", "registry.kind: unknown registry kind 'mlflow'; registered kinds: local, sagemaker"),
+        ("registry: {kind: wandb}\n", "registry.kind: unknown registry kind 'wandb'; registered kinds: local, sagemaker, mlflow"),
+        (
+            "registry: {kind: mlflow, model_package_group: 'team/model'}\n",
+            "registry.model_package_group: 'team/model': MLflow refuses a registered model name that is blank, "
+            "has '/' or ':', or is '.' or starts with '..'",
+        ),
         ("staging: {kind: fsx, source: 's3://b/train', file_system_id: fs-1}\n", "staging.file_system_path: is required"),
         (
             "staging: {kind: fsx, source: 's3://b/train', file_system_path: /train}\n",

@@ -46,7 +46,7 @@ PYTHON_FENCE = re.compile(r"^```python\s*\n(.*?)^```", re.M | re.S)
 CLI = {"airflow-dist-training", ".venv/bin/airflow-dist-training"}
 CHEAP = {"validate", "plan", "schema", "validate-pipeline"}
 # commands of other tools, shown for orientation: nothing of ours to check
-FOREIGN = {"git", "cd", "source", "grep", "airflow", "python3.11", "/tmp/low/bin/pip"}
+FOREIGN = {"git", "cd", "source", "grep", "airflow", "mlflow", "python3.11", "/tmp/low/bin/pip"}
 # Python blocks that run a training job or need an endpoint: parsed only (the integration tests run them)
 LONG_PYTHON = ("run_job(", "Emulator(", "boto3.client(")
 

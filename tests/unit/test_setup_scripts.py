@@ -27,7 +27,7 @@ def _sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     stubs = [
         repo / ".venv/bin" / n for n in ("python", "pip", "airflow-dist-training", "ruff", "mypy", "mkdocs")
     ]
-    stubs += [repo / "scripts" / n for n in ("check-install.sh", "setup-prod-stack.sh")]
+    stubs += [repo / "scripts" / n for n in ("check-install.sh", "setup-prod-stack.sh", "mlflow-server-env.sh")]
     bin_dir = tmp_path / "bin"
     stubs += [bin_dir / n for n in ("apt-get", "sudo")]
     for stub in stubs:
@@ -70,7 +70,9 @@ def test_the_demo_sets_up_only_the_provider_with_local_and_the_job_environment(
     assert _installs(calls) == [extras]
     assert "airflow-dist-training job-env" in calls
     assert not [
-        c for c in calls if c.startswith(("apt-get", "sudo", "check-install.sh", "setup-prod-stack.sh"))
+        c
+        for c in calls
+        if c.startswith(("apt-get", "sudo", "check-install.sh", "setup-prod-stack.sh", "mlflow-server-env.sh"))
     ]
     # a second run finds the stamp: nothing is installed again
     Path(env["ADT_STUB_LOG"]).write_text("")
@@ -85,6 +87,7 @@ def test_the_test_command_sets_up_everything_else(tmp_path: Path) -> None:
     assert _installs(calls) == [".[docs,emulator,local,test,toolkit]"]
     assert "check-install.sh .venv constraints.txt" in calls
     assert "setup-prod-stack.sh " in calls
+    assert "mlflow-server-env.sh " in calls  # the tests' MLflow server, in its own venv
     chromium = shutil.which("chromium", path=env["PATH"])
     assert chromium or any(c.startswith("apt-get install") and "chromium" in c for c in calls)
     assert "python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider --durations=25 -k nothing" in calls

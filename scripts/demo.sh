@@ -14,7 +14,7 @@
 #   Setup (scripts/setup.sh) installs only what the demo needs: the provider with [local] and the
 #   job environment; --emulator adds [emulator]. scripts/test.sh sets up the rest.
 #
-#   ADT_SKIP_SETUP=1 skip scripts/setup.sh (already set up)
+#   ADT_SKIP_SETUP=1 skip scripts/setup.sh (already set up; --emulator still adds [emulator] if missing)
 #   ADT_VENV         the virtualenv to run in (default .venv; e.g. .venv-low: the lowest supported
 #                    Airflow, built by scripts/setup-low.sh); scripts/setup.sh runs only for .venv
 set -euo pipefail
@@ -32,6 +32,8 @@ if [ "${ADT_SKIP_SETUP:-0}" != 1 ]; then
   if [ "$VENV" = .venv ]; then
     if [[ $EMULATOR == 1 ]]; then scripts/setup.sh --emulator; else scripts/setup.sh; fi
   elif [ "$VENV" = .venv-low ]; then scripts/setup-low.sh; fi
+elif [[ $EMULATOR == 1 && "$VENV" = .venv ]] && ! .venv/bin/python -c "import moto.server" 2>/dev/null; then
+  scripts/setup.sh --emulator  # set up, but without the endpoint's extra: add only that
 fi
 [ -x "$VENV/bin/airflow" ] || { echo "no Airflow in $VENV (ADT_VENV); run scripts/setup.sh"; exit 1; }
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$PWD/.airflow}"

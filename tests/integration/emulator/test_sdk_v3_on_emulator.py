@@ -2,6 +2,8 @@
 ``SimulatePrincipalPolicy``), against the endpoint: one host, and ``Torchrun()`` on two. The SDK runs
 in its own throwaway venv beside the parity one (``$ADT_PARITY_CACHE/sdk3-venv``); asserted is what
 it reports (status, ``model.tar.gz``) and the log lines ``train()`` streamed from CloudWatch.
+
+Run with ``ADT_SDK3_TESTS=1``: building the SDK v3 venv takes over 5 minutes, which CI cannot spend.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from tests.parity.conftest import CACHE, _locked
 
 from .test_sdk_v2_on_emulator import TRAIN
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("sagemaker-emulator")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("sagemaker-emulator"),
+    # its venv alone takes over 5 minutes to resolve and install: beyond CI's 45-minute budget
+    pytest.mark.skipif(os.environ.get("ADT_SDK3_TESTS") != "1", reason="SDK v3 client run: set ADT_SDK3_TESTS=1"),
+]
 SDK3_VERSION = "3.27.0"
 VENV = CACHE / "sdk3-venv"
 BUCKET = "sdk-v3"

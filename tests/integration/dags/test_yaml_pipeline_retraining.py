@@ -71,7 +71,7 @@ def test_yaml_pipeline_trains_skips_the_unchanged_rerun_and_retrains_on_new_data
     states = {ti.task_id: str(ti.state) for ti in third.get_task_instances()}
     assert states["stage_train_evaluate.train"] == "success", states
     out = capfd.readouterr().out
-    assert "data changed since champion local-demo/1: training" in out
+    assert "data and evaluation changed since champion local-demo/1: training" in out  # both regenerated
     assert "no checkpoint found: starting from scratch" in out
     assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
     assert "run_summary epochs_trained=2 " in out

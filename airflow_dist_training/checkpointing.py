@@ -354,7 +354,8 @@ class CheckpointWriter:
             shutil.rmtree(directory)  # left over from an attempt that died mid-write
         directory.mkdir(parents=True)
         yield directory
-        self._finish(directory, step, epoch, metrics_dict, world_size, dict(metadata or {}))
+        files = self._file_entries(directory, directory)
+        self._write_manifest(directory, step, epoch, metrics_dict, world_size, dict(metadata or {}), files)
 
     def _file_entries(self, directory: pathlib.Path, base: pathlib.Path) -> list[dict[str, Any]]:
         """Every file under ``directory`` (fsynced), with its path relative to ``base`` and its size."""
@@ -428,18 +429,6 @@ class CheckpointWriter:
         except (OSError, ValueError, AttributeError):
             return None
         return value if _is_int(value) else None
-
-    def _finish(
-        self,
-        directory: pathlib.Path,
-        step: int,
-        epoch: int | None,
-        metrics: dict[str, float],
-        world_size: int | None,
-        metadata: dict[str, Any],
-    ) -> None:
-        files = self._file_entries(directory, directory)
-        self._write_manifest(directory, step, epoch, metrics, world_size, metadata, files)
 
     def _write_manifest(
         self,

@@ -104,7 +104,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_job_env(args: argparse.Namespace) -> int:
-    """Build (or with --show, only name) the local backend's default job environment."""
+    """Build (or with --show, only name) a job environment of the local backend (default: pytorch)."""
     from pathlib import Path
 
     from airflow_dist_training.errors import SpecValidationError
@@ -112,7 +112,7 @@ def cmd_job_env(args: argparse.Namespace) -> int:
 
     if args.show:
         try:
-            python, why = job_env.job_python(None)
+            python, why = job_env.job_python(None, recipe_name=args.recipe)
         except SpecValidationError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -122,8 +122,12 @@ def cmd_job_env(args: argparse.Namespace) -> int:
         built = job_env.build(
             Path(args.path) if args.path else None,
             base_python=args.python,
+            recipe=job_env.RECIPES.get(args.recipe, field="--recipe"),
             log=lambda line: print(line, file=sys.stderr),
         )
+    except SpecValidationError as exc:  # an unknown recipe: the registered ones are listed
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -160,9 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
     env = sub.add_parser(
         "job-env",
         help="build the local backend's default job environment (torch, torchvision, numpy, AWS's "
-        "toolkit) and print its interpreter; idempotent",
+        "toolkit), or another recipe's, and print its interpreter; idempotent",
     )
-    env.add_argument("--path", default=None, help="where (default $ADT_JOB_ENVS/pytorch or ~/.cache/...)")
+    env.add_argument(
+        "--recipe",
+        default="pytorch",
+        help="which: pytorch (default), or huggingface (transformers, accelerate, datasets, as a layer "
+        "over pytorch: the Hugging Face images' jobs)",
+    )
+    env.add_argument(
+        "--path", default=None, help="where (default $ADT_JOB_ENVS/<recipe> or ~/.cache/...; a layer's base beside it)"
+    )
     env.add_argument("--python", default=None, help="base interpreter of the venv (default: this one)")
     env.add_argument("--show", action="store_true", help="print which interpreter a job runs with; build nothing")
     env.set_defaults(handler=cmd_job_env)

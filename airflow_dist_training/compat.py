@@ -44,7 +44,9 @@ if TYPE_CHECKING:  # mypy reads the newest homes (the dev venv runs the newest s
     from airflow.sdk.exceptions import (
         AirflowException,
         AirflowFailException,
+        AirflowRescheduleException,
         AirflowSkipException,
+        AirflowTaskTimeout,
         ParamValidationError,
         TaskDeferred,
     )
@@ -63,7 +65,9 @@ else:
     )
     AirflowException = _exceptions.AirflowException
     AirflowFailException = _exceptions.AirflowFailException
+    AirflowRescheduleException = _exceptions.AirflowRescheduleException
     AirflowSkipException = _exceptions.AirflowSkipException
+    AirflowTaskTimeout = _exceptions.AirflowTaskTimeout
     ParamValidationError = _exceptions.ParamValidationError
     TaskDeferred = _exceptions.TaskDeferred
 

@@ -65,7 +65,7 @@ def build_dag(pipeline: PipelineSpec, *, base_dir: str | Path, fileloc: str | No
     if fileloc:
         dag.fileloc = fileloc
     group: Any = stage_train_evaluate
-    fan_out: dict[str, Any] = {"members": pipeline.for_each}  # one model per member, or one
+    fan_out: dict[str, Any] = {"members": pipeline.for_each, "tuning": pipeline.tuning}  # one model per member, or one
     if pipeline.sweep is not None:  # members from hyperparameter sets, the best one registered
         from airflow_dist_training.sweep_groups import sweep_train_evaluate
 

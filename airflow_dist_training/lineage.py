@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 DatasetName = tuple[str, str]  # (namespace, name)
 
@@ -74,7 +74,8 @@ def local_training_datasets(
     data = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec or {})
     for channel in (data.get("channels") or {}).values():
         source = channel.get("local_source")
-        if source and not str(source).startswith(("s3://", "file://", "/")) and base_dir:
+        relative = source and "://" not in str(source) and not os.path.isabs(str(source))
+        if base_dir and relative:
             source = os.path.join(base_dir, str(source))
         inputs.append(channel_dataset({**channel, "local_source": source}, local=True))
     outputs = [uri_dataset((result or {}).get("model_artifact_uri"))]
@@ -109,6 +110,21 @@ def _result(operator: Any) -> Mapping[str, Any]:
     """
     found = getattr(operator, "_lineage_result", None)
     return found if isinstance(found, Mapping) else {}
+
+
+def training_lineage(operator: Any, task_instance: Any) -> Any:
+    """A training task's: its S3, FSx and EFS channels in, the model artifact out (as the request
+    and the job's description say); a job on this machine: its channels' local sources in, its
+    local model artifact out."""
+    launch, status = operator._launch, operator._status
+    if operator.training_backend.record.durable:
+        detail = status.detail if status is not None else {}
+        inputs, outputs = lineage_datasets((launch.request if launch is not None else None) or detail, detail)
+    else:
+        base = operator.local_hook_kwargs.get("base_dir")
+        spec = launch.spec if launch is not None else None
+        inputs, outputs = local_training_datasets(spec, operator._result, str(base) if base else None)
+    return operator_lineage(inputs, outputs)
 
 
 def staging_lineage(operator: Any, task_instance: Any) -> Any:
@@ -149,3 +165,31 @@ def registration_lineage(operator: Any, task_instance: Any) -> Any:
         [uri_dataset(result.get("model_data_uri")), uri_dataset(result.get("evaluation_uri"))],
         [model_package_dataset(result, getattr(operator, "local_registry_dir", None))],
     )
+
+
+def lineage_datasets(
+    request: Mapping[str, Any], description: Mapping[str, Any]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(namespace, name) pairs of a job's inputs and outputs, OpenLineage naming.
+
+    S3: ``s3://<bucket>`` + key. FSx for Lustre / EFS: ``fsx://<file system id>`` /
+    ``efs://<file system id>`` + directory path. The code channel is not a data input.
+    """
+    inputs: list[tuple[str, str]] = []
+    for channel in request.get("InputDataConfig") or description.get("InputDataConfig") or []:
+        if channel.get("ChannelName") == "code":
+            continue
+        source = channel.get("DataSource") or {}
+        if "S3DataSource" in source:
+            _, bucket, key = split_uri(str(source["S3DataSource"]["S3Uri"]))
+            inputs.append((f"s3://{bucket}", key or "/"))
+        elif "FileSystemDataSource" in source:
+            fs = source["FileSystemDataSource"]
+            scheme = "fsx" if fs.get("FileSystemType") == "FSxLustre" else "efs"
+            inputs.append((f"{scheme}://{fs.get('FileSystemId')}", str(fs.get("DirectoryPath", "/"))))
+    outputs: list[tuple[str, str]] = []
+    artifact = (description.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+    if artifact and uri_scheme(str(artifact)) == "s3":
+        _, bucket, key = split_uri(str(artifact))
+        outputs.append((f"s3://{bucket}", key))
+    return inputs, outputs

@@ -108,6 +108,17 @@ def check_pipeline(
         registry=pipeline.registry,
     )
     problems += member_problems(pipeline.training, pipeline.for_each)
+    if pipeline.tuning is not None:
+        from airflow_dist_training.spec.pipeline import FSxStaging
+        from airflow_dist_training.spec.tuning import tuning_step_problems
+
+        problems += tuning_step_problems(
+            pipeline.training,
+            pipeline.tuning,
+            fsx_staging=isinstance(pipeline.staging, FSxStaging),
+            freshness=pipeline.checkpoints.freshness is not None,
+            warm_start=pipeline.warm_start,
+        )
     plan = None
     if record.on_aws:
         if plan_job:

@@ -9,32 +9,95 @@ the backend and the region (``hooks/backends.plan_on_backend``).
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_dist_training.sagemaker import naming
 from airflow_dist_training.sagemaker.uploads import Upload
-from airflow_dist_training.spec.backends import BackendRecord
+from airflow_dist_training.spec.backends import BackendRecord, backend_record
 from airflow_dist_training.spec.overrides import RunOverrides, apply_overrides
 from airflow_dist_training.spec.training import TrainingJobSpec
+
+if TYPE_CHECKING:
+    from airflow_dist_training.hooks.sagemaker_jobs import JobRef
+    from airflow_dist_training.job_states import JobStatus
+    from airflow_dist_training.results import TrainingResult
 
 # What the plan task shares (XCom keys): the typed plan, the training task's, and the fields the
 # UI, the reports and the later steps' templates read on their own.
 RUN_PLAN_XCOM_KEY = "run_plan"
-PLAN_XCOM_KEYS = ("spec", "job_name", "run_hash", "backend", "dry_run", "summary", "request", "cost_bound_usd")
+PLAN_XCOM_KEYS = (
+    "spec",
+    "job_name",
+    "run_hash",
+    "backend",
+    "dry_run",
+    "summary",
+    "request",
+    "cost_bound_usd",
+)
 # Params of a trigger form that are not spec overrides.
 _NON_SPEC_PARAMS = {"backend", "dry_run"}
 
 
-class PlanningBackend(Protocol):
-    """What planning needs of a training backend (``hooks/backends.TrainingBackend`` has it)."""
+class TrainingBackend(Protocol):
+    """What operators and task groups need from a place that runs training jobs: the training
+    operator finds the run's job by its names, creates it once, defers on the backend's trigger or
+    waits, and reads its result, through these methods only (``job_states.JobStatus``)."""
 
-    record: BackendRecord  # its name and capabilities (spec/backends.py)
+    #: the backend's name and declared capabilities (``spec/backends.py``)
+    record: BackendRecord
 
     def plan(
         self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
-    ) -> dict[str, Any]: ...
+    ) -> dict[str, Any]:
+        """``{"request", "warnings", "summary", "cost_bound_usd"}``; launches nothing."""
+
+    def region(self) -> str:
+        """The region the run's requests are planned for."""
+
+    def find_or_create(
+        self,
+        names: Iterable[str],
+        request_for: Callable[[str, tuple[JobStatus, ...]], RunJob],
+        *,
+        exhausted: Callable[[], Exception],
+        on_ended: Callable[[JobStatus, int], None] | None = None,
+    ) -> JobRef:
+        """The run's live or completed job among ``names``, else the first free name created as
+        ``request_for(name, the run's ended jobs)`` says (its request, or its spec to plan); a
+        backend whose jobs die with the worker finds none. ``on_ended(status, next generation)``
+        hears of each ended job."""
+
+    def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
+        """Check what the job reads before creating it (refuse with ``SpecValidationError``)."""
+
+    def status(self, job_name: str) -> JobStatus | None:
+        """The job's status (``job_states.JobStatus``); None when no job has this name."""
+
+    def stop(self, job_name: str, *, reason: str = "airflow", cause: str | None = None) -> bool:
+        """Stop the job; with a ``cause`` (e.g. ``checkpoint-stall``) its task fails with it, no new job."""
+
+    def trigger(self, job_name: str, **settings: Any) -> Any:
+        """The trigger to defer on until the job ends; None: the job lives in this process (``wait``)."""
+
+    def wait(self, job_name: str, **settings: Any) -> JobStatus:
+        """Wait in this process until the job ends (``TimeoutError`` past ``max_wait_seconds``);
+        ``settings``: ``poll_interval``, ``max_wait_seconds``, ``log``, ``stream_logs``."""
+
+    def result_of(self, status: JobStatus) -> TrainingResult:
+        """The result of an ended job; ``TrainingJobError`` unless it succeeded."""
+
+    def links(self, status: JobStatus) -> dict[str, Any]:
+        """What the operator's extra links and the Training view need (``links.persist``)."""
+
+    def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
+        """Stop the run's jobs still running (a teardown: the task died without ``on_kill``)."""
+
+    def checkpoint_location(self, spec: TrainingJobSpec, uri: str) -> str:
+        """Where this worker reads the job's checkpoint location ``uri`` (a local job's S3 may be
+        the backend's own mirror of it)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +122,8 @@ class RunPlan:
     cost_bound_usd: float | None = None
     warnings: tuple[str, ...] = ()
     summary: str = ""
+    # the spec as validated, when planned in this process (not sent through XCom)
+    validated_spec: TrainingJobSpec | None = field(default=None, compare=False, repr=False)
 
     @property
     def identity_hash(self) -> str:
@@ -74,7 +139,8 @@ class RunPlan:
         return naming.job_name(str(self.spec["name"]), self.identity, generation)
 
     def to_xcom(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, validated_spec=None))
+        del data["validated_spec"]
         data["uploads"] = uploads_to_xcom(list(self.uploads))
         data["warnings"] = list(self.warnings)
         return data
@@ -117,7 +183,13 @@ def uploads_to_xcom(uploads: list[Upload]) -> list[dict[str, Any]]:
 def uploads_from_xcom(data: list[Mapping[str, Any]]) -> list[Upload]:
     """The inverse of :func:`uploads_to_xcom`."""
     return [
-        Upload(**{**d, "content": _b64(d.get("content"), decode=True), "dependencies": tuple(d.get("dependencies") or ())})
+        Upload(
+            **{
+                **d,
+                "content": _b64(d.get("content"), decode=True),
+                "dependencies": tuple(d.get("dependencies") or ()),
+            }
+        )
         for d in data
     ]
 
@@ -131,7 +203,7 @@ def _b64(value: Any, *, decode: bool = False) -> Any:
 def plan_run(
     spec: TrainingJobSpec,
     *,
-    backend: PlanningBackend,
+    backend: TrainingBackend,
     region: str,
     overrides: Mapping[str, Any] | None,
     train_task_id: str,
@@ -162,7 +234,7 @@ def plan_run(
 def plan_spec(
     spec: TrainingJobSpec,
     *,
-    backend: PlanningBackend,
+    backend: TrainingBackend,
     region: str,
     identity: str,
     checkpoint_resume: str | None = None,
@@ -172,7 +244,9 @@ def plan_spec(
     """The run's plan for a validated spec; ``plan_request=False`` leaves the request to the
     backend that runs it (a local training task without a plan task)."""
     name = naming.job_name(spec.name, identity)
-    run_spec, run_uri = _run_scoped(spec, checkpoint_resume, name, name, remote=backend.record.on_aws, base_dir=base_dir)
+    run_spec, run_uri = _run_scoped(
+        spec, checkpoint_resume, name, name, remote=backend.record.on_aws, base_dir=base_dir
+    )
     plan = RunPlan(
         spec=spec.model_dump(mode="json", exclude_unset=True),
         backend=backend.record.name,
@@ -182,6 +256,7 @@ def plan_spec(
         checkpoint_resume=checkpoint_resume,
         run_checkpoint_uri=run_uri,
         base_dir=base_dir,
+        validated_spec=spec,
     )
     if not plan_request:
         return plan
@@ -211,41 +286,61 @@ class RunJob:
     warnings: tuple[str, ...] = ()
     planned_again: bool = False  # the state changed the request: planned here, not the plan task's
     changes: tuple[str, ...] = ()  # how the request differs from the plan's (``request_changes``)
+    run_identity: str | None = None  # the run's identity hash: a backend planning ``request`` itself uses it
 
 
-def apply_run_state(plan: RunPlan, state: RunState, *, state_spec: TrainingJobSpec | None = None) -> RunJob:
+def apply_run_state(
+    plan: RunPlan,
+    state: RunState,
+    *,
+    backend: TrainingBackend | None = None,
+    state_spec: TrainingJobSpec | None = None,
+) -> RunJob:
     """The run's job in ``state``: the plan's own request when the state changes nothing, else
-    planned again from the plan's spec (SageMaker's request), with the difference named.
+    planned again from the plan's spec by ``backend`` (default: the plan's, by its registered
+    name), with the difference named.
 
     Validates the spec with the state's channels once (``state_spec``: an earlier job's of the
-    same state, not validated again); a local job's changed request is not planned here (its
-    local stand-ins need this machine's paths): it is None, and the local backend plans it from
-    ``spec`` when it runs it.
+    same state, not validated again; a plan made in this process keeps the spec it validated); a
+    changed request of a plan that is not on AWS is not planned here (a local job's stand-ins need
+    this machine's paths): it is None, and the backend plans it from ``spec`` when it runs the job.
     """
     if state_spec is None:
-        state_spec = _with_channels(plan, state)
+        own = plan.validated_spec if not (state.channels or state.warm_start_uri) else None
+        state_spec = own or _with_channels(plan, state)
     name = plan.job_name(state.generation)
     spec, _ = _run_scoped(
-        state_spec, plan.checkpoint_resume, plan.job_name_base, name, remote=plan.remote, base_dir=plan.base_dir
+        state_spec,
+        plan.checkpoint_resume,
+        plan.job_name_base,
+        name,
+        remote=plan.remote,
+        base_dir=plan.base_dir,
     )
     if state.on_demand:
         spec = spec.model_copy(update={"spot": type(spec.spot)()})
     if state == RunState():
-        return RunJob(name, spec, state_spec, plan.request, plan.uploads, plan.warnings)
+        return RunJob(
+            name, spec, state_spec, plan.request, plan.uploads, plan.warnings, run_identity=plan.identity_hash
+        )
     if not plan.remote:
-        return RunJob(name, spec, state_spec, None, planned_again=True)
-    from airflow_dist_training.sagemaker.request import plan_training_job, request_changes
+        return RunJob(name, spec, state_spec, None, planned_again=True, run_identity=plan.identity_hash)
+    from airflow_dist_training.sagemaker.request import request_changes
 
-    planned = plan_training_job(spec, job_name=name, region=plan.region, run_identity=plan.identity_hash)
+    if backend is None:
+        record = backend_record(plan.backend)
+        backend = record.load_factory()(region_name=plan.region, record=record)
+    planned = backend.plan(spec, job_name=name, region=plan.region, run_identity=plan.identity_hash)
     return RunJob(
         name,
         spec,
         state_spec,
-        planned.request,
-        tuple(planned.uploads),
-        tuple(str(w) for w in planned.warnings),
+        planned["request"],
+        tuple(planned.get("uploads") or ()),
+        tuple(str(w) for w in planned["warnings"]),
         planned_again=True,
-        changes=tuple(request_changes(plan.request, planned.request) if plan.request is not None else ()),
+        changes=tuple(request_changes(plan.request, planned["request"]) if plan.request is not None else ()),
+        run_identity=plan.identity_hash,
     )
 
 
@@ -273,5 +368,7 @@ def _run_scoped(
 
     if policy is None:
         return spec, None
-    run = run_checkpoint_location(spec, policy, run_key=run_key, job_name=name, local=not remote, base_dir=base_dir)
+    run = run_checkpoint_location(
+        spec, policy, run_key=run_key, job_name=name, local=not remote, base_dir=base_dir
+    )
     return (run.spec, run.run_uri) if run is not None else (spec, None)

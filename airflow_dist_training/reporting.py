@@ -32,6 +32,7 @@ def _group_result(
         "job_name": training.get("job_name") or plan.get("job_name"),
         "dry_run": bool(plan.get("dry_run")),
         "training_metrics": training.get("final_metrics", {}),
+        "resumed_from": training.get("resumed_from"),
         "evaluation_metrics": evaluation.get("metrics", {}),
         "gate_passed": decision.get("passed"),
         "gate_reasons": decision.get("reasons", []),
@@ -39,6 +40,9 @@ def _group_result(
         "registered": pull("register") or None,
         "skipped": bool(pull("check_changes", "skipped")),
         "skip_reason": pull("check_changes", "skip_reason"),
+        "reevaluated": pull("check_changes", "action") == "reevaluate",
+        "reevaluation": pull("reevaluate") or {},
+        "recorded": pull("record_evaluation") or None,
     }
 
 
@@ -117,10 +121,15 @@ def render_summary(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
             "=" * 72,
         ]
         return "\n".join(lines)
+    if result.get("reevaluated"):
+        lines += _reevaluation_lines(result, metrics)
+        return "\n".join(lines)
     if result.get("skip_reason"):
         lines.append(f"Why trained         {result['skip_reason']}")
+    lines.append(f"Training job        {result['job_name']}")
+    if resumed := result.get("resumed_from"):  # the job continued a checkpoint of this run
+        lines.append(f"Resumed             from step {resumed['step']} after {resumed['after']}")
     lines += [
-        f"Training job        {result['job_name']}",
         f"Training metrics    {metrics(result['training_metrics'])}",
         f"Evaluation metrics  {metrics(result['evaluation_metrics'])}",
     ]
@@ -138,6 +147,24 @@ def render_summary(result: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
         lines.append("Registered          no (gate rejected or no registry)")
     lines.append("=" * 72)
     return "\n".join(lines)
+
+
+def _reevaluation_lines(result: Mapping[str, Any], metrics: Any) -> list[str]:
+    """A run that re-evaluated the champion on a new evaluation set instead of training."""
+    recorded = result.get("recorded")
+    evaluation = result.get("reevaluation") or {}
+    where = "no (see the reevaluate and record_evaluation task logs)"
+    if recorded:
+        where = f"on {recorded.get('package_id')}, no new version ({recorded.get('evaluation_uri')})"
+    return [
+        f"RE-EVALUATED: {result.get('skip_reason')}",
+        "Training job        not created (train, evaluate, gate and register skipped)",
+        f"Evaluation metrics  {metrics(evaluation.get('metrics') or {})}",
+        f"Evaluation set      {evaluation.get('evaluation_set_hash') or '-'}",
+        "Quality gate        not run (the champion is not gated against itself)",
+        f"Recorded            {where}",
+        "=" * 72,
+    ]
 
 
 def sweep_summary(

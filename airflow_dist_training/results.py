@@ -7,7 +7,7 @@ no boto responses, no credentials.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class StatusTransition(TypedDict):
@@ -15,6 +15,14 @@ class StatusTransition(TypedDict):
     start: str  # ISO 8601, UTC
     end: str | None
     message: str
+
+
+class ResumedFrom(TypedDict):
+    """Where the run's job that completed started: the run's checkpoint it resumed from, and why."""
+
+    step: int
+    checkpoint_uri: str
+    after: str  # "a spot interruption of job <name>", "a failure of job <name>", "an earlier try of the task"
 
 
 class TrainingResult(TypedDict):
@@ -29,3 +37,4 @@ class TrainingResult(TypedDict):
     billable_seconds: int | None
     training_seconds: int | None
     timeline: list[StatusTransition]
+    resumed_from: NotRequired[ResumedFrom | None]  # set by the training operator; None: from scratch

@@ -37,8 +37,11 @@ def add_run_parser(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """The run's lifecycle through the backend protocol (``planning.TrainingBackend``), as the
+    training operator drives it: plan, find or create, wait, result."""
     from airflow_dist_training.errors import TrainingJobError
     from airflow_dist_training.hooks.backends import get_backend
+    from airflow_dist_training.planning import RunJob
     from airflow_dist_training.sagemaker.naming import job_name
     from airflow_dist_training.spec.loading import load_spec
 
@@ -49,16 +52,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.backend,
         aws_conn_id=None,
         region_name=args.region,
-        local_hook_kwargs={"root": args.jobs_root, "base_dir": str(Path(args.base_dir).absolute())},
+        local_hook_kwargs={
+            "root": args.jobs_root,
+            "base_dir": str(Path(args.base_dir).absolute()),
+            "job_log": emit,  # a local job's lines, as they come
+        },
     )
-    if not backend.record.durable:  # a job on this machine: its own checks, before saying it starts
-        backend.plan(spec, job_name=name, region=args.region or "us-east-1")
+    # every check before anything starts; a backend off AWS plans its request as it runs the job
+    planned = backend.plan(spec, job_name=name, region=backend.region())
+    request, uploads = (planned["request"], tuple(planned["uploads"])) if backend.record.on_aws else (None, ())
+    job = RunJob(name, spec, spec, request, uploads)
     print(f"Starting training job {name} ({args.backend})", flush=True)
-    backend.submit(spec, name, log=emit)
+    backend.find_or_create(
+        [name], lambda _name, _ended: job, exhausted=lambda: RuntimeError(f"training job {name} exists")
+    )
     try:
-        if backend.record.durable:
-            _follow_remote(backend, name, args.follow)
-        result = backend.result(name)
+        status = backend.wait(name, poll_interval=FOLLOW_POLL_SECONDS, log=emit, stream_logs=args.follow)
+        result = backend.result_of(status)
     except KeyboardInterrupt:
         print(f"Interrupted: stopping training job {name}", file=sys.stderr, flush=True)
         backend.stop(name, reason="cli interrupted")
@@ -67,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"Training job {name} ended {exc.status}: {exc.failure_reason or exc}", file=sys.stderr)
         if exc.failure_reason and str(exc) != exc.failure_reason:
             print(str(exc), file=sys.stderr)  # the failing host and its last lines
-        _print_folders(backend, name, sys.stderr)
+        _print_folders(backend.links(status), sys.stderr)
         return EXIT_FAILED
     print(f"Training job {name} Completed", flush=True)
     print(f"  model artifact: {result['model_artifact_uri']}")
@@ -76,32 +86,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  checkpoints:    {result['checkpoint_uri']}")
     if result["final_metrics"]:
         print(f"  final metrics:  {result['final_metrics']}")
-    _print_folders(backend, name, sys.stdout)
+    _print_folders(backend.links(status), sys.stdout)
     return 0
 
 
-def _print_folders(backend: Any, name: str, stream: Any) -> None:
-    """Local jobs: each simulated host's /opt/ml folders."""
-    job = None if backend.record.durable else backend.hook.executor().get(name)
-    for host, dirs in job.host_dirs().items() if job is not None else ():
-        print(
-            f"  {host}: model {dirs['model']}  output {dirs['output']}  checkpoints {dirs['checkpoints']}",
-            file=stream,
-        )
-
-
-def _follow_remote(backend: Any, name: str, follow: bool, poll: float = FOLLOW_POLL_SECONDS) -> None:
-    from airflow_dist_training.hooks.training import LogCursor
-    from airflow_dist_training.job_states import TERMINAL_STATES
-    from airflow_dist_training.retry import poll_until
-
-    cursor = LogCursor()
-
-    def read() -> dict[str, Any]:
-        desc = backend.describe(name)
-        if follow:
-            for event in backend.hook.fetch_log_events(name, cursor):
-                print(event.format(), flush=True)
-        return dict(desc)
-
-    poll_until(read, lambda desc: desc.get("TrainingJobStatus") in TERMINAL_STATES, interval=poll)
+def _print_folders(links: dict[str, Any], stream: Any) -> None:
+    """A job on this machine: its folder (each simulated host's /opt/ml under it)."""
+    if links.get("job_dir"):
+        print(f"  job folder:     {links['job_dir']}", file=stream)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 if TYPE_CHECKING:
     from airflow_dist_training.spec.backends import BackendRecord
@@ -94,7 +94,7 @@ def _check_evaluation(step: EvaluationStep, backend: BackendRecord, base_dir: st
         except SpecValidationError as exc:
             problems += exc.problems
     data = step.channel_source
-    if data and is_remote(data) and not data.startswith("s3://"):
+    if data and is_remote(data) and uri_scheme(data) != "s3":
         problems.append(Problem("evaluation.channel_source", f"{data}: must be a local path or an s3:// URI"))
     elif data and not is_remote(data) and not (path := resolve_local(data, base_dir)).exists():
         problems.append(Problem("evaluation.channel_source", f"{path} does not exist"))
@@ -112,7 +112,7 @@ def _evaluation_script_problems(
             problems.append(
                 Problem("evaluation.script", f"{script}: the {backend.name} backend runs a local script, not a URI")
             )
-        elif not script.startswith("s3://"):
+        elif uri_scheme(script) != "s3":
             problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
     elif not (path := resolve_local(script, base_dir)).is_file():
         problems.append(Problem("evaluation.script", f"{path} does not exist (or is not a file)"))
@@ -163,7 +163,7 @@ def s3_locations(
     from airflow_dist_training.spec.training import S3Channel
 
     found: list[S3Location] = []
-    if staging is not None and staging.source.startswith("s3://"):
+    if staging is not None and uri_scheme(staging.source) == "s3":
         found.append(S3Location("staging.source", staging.source, True))
     for name, channel in spec.channels.items():
         if staging is not None and name == staging.channel:
@@ -171,7 +171,7 @@ def s3_locations(
         if isinstance(channel, S3Channel):
             found.append(S3Location(f"channels.{name}.uri", channel.uri, True))
     source_dir = spec.source.source_dir
-    if source_dir and source_dir.startswith("s3://"):
+    if source_dir and uri_scheme(source_dir) == "s3":
         found.append(S3Location("source.source_dir", source_dir, True))
     if spec.output is not None and spec.output.s3_path:
         found.append(S3Location("output.s3_path", spec.output.s3_path, False))
@@ -181,6 +181,6 @@ def s3_locations(
         found += [
             S3Location(f"evaluation.{name}", str(uri), True)
             for name, uri in (("script", evaluation.script), ("channel_source", evaluation.channel_source))
-            if (uri or "").startswith("s3://")
+            if uri_scheme(uri) == "s3"
         ]
     return found

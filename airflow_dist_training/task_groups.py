@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         TypedStaging,
     )
     from airflow_dist_training.spec.training import TrainingJobSpec
+    from airflow_dist_training.spec.tuning import TuningSpec
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ def stage_train_evaluate(
     data_asset: Any = None,
     deferrable: bool | None = None,
     members: MemberList | Sequence[Member | Mapping[str, Any]] | None = None,
+    tuning: TuningSpec | Mapping[str, Any] | None = None,
 ) -> Any:
     """Build the ``stage_train_evaluate`` task group and return it.
 
@@ -68,7 +70,7 @@ def stage_train_evaluate(
     :param dry_run: show the plan and launch nothing (the run's ``dry_run`` param also turns this on).
     :param staging: put a dataset in place first (FSx on SageMaker, a directory locally).
     :param checkpoints: resume policy, retention and promotion.
-    :param evaluation: the evaluation script step.
+    :param evaluation: the evaluation script step (also re-evaluates the champion on a new evaluation set).
     :param gate: quality-gate thresholds (``{"thresholds": {...}}``, see ``GateSpec``).
     :param fail_on_reject: fail the run when the gate rejects (default: skip registration).
     :param registry: where to register an approved model.
@@ -76,8 +78,7 @@ def stage_train_evaluate(
     :param region_name: AWS region.
     :param base_dir: directory relative paths (scripts, local sources) resolve against.
     :param training_kwargs: extra ``DistributedTrainingOperator`` arguments.
-    :param force: train even when data, code and spec equal the champion's (the run's ``force``
-        param also turns this on); otherwise such a run is skipped by ``check_changes``.
+    :param force: train even when nothing changed since the champion (the run's ``force`` param too).
     :param warm_start: ``none`` | ``champion`` | ``promoted`` (the run's ``warm_start`` param wins):
         initialise the model from the champion's weights or the last promoted checkpoint, handed
         to the script as the input channel ``warm_start``.
@@ -85,8 +86,8 @@ def stage_train_evaluate(
         data's fingerprint). Use a different asset than the one that schedules the DAG.
     :param deferrable: durable jobs wait in the triggerer (default; no worker slot held); ``False``: in the worker.
     :param members: one model per member (``spec/members.py``), a mapped task group (``mapped_groups.py``).
+    :param tuning: train with a tuning job (``spec/tuning.py``); its best training job feeds the later steps.
     """
-    from airflow_dist_training.retraining.warm_start import parse_warm_start
     from airflow_dist_training.retry import training_retry_policy
     from airflow_dist_training.spec.backends import backend_record
     from airflow_dist_training.spec.loading import load_spec
@@ -95,7 +96,6 @@ def stage_train_evaluate(
     spec_obj = load_spec(spec)
     record = backend_record(backend)  # its capabilities shape the group (no I/O here)
     staging, typed_registry = resolve_steps(record, staging, registry)
-    warm_start = parse_warm_start(warm_start)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     checkpoints = checkpoints or CheckpointStep()
     # Bad input fails at once, capacity errors retry later (see airflow_dist_training.retry).
@@ -104,17 +104,37 @@ def stage_train_evaluate(
         g = _Group(spec_obj, record, base, f"{group.group_id}.", aws_conn_id, region_name, checkpoints.resume, deferrable, member_list, _local_registry_dir(typed_registry, base))
         plan_task = _plan_task(g, overrides, dry_run, evaluation, gate, typed_registry, staging)
         upstream, staged_channels = _staging_step(g, plan_task, staging, data_asset)
-        check_task = _check_changes_task(g, staging, typed_registry, force, warm_start, checkpoints, evaluation)
-        train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs, typed_registry)
+        check_task = _check_changes_task(g, staging, typed_registry, force, warm_start, checkpoints, evaluation, reevaluates := _can_reevaluate(evaluation, gate, typed_registry))
+        train = _train_task(g, plan_task, check_task, checkpoints, staged_channels, training_kwargs, typed_registry, tuning, warm_start)
         upstream >> check_task  # check_changes >> train: its warm_start_uri XComArg makes that edge
         _stop_orphaned_teardown(g, plan_task, train)
-        _checkpoint_tasks(g, train, checkpoints)
+        _checkpoint_tasks(g, plan_task, check_task, train, checkpoints)
         if evaluation is not None:
             evaluate = _evaluation_task(g, plan_task, train, evaluation)
             if gate is not None:
                 _gate_and_register(g, train, evaluate, check_task, gate, typed_registry, fail_on_reject)
+        _reevaluation_tasks(g, plan_task, check_task, evaluation, typed_registry, gate if reevaluates else None)
         _finish(g, group)
     return group
+
+
+def _can_reevaluate(evaluation: EvaluationStep | None, gate: Mapping[str, Any] | None, registry: TypedRegistry | None) -> bool:
+    """Re-evaluating the champion needs the evaluation step, and a gate's registry to record it in."""
+    return evaluation is not None and gate is not None and registry is not None and registry.kind is not None
+
+
+def _reevaluation_tasks(g: _Group, plan_task: Any, check_task: Any, evaluation: Any, registry: Any, gate: Mapping[str, Any] | None) -> None:
+    """``check_changes -> reevaluate -> record_evaluation``, beside train (``reevaluation.py``):
+    the group's own evaluation step, over the champion's model that ``check_changes`` names (``gate``:
+    the group's, when it re-evaluates; its ``min``/``max`` still bind the champion on the new set)."""
+    if gate is not None:
+        from airflow_dist_training.mapped_groups import xcom_field
+        from airflow_dist_training.reevaluation import record_evaluation_task
+
+        model = xcom_field(f"{g.prefix}check_changes", "model_data_uri", key="reevaluate")
+        reevaluate = _evaluation_task(g, plan_task, check_task, evaluation, task_id="reevaluate", model_uri=model)
+        thresholds = dict(gate.get("thresholds", {}))
+        reevaluate >> record_evaluation_task(g, _group_name(registry, g.spec), registry.kind, thresholds)
 
 
 def _task_group(group_id: str, default_args: Any, members: MemberList | None) -> Any:
@@ -122,7 +142,11 @@ def _task_group(group_id: str, default_args: Any, members: MemberList | None) ->
     if members is None:
         from airflow.sdk import TaskGroup
 
-        return TaskGroup(group_id=group_id, default_args=default_args)
+        group = TaskGroup(group_id=group_id)
+        # TaskGroup deep-copies its default_args (the retry policy's rules: a tenth of a millisecond
+        # at every parse); ours are a fresh dict, so the group takes them as it would merge them.
+        object.__setattr__(group, "default_args", {**group.default_args, **default_args})
+        return group
     from airflow_dist_training.mapped_groups import member_task_group
 
     return member_task_group(group_id, default_args, members.names)
@@ -155,6 +179,8 @@ class _Group:
     deferrable: bool | None = None
     members: MemberList | None = None  # a mapped group: map index i trains members[i]
     registry_dir: str | None = None  # the local registry's folder, resolved once for all its tasks
+    # each path resolved once: the change check and the evaluation both take the script and data
+    resolved: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def spec_for(self, context: Mapping[str, Any]) -> TrainingJobSpec:
         """The spec the running task instance trains: its member's in a mapped group."""
@@ -198,7 +224,11 @@ class _Group:
 
     def resolve(self, path: str) -> str:
         """A URI as is; a relative path against the group's base directory."""
-        return path if "://" in path else os.path.realpath(os.path.join(self.base, path))  # = Path.resolve, cheaper
+        if "://" in path:
+            return path
+        if path not in self.resolved:  # = Path.resolve, cheaper
+            self.resolved[path] = os.path.realpath(os.path.join(self.base, path))
+        return self.resolved[path]
 
     @property
     def planned_image_expr(self) -> str:
@@ -293,11 +323,16 @@ def _check_changes_task(
     warm_start: str,
     checkpoints: CheckpointStep,
     evaluation: EvaluationStep | None,
+    reevaluates: bool = False,
 ) -> Any:
-    """The short circuit before training: skip train/evaluate/gate/register when nothing changed."""
-    from airflow.providers.standard.operators.python import ShortCircuitOperator
+    """The branch before training: train (every task after it but ``reevaluate``), skip them all
+    when nothing changed, or only ``reevaluate`` the champion when only the evaluation changed."""
+    from airflow.providers.standard.operators.python import BranchPythonOperator
 
+    from airflow_dist_training.retraining.warm_start import parse_warm_start
     from airflow_dist_training.spec.pipeline import FSxStaging
+
+    warm_start = parse_warm_start(warm_start)
 
     registry_kind = registry.kind if registry is not None else None
     group = _group_name(registry, g.spec)
@@ -313,9 +348,9 @@ def _check_changes_task(
             "arguments": dict(evaluation.arguments),
         }
 
-    def check_changes(**context: Any) -> bool:
+    def check_changes(**context: Any) -> list[str]:
         """Fingerprint data, code, spec and evaluation; skip training when all equal the champion's
-        (unless forced)."""
+        (unless forced), re-evaluate the champion when only the evaluation changed."""
         from airflow_dist_training.mapped_groups import pull_own
         from airflow_dist_training.operators.retraining import check_changes as check
 
@@ -324,8 +359,9 @@ def _check_changes_task(
             shipped = pull_own(context["ti"], f"{g.prefix}plan", "evaluation_dependencies") or []
             run_evaluation = {**judged_by, "dependencies": list(shipped)}
 
-        return check(
+        action = check(
             context,
+            can_reevaluate=reevaluates,
             plan_task_id=f"{g.prefix}plan",
             backend=g.backend,
             base_dir=str(g.base),
@@ -339,13 +375,13 @@ def _check_changes_task(
             evaluation=run_evaluation,
             **g.aws,
         )
+        reevaluate = f"{g.prefix}reevaluate"
+        after = context["task"].downstream_task_ids
+        if action == "reevaluate":
+            return [reevaluate]
+        return sorted(t for t in after if t != reevaluate) if action == "train" else []
 
-    return ShortCircuitOperator(
-        task_id="check_changes",
-        python_callable=check_changes,
-        ignore_downstream_trigger_rules=False,
-        doc_md=check_changes.__doc__,
-    )
+    return BranchPythonOperator(task_id="check_changes", python_callable=check_changes, doc_md=check_changes.__doc__)
 
 
 def _train_task(
@@ -356,7 +392,23 @@ def _train_task(
     staged_channels: dict[str, Any] | None,
     training_kwargs: Mapping[str, Any] | None,
     registry: TypedRegistry | None,
+    tuning: TuningSpec | Mapping[str, Any] | None = None,
+    warm_start: str = "none",
 ) -> Any:
+    if tuning is not None:  # a tuning job in place of the training job: its own module
+        from airflow_dist_training.tuning_step import tuning_train_task
+
+        return tuning_train_task(
+            g,
+            plan_task,
+            check_task,
+            tuning,
+            staged_channels=staged_channels,
+            freshness=checkpoints.freshness,
+            warm_start=warm_start,
+            training_kwargs=training_kwargs,
+            tracking=_tracking(g, plan_task, registry),
+        )
     from airflow.sdk import XComArg
 
     from airflow_dist_training.operators.training import DistributedTrainingOperator
@@ -425,8 +477,40 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
     train >> stop_orphaned_job
 
 
-def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> None:
-    """Retention after training, then promotion of the best/latest checkpoint (if configured)."""
+def _freshness_watch(g: _Group, plan_task: Any, check_task: Any, train: Any, checkpoints: CheckpointStep) -> None:
+    """``watch_checkpoints`` beside ``train`` (same upstream, so skipped with it): alarms when the
+    running job stops writing checkpoints (``checkpoints.freshness``). A backend whose job lives in
+    its training task's process (not durable) has no job another task could watch: none there."""
+    freshness = checkpoints.freshness
+    if freshness is None:
+        return
+    if not g.record.durable:
+        log.debug("checkpoints.freshness: the %s backend's job runs inside its training task; not watched.", g.backend)
+        return
+    from airflow_dist_training.operators.checkpoints import CheckpointStallAlarmOperator
+
+    spec_checkpoint = g.spec.checkpoint
+    watch = CheckpointStallAlarmOperator(
+        task_id="watch_checkpoints",
+        plan_task_id=plan_task.task_id,
+        training_task_id=train.task_id,
+        max_age_seconds=freshness.max_age_seconds,
+        on_stall=freshness.on_stall,
+        poll_interval=getattr(train, "poll_interval", 30),  # the training wait's pace (one poller for both)
+        deferrable=g.defer,
+        checkpoint_layout=spec_checkpoint.layout if spec_checkpoint else "auto",
+        step_pattern=spec_checkpoint.step_pattern if spec_checkpoint else None,
+        retries=0,  # a retry would alarm again for the same stall
+        doc_md=CheckpointStallAlarmOperator.__doc__,
+        **g.aws,
+    )
+    check_task >> watch
+
+
+def _checkpoint_tasks(g: _Group, plan_task: Any, check_task: Any, train: Any, checkpoints: CheckpointStep) -> None:
+    """The stall watch beside training (if configured), retention after it, then promotion of the
+    best/latest checkpoint (if configured)."""
+    _freshness_watch(g, plan_task, check_task, train, checkpoints)
     from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.checkpoints import (
         CheckpointRetentionOperator,
@@ -463,7 +547,10 @@ def _checkpoint_tasks(g: _Group, train: Any, checkpoints: CheckpointStep) -> Non
         retention >> promote
 
 
-def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: EvaluationStep) -> Any:
+def _evaluation_task(
+    g: _Group, plan_task: Any, train: Any, evaluation: EvaluationStep, task_id: str = "evaluate", model_uri: str | None = None
+) -> Any:
+    """The evaluation of the trained model (or, as ``reevaluate``, of ``model_uri``: the champion's)."""
     from airflow.sdk import XComArg
 
     from airflow_dist_training.mapped_groups import xcom_field
@@ -479,10 +566,10 @@ def _evaluation_task(g: _Group, plan_task: Any, train: Any, evaluation: Evaluati
             "output_uri": g.per_member(f"{output}/evaluation/{{{{ run_id }}}}", sep="/"),
         }
     evaluate = EvaluationOperator(
-        task_id="evaluate",
+        task_id=task_id,
         **sagemaker_kwargs,
         script=g.resolve(evaluation.script),
-        model_uri=xcom_field(f"{g.prefix}train", "model_artifact_uri"),
+        model_uri=model_uri or xcom_field(f"{g.prefix}train", "model_artifact_uri"),
         data_uri=g.resolve(data_uri) if data_uri else data_uri,
         arguments=[str(a) for kv in evaluation.arguments.items() for a in (f"--{kv[0]}", kv[1])],
         dependencies=XComArg(plan_task, key="evaluation_dependencies"),  # type: ignore[arg-type]
@@ -711,6 +798,7 @@ def _local_staging_task(g: _Group, staging: DirectoryStaging, **operator_kwargs:
         source=staging.source if "://" in staging.source else str((g.base / staging.source).resolve()),
         channel_dir=_channel_dir(g, staging),
         **{k: v for k, v in optional.items() if v},  # type: ignore[arg-type]
+        **g.aws,
     )
 
 

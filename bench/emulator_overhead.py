@@ -132,7 +132,7 @@ def through_endpoint(
 def local_directly(root: Path, name: str, epochs: int, data: Path) -> float:
     from airflow_dist_training.emulator.training import EXECUTOR_OPTIONS
     from airflow_dist_training.local.executor import JobOptions, LocalExecutor
-    from airflow_dist_training.local.store import ObjectStore
+    from airflow_dist_training.local.store import RequestStore
 
     buckets = root / "buckets"
     request, uploads = request_for(name, epochs)
@@ -144,7 +144,7 @@ def local_directly(root: Path, name: str, epochs: int, data: Path) -> float:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes((data / "train" / "data.csv").read_bytes())
     executor = LocalExecutor(
-        root / "jobs", store=ObjectStore(buckets), options=JobOptions(**EXECUTOR_OPTIONS)
+        root / "jobs", store=RequestStore(buckets), options=JobOptions(**EXECUTOR_OPTIONS)
     )
     start = time.perf_counter()
     desc = executor.start(request).wait()

@@ -175,8 +175,9 @@ def main() -> None:
             image = planned_image()
             ours_code = f"SPEC = {SPEC!r}\n" + OURS
             anchor_code = f"CONFIG = {hand_written_config(image)!r}\n" + ANCHOR
-            sample(ours_code, env, "warmup_ours")  # writes our bytecode caches, as a deployed wheel has them
-            sample(anchor_code, env, "warmup_anchor")
+            if not args.quick:  # the smoke run measures nothing worth warming up for
+                sample(ours_code, env, "warmup_ours")  # writes our bytecode caches, as a deployed wheel has them
+                sample(anchor_code, env, "warmup_anchor")
             if args.profile:
                 sample(ours_code, env, "profile_1", profile=True)
             ours: list[dict[str, float]] = []

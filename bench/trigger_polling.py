@@ -1,4 +1,6 @@
-"""API calls per job-hour and triggerer CPU: TrainingJobTrigger (shared poller) vs SageMakerTrigger.
+"""API calls per job-hour and triggerer CPU: TrainingJobTrigger (shared poller) vs SageMakerTrigger,
+and TuningJobTrigger (the shared poller of tuning jobs, after) vs its former one describe per poll
+(``SageMakerJobKindTrigger`` of kind ``tuning``, before): calls per tuning-job-hour.
 
 Both run side by side in one invocation against the same moto server, which runs in a
 **separate process** so that the CPU time measured here (``time.process_time()`` of this
@@ -9,10 +11,14 @@ to ``Uploading`` and then ``Completed`` at a scripted time spread over the run.
 Time is compressed: both triggers poll every ``--poll`` seconds instead of 30 s, and per-hour figures
 are scaled by ``30 / poll`` (so "calls per job-hour" means "at a 30 s poll interval").
 
+A tuning job's state moves as its training jobs start and end: the server changes its
+``TrainingJobStatusCounters`` (and ``LastModifiedTime``) twice per training job, four training jobs
+spread over its run, then completes it.
+
 Usage::
 
-    .venv/bin/python bench/trigger_polling.py                  # 100 and 1,000 jobs
-    .venv/bin/python bench/trigger_polling.py --jobs 100 --intervals 20   # quicker
+    .venv/bin/python bench/trigger_polling.py                  # 100 and 1,000 jobs, 100 tuning jobs
+    .venv/bin/python bench/trigger_polling.py --jobs 100 --tuning-jobs 100 --intervals 20   # quicker
 """
 
 from __future__ import annotations
@@ -71,6 +77,9 @@ def serve(port: int) -> None:
         return get_backend("sagemaker")[ACCOUNT][REGION]
 
     def set_state(name: str, status: str, secondary: str) -> None:
+        if name.startswith("tune-"):
+            set_tuning_state(name, status, secondary)
+            return
         job = backend().training_jobs[name]
         now = utcnow()
         job.secondary_status_transitions.append({"Status": secondary, "StartTime": now})
@@ -79,7 +88,39 @@ def serve(port: int) -> None:
             job.training_end_time = now
             completions[name] = time.time()
 
+    def set_tuning_state(name: str, status: str, progress: str) -> None:
+        """``progress``: "<completed>/<in progress>" training jobs."""
+        job = backend().hyper_parameter_tuning_jobs[name]
+        done, running = (int(n) for n in progress.split("/"))
+        job.training_job_status_counters = {
+            **job.training_job_status_counters, "Completed": done, "InProgress": running
+        }
+        job.hyper_parameter_tuning_job_status, job.last_modified_time = status, utcnow()
+        if status == "Completed":
+            completions[name] = time.time()
+
+    def create_tuning(name: str) -> None:
+        definition = {
+            "AlgorithmSpecification": {"TrainingImage": "img:latest", "TrainingInputMode": "File"},
+            "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/SageMakerRole",
+            "OutputDataConfig": {"S3OutputPath": "s3://bucket/out"},
+            "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+        }
+        sm.create_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=name,
+            HyperParameterTuningJobConfig={
+                "Strategy": "Random",
+                "ResourceLimits": {"MaxNumberOfTrainingJobs": 4, "MaxParallelTrainingJobs": 1},
+            },
+            TrainingJobDefinition=definition,
+        )
+        set_tuning_state(name, "InProgress", "0/1")
+
     def create(name: str) -> None:
+        if name.startswith("tune-"):
+            create_tuning(name)
+            return
         sm.create_training_job(
             TrainingJobName=name,
             AlgorithmSpecification={"TrainingImage": "img:latest", "TrainingInputMode": "File"},
@@ -157,6 +198,14 @@ class Server:
 # Triggerer side (this process)
 # ---------------------------------------------------------------------------------------------------
 def make_trigger(impl: str, name: str, poll: float) -> Any:
+    if impl == "tuning-before":  # what TuningJobTrigger was: one describe per poll (the generic trigger)
+        from airflow_dist_training.triggers.processing import SageMakerJobKindTrigger
+
+        return SageMakerJobKindTrigger(name, "tuning", aws_conn_id=None, region_name=REGION, poll_interval=poll)
+    if impl == "tuning-after":
+        from airflow_dist_training.triggers.tuning import TuningJobTrigger
+
+        return TuningJobTrigger(name, aws_conn_id=None, region_name=REGION, poll_interval=poll)
     if impl == "ours":
         from airflow_dist_training.triggers.training import TrainingJobTrigger
 
@@ -197,12 +246,13 @@ async def run_window(
     tasks = [asyncio.create_task(one(t)) for t in triggers]
 
     async def warmed_up() -> bool:
-        if impl == "amazon":
+        if impl in ("amazon", "tuning-before"):
             counts = (await asyncio.to_thread(server.ask, cmd="counts"))["counts"]
-            return int(counts.get("SageMaker.DescribeTrainingJob", 0)) >= n
+            describe = "DescribeTrainingJob" if impl == "amazon" else "DescribeHyperParameterTuningJob"
+            return int(counts.get(f"SageMaker.{describe}", 0)) >= n
         from airflow_dist_training.triggers.polling import get_poller
 
-        poller = get_poller(None, REGION)
+        poller = get_poller(None, REGION, "tuning" if impl == "tuning-after" else "training")
         return len(poller.watched_jobs) == n and all(s.key is not None for s in poller._jobs.values())
 
     while not await warmed_up():
@@ -225,7 +275,8 @@ def run_one(
     server: Server, impl: str, n: int, poll: float, intervals: int, mean_job_hours: float, seed: int
 ) -> dict[str, Any]:
     server.ask(cmd="reset")
-    names = [f"bench-{n}-{i:04d}" for i in range(n)]
+    tuning = impl.startswith("tuning")
+    names = [f"{'tune' if tuning else 'bench'}-{n}-{i:04d}" for i in range(n)]
     server.ask(cmd="create", names=names)
     rng = random.Random(seed)
     window = intervals * poll
@@ -235,7 +286,13 @@ def run_one(
     events: list[list[Any]] = []
     for name in names:
         done_at = rng.uniform(0, 2 * mean_job_hours * 3600 * compress)
-        if done_at < window - 2 * poll:
+        if tuning:  # its four training jobs, one after the other: a change as each ends
+            for k in (1, 2, 3):
+                if done_at * k / 4 < window - 2 * poll:
+                    events.append([done_at * k / 4, name, "InProgress", f"{k}/1"])
+            if done_at < window - 2 * poll:
+                events.append([done_at, name, "Completed", "4/0"])
+        elif done_at < window - 2 * poll:
             events.append([max(0.0, done_at - 2 * poll), name, "InProgress", "Uploading"])
             events.append([done_at, name, "Completed", "Completed"])
     out = asyncio.run(run_window(server, impl, names, poll, events, window))
@@ -249,7 +306,8 @@ def run_one(
     # The floor for a shared list-based poller: one ListTrainingJobs page per 100 watched jobs per
     # interval (moto pages through every job whatever the filter; on AWS the LastModifiedTimeAfter
     # filter makes it ~one page) plus one DescribeTrainingJob per finished job.
-    floor_calls = intervals * -(-n // 100) + len(completions)
+    # A tuning watch wants the best job so far: one describe per change of its counters, too.
+    floor_calls = intervals * -(-n // 100) + (len(events) if tuning else len(completions))
     # SageMakerTrigger by design: one describe per watched job per interval (what it sends when the
     # box keeps up; on a loaded box it falls behind and the measured figure drops with its latency).
     design_calls = sum(min(intervals, (end - t0) / poll) for end in out["ends"].values())
@@ -279,7 +337,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--jobs", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--jobs", type=int, nargs="*", default=[100, 1000], help="training jobs (none: skip)")
     parser.add_argument(
         "--poll",
         type=float,
@@ -295,12 +353,16 @@ def main() -> None:
         default=2.0,
         help="mean remaining run time of a watched job (real hours)",
     )
+    parser.add_argument(
+        "--tuning-jobs", type=int, nargs="*", default=[100], help="tuning jobs watched at once (none: skip)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round: the suite checks the bench still runs")
     args = parser.parse_args()
     if args.quick:
         # short jobs, so that some finish inside the short window (the latency figures need one)
         args.jobs, args.poll, args.intervals, args.mean_job_hours = [10], [0.5], 10, 0.02
+        args.tuning_jobs = [10]
     if args.serve:
         serve(args.serve)
         return
@@ -332,46 +394,83 @@ def main() -> None:
                     file=sys.stderr,
                     flush=True,
                 )
+        for n in args.tuning_jobs:
+            for impl in ("tuning-before", "tuning-after"):
+                row = run_one(server, impl, n, 0.5 if n <= 100 else 3.0, args.intervals, args.mean_job_hours, args.seed)
+                rows.append(row)
+                print(
+                    f"  {impl:13s} {n:5d} tuning jobs: {row['calls']:6d} SageMaker calls {row['by_action']}, "
+                    f"cpu {row['cpu_s']:.1f}s, statuses {row['statuses']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         server.close()
 
-    print()
-    print(
-        f"API calls and triggerer CPU per job-hour (scaled to a {REAL_INTERVAL:.0f} s poll interval; "
-        f"window {args.intervals} intervals, mean remaining job time {args.mean_job_hours} h)"
-    )
-    header = (
-        "| jobs | poll (compressed) | trigger | SageMaker calls / job-hour | floor (calls / job-hour) | "
-        "CPU ms / job-hour | start-up CPU s | detection latency mean / p95 / max (x poll interval) |"
-    )
-    print(header)
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    if args.jobs:  # the training triggers' tables
+        print()
         print(
-            f"| {r['jobs']} | {r['poll']} s | {'SageMakerTrigger (amazon)' if r['impl'] == 'amazon' else 'TrainingJobTrigger (ours)'} "
-            f"| {r['calls_per_job_hour']:.2f} | {r['floor_per_job_hour']:.2f} "
-            f"| {r['cpu_per_job_hour_ms']:.1f} | {r['startup_cpu_s']:.1f} "
-            f"| {r['lat_mean']:.2f} / {r['lat_p95']:.2f} / {r['lat_max']:.2f} |"
+            f"API calls and triggerer CPU per job-hour (scaled to a {REAL_INTERVAL:.0f} s poll interval; "
+            f"window {args.intervals} intervals, mean remaining job time {args.mean_job_hours} h)"
         )
-    print()
-    print(
-        "| jobs | calls ratio (amazon measured / ours) | calls ratio (amazon by design / ours) "
-        "| ours / floor | CPU ratio (amazon / ours) |"
-    )
-    print("|---|---|---|---|---|")
-    for n in args.jobs:
-        a = next(r for r in rows if r["jobs"] == n and r["impl"] == "amazon")
-        o = next(r for r in rows if r["jobs"] == n and r["impl"] == "ours")
+        header = (
+            "| jobs | poll (compressed) | trigger | SageMaker calls / job-hour | floor (calls / job-hour) | "
+            "CPU ms / job-hour | start-up CPU s | detection latency mean / p95 / max (x poll interval) |"
+        )
+        print(header)
+        print("|---|---|---|---|---|---|---|---|")
+        for r in (r for r in rows if r["impl"] in ("amazon", "ours")):
+            print(
+                f"| {r['jobs']} | {r['poll']} s | {'SageMakerTrigger (amazon)' if r['impl'] == 'amazon' else 'TrainingJobTrigger (ours)'} "
+                f"| {r['calls_per_job_hour']:.2f} | {r['floor_per_job_hour']:.2f} "
+                f"| {r['cpu_per_job_hour_ms']:.1f} | {r['startup_cpu_s']:.1f} "
+                f"| {r['lat_mean']:.2f} / {r['lat_p95']:.2f} / {r['lat_max']:.2f} |"
+            )
+        print()
         print(
-            f"| {n} | {a['calls_per_job_hour'] / o['calls_per_job_hour']:.1f}x "
-            f"| {a['design_per_job_hour'] / o['calls_per_job_hour']:.1f}x "
-            f"| {o['calls_per_job_hour'] / o['floor_per_job_hour']:.2f} "
-            f"| {a['cpu_per_job_hour_ms'] / o['cpu_per_job_hour_ms']:.1f}x |"
+            "| jobs | calls ratio (amazon measured / ours) | calls ratio (amazon by design / ours) "
+            "| ours / floor | CPU ratio (amazon / ours) |"
         )
-    for n in args.jobs:
-        a = next(r for r in rows if r["jobs"] == n and r["impl"] == "amazon")
-        o = next(r for r in rows if r["jobs"] == n and r["impl"] == "ours")
-        print(f"ratio calls per job-hour amazon/ours = {a['calls_per_job_hour'] / o['calls_per_job_hour']:.1f}x ({n} jobs)")
+        print("|---|---|---|---|---|")
+        for n in args.jobs:
+            a = next(r for r in rows if r["jobs"] == n and r["impl"] == "amazon")
+            o = next(r for r in rows if r["jobs"] == n and r["impl"] == "ours")
+            print(
+                f"| {n} | {a['calls_per_job_hour'] / o['calls_per_job_hour']:.1f}x "
+                f"| {a['design_per_job_hour'] / o['calls_per_job_hour']:.1f}x "
+                f"| {o['calls_per_job_hour'] / o['floor_per_job_hour']:.2f} "
+                f"| {a['cpu_per_job_hour_ms'] / o['cpu_per_job_hour_ms']:.1f}x |"
+            )
+        for n in args.jobs:
+            a = next(r for r in rows if r["jobs"] == n and r["impl"] == "amazon")
+            o = next(r for r in rows if r["jobs"] == n and r["impl"] == "ours")
+            print(f"ratio calls per job-hour amazon/ours = {a['calls_per_job_hour'] / o['calls_per_job_hour']:.1f}x ({n} jobs)")
+    if args.tuning_jobs:
+        print()
+        print(
+            "Tuning jobs: calls per tuning-job-hour (same scaling), before (one describe per tuning job "
+            "per poll) and after (the shared poller of tuning jobs)"
+        )
+        print(
+            "| tuning jobs | before: calls / tuning-job-hour (measured; by design) | after: calls / tuning-job-hour "
+            "| after: floor | calls ratio before / after (measured; by design) | CPU ms / tuning-job-hour before / after "
+            "| detection latency mean before / after (x poll interval) |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for n in args.tuning_jobs:
+            b = next(r for r in rows if r["jobs"] == n and r["impl"] == "tuning-before")
+            a = next(r for r in rows if r["jobs"] == n and r["impl"] == "tuning-after")
+            print(
+                f"| {n} | {b['calls_per_job_hour']:.2f}; {b['design_per_job_hour']:.2f} | {a['calls_per_job_hour']:.2f} "
+                f"| {a['floor_per_job_hour']:.2f} | {b['calls_per_job_hour'] / a['calls_per_job_hour']:.1f}x; "
+                f"{b['design_per_job_hour'] / a['calls_per_job_hour']:.1f}x "
+                f"| {b['cpu_per_job_hour_ms']:.1f} / {a['cpu_per_job_hour_ms']:.1f} "
+                f"| {b['lat_mean']:.2f} / {a['lat_mean']:.2f} |"
+            )
+            print(
+                f"ratio calls per tuning-job-hour before/after = "
+                f"{b['calls_per_job_hour'] / a['calls_per_job_hour']:.1f}x ({n} tuning jobs)"
+            )
     print()
     print("calls by action:", json.dumps({f"{r['impl']}-{r['jobs']}": r["by_action"] for r in rows}))
 

@@ -2,8 +2,9 @@
 
 Runs every Monday 03:00 Europe/Amsterdam, and whenever the training data asset is updated.
 Triggered from the UI, the trigger form validates its inputs (backend, instance type, count,
-strategy, epochs, learning rate, spot, dry run, force, warm start). A run whose data, code and
-spec equal the champion's is skipped with the reason (``force`` trains anyway). ``backend=local`` (the default) runs the job
+strategy, epochs, learning rate, spot and its interruption budget, dry run, force, warm start). A run whose data, code and
+spec equal the champion's is skipped with the reason (``force`` trains anyway); a new evaluation set
+alone re-evaluates the champion's model without training, while that model is still there. ``backend=local`` (the default) runs the job
 on this machine with torchrun on CPU under the SageMaker container contract; ``sagemaker``
 launches it on SageMaker. ``dry_run`` shows the plan (request, cost bound, warnings) and launches
 nothing.
@@ -22,7 +23,13 @@ from airflow_dist_training.form_limits import limited_param_schema
 from airflow_dist_training.sagemaker.catalog import instance_catalog
 from airflow_dist_training.spec.backends import backend_names, backend_record
 from airflow_dist_training.spec.loading import load_spec
-from airflow_dist_training.spec.pipeline import CheckpointStep, EvaluationStep, RegistryStep, StagingStep
+from airflow_dist_training.spec.pipeline import (
+    CheckpointFreshness,
+    CheckpointStep,
+    EvaluationStep,
+    RegistryStep,
+    StagingStep,
+)
 from airflow_dist_training.spec.training import Strategy
 from airflow_dist_training.task_groups import stage_train_evaluate
 
@@ -114,6 +121,22 @@ with DAG(
             **limited_param_schema(10),
         ),
         "spot": Param(False, type="boolean", title="Managed spot training", description="SageMaker only"),
+        "spot_max_interruptions": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            title="Spot: interrupted jobs a run may replace",
+            description="Managed spot: past this many interruptions the training task fails with the reason "
+            "(empty: the spec's, at most 50 jobs)",
+        ),
+        "spot_on_demand_after": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Spot: on-demand after this many interruptions",
+            description="Managed spot: the run's next job runs on on-demand instances and resumes from the "
+            "run's last complete checkpoint (empty: the spec's; none: stay on spot)",
+        ),
         "inference_image": Param(
             "",
             type="string",
@@ -168,6 +191,9 @@ with DAG(
             metric="loss",
             mode="min",
             promote_to=f"{STORE}/checkpoints/promoted",
+            # sagemaker: watch_checkpoints fails (callbacks fire) when the running job writes no new
+            # complete checkpoint for 10 minutes; the job runs on
+            freshness=CheckpointFreshness(max_age_seconds=600, on_stall="alarm"),
         ),
         # evaluate.py imports train.py (shipped: it is beside it), which imports the checkpoint
         # helper: AWS's images lack it, so it ships with the script, as with the training code

@@ -10,6 +10,14 @@ saves a complete checkpoint every epoch (``airflow_dist_training.checkpointing``
 latest complete one, and saves the final model (``model.pt`` + ``model_config.json``) into
 ``SM_MODEL_DIR``. Launch it with torchrun (the local backend does that for you).
 
+When SageMaker stops the job (``StopTrainingJob``, a spot interruption, ``MaxRuntimeInSeconds``)
+and the SIGTERM reaches the script (the ``launcher`` strategy or ``stopping.forward_sigterm``), it
+saves a complete checkpoint at the step it is at, mid-epoch too, and exits within the grace
+period; the run's next job continues that epoch from there::
+
+    saved step 6 on SIGTERM (epoch=1, batch 2 of 4)
+    resumed from this run's checkpoint step-000000000006 (epoch=1, batch 2 of 4), continuing epoch=1 at batch 3
+
 Epochs are counted **per run**: the checkpoint directory (``SM_CHECKPOINT_DIR``) holds only this
 run's checkpoints (the operator scopes it to the run), so a checkpoint found there means "this
 run was interrupted: continue at the next epoch". Weights from an earlier run arrive differently,
@@ -42,9 +50,9 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 try:  # shipped beside this script (the spec's source.dependencies): AWS's stock images lack it
-    from checkpointing import CheckpointWriter, latest_complete_checkpoint
+    from checkpointing import CheckpointWriter, StopSignal, latest_complete_checkpoint
 except ModuleNotFoundError:  # run where the provider is installed
-    from airflow_dist_training.checkpointing import CheckpointWriter, latest_complete_checkpoint
+    from airflow_dist_training.checkpointing import CheckpointWriter, StopSignal, latest_complete_checkpoint
 
 
 def load_csv(directory: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,7 +91,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--epoch-sleep", type=float, default=0.0, help="test hook: seconds to sleep per epoch"
     )
+    parser.add_argument(
+        "--step-sleep", type=float, default=0.0, help="test hook: seconds to sleep per training step"
+    )
     parser.add_argument("--fail-at-epoch", type=int, default=-1, help="test hook: raise at this epoch")
+    parser.add_argument(
+        "--checkpoint-until-epoch",
+        type=int,
+        default=-1,
+        help="test hook: write no checkpoint after this epoch, training on (a silent checkpoint stall)",
+    )
     parser.add_argument("--train", default=os.environ.get("SM_CHANNEL_TRAIN", "data/train"))
     parser.add_argument("--model-dir", default=os.environ.get("SM_MODEL_DIR", "model"))
     parser.add_argument(
@@ -115,8 +132,51 @@ def warm_start_weights(channel: str, device: torch.device) -> dict[str, torch.Te
     return None
 
 
+def restore(
+    resume: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    steps_per_epoch: int,
+    device: torch.device,
+    rank: int,
+) -> tuple[int, int, torch.Tensor]:
+    """Continue this run from its checkpoint ``resume``: (epoch to start at, batches of it already
+    trained, their loss sum / correct / count). A checkpoint saved at a stop is mid-epoch."""
+    state = torch.load(resume / "state.pt", map_location=device)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    done = int(state.get("batch", steps_per_epoch))  # batches of its epoch it had trained
+    if done < steps_per_epoch:  # saved mid-epoch, at a stop: continue that epoch
+        epoch = int(state["epoch"])
+        if rank == 0:
+            print(
+                f"resumed from this run's checkpoint {resume.name} (epoch={epoch}, batch {done} of "
+                f"{steps_per_epoch}), continuing epoch={epoch} at batch {done + 1}",
+                flush=True,
+            )
+        return epoch, done, torch.tensor(state["totals"])
+    if rank == 0:
+        print(
+            f"resumed from this run's checkpoint {resume.name} (epoch={state['epoch']}), "
+            f"starting at epoch={int(state['epoch']) + 1}",
+            flush=True,
+        )
+    return int(state["epoch"]) + 1, 0, torch.zeros(3)
+
+
+def stop_requested(stop: StopSignal, distributed: bool) -> bool:
+    """Whether any rank got the stop signal: the ranks save the same step together (each gets the
+    forwarded SIGTERM, though not at the same step), so the flag is reduced across them every step."""
+    if not distributed:
+        return stop.requested
+    flag = torch.tensor([int(stop.requested)])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    stop = StopSignal.install()  # before anything slow: a stop may come at any time
     distributed = "WORLD_SIZE" in os.environ
     use_cuda = torch.cuda.is_available()
     if distributed:
@@ -136,20 +196,15 @@ def main(argv: list[str] | None = None) -> None:
 
     model = build_model(x.shape[1], args.hidden, classes).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    start_epoch = 0
+    steps_per_epoch = len(loader)
+    start_epoch, skip = 0, 0  # skip: batches of start_epoch trained before a mid-epoch stop
+    carried = torch.zeros(3)  # loss sum, correct, count of those batches (all ranks')
     warm_started = False
     resume = latest_complete_checkpoint(args.checkpoint_dir)
     if resume is not None:
-        state = torch.load(resume / "state.pt", map_location=device)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start_epoch = int(state["epoch"]) + 1
-        if rank == 0:
-            print(
-                f"resumed from this run's checkpoint {resume.name} (epoch={state['epoch']}), "
-                f"starting at epoch={start_epoch}",
-                flush=True,
-            )
+        start_epoch, skip, totals = restore(resume, model, optimizer, steps_per_epoch, device, rank)
+        if rank == 0:  # the others start the epoch's sums at 0: the all_reduce adds them up
+            carried = totals
     elif (weights := warm_start_weights(args.warm_start, device)) is not None:
         model.load_state_dict(weights)  # weights only: a fresh optimizer, all epochs to train
         warm_started = True
@@ -163,20 +218,23 @@ def main(argv: list[str] | None = None) -> None:
     ddp = DistributedDataParallel(model) if distributed else model
     loss_fn = nn.CrossEntropyLoss()
     writer = CheckpointWriter(args.checkpoint_dir, rank=rank)
-    steps_per_epoch = len(loader)
 
     kill_at = int(os.environ.get("ADT_DEMO_KILL_AT_EPOCH", "-1"))  # test hook: a spot reclaim, an OOM kill
+    stopping = False
     for epoch in range(start_epoch, args.epochs):
         if epoch == args.fail_at_epoch:
             raise RuntimeError(f"deliberate failure at epoch {epoch} (--fail-at-epoch)")
         if epoch == kill_at and resume is None and rank == 0:
             print(f"killing this job at epoch={epoch} (ADT_DEMO_KILL_AT_EPOCH)", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
-        sampler.set_epoch(epoch)
+        sampler.set_epoch(epoch)  # the same order as before a stop: skipping its first batches continues it
         ddp.train()
         started = time.time()
-        totals = torch.zeros(3)  # loss sum, correct, count
-        for features, labels in loader:
+        totals = carried if epoch == start_epoch else torch.zeros(3)
+        batch = 0
+        for batch, (features, labels) in enumerate(loader, start=1):
+            if epoch == start_epoch and batch <= skip:
+                continue
             features, labels = features.to(device), labels.to(device)
             optimizer.zero_grad()
             logits = ddp(features)
@@ -186,30 +244,51 @@ def main(argv: list[str] | None = None) -> None:
             totals += torch.tensor(
                 [loss.item() * len(labels), (logits.argmax(1) == labels).sum().item(), len(labels)]
             )
+            if args.step_sleep:
+                time.sleep(args.step_sleep)
+            stopping = stop_requested(stop, distributed)
+            if stopping:
+                break
         if distributed:
-            dist.all_reduce(totals)
+            dist.all_reduce(totals)  # rank 0 holds what a mid-epoch stop carried over; the others none
         epoch_loss = (totals[0] / totals[2]).item()
         accuracy = (totals[1] / totals[2]).item()
         samples_per_second = totals[2].item() / max(time.time() - started, 1e-9)
-        if rank == 0:
+        if rank == 0 and batch == steps_per_epoch:
             print(
                 f"epoch={epoch} loss={epoch_loss:.4f} accuracy={accuracy:.4f} "
                 f"samples_per_second={samples_per_second:.1f}",
                 flush=True,
             )
-        step = (epoch + 1) * steps_per_epoch
-        with writer.checkpoint(
-            step=step, epoch=epoch, metrics={"loss": epoch_loss, "accuracy": accuracy}, world_size=world_size
-        ) as directory:
+        step = epoch * steps_per_epoch + batch
+        # the stall test hook writes nothing after its epoch, but a save at SIGTERM is never skipped
+        stalled = 0 <= args.checkpoint_until_epoch < epoch and not stopping
+        if not stalled:
+            with writer.checkpoint(
+                step=step, epoch=epoch, metrics={"loss": epoch_loss, "accuracy": accuracy}, world_size=world_size
+            ) as directory:
+                if rank == 0:
+                    torch.save(
+                        {
+                            "model": model.state_dict(),
+                            "optimizer": optimizer.state_dict(),
+                            "epoch": epoch,
+                            "batch": batch,
+                            "totals": totals.tolist(),
+                        },
+                        directory / "state.pt",
+                    )
+        if stopping:  # saved within SageMaker's 120 s: the run's next job continues from this step
             if rank == 0:
-                torch.save(
-                    {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch},
-                    directory / "state.pt",
+                print(
+                    f"saved step {step} on SIGTERM (epoch={epoch}, batch {batch} of {steps_per_epoch})",
+                    flush=True,
                 )
+            break
         if args.epoch_sleep:
             time.sleep(args.epoch_sleep)
 
-    if rank == 0:
+    if rank == 0 and not stopping:  # a stopped job trained only part of its epochs: no model
         # what this run trained (its checkpoints are its own, so resumed epochs count too)
         print(
             f"run_summary epochs_trained={max(args.epochs, start_epoch)} "

@@ -29,17 +29,59 @@ import httpx
 
 from scripts.screenshot_trigger_form import Cdp, start_chromium, stop_chromium
 
-# What the page shows, read from its DOM (the SVG charts carry data-points / data-epochs, and each
-# host's polyline its data-host / data-points).
+# What the page shows, read from its DOM (the SVG charts carry data-points / data-epochs, each
+# host's polyline its data-host / data-points, each member's its data-member / data-winner; the
+# progress and ETA cells their data-*).
 READ_STATE = """
 (() => {
+  const ticks = (svg, cls) => [...svg.querySelectorAll('text.' + cls)].map((t) => t.textContent);
   const charts = {};
-  document.querySelectorAll('svg.metric-chart').forEach((svg) => {
+  document.querySelectorAll('.job svg.metric-chart').forEach((svg) => {
     const hosts = {};  // points per host (one polyline each)
     svg.querySelectorAll('polyline[data-host]').forEach((line) => {
       hosts[line.dataset.host] = Number(line.dataset.points);
     });
-    charts[svg.dataset.metric] = {points: Number(svg.dataset.points), epochs: Number(svg.dataset.epochs), hosts};
+    if (charts[svg.dataset.metric]) return;  // the first job's (tests of one job read it)
+    charts[svg.dataset.metric] = {points: Number(svg.dataset.points), epochs: Number(svg.dataset.epochs), hosts,
+      x_ticks: ticks(svg, 'x-tick'), y_ticks: ticks(svg, 'y-tick')};
+  });
+  const values = {};  // metrics with one value, shown as a number
+  document.querySelectorAll('.job .metric-value').forEach((el) => {
+    values[el.dataset.metric] = el.querySelector('.value').textContent.trim();
+  });
+  const jobs = [...document.querySelectorAll('.job')].map((card) => {
+    const progress = card.querySelector('.progress');
+    const eta = card.querySelector('.eta');
+    const hosts = [...card.querySelectorAll('.kv')].find((kv) => kv.querySelector('b').textContent === 'Hosts');
+    return {
+      job: card.dataset.job, status: card.dataset.status,
+      progress: progress ? {unit: progress.dataset.unit, done: progress.dataset.done, total: progress.dataset.total,
+        text: progress.textContent.trim()} : null,
+      eta: eta ? {seconds: eta.dataset.eta, text: eta.textContent.trim()} : null,
+      hosts: hosts ? hosts.textContent.trim() : null,
+      member: (card.querySelector('.member') || {}).textContent || null,
+    };
+  });
+  // a mapped run's members side by side: a curve per member per metric, the winner marked
+  const members = [...document.querySelectorAll('.card.members')].map((card) => {
+    const memberCharts = {};
+    card.querySelectorAll('svg.member-chart').forEach((svg) => {
+      const curves = {};
+      svg.querySelectorAll('polyline[data-member]').forEach((line) => {
+        curves[line.dataset.member] = {points: Number(line.dataset.points), winner: line.dataset.winner === 'true'};
+      });
+      memberCharts[svg.dataset.metric] = {curves, x_ticks: ticks(svg, 'x-tick'), y_ticks: ticks(svg, 'y-tick')};
+    });
+    const memberValues = {};
+    card.querySelectorAll('.metric-value').forEach((el) => {
+      memberValues[el.dataset.metric] = el.querySelector('.value').textContent.trim();
+    });
+    const rows = [...card.querySelectorAll('tr[data-member]')].map((tr) => ({
+      member: tr.dataset.member, winner: tr.dataset.winner === 'true',
+      cells: [...tr.querySelectorAll('td')].map((td) => td.textContent.trim()),
+    }));
+    return {group: card.dataset.group, winner: card.dataset.winner || null, rows, charts: memberCharts,
+      values: memberValues, title: card.querySelector('h2').textContent.trim()};
   });
   const job = document.querySelector('.job');
   const verdict = document.getElementById('gate-verdict');
@@ -49,6 +91,9 @@ READ_STATE = """
     run_state: runBadge ? runBadge.textContent.trim() : null,
     updated: document.getElementById('root').dataset.updated || null,
     charts,
+    values,
+    jobs,
+    members,
     job_status: job ? job.dataset.status : null,
     verdict: verdict ? verdict.textContent.trim() : null,
     version: version ? version.textContent.trim() : null,
@@ -125,30 +170,38 @@ class TrainingViewBrowser:
         return out
 
 
-SHOTS = ("training-view-running.png", "training-view-finished.png", "training-view-dag-run-tab.png")
+SHOTS = (
+    "training-view-running.png",
+    "training-view-finished.png",
+    "training-view-dag-run-tab.png",
+    "training-view-members-running.png",
+    "training-view-members.png",
+)
+TESTS = (  # the e2e tests that take them (one Airflow stack, three runs at once)
+    "tests/e2e/test_training_view_e2e.py::test_training_view_shows_live_curves_then_gate_and_version",
+    "tests/e2e/test_training_view_e2e.py::test_a_sweeps_three_sagemaker_members_side_by_side_with_progress_eta_and_winner",
+)
 
 
 def main() -> int:
-    """Make the docs' Training view screenshots (docs/img/training-view-*.png): run the e2e test
-    that watches a real run (Airflow services, Chromium) with its screenshots kept in a temporary
-    folder, then copy them into docs/img. Tests themselves never write into the repository."""
+    """Make the docs' Training view screenshots (docs/img/training-view-*.png): run the e2e tests
+    that watch real runs (Airflow services, the SageMaker test endpoint, Chromium) with their
+    screenshots kept in a temporary folder, then copy them into docs/img. Tests themselves never
+    write into the repository."""
     import os
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as shots:
-        test = (
-            "tests/e2e/test_training_view_e2e.py::test_training_view_shows_live_curves_then_gate_and_version"
-        )
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
             cwd=repo,
             env={**os.environ, "ADT_SCREENSHOTS_DIR": shots},
             check=False,
         )
         if done.returncode != 0:
-            print("the Training view run failed; docs/img is unchanged", file=sys.stderr)
+            print("a Training view run failed; docs/img is unchanged", file=sys.stderr)
             return 1
         for name in SHOTS:
             shutil.copyfile(Path(shots) / name, repo / "docs" / "img" / name)

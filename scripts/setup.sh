@@ -55,6 +55,13 @@ fi
 # Without it local jobs are refused, saying how to build it.
 [ "${ADT_SKIP_JOB_ENV:-0}" = 1 ] || .venv/bin/airflow-dist-training job-env >/dev/null
 [ "$TEST" = 1 ] || exit 0
+# The Hugging Face images' job environment, for the tests that run a Trainer script: a layer over the
+# one above (transformers, accelerate, datasets; ~0.5 GB, 1-3 minutes the first time, then a stamp check)
+if [ "${ADT_SKIP_JOB_ENV:-0}" != 1 ]; then
+  started=$SECONDS
+  .venv/bin/airflow-dist-training job-env --recipe huggingface >/dev/null
+  echo "job environment huggingface: ready in $((SECONDS - started)) s"
+fi
 # The tests' MLflow tracking server, in an environment of its own (it cannot share .venv's pins).
 scripts/mlflow-server-env.sh
 # Headless Chromium (Debian package) for the screenshots and their e2e tests. Idempotent.

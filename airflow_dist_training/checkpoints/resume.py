@@ -9,24 +9,17 @@ and switches to on-demand after N interruptions (``docs/checkpoints.md``).
 
 from __future__ import annotations
 
-import enum
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_dist_training.aws_errors import is_capacity_failure, is_interruption
 from airflow_dist_training.errors import SpecValidationError
-from airflow_dist_training.job_states import SUCCESS_STATES
+from airflow_dist_training.job_states import SUCCESS_STATES, AttemptOutcome, JobPhase, JobStatus
 from airflow_dist_training.storage.location import join_uri
 
 RESUME_POLICIES: tuple[str, ...] = ("fresh", "latest", "none")
-
-
-class AttemptOutcome(enum.StrEnum):
-    SUCCEEDED = "succeeded"
-    INTERRUPTED = "interrupted"  # spot capacity reclaimed, MaxWait reached while waiting for spot
-    CAPACITY = "capacity"  # InsufficientCapacity / CapacityError / ResourceLimitExceeded
-    FAILED = "failed"  # a real failure: algorithm error, bad input, OOM, ...
 
 
 def classify_outcome(
@@ -40,6 +33,20 @@ def classify_outcome(
     if is_interruption(failure_reason, secondary_status):
         return AttemptOutcome.INTERRUPTED
     return AttemptOutcome.FAILED
+
+
+def resume_cause(ended: JobStatus) -> str:
+    """Why a run's next job resumes, from the status of the job that ended before it: ``a spot
+    interruption of job X``, ``a failure of job X``, ... (the run's summary says it)."""
+    if ended.outcome is AttemptOutcome.INTERRUPTED:
+        what = "a spot interruption" if ended.spot else "an interruption"
+    elif ended.outcome is AttemptOutcome.CAPACITY:
+        what = "a capacity error"
+    elif ended.phase is JobPhase.STOPPED:
+        what = "a stop"
+    else:
+        what = "a failure"
+    return f"{what} of job {ended.name}"
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,8 @@ def decide_retry(
     if budget.max_interruptions is not None and interruptions > budget.max_interruptions:
         return decision(
             False,
-            f"interruption budget exhausted: {interruptions} interruptions > max_interruptions={budget.max_interruptions}",
+            f"interruption budget exhausted: {interruptions} interruption{'' if interruptions == 1 else 's'} "
+            f"> max_interruptions={budget.max_interruptions}",
         )
     switched = " on on-demand instances" if spot and not use_spot else ""
     return decision(
@@ -143,14 +151,23 @@ def run_checkpoint_location(
     data = checkpoint.model_dump(mode="json", exclude_unset=True)
     data["s3_uri"] = join_uri(checkpoint.s3_uri, leaf)
     if local and checkpoint.local_uri:
-        import os
-
-        root = checkpoint.local_uri
-        if "://" not in root and not os.path.isabs(root) and base_dir:
-            root = os.path.join(base_dir, root)
+        root = restored_checkpoint_uri(spec, local=True, base_dir=base_dir)
         data["local_uri"] = join_uri(root, leaf)
         pipeline_uri, run_uri = root, data["local_uri"]
     else:
         pipeline_uri, run_uri = checkpoint.s3_uri, data["s3_uri"]
     new_spec = spec.model_copy(update={"checkpoint": type(checkpoint).model_validate(data)})
     return RunCheckpoints(spec=new_spec, pipeline_uri=pipeline_uri, run_uri=run_uri)
+
+
+def restored_checkpoint_uri(spec: Any, *, local: bool, base_dir: str | None = None) -> str:
+    """Where a job of ``spec`` checkpoints, restored into its ``/opt/ml/checkpoints`` when it starts
+    (pure): ``checkpoint.s3_uri``, or on the local backend its ``local_uri`` (a relative path is
+    against ``base_dir``). The spec must have a checkpoint section."""
+    checkpoint = spec.checkpoint
+    root = str(checkpoint.local_uri or "") if local else ""
+    if not root:
+        return str(checkpoint.s3_uri)
+    if "://" not in root and not os.path.isabs(root) and base_dir:
+        root = os.path.join(base_dir, root)
+    return root

@@ -7,9 +7,11 @@ only with what the job ships; output goes to CloudWatch Logs; on exit 0 the ``S3
 uploaded, else the job fails with its ``/opt/ml/output/failure`` text or its last error line (no
 path of this machine). Stop and ``MaxRuntimeInSeconds`` are honoured.
 
-Without a container, ``/opt/ml`` is the job's folder ``<root>/processing/<job>/opt/ml``: the
-``/opt/ml/`` prefix of the command, the arguments and the environment values is rewritten to it.
-One host runs, whatever ``InstanceCount`` says.
+The job runs in a processing container of this machine (local/processing.py, the same one as the
+local backend's evaluation): with Linux namespaces its folder ``<root>/processing/<job>/opt/ml`` is
+its ``/opt/ml`` and the job environment is the image's ``/opt/conda``, so it sees no path of this
+machine; without them its output is rewritten instead. One host runs, whatever ``InstanceCount``
+says.
 """
 
 from __future__ import annotations
@@ -18,12 +20,9 @@ import collections
 import contextlib
 import logging
 import os
-import re
-import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -31,11 +30,11 @@ from typing import Any
 
 from airflow_dist_training.emulator.logs import PROCESSING_LOG_GROUP, JobLogs
 from airflow_dist_training.emulator.training import MotoRun, moto_now
+from airflow_dist_training.local.processing import ProcessingContainer
 from airflow_dist_training.storage import StoreOptions, Stores, get_tree, local_files, put_tree
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 5.0
-_OPT_ML = re.compile(r"/opt/ml(?=/|\b|$)")
 
 
 class ProcessingRun(MotoRun):
@@ -46,24 +45,8 @@ class ProcessingRun(MotoRun):
         self.proc: subprocess.Popen[bytes] | None = None
         self.stop_requested = threading.Event()
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
-        self.python = sys.executable  # what python/python3 run in this job (set when it starts)
-
-    def public(self, text: str) -> str:
-        """``text`` as SageMaker would give it: no path of this machine (the job's folder is
-        ``/opt/ml``, a virtualenv interpreter's environment the image's ``/opt/conda``)."""
-        text = text.replace(str(self.opt_ml), "/opt/ml")
-        env = Path(self.python).parent.parent
-        if (env / "pyvenv.cfg").is_file():
-            text = text.replace(str(env), "/opt/conda")
-        return text.replace(self.python, "python3")
-
-    @property
-    def opt_ml(self) -> Path:
-        return self.job_dir / "opt" / "ml"
-
-    def local(self, value: str) -> str:
-        """``/opt/ml/...`` in a command, argument or environment value -> this job's folder."""
-        return _OPT_ML.sub(lambda _: str(self.opt_ml), value)
+        # where it runs; its python (what python/python3 start) is set when the job starts
+        self.container = ProcessingContainer(job_dir)
 
 
 class ProcessingJobs:
@@ -138,7 +121,7 @@ class ProcessingJobs:
             source = item.get("S3Input")
             if not source:
                 continue
-            dest = Path(run.local(source["LocalPath"]))
+            dest = Path(run.container.local(source["LocalPath"]))
             dest.mkdir(parents=True, exist_ok=True)
             count = get_tree(*stores.parse(source["S3Uri"], directory=False), dest)
             if count == 0:
@@ -151,41 +134,37 @@ class ProcessingJobs:
 
     def _run(self, run: ProcessingRun) -> int:
         app = run.request.get("AppSpecification") or {}
-        command = [
-            run.local(c)
-            for c in [*(app.get("ContainerEntrypoint") or []), *(app.get("ContainerArguments") or [])]
-        ]
+        command = [*(app.get("ContainerEntrypoint") or []), *(app.get("ContainerArguments") or [])]
         if not command:
             raise ValueError(
                 "AppSpecification has no ContainerEntrypoint (the image's entrypoint cannot run here)"
             )
-        shims = run.job_dir / "bin"
-        shims.mkdir(parents=True, exist_ok=True)
-        run.python, why = job_interpreter(run.request)
-        run.logs.add(f"[algo-1] [emulator] python3: {run.python} ({why})")
-        for name in ("python", "python3"):
-            # a script, not a symlink: a virtualenv's interpreter must be started by its own path
-            shim = shims / name
-            shim.write_text(f'#!/bin/sh\nexec {shlex.quote(run.python)} "$@"\n')
-            shim.chmod(0o755)
+        box = run.container
+        box.python, why = job_interpreter(run.request)
+        # the executor's own line (a path of this machine): the endpoint's log, not the job's
+        run.logs.add(f"[emulator] python3: {box.python} ({why})")
         for item in (run.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
             if item.get("S3Output"):
-                Path(run.local(item["S3Output"]["LocalPath"])).mkdir(parents=True, exist_ok=True)
-        from airflow_dist_training.local.job_env import inherited_environ
+                Path(box.local(item["S3Output"]["LocalPath"])).mkdir(parents=True, exist_ok=True)
+        from airflow_dist_training.local.job_env import image_environ
 
-        inherited = inherited_environ()
-        env = {
-            **inherited,
-            "PATH": os.pathsep.join([str(shims), str(Path(run.python).parent), inherited.get("PATH", "")]),
-            "PYTHONUNBUFFERED": "1",
-            "PROCESSING_JOB_NAME": run.name,
-            **{k: run.local(str(v)) for k, v in (run.request.get("Environment") or {}).items()},
-        }
+        box.start()
+        region = str(run.record.arn).split(":")[3]
+        # what the image and SageMaker give the container, never the endpoint's own environment
+        env = box.environ(
+            {
+                **image_environ(),
+                "AWS_REGION": region,
+                "AWS_DEFAULT_REGION": region,
+                "PROCESSING_JOB_NAME": run.name,
+            },
+            {str(k): str(v) for k, v in (run.request.get("Environment") or {}).items()},
+        )
         max_runtime = float((run.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
         run.set(processing_start_time=moto_now())
         run.proc = subprocess.Popen(
-            command,
-            cwd=run.job_dir,
+            box.command(command),
+            cwd=box.cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -211,7 +190,7 @@ class ProcessingJobs:
         for raw in iter(run.proc.stdout.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             run.tail.append(line)
-            run.logs.add(f"[algo-1] {line}")
+            run.logs.add(f"[algo-1] {run.container.public(line)}")
 
     @staticmethod
     def _terminate(run: ProcessingRun) -> None:
@@ -233,7 +212,7 @@ class ProcessingJobs:
             target = item.get("S3Output")
             if not target:
                 continue
-            local = Path(run.local(target["LocalPath"]))
+            local = Path(run.container.local(target["LocalPath"]))
             put_tree(*stores.parse(target["S3Uri"]), local_files(local))
 
     # -- API
@@ -276,10 +255,10 @@ def failure_reason(run: ProcessingRun, code: int) -> str:
     the exit code, the host and its last error line (as SageMaker, at most 1,024 characters)."""
     from airflow_dist_training.local.contract import last_error_line
 
-    failure = run.opt_ml / "output" / "failure"
+    failure = run.container.opt_ml / "output" / "failure"
     text = failure.read_text(errors="replace").strip() if failure.is_file() else ""
     if not text:
         text = (
             f"the processing container exited with code {code} on algo-1: {last_error_line(list(run.tail))}"
         )
-    return run.public(f"AlgorithmError: {text}")[:1024]
+    return run.container.public(f"AlgorithmError: {text}")[:1024]

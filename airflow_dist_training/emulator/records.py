@@ -122,3 +122,35 @@ def search(original: Any) -> Any:
         return ActionResult({"Results": results, **({"NextToken": token} if token else {})})
 
     return handler
+
+
+def update_model_package(original: Any) -> Any:
+    """UpdateModelPackage as SageMaker does it: what the request does not send stays (moto clears
+    the approval status and description, and replaces the metadata map instead of merging it)."""
+
+    def handler(self: Any) -> Any:
+        request = json.loads(self.body or "{}")
+        backend = self.sagemaker_backend
+        arn = str(request.get("ModelPackageArn") or "")
+        package = backend.model_packages.get(backend.model_package_name_mapping.get(arn, arn))
+        before = None
+        if package is not None:
+            before = (
+                package.model_approval_status,
+                package.approval_description,
+                dict(package.customer_metadata_properties or {}),
+            )
+        answer = original(self)
+        if package is not None and before is not None:
+            status, description, metadata = before
+            if "ModelApprovalStatus" not in request:
+                package.model_approval_status = status
+            if "ApprovalDescription" not in request:
+                package.approval_description = description
+            merged = {**metadata, **(request.get("CustomerMetadataProperties") or {})}
+            for key in request.get("CustomerMetadataPropertiesToRemove") or ():
+                merged.pop(key, None)
+            package.customer_metadata_properties = merged
+        return answer
+
+    return handler

@@ -176,6 +176,8 @@ class Emulator:
         self.faults.throttle_share = 0.0
         self.faults.capacity_failures = 0
         self.faults.host_failures = 0
+        self.faults.spot_interruptions = 0
+        self.faults.spot_capacity_wait_seconds = 0.0
         moto_api_backend.reset()
 
     # -- clients of the endpoint itself (logs, S3 for the jobs)
@@ -245,10 +247,16 @@ class Emulator:
         if fault == "insufficient_capacity":
             self.faults.capacity_failures = int(params.get("count", 1))
             return {"capacity_failures": self.faults.capacity_failures}
+        if fault == "spot_capacity_wait":
+            self.faults.spot_capacity_wait_seconds = float(params.get("seconds", 0.0))
+            return {"spot_capacity_wait_seconds": self.faults.spot_capacity_wait_seconds}
         name = str(params.get("job_name") or "")
         if fault == "host_failure" and not name:
             self.faults.host_failures = int(params.get("count", 1))
             return {"host_failures": self.faults.host_failures}
+        if fault == "spot_interruption" and not name:
+            self.faults.spot_interruptions = int(params.get("count", 1))
+            return {"spot_interruptions": self.faults.spot_interruptions}
         if fault in ("spot_interruption", "host_failure"):
             assert self.training is not None
             spot = fault == "spot_interruption"
@@ -256,7 +264,8 @@ class Emulator:
                 raise KeyError(f"no running training job {name!r}")
             return {"interrupted" if spot else "failed": name}
         raise KeyError(
-            f"unknown fault {fault!r}: use spot_interruption, host_failure, insufficient_capacity or throttle"
+            f"unknown fault {fault!r}: use spot_interruption, spot_capacity_wait, host_failure, "
+            "insufficient_capacity or throttle"
         )
 
     def state(self) -> dict[str, Any]:
@@ -371,6 +380,19 @@ class _EmulatorApp:
 _ORIGINALS: dict[str, Callable[[Any], Any]] = {}
 
 
+def stopping_condition_problem(request: dict[str, Any]) -> str | None:
+    """CreateTrainingJob's check of MaxWaitTimeInSeconds, in SageMaker's words (``None``: fine)."""
+    stopping = request.get("StoppingCondition") or {}
+    max_wait = stopping.get("MaxWaitTimeInSeconds")
+    if not request.get("EnableManagedSpotTraining"):
+        if max_wait is not None:
+            return "Invalid MaxWaitTimeInSeconds. It is only supported when EnableManagedSpotTraining is set to true"
+        return None
+    if max_wait is None or int(max_wait) < int(stopping.get("MaxRuntimeInSeconds", 86400)):
+        return "Invalid MaxWaitTimeInSeconds. It must be present and be greater than or equal to MaxRuntimeInSeconds"
+    return None
+
+
 def _sagemaker_create_training_job(self: Any) -> Any:
     from moto.sagemaker.exceptions import ResourceInUseException, ValidationError
 
@@ -386,6 +408,9 @@ def _sagemaker_create_training_job(self: Any) -> Any:
             "Training job names must be unique within an AWS account and region, and a training "
             f"job with this name already exists ({arn})"
         )
+    problem = stopping_condition_problem(request)
+    if problem is not None:
+        raise ValidationError(problem)
     try:
         emu.training.check(request)
         mounts = emu.fsx.channel_mounts(request) if emu.fsx is not None else {}
@@ -572,6 +597,9 @@ def _install_patches() -> None:
     _jobs_start_in_progress()
     SageMakerResponse.list_training_jobs = records.list_training_jobs  # type: ignore[method-assign]
     SageMakerResponse.search = records.search(SageMakerResponse.search)  # type: ignore[method-assign]
+    SageMakerResponse.update_model_package = records.update_model_package(  # type: ignore[method-assign]
+        SageMakerResponse.update_model_package
+    )
     SageMakerResponse.create_training_job = _sagemaker_create_training_job  # type: ignore[method-assign]
     SageMakerResponse.stop_training_job = _stop_job(  # type: ignore[attr-defined]
         "training", "TrainingJobName", "training_jobs", "training job"

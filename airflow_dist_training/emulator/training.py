@@ -17,12 +17,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_dist_training.emulator.faults import CAPACITY_REASON, HOST_FAILURE_REASON, SPOT_REASON, Faults
+from airflow_dist_training.emulator.faults import (
+    CAPACITY_REASON,
+    HOST_FAILURE_REASON,
+    MAX_WAIT_MESSAGE,
+    SPOT_CAPACITY_MESSAGE,
+    SPOT_REASON,
+    Faults,
+    max_wait_reason,
+)
 from airflow_dist_training.emulator.logs import TRAINING_LOG_GROUP, JobLogs, JobMetrics
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
-# how often an armed host failure looks for the job's first complete checkpoint (a few file stats)
+# how often an armed host failure or spot interruption looks for the job's first new complete checkpoint
 HOST_FAILURE_POLL_SECONDS = 0.02
 # Managed spot training's saving, as BillableTimeInSeconds shows it (SageMaker: "up to 90%" against
 # on-demand; the savings are 1 - Billable/TrainingTimeInSeconds). An invented figure: no price is paid here.
@@ -68,8 +76,19 @@ class TrainingRun(MotoRun):
         self.metrics = metrics
         self.job: Any = None
         self.mounts: dict[str, Path] = {}
-        self.interrupted = False
         self.host_failed = False
+        # managed spot: MaxWaitTimeInSeconds runs from the job's creation (waiting for capacity,
+        # interruptions and training together); past it the job is stopped
+        stopping = request.get("StoppingCondition") or {}
+        self.max_wait: int | None = (
+            int(stopping["MaxWaitTimeInSeconds"])
+            if request.get("EnableManagedSpotTraining") and stopping.get("MaxWaitTimeInSeconds")
+            else None
+        )
+        self.started = time.monotonic()
+        # why the endpoint stopped the job: "interrupted" (spot capacity reclaimed) or "max_wait"
+        self.ended_by: str | None = None
+        self.ended_at: dt.datetime | None = None
         self.thread: threading.Thread | None = None
 
     def publish_metrics(self) -> None:
@@ -84,23 +103,8 @@ class TrainingRun(MotoRun):
         transitions = [
             {k: naive_utc(v) for k, v in t.items()} for t in desc.get("SecondaryStatusTransitions") or []
         ]
-        if self.interrupted and status in ("Stopped", "Stopping", "Failed"):
-            # AWS: a spot job whose capacity was reclaimed (and not recovered within MaxWaitTime)
-            status = "Stopping" if status == "Stopping" else "Stopped"
-            secondary = "Stopping" if status == "Stopping" else "MaxWaitTimeExceeded"
-            reason = SPOT_REASON
-            if status == "Stopped" and (
-                not transitions or transitions[-1]["Status"] != "MaxWaitTimeExceeded"
-            ):
-                now = moto_now()
-                if transitions and "EndTime" not in transitions[-1]:
-                    transitions[-1]["EndTime"] = now
-                transitions.append(
-                    {"Status": "Interrupted", "StartTime": now, "EndTime": now, "StatusMessage": SPOT_REASON}
-                )
-                transitions.append(
-                    {"Status": "MaxWaitTimeExceeded", "StartTime": now, "StatusMessage": SPOT_REASON}
-                )
+        if self.ended_by is not None and status in ("Stopped", "Stopping", "Failed"):
+            status, secondary, reason, transitions = self._spot_end(status, transitions)
         if self.host_failed:
             status, secondary, reason, transitions = _host_failure(status, secondary, reason, transitions)
         fields: dict[str, Any] = {
@@ -129,6 +133,47 @@ class TrainingRun(MotoRun):
         changed = any(getattr(self.record, k, None) != v for k, v in fields.items())
         if changed:
             self.set(**fields)
+
+    def end_by(self, why: str) -> None:
+        """Mark why the endpoint stops the job (``interrupted`` or ``max_wait``); the first reason stays."""
+        if self.ended_by is None:
+            self.ended_by, self.ended_at = why, moto_now()
+
+    def past_max_wait(self) -> bool:
+        return self.max_wait is not None and time.monotonic() - self.started > self.max_wait
+
+    def _spot_end(
+        self, status: str, transitions: list[dict[str, Any]]
+    ) -> tuple[str, str, str | None, list[dict[str, Any]]]:
+        """AWS's view of a spot job the endpoint stopped: while its hosts stop, an interrupted job is
+        ``InProgress``/``Interrupted`` (a job past MaxWait ``Stopping``); then ``Stopped`` with
+        ``MaxWaitTimeExceeded`` and the reason, its checkpoints and model uploaded by the stop."""
+        kept = [t for t in transitions if t["Status"] not in ("Stopping", "Stopped", "Failed", "Completed")]
+        now = self.ended_at or moto_now()
+        if self.ended_by == "interrupted" and not any(t["Status"] == "Interrupted" for t in kept):
+            if kept and "EndTime" not in kept[-1]:
+                kept[-1]["EndTime"] = now
+            kept.append({"Status": "Interrupted", "StartTime": now, "StatusMessage": SPOT_REASON})
+        if status == "Stopping":
+            if self.ended_by == "interrupted":
+                return "InProgress", "Interrupted", None, kept
+            if kept and "EndTime" not in kept[-1]:
+                kept[-1]["EndTime"] = now
+            stopping = {"Status": "Stopping", "StartTime": now, "StatusMessage": "Stopping the training job"}
+            return "Stopping", "Stopping", None, [*kept, stopping]
+        reason = max_wait_reason(self.max_wait, interrupted=self.ended_by == "interrupted")
+        now = moto_now()
+        if kept and "EndTime" not in kept[-1]:
+            kept[-1]["EndTime"] = now
+        kept.append(
+            {
+                "Status": "MaxWaitTimeExceeded",
+                "StartTime": now,
+                "EndTime": now,
+                "StatusMessage": MAX_WAIT_MESSAGE,
+            }
+        )
+        return "Stopped", "MaxWaitTimeExceeded", reason, kept
 
 
 def billing(training_seconds: int, spot: bool) -> dict[str, int]:
@@ -174,9 +219,10 @@ class TrainingJobs:
     def executor(self) -> Any:
         if self._executor is None:
             from airflow_dist_training.local.executor import JobOptions, LocalExecutor
-            from airflow_dist_training.local.store import ObjectStore
+            from airflow_dist_training.local.store import RequestStore
+            from airflow_dist_training.storage import StoreOptions
 
-            store = ObjectStore(self.root / "store", s3_client=self.clients("s3"))
+            store = RequestStore(self.root / "store", s3=StoreOptions(aws_conn_id=None, s3_client=self.clients("s3")))
             options = JobOptions(**EXECUTOR_OPTIONS, relay_ports=list(self.relay_ports))
             self._executor = LocalExecutor(self.root / "jobs", store=store, options=options)
         return self._executor
@@ -207,7 +253,15 @@ class TrainingJobs:
         record.algorithm_specification = dict(request.get("AlgorithmSpecification") or {})
         from airflow_dist_training.emulator.mlflow import with_mlflow_environment
 
+        if request.get("MlflowConfig"):  # moto drops it; DescribeTrainingJob answers it
+            record.mlflow_config = request["MlflowConfig"]
         request = with_mlflow_environment(request)  # MlflowConfig: what SageMaker gives the job
+        given = request.get("Environment") or {}
+        if "MLFLOW_RUN_ID" in given:  # the run SageMaker created for the job
+            record.mlflow_details = {
+                "MlflowExperimentId": given["MLFLOW_EXPERIMENT_ID"],
+                "MlflowRunId": given["MLFLOW_RUN_ID"],
+            }
         run = TrainingRun(
             record,
             request,
@@ -255,19 +309,30 @@ class TrainingJobs:
                     ],
                 )
                 return
+            if run.max_wait is not None and not self._wait_for_spot_capacity(run):
+                return
             store = self.executor.store.with_mounts(run.mounts) if run.mounts else None
             host_failure = self.faults.take("host_failures")
+            interruption = (
+                run.max_wait is not None and not host_failure and self.faults.take("spot_interruptions")
+            )
+            restored = self._checkpoints_in_s3(run) if host_failure or interruption else set()
             run.job = self.executor.start(
                 run.request, log=run.logs.add, store=store, options=self.job_options(run.record.arn)
             )
-            if host_failure:
+            if host_failure or interruption:
                 threading.Thread(
-                    target=self._fail_hosts_after_first_checkpoint,
-                    args=(run,),
-                    name=f"emulator-host-failure-{run.name}",
+                    target=self._strike_after_new_checkpoint,
+                    args=(run, self.fail_hosts if host_failure else self.interrupt, restored),
+                    name=f"emulator-fault-{run.name}",
                     daemon=True,
                 ).start()
             while not run.job.done:
+                if run.past_max_wait() and run.ended_by is None:
+                    log.info("emulator: training job %s exceeded MaxWaitTimeInSeconds", run.name)
+                    run.logs.add(f"[emulator] MaxWaitTimeExceeded: stopping after {run.max_wait} s")
+                    run.end_by("max_wait")
+                    run.job.stop()  # SIGTERM, SIGKILL after the grace; then the uploads of a stop
                 run.apply(run.job.describe())
                 run.logs.flush()
                 run.publish_metrics()
@@ -306,11 +371,15 @@ class TrainingJobs:
         return True
 
     def interrupt(self, name: str) -> bool:
-        """Fault: reclaim a spot job's capacity; it ends ``Stopped`` / ``MaxWaitTimeExceeded``."""
+        """Fault: reclaim a spot job's capacity for longer than its MaxWaitTimeInSeconds. Its hosts get
+        SageMaker's stop (SIGTERM, the grace, then the uploads: its checkpoints reach S3); it shows
+        ``Interrupted`` while they stop, then ends ``Stopped`` / ``MaxWaitTimeExceeded`` (the
+        endpoint does not wait the rest of MaxWait out: it never relaunches a job's instances)."""
         run = self.get(name)
         if run is None or run.done.is_set() or run.job is None:
             return False
-        run.interrupted = True
+        run.end_by("interrupted")
+        run.logs.add(f"[emulator] {SPOT_REASON}")
         run.job.stop()
         return True
 
@@ -324,20 +393,81 @@ class TrainingJobs:
         run.job.stop(grace_seconds=0)  # no grace: a failed instance does not wait for anyone
         return True
 
-    def _fail_hosts_after_first_checkpoint(self, run: TrainingRun) -> None:
-        """The armed ``host_failure``: strike once a complete checkpoint is on the hosts' disk (or, with
-        no ``CheckpointConfig``, once the job trains). The executor then syncs it to S3, as SageMaker's
-        continuous sync would have, so the run's next job can resume from it."""
+    def _wait_for_spot_capacity(self, run: TrainingRun) -> bool:
+        """The armed wait for spot capacity (``Starting``); it counts towards MaxWaitTimeInSeconds.
+        False: the wait ran past it, and the job ended ``Stopped`` / ``MaxWaitTimeExceeded`` unlaunched."""
+        wait = self.faults.take_capacity_wait()
+        if not wait:
+            return True
+        created = run.record.creation_time
+        run.set(
+            secondary_status_transitions=[
+                {"Status": "Starting", "StartTime": created, "StatusMessage": SPOT_CAPACITY_MESSAGE}
+            ]
+        )
+        assert run.max_wait is not None
+        remaining = run.max_wait - (time.monotonic() - run.started)
+        if wait < remaining:
+            time.sleep(wait)
+            return True
+        time.sleep(max(0.0, remaining))
+        run.end_by("max_wait")
+        now = moto_now()
+        run.set(
+            training_job_status="Stopped",
+            secondary_status="MaxWaitTimeExceeded",
+            failure_reason=max_wait_reason(run.max_wait, interrupted=False),
+            training_end_time=now,
+            secondary_status_transitions=[
+                {
+                    "Status": "Starting",
+                    "StartTime": created,
+                    "EndTime": now,
+                    "StatusMessage": SPOT_CAPACITY_MESSAGE,
+                },
+                {
+                    "Status": "MaxWaitTimeExceeded",
+                    "StartTime": now,
+                    "EndTime": now,
+                    "StatusMessage": MAX_WAIT_MESSAGE,
+                },
+            ],
+            **billing(0, spot=True),
+        )
+        return False
+
+    def _checkpoints_in_s3(self, run: TrainingRun) -> set[str]:
+        """The checkpoint files already under the job's CheckpointConfig.S3Uri (what it restores)."""
+        from airflow_dist_training.storage.location import split_uri
+
+        scheme, bucket, prefix = split_uri(str((run.request.get("CheckpointConfig") or {}).get("S3Uri") or ""))
+        if scheme != "s3":
+            return set()
+        prefix = prefix.rstrip("/") + "/" if prefix else ""
+        pages = self.clients("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        return {o["Key"][len(prefix) :] for page in pages for o in page.get("Contents", [])}
+
+    def _strike_after_new_checkpoint(self, run: TrainingRun, strike: Any, restored: set[str]) -> None:
+        """An armed ``host_failure`` or ``spot_interruption``: strike once a complete checkpoint the job
+        wrote itself (not one it restored) is on the hosts' disk (or, with no ``CheckpointConfig``,
+        once the job trains). The executor then syncs it to S3, so the run's next job resumes from it."""
         has_checkpoints = bool(run.request.get("CheckpointConfig"))
         while not run.job.done:
             if has_checkpoints:
                 dirs = [Path(d["checkpoints"]) for d in run.job.host_dirs().values()]
-                struck = any(next(d.rglob("_MANIFEST.json"), None) for d in dirs if d.is_dir())
+                struck = any(
+                    m.relative_to(d).as_posix() not in restored
+                    for d in dirs
+                    if d.is_dir()
+                    for m in d.rglob("_MANIFEST.json")
+                )
             else:
                 struck = run.job.describe()["SecondaryStatus"] == "Training"
             if struck:
-                log.info("emulator: host failure of training job %s (fault)", run.name)
-                self.fail_hosts(run.name)
+                log.info(
+                    "emulator: %s of training job %s (fault)", getattr(strike, "__name__", "fault"), run.name
+                )
+                strike(run.name)
                 return
             time.sleep(HOST_FAILURE_POLL_SECONDS)
 

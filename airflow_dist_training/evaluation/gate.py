@@ -186,6 +186,18 @@ def _absolute_checks(name: str, t: MetricThreshold, value: float) -> list[dict[s
     ]
 
 
+def absolute_failures(metrics: Mapping[str, float], spec: GateSpec) -> list[str]:
+    """The ``min``/``max`` checks that ``metrics`` fail (one reason line each): what a champion
+    re-evaluated on a new evaluation set must still meet (its own champion checks do not apply)."""
+    return [
+        check["reason"]
+        for name, threshold in spec.thresholds.items()
+        if (value := metrics.get(name)) is not None
+        for check in _absolute_checks(name, threshold, float(value))
+        if check["status"] == "FAIL"
+    ]
+
+
 def _champion_relative_checks(
     name: str, t: MetricThreshold, value: float, champion: Champion | None
 ) -> list[dict[str, Any]]:

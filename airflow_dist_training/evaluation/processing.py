@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.storage.location import parent_uri, uri_name, uri_scheme
 
 PROCESSING_ROOT = "/opt/ml/processing"
 MODEL_DIR = f"{PROCESSING_ROOT}/model"
@@ -42,10 +43,6 @@ def script_environment(model_dir: str, output_dir: str, data_dir: str | None) ->
     if data_dir:
         env["ADT_DATA_DIR"] = data_dir
     return env
-
-
-def _s3_prefix_of(uri: str) -> str:
-    return uri.rsplit("/", 1)[0] + "/"
 
 
 def build_processing_job_request(
@@ -76,10 +73,10 @@ def build_processing_job_request(
     """
     uris = {"script": script_uri, "model_uri": model_uri, "output_uri": output_uri, "data_uri": data_uri}
     _check_processing_inputs(job_name, role_arn, image_uri, uris, instance_count)
-    script_name = script_uri.rsplit("/", 1)[1]
+    script_name = uri_name(script_uri)
     inputs = [
         _processing_input("model", model_uri, MODEL_DIR),
-        _processing_input("code", _s3_prefix_of(script_uri), CODE_DIR),
+        _processing_input("code", parent_uri(script_uri) + "/", CODE_DIR),
     ]
     if data_uri:
         inputs.append(_processing_input("data", data_uri, DATA_DIR))
@@ -143,7 +140,7 @@ def _check_processing_inputs(
     if not image_uri:
         problems.append(Problem("image_uri", "is required for the SageMaker backend"))
     for field, uri in uris.items():
-        if uri is not None and not uri.startswith("s3://"):
+        if uri is not None and uri_scheme(uri) != "s3":
             problems.append(Problem(field, f"must be an s3:// URI for the SageMaker backend, got {uri!r}"))
     if not str(uris["script"]).endswith(".py"):
         problems.append(Problem("script", f"must be a .py file, got {uris['script']!r}"))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from airflow_dist_training.errors import SpecValidationError
+from airflow_dist_training.storage.location import uri_scheme
 
 APPROVED: Literal["Approved"] = "Approved"
 PENDING: Literal["PendingManualApproval"] = "PendingManualApproval"
@@ -231,7 +232,7 @@ def build_create_model_package_request(
         "ModelApprovalStatus": status,
         "CustomerMetadataProperties": metadata,
     }
-    if lineage and audit_uri and audit_uri.startswith("s3://"):
+    if lineage and uri_scheme(audit_uri) == "s3":
         request["ModelMetrics"]["ModelDataQuality"] = {
             "Statistics": {"ContentType": "application/json", "S3Uri": audit_uri}
         }
@@ -255,9 +256,9 @@ def _check_package_inputs(
 ) -> None:
     """Every problem of the arguments at once, before the request is built."""
     problems: list[tuple[str, str]] = []
-    if not model_data_uri.startswith("s3://"):
+    if uri_scheme(model_data_uri) != "s3":
         problems.append(("model_data_uri", f"must be an s3:// URI for SageMaker, got {model_data_uri!r}"))
-    if not evaluation_uri.startswith("s3://"):
+    if uri_scheme(evaluation_uri) != "s3":
         why = f"must be an s3:// URI (ModelMetrics points SageMaker at it), got {evaluation_uri!r}"
         problems.append(("evaluation_uri", why))
     if not image_uri:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_dist_training.errors import SpecValidationError
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 TASK_TYPES = ("IMPORT_METADATA_FROM_REPOSITORY", "EXPORT_TO_REPOSITORY", "RELEASE_DATA_FROM_FILESYSTEM")
 TASK_TYPE_ALIASES = {
@@ -219,7 +219,7 @@ def resolve_task_paths(
     outside = "is outside every data repository association; " + _describe_associations(associations)
     for i, raw in enumerate(paths):
         field = f"paths[{i}]"
-        if raw.startswith("s3://"):
+        if uri_scheme(raw) == "s3":
             prefix = normalize_s3_prefix(raw, field)
             hit = next(
                 (a for a in associations if prefix.startswith(normalize_s3_prefix(a["DataRepositoryPath"]))),

@@ -1,4 +1,4 @@
-"""Training backends: where a training job runs, behind one interface.
+"""Training backends: where a training job runs, behind one interface (``planning.TrainingBackend``).
 
 Operators and task groups ask :func:`get_backend` for the configured backend (by its name in
 ``spec/backends.py``) and use its methods and its record's capabilities; they never compare backend
@@ -12,96 +12,24 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin, local_region, task_region
-from airflow_dist_training.job_states import SUCCESS_STATES
+from airflow_dist_training.job_states import STOPPABLE_STATES, JobPhase, JobStatus
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.backends import BackendRecord, backend_record
 from airflow_dist_training.spec.training import TrainingJobSpec
+from airflow_dist_training.storage.location import uri_scheme
 
 if TYPE_CHECKING:
-    from airflow_dist_training.planning import RunPlan
-
-
-class TrainingBackend(Protocol):
-    """What operators and task groups need from a place that runs training jobs."""
-
-    #: the backend's name and declared capabilities (``spec/backends.py``)
-    record: BackendRecord
-
-    def plan(
-        self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
-    ) -> dict[str, Any]:
-        """``{"request", "warnings", "summary", "cost_bound_usd"}``; launches nothing."""
-
-    def submit(
-        self,
-        spec: TrainingJobSpec,
-        job_name: str,
-        *,
-        log: Callable[[str], None] | None = None,
-        run_identity: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        uploads: Iterable[Any] = (),
-    ) -> str:
-        """Create the job: ``request`` (and its ``uploads``) as planned, else planned from ``spec``."""
-
-    def describe(self, job_name: str) -> dict[str, Any]: ...
-
-    def stop(self, job_name: str, *, reason: str = "airflow") -> bool: ...
-
-    def logs(self, job_name: str) -> list[str]: ...
-
-    def result(self, job_name: str) -> TrainingResult:
-        """The result of a Completed job (waits for a local job); ``TrainingJobError`` otherwise."""
-
-
-class DurableBackend(TrainingBackend, Protocol):
-    """A backend whose jobs outlive the worker (``record.durable``): the training operator finds
-    the run's job by its names, creates it once, defers on the backend's trigger or waits, and
-    reads its result, through these methods only."""
-
-    def region(self) -> str: ...
-
-    def find_or_create(
-        self,
-        names: Iterable[str],
-        request_for: Callable[[str, tuple[dict[str, Any], ...]], Mapping[str, Any]],
-        *,
-        exhausted: Callable[[], Exception],
-        on_ended: Callable[[str, dict[str, Any], int], None] | None = None,
-    ) -> Any:
-        """The run's live or completed job among ``names``, else the first free name created."""
-
-    def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
-        """Check what the job reads before creating it (refuse with ``SpecValidationError``)."""
-
-    def put_uploads(self, uploads: Iterable[Any]) -> None: ...
-
-    def describe_or_none(self, job_name: str) -> dict[str, Any] | None: ...
-
-    def stop_requested(self, description: Mapping[str, Any]) -> bool:
-        """Airflow asked for the stop that ended this job."""
-
-    def trigger(self, job_name: str, **settings: Any) -> Any:
-        """The trigger to defer on until the job ends."""
-
-    def wait(self, job_name: str, **settings: Any) -> dict[str, Any]:
-        """Wait in this process until the job ends (``TimeoutError`` past ``max_wait_seconds``)."""
-
-    def result_of(self, description: Mapping[str, Any]) -> TrainingResult:
-        """The result of a job as described; ``TrainingJobError`` unless it succeeded."""
-
-    def links(self, description: Mapping[str, Any]) -> dict[str, Any]:
-        """What the operator's extra links and the Training view need (``links.persist``)."""
-
-    def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
-        """Stop the run's jobs still running (a teardown: the task died without ``on_kill``)."""
+    from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, JobRef
+    from airflow_dist_training.planning import RunJob, RunPlan, TrainingBackend
 
 
 class SageMakerBackend(AwsConnectionMixin):
-    """Jobs on SageMaker, through ``SageMakerTrainingHook``."""
+    """Jobs on SageMaker: the run's lifecycle on ``DurableJob`` (describe before create, idempotent
+    stop, polling), requests sent through ``SageMakerTrainingHook`` (its client, uploads, logs)."""
 
     def __init__(
         self,
@@ -120,6 +48,11 @@ class SageMakerBackend(AwsConnectionMixin):
 
         return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
 
+    @property
+    def jobs(self) -> DurableJob:
+        """The training jobs, on the hook's client (a hook handed to the operator is the one called)."""
+        return self.hook.jobs  # type: ignore[no-any-return]
+
     def plan(
         self, spec: TrainingJobSpec, *, job_name: str, region: str, run_identity: str | None = None
     ) -> dict[str, Any]:
@@ -136,45 +69,47 @@ class SageMakerBackend(AwsConnectionMixin):
             "uploads": plan.uploads,
         }
 
-    def submit(
-        self,
-        spec: TrainingJobSpec,
-        job_name: str,
-        *,
-        log: Callable[[str], None] | None = None,
-        run_identity: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        uploads: Iterable[Any] = (),
-    ) -> str:
-        if request is not None:
-            planned: dict[str, Any] = {"request": dict(request), "uploads": list(uploads)}
-        else:
-            region = self.region_name or self.hook.conn_region_name or "us-east-1"
-            planned = self.plan(spec, job_name=job_name, region=region, run_identity=run_identity)
-        self.hook.put_uploads(planned["uploads"])
-        self.hook.create_training_job(planned["request"])
-        return job_name
-
-    def describe(self, job_name: str) -> dict[str, Any]:
-        return dict(self.hook.describe_training_job(job_name))
-
-    def stop(self, job_name: str, *, reason: str = "airflow") -> bool:
-        return bool(self.hook.stop_training_job(job_name, reason=reason))
-
-    def logs(self, job_name: str) -> list[str]:
-        return [event.format() for event in self.hook.fetch_log_events(job_name)]
-
-    def result(self, job_name: str) -> TrainingResult:
-        return self.result_of(self.hook.describe_training_job(job_name))
-
-    # the durable lifecycle (DurableBackend)
     def region(self) -> str:
         return task_region(self.aws_conn_id, self.region_name, hook=self.hook)
 
+    def status_of(self, description: Mapping[str, Any]) -> JobStatus:
+        """A ``DescribeTrainingJob`` response as a ``JobStatus`` (its tags read for a stopped job)."""
+        from airflow_dist_training.hooks.training import job_status_from_description
+
+        return job_status_from_description(description, stop_tags=lambda: self.jobs.stop_tags(description))
+
+    def status(self, job_name: str) -> JobStatus | None:
+        description = self.jobs.describe_or_none(job_name)
+        return None if description is None else self.status_of(description)
+
+    def stop(self, job_name: str, *, reason: str = "airflow", cause: str | None = None) -> bool:
+        return self.jobs.stop(job_name, reason=reason, cause=cause)
+
     def find_or_create(
-        self, names: Iterable[str], request_for: Callable[..., Mapping[str, Any]], **options: Any
-    ) -> Any:
-        return self.hook.jobs.find_or_create(names, request_for, **options)
+        self,
+        names: Iterable[str],
+        request_for: Callable[[str, tuple[JobStatus, ...]], RunJob],
+        *,
+        exhausted: Callable[[], Exception],
+        on_ended: Callable[[JobStatus, int], None] | None = None,
+    ) -> JobRef:
+        ended: list[JobStatus] = []  # each ended job's status, built once
+
+        def heard(_name: str, description: dict[str, Any], next_generation: int) -> None:
+            ended.append(self.status_of(description))
+            if on_ended is not None:
+                on_ended(ended[-1], next_generation)
+
+        def request(name: str, _descriptions: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+            launch = request_for(name, tuple(ended))
+            if launch.request is None:
+                raise SpecValidationError(
+                    [("backend", f"{self.record.name!r} creates planned requests only; {name} has none")]
+                )
+            self.hook.put_uploads(launch.uploads)
+            return launch.request
+
+        return self.jobs.find_or_create(names, request, exhausted=exhausted, on_ended=heard)
 
     def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
         """FSx channels: file system AVAILABLE, same AZ, Lustre ports open, mount name."""
@@ -189,37 +124,57 @@ class SageMakerBackend(AwsConnectionMixin):
         for warning in preflight_training_spec(fsx, spec):
             log("FSx pre-flight: %s", warning)
 
-    def put_uploads(self, uploads: Iterable[Any]) -> None:
-        self.hook.put_uploads(uploads)
-
-    def describe_or_none(self, job_name: str) -> dict[str, Any] | None:
-        return self.hook.describe_training_job_or_none(job_name)  # type: ignore[no-any-return]
-
-    def stop_requested(self, description: Mapping[str, Any]) -> bool:
-        return bool(self.hook.stop_requested(description))
-
     def trigger(self, job_name: str, **settings: Any) -> Any:
         from airflow_dist_training.triggers.training import TrainingJobTrigger
 
-        return TrainingJobTrigger(job_name=job_name, aws_conn_id=self.aws_conn_id, region_name=self.region(), **settings)
+        return TrainingJobTrigger(
+            job_name=job_name, aws_conn_id=self.aws_conn_id, region_name=self.region(), **settings
+        )
 
-    def wait(self, job_name: str, **settings: Any) -> dict[str, Any]:
-        return dict(self.hook.wait_for_job(job_name, **settings))
+    def wait(
+        self,
+        job_name: str,
+        *,
+        poll_interval: float = 30.0,
+        max_wait_seconds: float | None = None,
+        log: Callable[[str], None] | None = None,
+        stream_logs: bool = True,
+    ) -> JobStatus:
+        """Poll until the job ends, logging its status transitions and (``stream_logs``) its
+        CloudWatch lines; ``TimeoutError`` only past a ``max_wait_seconds`` the user set."""
+        description = self.jobs.wait(
+            job_name,
+            poll_interval=poll_interval,
+            timeout=max_wait_seconds,
+            limit=f"max_wait_seconds={max_wait_seconds}",
+            on_poll=self.hook.report_progress(job_name, log or self.hook.log.info, stream_logs=stream_logs),
+        )
+        return self.status_of(description)
 
-    def result_of(self, description: Mapping[str, Any]) -> TrainingResult:
+    def result_of(self, status: JobStatus) -> TrainingResult:
         from airflow_dist_training.hooks.training import error_for_terminal_state, result_from_description
 
-        if description.get("TrainingJobStatus") not in SUCCESS_STATES:
-            raise error_for_terminal_state(dict(description), stop_requested=self.stop_requested(description))
-        return result_from_description(dict(description))
+        if status.phase is not JobPhase.COMPLETED:
+            raise error_for_terminal_state(status.detail, stop_requested=status.stop_requested)
+        return result_from_description(status.detail)
 
     def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
-        return list(self.hook.stop_run_jobs(run_hash, reason=reason))
+        """Stop every active job of one run (its names carry ``run_hash``); returns their names."""
+        names = (
+            str(job["TrainingJobName"])
+            for state in sorted(STOPPABLE_STATES)
+            for job in self.jobs.list(NameContains=run_hash, StatusEquals=state)
+        )
+        return [name for name in names if run_hash in name and self.jobs.stop(name, reason=reason)]
 
-    def links(self, description: Mapping[str, Any]) -> dict[str, Any]:
+    def checkpoint_location(self, spec: TrainingJobSpec, uri: str) -> str:
+        return uri  # the job's S3 location, as the worker reads it too
+
+    def links(self, status: JobStatus) -> dict[str, Any]:
+        description = status.detail
         return {
             "region": self.region(),
-            "job_name": str(description["TrainingJobName"]),
+            "job_name": status.name,
             "output_uri": (description.get("OutputDataConfig") or {}).get("S3OutputPath"),
             "checkpoint_uri": (description.get("CheckpointConfig") or {}).get("S3Uri"),
         }
@@ -234,10 +189,14 @@ class LocalBackend:
         *,
         record: BackendRecord | None = None,
         region_name: str | None = None,
+        aws_conn_id: str | None = "aws_default",
         **_: Any,
     ) -> None:
         self.record = record or backend_record("local")
-        self.hook_kwargs = dict(hook_kwargs or {})
+        self.hook_kwargs = {
+            "aws_conn_id": aws_conn_id,
+            **dict(hook_kwargs or {}),
+        }  # S3 through the task's connection
         self.region_name = region_name  # the region its requests are planned for (``local_region``)
 
     @cached_property
@@ -272,10 +231,10 @@ class LocalBackend:
             "uploads": sub.uploads,
         }
 
-    def submit(self, spec: TrainingJobSpec, job_name: str, **settings: Any) -> str:
-        """``TrainingBackend.submit`` (``settings``: its keyword arguments)."""
-        self.hook.start_job(spec, job_name, **settings, region=self.region())
-        return job_name
+    def checkpoint_location(self, spec: TrainingJobSpec, uri: str) -> str:
+        if uri_scheme(uri) != "s3":
+            return uri
+        return str(self.hook.object_store(spec).local_uri(uri))  # S3 with credentials, else its mirror
 
     def region(self) -> str:
         return local_region(self.region_name)
@@ -286,21 +245,78 @@ class LocalBackend:
             raise KeyError(f"no local training job {job_name!r} in this process")
         return job
 
-    def describe(self, job_name: str) -> dict[str, Any]:
-        return dict(self._job(job_name).describe())
-
-    def stop(self, job_name: str, *, reason: str = "airflow") -> bool:
+    def stop(self, job_name: str, *, reason: str = "airflow", cause: str | None = None) -> bool:
         return bool(self.hook.stop(job_name))
 
-    def logs(self, job_name: str) -> list[str]:
-        return list(self._job(job_name).logs())
+    # the run's lifecycle (TrainingBackend): a job lives in this process, no earlier one is found
+    def find_or_create(
+        self,
+        names: Iterable[str],
+        request_for: Callable[[str, tuple[JobStatus, ...]], RunJob],
+        *,
+        exhausted: Callable[[], Exception],
+        on_ended: Callable[[JobStatus, int], None] | None = None,
+    ) -> JobRef:
+        """Start the run's first job (again, on a retry: its directory, so its checkpoints, are reused)."""
+        from airflow_dist_training.hooks.sagemaker_jobs import JobRef
 
-    def result(self, job_name: str) -> TrainingResult:
-        return self._job(job_name).result()  # type: ignore[no-any-return]
+        name = next(iter(names))
+        launch = request_for(name, ())
+        self.hook.start_job(
+            launch.spec,
+            name,
+            request=launch.request,
+            uploads=launch.uploads,
+            run_identity=launch.run_identity,
+            region=self.region(),
+        )
+        return JobRef(name, None)
 
-    def run(self, spec: TrainingJobSpec, job_name: str, **settings: Any) -> TrainingResult:
-        """submit + result, stopping the job if this process gets SIGTERM (the task is killed)."""
-        return self.hook.run_job(spec, job_name, **settings, region=self.region())  # type: ignore[no-any-return]
+    def preflight(self, spec: TrainingJobSpec, *, log: Callable[..., None]) -> None:
+        """Nothing beyond what starting the job checks (``local/request_plan.py``)."""
+
+    def status(self, job_name: str) -> JobStatus | None:
+        from airflow_dist_training.hooks.training import job_status_from_description
+
+        job = self.hook.executor().get(job_name)
+        return None if job is None else job_status_from_description(job.describe())
+
+    def trigger(self, job_name: str, **settings: Any) -> None:
+        return None  # the job's processes are this task's: it waits for them
+
+    def wait(self, job_name: str, *, max_wait_seconds: float | None = None, **_: Any) -> JobStatus:
+        """Wait here (the job's lines reach the task log as they come), stopping the job if this
+        process gets SIGTERM (the task is killed)."""
+        from airflow_dist_training.hooks.local_training import stop_on_sigterm
+
+        job = self._job(job_name)
+        with stop_on_sigterm(job, self.hook.stop_grace_seconds):
+            job.wait(max_wait_seconds)
+        if not job.done:
+            raise TimeoutError(
+                f"training job {job_name} still running after max_wait_seconds={max_wait_seconds:g}"
+            )
+        status = self.status(job_name)
+        assert status is not None
+        return status
+
+    def result_of(self, status: JobStatus) -> TrainingResult:
+        return self._job(status.name).result()  # type: ignore[no-any-return]
+
+    def links(self, status: JobStatus) -> dict[str, Any]:
+        """The Training view and the job's local artefacts (its folder; its outputs once it completed)."""
+        result: Mapping[str, Any] = self.result_of(status) if status.phase is JobPhase.COMPLETED else {}
+        return {
+            "region": "local",
+            "job_name": status.name,
+            "output_uri": result.get("output_uri") or result.get("model_artifact_uri"),
+            "checkpoint_uri": result.get("checkpoint_uri"),
+            "backend": self.record.name,
+            "job_dir": str(self.hook.job_dir(status.name)),
+        }
+
+    def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
+        return []  # a job ends with the process that ran it: none is left running
 
 
 _RUNNER_TEXT = {
@@ -325,18 +341,16 @@ def get_backend(
 
 
 def operator_backend(operator: Any) -> TrainingBackend:
-    """The backend of an operator's jobs, sharing the operator's hooks: ``on_kill`` stops what
+    """The backend of an operator's jobs (its ``backend``, a registered name), sharing the operator's hooks: ``on_kill`` stops what
     ``execute`` started, and a hook handed to the operator (a recording or fault-injecting one) is
     the one its backend calls. No I/O until a method is called."""
     backend = get_backend(
         operator.backend,
         aws_conn_id=operator.aws_conn_id,
         region_name=operator.region_name,
-        local_hook_kwargs=operator.local_hook_kwargs,
+        local_hook_kwargs=getattr(operator, "local_hook_kwargs", None),
     )
-    if isinstance(backend, LocalBackend):
-        backend.hook = operator.local_hook
-    elif "hook" in vars(operator):
+    if "hook" in vars(operator):
         backend.hook = vars(operator)["hook"]  # type: ignore[attr-defined]
     return backend
 
@@ -363,5 +377,7 @@ def plan_on_backend(
     training_backend = get_backend(
         backend, aws_conn_id=aws_conn_id, region_name=region_name, local_hook_kwargs=hook_kwargs
     )
-    region = task_region(aws_conn_id, region_name) if training_backend.record.on_aws else local_region(region_name)
+    region = (
+        task_region(aws_conn_id, region_name) if training_backend.record.on_aws else local_region(region_name)
+    )
     return plan_run(spec, backend=training_backend, region=region, base_dir=base_dir, **plan_kwargs)

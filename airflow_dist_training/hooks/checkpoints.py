@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from airflow.sdk import BaseHook
 
@@ -519,18 +519,48 @@ class CheckpointHook(AwsConnectionMixin, BaseHook):
         return entry
 
 
-def prepare_run_checkpoints(hook: CheckpointHook, run_uri: str, log: Any) -> CheckpointInfo | None:
+# Whose checkpoints a job restores, by the training task's resume policy, as the task log says it
+# (without a policy the location is the spec's own, which every run of the spec shares):
+# scope -> ("Resuming from ..." with a checkpoint, the line without one)
+ResumeScope = Literal["run", "spec", "job"]
+RESUME_SCOPES: dict[ResumeScope, tuple[str, str]] = {
+    "run": (
+        "Resuming from this run's own checkpoint {uri} ({layout}, step {step})",
+        "No checkpoint of this run under {root} yet: the job starts from scratch "
+        "(a new run never resumes another run's checkpoint)",
+    ),
+    "spec": (
+        "Resuming from the checkpoint {uri} ({layout}, step {step}) in the spec's checkpoint location, "
+        "which every run of the spec shares (checkpoint_resume is not set)",
+        "No complete checkpoint in the spec's checkpoint location {root}, which every run of the spec "
+        "shares (checkpoint_resume is not set): the job starts from scratch",
+    ),
+    "job": (
+        "Resuming from this job's own checkpoint {uri} ({layout}, step {step})",
+        "No checkpoint under this job's own location {root}: the job starts from scratch "
+        "(checkpoint_resume='none')",
+    ),
+}
+
+
+def prepare_run_checkpoints(
+    hook: CheckpointHook, uri: str, log: Any, *, scope: ResumeScope = "run"
+) -> CheckpointInfo | None:
     """Before a job of a run starts (a retry or a spot replacement relaunch included): move the
-    run's incomplete checkpoints aside under ``_incomplete/`` and log each one, then log where the
-    job resumes. Returns the newest complete checkpoint (None: the job starts from scratch).
+    incomplete checkpoints at ``uri`` (where the job's checkpoints are restored from) aside under
+    ``_incomplete/`` and log each one, then log where the job resumes. Returns the newest complete
+    checkpoint (None: the job starts from scratch).
 
     A script that resumes from "the newest folder" (Transformers' ``resume_from_checkpoint=True``)
     then finds the newest *complete* one. Nothing complete is moved, nor a checkpoint with a file
     that could not be parsed (it is named in the log and left in place).
 
     :param hook: a hook with the run's layout (``checkpoint_hook_for``).
+    :param scope: whose location ``uri`` is (``RESUME_SCOPES``): the run's own (a resume policy),
+        the spec's shared one (no policy) or the job's own (``none``).
     """
-    for moved in hook.move_aside_incomplete(run_uri):
+    resuming, scratch = RESUME_SCOPES[scope]
+    for moved in hook.move_aside_incomplete(uri):
         why = "; ".join(moved["reasons"])
         if moved["moved"]:
             log.warning(
@@ -542,16 +572,10 @@ def prepare_run_checkpoints(hook: CheckpointHook, run_uri: str, log: Any) -> Che
                 moved["from"],
                 why,
             )
-    newest = hook.latest_complete(run_uri)
+    newest = hook.latest_complete(uri)
     if newest is not None:
-        log.info(
-            "Resuming from this run's own checkpoint %s (%s, step %s)", newest.uri, newest.layout, newest.step
-        )
+        log.info(resuming.format(uri=newest.uri, layout=newest.layout, step=newest.step))
         log.info("The job resumes from step %s", newest.step)
     else:
-        log.info(
-            "No checkpoint of this run under %s yet: the job starts from scratch "
-            "(a new run never resumes another run's checkpoint)",
-            run_uri,
-        )
+        log.info(scratch.format(root=uri))
     return newest

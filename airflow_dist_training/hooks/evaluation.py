@@ -20,6 +20,10 @@ from airflow_dist_training.aws_errors import describe_error
 from airflow_dist_training.errors import Problem, ScriptFailure, SpecValidationError, is_script_failure_reason
 from airflow_dist_training.evaluation.code import evaluation_code_files
 from airflow_dist_training.evaluation.processing import (
+    CODE_DIR,
+    DATA_DIR,
+    MODEL_DIR,
+    OUTPUT_DIR,
     script_arguments,
     script_environment,
 )
@@ -34,6 +38,7 @@ from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
 from airflow_dist_training.job_states import STOPPED_STATES
 from airflow_dist_training.local.contract import last_error_line
 from airflow_dist_training.local.job_env import inherited_environ, job_python
+from airflow_dist_training.local.processing import ProcessingContainer
 from airflow_dist_training.retry import PollTimeout
 from airflow_dist_training.sagemaker.job_kinds import PROCESSING
 from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores, get_tree, put_tree
@@ -148,12 +153,19 @@ def extract_archive(archive: Path, dest: Path) -> None:
 
 
 class LocalEvaluationRunner:
-    """Run ``python <script> --model-dir <dir> --output-dir <dir>`` in a subprocess.
+    """Run the evaluation script on this machine as a SageMaker processing job runs it.
+
+    It runs in a processing container (``local/processing.py``, the one of the test endpoint's
+    processing jobs): ``python3 /opt/ml/processing/input/code/<script> --model-dir /opt/ml/processing/model
+    --output-dir /opt/ml/processing/evaluation``, the image's ``/opt/conda``, no path of this machine
+    (without Linux namespaces, the fallback of docs/local-backend.md: ``/opt/ml`` is a folder of
+    ``work_dir``).
 
     The model is prepared the way a processing job would see it: a ``model.tar.gz`` (local path,
-    ``file://`` or ``s3://``) is extracted into ``<work_dir>/model``; a local directory (a
-    checkpoint) is used as it is; an ``s3://`` prefix is downloaded. Output lines are streamed to
-    the task log as they come; a failure names the exit code and the last stderr lines.
+    ``file://`` or ``s3://``) is extracted; a local directory (a checkpoint) is mounted as it is; an
+    ``s3://`` prefix is downloaded. The output directory and a local data directory are mounted.
+    Output lines are streamed to the task log as they come; a failure names the exit code and the
+    last stderr lines.
 
     :param store: where to fetch ``s3://`` models from.
     :param python: interpreter for the script; default: a local training job's (``local/job_env.py``).
@@ -167,38 +179,34 @@ class LocalEvaluationRunner:
         self.python = python  # None: the job environment, resolved when a script runs
         self.stderr_tail = stderr_tail
 
-    def prepare_model(self, model_uri: str, work_dir: Path) -> Path:
-        model_dir = work_dir / "model"
-        if model_dir.exists():
-            shutil.rmtree(model_dir)
+    def prepare_model(self, model_uri: str, model_dir: Path) -> Path | None:
+        """Extract or download the model into ``model_dir``; a local directory (returned) is
+        used as it is."""
         path = self.store.local_file(model_uri)
         if path is None:  # in a remote store
             if model_uri.endswith((".tar.gz", ".tgz", ".tar")):
                 archive = self.store.download(
-                    model_uri, work_dir / "download" / posixpath.basename(model_uri)
+                    model_uri, model_dir.parent / "download" / posixpath.basename(model_uri)
                 )
                 extract_archive(archive, model_dir)
+                archive.unlink()
             else:
                 self.store.download_prefix(model_uri, model_dir)
-            return model_dir
+            return None
         if path.is_dir():
             return path
         if path.is_file() and tarfile.is_tarfile(path):
             extract_archive(path, model_dir)
-            return model_dir
+            return None
         if path.is_file():
             raise SpecValidationError([Problem("model_uri", f"{model_uri} is a file but not a tar archive")])
         raise SpecValidationError([Problem("model_uri", f"{model_uri} does not exist")])
 
-    def stage_code(self, script: str, dependencies: Sequence[str], work_dir: Path) -> Path:
-        """Copy the code the evaluation ships (``evaluation_code_files``) into ``<work_dir>/code``,
-        as a processing job gets it; return the script's path there."""
+    def stage_code(self, script: str, dependencies: Sequence[str], code: Path) -> Path:
+        """Copy the code the evaluation ships (``evaluation_code_files``) into ``code``, as a
+        processing job gets it; return the script's path there."""
         script_path = file_uri_path(script)
-        files = evaluation_code_files(script_path, dependencies)
-        code = work_dir / "code"
-        if code.exists():
-            shutil.rmtree(code)
-        for source, rel in files:
+        for source, rel in evaluation_code_files(script_path, dependencies):
             (code / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, code / rel)
         return code / script_path.name
@@ -220,41 +228,65 @@ class LocalEvaluationRunner:
         SageMaker: nothing else of its folder); return the path of the ``evaluation.json`` it wrote."""
         if not file_uri_path(script).is_file():
             raise SpecValidationError([Problem("script", f"{script} does not exist")])
+        data = Path(data_dir) if data_dir else None
+        if data is not None and not data.exists():
+            raise SpecValidationError([Problem("data_uri", f"{data_dir} does not exist")])
         python, why = job_python(self.python)  # before anything is staged: a missing environment's error
         log.info("Evaluation Python: %s (%s)", python, why)
-        work_dir.mkdir(parents=True, exist_ok=True)
-        shipped = self.stage_code(script, dependencies, work_dir)
-        model_dir = self.prepare_model(model_uri, work_dir)
+        box = ProcessingContainer(work_dir / "container", python)
+        shutil.rmtree(box.job_dir, ignore_errors=True)  # a fresh container for every run
+        box.opt_ml.mkdir(parents=True)
+        shipped = self.stage_code(script, dependencies, Path(box.local(CODE_DIR)))
+        binds: dict[str, Path] = {}
+        if (checkpoint := self.prepare_model(model_uri, Path(box.local(MODEL_DIR)))) is not None:
+            binds[MODEL_DIR] = checkpoint
         out = output_dir or work_dir / "evaluation"
         out.mkdir(parents=True, exist_ok=True)
         result = out / EVALUATION_FILE_NAME
         result.unlink(missing_ok=True)  # never read a previous run's result
-        full_env = {
-            # as a job inherits it: the script sees what it ships and its environment has
-            **inherited_environ(),
-            "PYTHONUNBUFFERED": "1",
-            **script_environment(str(model_dir), str(out), data_dir),
-            **(env or {}),
-        }
-        cmd = [python, str(shipped), *script_arguments(str(model_dir), str(out), arguments)]
-        log.info("Running evaluation: %s", " ".join(cmd))
-        self._run_process(script, cmd, full_env, shipped.parent, timeout)
+        binds[OUTPUT_DIR] = out
+        if data is not None and data.is_dir():
+            binds[DATA_DIR] = data
+        elif data is not None:  # one file: as SageMaker downloads a single object
+            Path(box.local(DATA_DIR)).mkdir(parents=True)
+            shutil.copyfile(data, Path(box.local(DATA_DIR)) / data.name)
+        box.start(binds)
+        # as a local training job: the worker's environment without this provider's or Airflow's
+        # settings, then the evaluation contract and the task's variables
+        job_env = {**script_environment(MODEL_DIR, OUTPUT_DIR, DATA_DIR if data else None), **(env or {})}
+        full_env = box.environ(inherited_environ(), job_env)
+        argv = ["python3", f"{CODE_DIR}/{shipped.name}", *script_arguments(MODEL_DIR, OUTPUT_DIR, arguments)]
+        log.info("Running evaluation: %s", box.public(" ".join(box.seen(a) for a in argv)))
+        self._run_process(script, box, box.command(argv), full_env, timeout)
         if not result.is_file():
             why = f"the evaluation script {script} exited 0 but did not write {EVALUATION_FILE_NAME}"
             raise SpecValidationError([("", why)], source=str(result))
         return result
 
     def _run_process(
-        self, script: str, cmd: list[str], env: Mapping[str, str], cwd: Path, timeout: float | None
+        self,
+        script: str,
+        box: ProcessingContainer,
+        cmd: list[str],
+        env: Mapping[str, str],
+        timeout: float | None,
     ) -> None:
         """Run the script, streaming its output; a non-zero exit is an ``EvaluationScriptFailure``."""
         tail: collections.deque[str] = collections.deque(maxlen=self.stderr_tail)
         proc = subprocess.Popen(
-            cmd, cwd=str(cwd), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
+            cmd,
+            cwd=str(box.cwd),
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
         )
         readers = [
-            threading.Thread(target=_pump, args=(proc.stdout, logging.INFO, None), daemon=True),
-            threading.Thread(target=_pump, args=(proc.stderr, logging.WARNING, tail), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stdout, logging.INFO, None, box.public), daemon=True),
+            threading.Thread(
+                target=_pump, args=(proc.stderr, logging.WARNING, tail, box.public), daemon=True
+            ),
         ]
         for t in readers:
             t.start()
@@ -274,17 +306,21 @@ class LocalEvaluationRunner:
         for t in readers:
             t.join(5)
         if rc != 0:
-            reason = f"AlgorithmError: {Path(script).name} exited with code {rc}: {last_error_line(list(tail))}"
+            reason = (
+                f"AlgorithmError: {Path(script).name} exited with code {rc}: {last_error_line(list(tail))}"
+            )
             raise EvaluationScriptFailure(
                 f"evaluation script {script} exited with code {rc}" + _tail_text(tail), reason[:1024]
             )
 
 
-def _pump(stream: IO[str] | None, level: int, tail: collections.deque[str] | None) -> None:
+def _pump(
+    stream: IO[str] | None, level: int, tail: collections.deque[str] | None, public: Callable[[str], str]
+) -> None:
     if stream is None:
         return
     for line in stream:
-        line = line.rstrip("\n")
+        line = public(line.rstrip("\n"))
         log.log(level, "[evaluate] %s", line)
         if tail is not None:
             tail.append(line)

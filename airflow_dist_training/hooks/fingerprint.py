@@ -7,9 +7,11 @@ are read once (sha256), which is what "unchanged" has to mean there.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tarfile
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -27,7 +29,8 @@ from airflow_dist_training.retraining.fingerprint import (
     s3_listing_entries,
     spec_hash,
 )
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage import StoreOptions, Stores
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 _CHUNK = 1 << 20
 _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
@@ -100,7 +103,7 @@ class FingerprintHook(AwsConnectionMixin):
 
     def channel_fingerprint(self, uri: str, base_dir: str | Path = ".") -> dict[str, Any]:
         """``{"fingerprint", "objects", "bytes", "source"}`` of one channel location."""
-        if uri.startswith("s3://"):
+        if uri_scheme(uri) == "s3":
             result = listing_fingerprint(self.s3_entries(uri))
         else:
             result = listing_fingerprint(self.local_entries(_local(uri, Path(base_dir))))
@@ -115,7 +118,7 @@ class FingerprintHook(AwsConnectionMixin):
     ) -> str | None:
         """Hash of the code the job runs: every file of the source directory (or the S3 tarball's
         ETag) and of its ``dependencies``, by the path each has in the code archive."""
-        if source_dir and source_dir.startswith("s3://"):
+        if source_dir and uri_scheme(source_dir) == "s3":
             return code_hash((e.key, e.tag) for e in self.s3_entries(source_dir))
         root = _local(source_dir, Path(base_dir)) if source_dir else Path(base_dir)
         if not root.exists():
@@ -139,7 +142,7 @@ class FingerprintHook(AwsConnectionMixin):
         """The evaluation's inputs: its script and shipped dependencies, its held-out data, its
         arguments. None when one of them cannot be read (nothing is compared then)."""
         base = Path(base_dir)
-        if script.startswith("s3://"):
+        if uri_scheme(script) == "s3":
             files = [(e.key, e.tag) for e in self.s3_entries(script)]
         else:
             path = _local(script, base)
@@ -184,7 +187,7 @@ class FingerprintHook(AwsConnectionMixin):
                 source = staged_sources[name]
             elif isinstance(channel, S3Channel):
                 source = channel.uri
-            if source is None or (on_aws and not source.startswith("s3://")):
+            if source is None or (on_aws and uri_scheme(source) != "s3"):
                 unknown = True  # an FSx/EFS channel we did not stage: its content is not listable here
                 channels[name] = {"fingerprint": None, "source": getattr(channel, "directory_path", None)}
                 continue
@@ -198,17 +201,36 @@ class FingerprintHook(AwsConnectionMixin):
             channels=channels,
         )
 
-    def _open(self, uri: str) -> Any:
-        """A readable binary file of the artifact (S3: spooled to disk past 64 MiB, never all in memory)."""
-        if uri.startswith("s3://"):
-            import tempfile
+    @cached_property
+    def stores(self) -> Stores:
+        """The stores of this hook's connection (model artifacts in any registered scheme)."""
+        return Stores(StoreOptions(self.aws_conn_id, self.region_name, self.botocore_config))
 
-            _, bucket, key = split_uri(uri)
-            spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)
-            self.s3.download_fileobj(bucket, key, spool)
-            spool.seek(0)
-            return spool
-        return _local(uri, Path("/")).open("rb")
+    def model_exists(self, uri: str) -> bool:
+        """Whether a model artifact is still there: the file (``model.tar.gz``) in its folder's
+        listing, or a model folder with files in it; through the store of its scheme, read nothing."""
+        from airflow_dist_training.storage.location import parent_uri
+
+        name = uri.rstrip("/").rsplit("/", 1)[-1]
+        store, parent = self.stores.parse(parent_uri(uri), "model_uri")
+        listing = store.list_tree(parent)
+        if name in listing:
+            return True
+        store, folder = self.stores.parse(uri, "model_uri")
+        return bool(store.list_tree(folder))
+
+    @contextlib.contextmanager
+    def _open(self, uri: str) -> Iterator[IO[bytes]]:
+        """A readable binary file of the artifact (a remote one is downloaded to a temporary file,
+        never held in memory)."""
+        store, loc = self.stores.parse(uri, "model_uri", directory=False)
+        path = store.local_path(loc)
+        with tempfile.TemporaryDirectory() as tmp:
+            if path is None:
+                path = Path(tmp) / "artifact"
+                store.get_file(loc, path)
+            with path.open("rb") as fh:
+                yield fh
 
     def model_digest(self, uri: str) -> str:
         """sha256 of a model's bytes; for a ``.tar.gz``/``.tar`` of the members' names and bytes

@@ -17,12 +17,13 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_dist_training.errors import SpecValidationError
-from airflow_dist_training.hooks.aws import local_region
+from airflow_dist_training.hooks.aws import AwsConnectionMixin, local_region
 from airflow_dist_training.local.contract import LocalJobPlan
 from airflow_dist_training.local.hosts import available_cpus
 from airflow_dist_training.results import TrainingResult
 from airflow_dist_training.spec.loading import load_spec
 from airflow_dist_training.spec.training import S3Channel, TrainingJobSpec
+from airflow_dist_training.storage.location import uri_scheme
 
 #: what a spec may be given as (``spec.loading.load_spec``)
 SpecSource = TrainingJobSpec | Mapping[str, Any] | str | Path
@@ -38,42 +39,48 @@ def default_root() -> Path:
 
 
 def _needs_s3(spec: TrainingJobSpec) -> bool:
-    if spec.source.source_dir and spec.source.source_dir.startswith("s3://"):
+    if uri_scheme(spec.source.source_dir) == "s3":
         return True
     for channel in spec.channels.values():
         src = channel.local_source
-        if (isinstance(channel, S3Channel) and src is None) or (src and src.startswith("s3://")):
+        if (isinstance(channel, S3Channel) and src is None) or uri_scheme(src) == "s3":
             return True
     if spec.checkpoint is not None and not spec.checkpoint.local_uri:
         return True
     return spec.output is not None and not spec.output.local_uri
 
 
-def s3_credentials_available() -> bool:
-    """True when boto3 finds AWS credentials (no network call)."""
+def s3_credentials_available(aws_conn_id: str | None, region_name: str | None = None) -> bool:
+    """True when the connection's session (boto3's default chain without a connection) has
+    credentials (no network call: an assumed role is refreshed on first use)."""
     try:
-        import boto3
+        from airflow_dist_training.hooks.aws import aws_hook
 
-        return boto3.Session().get_credentials() is not None
+        session = aws_hook("s3", aws_conn_id=aws_conn_id, region_name=region_name).get_session()
+        return session.get_credentials() is not None
     except Exception:
         return False
 
 
-class LocalTrainingHook(BaseHook):
+class LocalTrainingHook(AwsConnectionMixin, BaseHook):
     """Runs training jobs on the Airflow worker with torchrun (gloo on CPU).
 
     :param root: the per-job root directory (default: ``$ADT_LOCAL_ROOT`` or
         ``$AIRFLOW_HOME/dist-training-local``); each job gets ``<root>/<job name>/``.
     :param base_dir: the directory relative paths in the spec (``source.source_dir``,
         ``local_source``, ``local_uri``) are resolved against (default: the current directory).
-    :param use_s3: use S3 through boto3 for ``s3://`` locations: True, False, or None to use it when
-        credentials are found (``$ADT_LOCAL_USE_S3=0/1`` overrides None). Without S3, checkpoint and
+    :param use_s3: use S3 for ``s3://`` locations: True, False, or None to use it when the connection
+        has credentials (``$ADT_LOCAL_USE_S3=0/1`` overrides None). Without S3, checkpoint and
         output S3 locations are kept in a local mirror under ``<root>/_s3/``.
+    :param aws_conn_id: the Airflow AWS connection every S3 call uses (its credentials, role,
+        ``endpoint_url``, region); ``None``: boto3's default chain.
+    :param region_name: the S3 clients' region (default: the connection's).
     :param python: the interpreter that runs the job (default: ``$ADT_LOCAL_PYTHON``, else the
         default job environment once built, else this one; see ``local/job_env.py``).
     :param checkpoint_sync_seconds: how often the checkpoint directory is synced to its store.
     :param stop_grace_seconds: SIGTERM-to-SIGKILL grace period of :meth:`stop` (default: SageMaker's
         120 s, or ``$ADT_STOP_GRACE_SECONDS``).
+    :param job_log: where a job's lines go as they come (default: this hook's log, the task log).
     """
 
     conn_name_attr = "local_training_conn_id"
@@ -88,8 +95,13 @@ class LocalTrainingHook(BaseHook):
         python: str | None = None,
         checkpoint_sync_seconds: float = 10.0,
         stop_grace_seconds: float | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        job_log: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__()
+        self.job_log = job_log
+        self._set_aws_connection(aws_conn_id, region_name)
         self._root = Path(root).expanduser() if root is not None else None
         self.base_dir = Path(base_dir) if base_dir is not None else None
         self.use_s3 = use_s3
@@ -118,7 +130,7 @@ class LocalTrainingHook(BaseHook):
             return self.use_s3
         if (flag := os.environ.get("ADT_LOCAL_USE_S3")) is not None:
             return flag.strip().lower() in ("1", "true", "yes", "on")
-        return _needs_s3(spec) and s3_credentials_available()
+        return _needs_s3(spec) and s3_credentials_available(self.aws_conn_id, self.region_name)
 
     def plan(self, spec: SpecSource, job_name: str, *, check_paths: bool = True) -> LocalJobPlan:
         """The request executor's plan of the run (nothing staged or launched); ``check_paths=False``
@@ -129,24 +141,21 @@ class LocalTrainingHook(BaseHook):
     def executor(self) -> Any:
         """The request executor of this hook's jobs root (one per root and process)."""
         from airflow_dist_training.local.executor import LocalExecutor
-        from airflow_dist_training.local.store import ObjectStore
+        from airflow_dist_training.local.store import RequestStore
 
         with _RUNNING_LOCK:
             key = str(self.root)
             if key not in _EXECUTORS:
-                _EXECUTORS[key] = LocalExecutor(self.root, ObjectStore(self.root / "_s3"))
+                _EXECUTORS[key] = LocalExecutor(self.root, RequestStore(self.root / "_s3"))
             return _EXECUTORS[key]
 
     def object_store(self, spec: TrainingJobSpec) -> Any:
-        """The store for the request's s3:// URIs: real S3 when enabled, else ``<root>/_s3``."""
-        from airflow_dist_training.local.store import ObjectStore
+        """The store for the request's s3:// URIs: S3 through the connection when enabled, else ``<root>/_s3``."""
+        from airflow_dist_training.local.store import RequestStore
+        from airflow_dist_training.storage import StoreOptions
 
-        client = None
-        if self._s3_available(spec):
-            import boto3
-
-            client = boto3.client("s3")
-        return ObjectStore(self.root / "_s3", s3_client=client)
+        s3 = StoreOptions(self.aws_conn_id, self.region_name) if self._s3_available(spec) else None
+        return RequestStore(self.root / "_s3", s3=s3)
 
     def submission(
         self,
@@ -213,7 +222,7 @@ class LocalTrainingHook(BaseHook):
             uploads=uploads,
             region=region,
         )
-        emit = log or self.log.info
+        emit = log or self.job_log or self.log.info
         for warning in sub.warnings:
             emit(f"[local] WARNING {warning}")
         job = self.executor().start(sub.request, store=sub.store, options=sub.options, log=emit)
@@ -225,7 +234,7 @@ class LocalTrainingHook(BaseHook):
         directory (and so its checkpoints). ``TrainingJobError`` when it ends Failed or Stopped.
         ``start``: the settings of :meth:`start_job`."""
         job = self.start_job(spec, job_name, **start)
-        with _stop_on_sigterm(job, self.stop_grace_seconds):
+        with stop_on_sigterm(job, self.stop_grace_seconds):
             return job.result()  # type: ignore[no-any-return]
 
     def stop(self, job_name: str) -> bool:
@@ -246,7 +255,7 @@ def _validate_job_name(job_name: str) -> None:
 
 
 @contextlib.contextmanager
-def _stop_on_sigterm(run: Any, grace: float) -> Any:
+def stop_on_sigterm(run: Any, grace: float) -> Any:
     """In the main thread: on SIGTERM, stop the job's process groups, then run the previous handler.
 
     A killed task therefore never leaves training processes behind, even if nobody calls stop()

@@ -16,9 +16,11 @@ so a failure half-way never leaves the alias on a version that is not fully regi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -43,6 +45,7 @@ _LINEAGE_TAGS = (
     "data_fingerprint",
     "code_hash",
     "spec_hash",
+    "evaluation_fingerprint",
     "run_id",
     "dag_id",
     "champion_compared_with",
@@ -69,19 +72,31 @@ class MlflowTrackingError(Exception):
         )
 
 
+#: SageMaker managed MLflow: a tracking server's or an MLflow App's ARN, as the ``sagemaker-mlflow``
+#: plugin takes it for a tracking URI.
+_MANAGED_ARN = re.compile(
+    r"^arn:(aws|aws-us-gov):sagemaker:([a-z0-9-]+):(\d{12}):(mlflow-tracking-server|mlflow-app)/[^/#\s]+$"
+)
+#: What the plugin reads to send the requests elsewhere than the region's endpoint (tests, VPC endpoints).
+CUSTOM_ENDPOINT_ENV = "SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT"
+
+
 def tracking_uri(uri: str | None = None) -> str:
-    """The tracking server's URI: ``uri``, else ``$MLFLOW_TRACKING_URI`` (refused when unset or not HTTP)."""
+    """The tracking server: ``uri``, else ``$MLFLOW_TRACKING_URI``; an ``http(s)://`` URL or a SageMaker
+    managed MLflow ARN (refused when unset or neither)."""
     chosen = uri or os.environ.get(TRACKING_URI_ENV, "")
     if not chosen:
         raise SpecValidationError(
             [Problem("registry", f"kind mlflow needs the tracking server: set {TRACKING_URI_ENV}")]
         )
     if chosen.startswith("arn:"):
-        why = (
-            f"{TRACKING_URI_ENV}={chosen!r}: SageMaker managed MLflow as the registry needs SigV4-signed "
-            "requests, which this kind does not send yet; give a self-hosted server's http(s):// URL"
-        )
-        raise SpecValidationError([Problem("registry", why)])
+        if not _MANAGED_ARN.match(chosen):
+            why = (
+                f"{TRACKING_URI_ENV}={chosen!r}: not a SageMaker managed MLflow ARN "
+                "(arn:aws:sagemaker:<region>:<account>:mlflow-tracking-server/<name> or mlflow-app/<id>)"
+            )
+            raise SpecValidationError([Problem("registry", why)])
+        return chosen
     if not chosen.startswith(("http://", "https://")):
         why = f"{TRACKING_URI_ENV}={chosen!r}: the registry talks to a tracking server over http(s)://"
         raise SpecValidationError([Problem("registry", why)])
@@ -91,7 +106,12 @@ def tracking_uri(uri: str | None = None) -> str:
 class MlflowRestClient:
     """MLflow's REST API: one request a call, transient failures retried with backoff.
 
-    :param uri: the tracking server (``http(s)://host:port``).
+    A SageMaker managed MLflow ARN is reached as AWS's ``sagemaker-mlflow`` plugin reaches it: the
+    region's ``https://<region>.experiments.sagemaker.aws`` (or ``$SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT``),
+    the ARN in ``x-mlflow-sm-tracking-server-arn``, and each request signed with SigV4 for the
+    ``sagemaker-mlflow`` service with the default AWS credentials.
+
+    :param uri: the tracking server (``http(s)://host:port``, or a managed MLflow ARN).
     :param timeout: seconds per request.
     :param attempts: tries per call; connection errors, 429 and 5xx are retried, other errors are not.
     :param backoff: seconds before the second try, doubled after each.
@@ -108,6 +128,18 @@ class MlflowRestClient:
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.uri = uri.rstrip("/")
+        self.base, self._signer, self._arn_header = self.uri, None, {}
+        managed = _MANAGED_ARN.match(self.uri)
+        if managed:
+            import boto3
+            from botocore.auth import SigV4Auth
+
+            region = managed.group(2)  # both partitions' endpoints end in .aws
+            self.base = os.environ.get(CUSTOM_ENDPOINT_ENV, "").rstrip("/") or (
+                f"https://{region}.experiments.sagemaker.aws"
+            )
+            self._signer = SigV4Auth(boto3.Session().get_credentials(), "sagemaker-mlflow", region)
+            self._arn_header = {"x-mlflow-sm-tracking-server-arn": self.uri}
         self.timeout, self.attempts, self.backoff = timeout, attempts, backoff
         self._sleep = sleep or time.sleep
         self.calls = 0  # requests sent (retries included): what bench/mlflow_logging.py counts
@@ -132,7 +164,9 @@ class MlflowRestClient:
         params: Mapping[str, Any] | None = None,
         content_type: str = "application/octet-stream",
     ) -> bytes:
-        url = self.uri + path + (f"?{urllib.parse.urlencode(params)}" if params else "")
+        # %20, not +, for spaces: what SigV4's canonical query string expects
+        query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote) if params else ""
+        url = self.base + path + (f"?{query}" if query else "")
         delay = self.backoff
         for attempt in range(1, self.attempts + 1):
             try:
@@ -147,9 +181,15 @@ class MlflowRestClient:
 
     def _once(self, method: str, url: str, path: str, data: bytes | None, content_type: str) -> bytes:
         self.calls += 1
-        request = urllib.request.Request(
-            url, data=data, method=method, headers={"Content-Type": content_type}
-        )
+        headers = {"Content-Type": content_type, **self._arn_header}
+        if self._signer is not None:
+            from botocore.awsrequest import AWSRequest
+
+            headers["X-Amz-Content-SHA256"] = hashlib.sha256(data or b"").hexdigest()
+            signed = AWSRequest(method=method, url=url, data=data, headers=headers)
+            self._signer.add_auth(signed)
+            headers = dict(signed.headers.items())
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return bytes(response.read())
@@ -189,17 +229,32 @@ def _tag_map(entity: Mapping[str, Any]) -> dict[str, str]:
 
 
 def experiment_id(client: MlflowRestClient, name: str) -> str:
-    """The id of the experiment ``name``, created when missing."""
+    """The id of the experiment ``name``, created when missing (mapped members finishing together
+    race to create it: the losers read the winner's)."""
+
+    def by_name() -> str | None:
+        try:
+            found = client.call("GET", "experiments/get-by-name", params={"experiment_name": name})
+            return str(found["experiment"]["experiment_id"])
+        except MlflowTrackingError as exc:
+            if exc.code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+        return None
+
+    found = by_name()
+    if found is not None:
+        return found
     try:
-        found = client.call("GET", "experiments/get-by-name", params={"experiment_name": name})
-        return str(found["experiment"]["experiment_id"])
+        return str(client.call("POST", "experiments/create", {"name": name})["experiment_id"])
     except MlflowTrackingError as exc:
-        if exc.code != "RESOURCE_DOES_NOT_EXIST":
+        if exc.code != "RESOURCE_ALREADY_EXISTS" or (raced := by_name()) is None:
             raise
-    return str(client.call("POST", "experiments/create", {"name": name})["experiment_id"])
+        return raced
 
 
-def job_run(client: MlflowRestClient, experiment: str, job: str | None, backend: str | None, fallback: str) -> str:
+def job_run(
+    client: MlflowRestClient, experiment: str, job: str | None, backend: str | None, fallback: str
+) -> str:
     """The run of training job ``job`` in ``experiment`` (tag ``training_job``), created when there is none."""
     exp_id = experiment_id(client, experiment)
     if job:
@@ -214,6 +269,49 @@ def job_run(client: MlflowRestClient, experiment: str, job: str | None, backend:
         "tags": _tags({"training_job": job, "training_backend": backend}),
     }
     return str(client.call("POST", "runs/create", body)["run"]["info"]["run_id"])
+
+
+#: The tag that marks a DAG run's parent run (``<dag_id>/<run_id>``) and MLflow's own nesting tag.
+DAG_RUN_TAG = "dag_run"
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def _dag_run_parents(client: MlflowRestClient, exp_id: str, key: str) -> list[str]:
+    query = {"experiment_ids": [exp_id], "filter": f"tags.{DAG_RUN_TAG} = '{key}'", "max_results": 100}
+    return sorted(
+        str(r["info"]["run_id"]) for r in client.call("POST", "runs/search", query).get("runs") or []
+    )
+
+
+def dag_run_parent(client: MlflowRestClient, exp_id: str, dag_id: str, run_id: str) -> tuple[str, str | None]:
+    """The parent run under which a DAG run's mapped members nest, and the one this call created
+    (None if it found one). Members that finish together may each create one: they all settle on
+    the smallest id (``settle_parent``) once they have logged."""
+    key = f"{dag_id}/{run_id}"
+    found = _dag_run_parents(client, exp_id, key)
+    if found:
+        return found[0], None
+    body = {
+        "experiment_id": exp_id,
+        "run_name": f"{dag_id} {run_id}",
+        "start_time": int(time.time() * 1000),
+        "tags": _tags({DAG_RUN_TAG: key}),
+    }
+    ours = str(client.call("POST", "runs/create", body)["run"]["info"]["run_id"])
+    return min(_dag_run_parents(client, exp_id, key) or [ours]), ours
+
+
+def settle_parent(
+    client: MlflowRestClient, exp_id: str, dag_id: str, run_id: str, child: str, chosen: str, ours: str | None
+) -> str:
+    """After logging ``child`` under ``chosen``: every parent created by then is visible, so all
+    members agree on the smallest id. Re-nest ``child`` if that is another, and delete ``ours`` if it lost."""
+    final = min(_dag_run_parents(client, exp_id, f"{dag_id}/{run_id}") or [chosen])
+    if final != chosen:
+        client.call("POST", "runs/set-tag", {"run_id": child, "key": PARENT_TAG, "value": final})
+    if ours is not None and ours != final:
+        client.call("POST", "runs/delete", {"run_id": ours})
+    return final
 
 
 class MlflowModelRegistry:
@@ -311,21 +409,8 @@ class MlflowModelRegistry:
             self._log_evaluation(run_id, evaluation)
             source = self._source(model_data_uri, run_id)
             version_tags = {
-                **{f"{METRIC_TAG}{k}": v for k, v in evaluation.metrics.items()},
-                "evaluation_slices": json.dumps(evaluation.slices, sort_keys=True)
-                if evaluation.slices
-                else None,
-                "evaluation_set_hash": evaluation.evaluation_set_hash,
-                **{key: (lineage or {}).get(key) for key in _LINEAGE_TAGS},
-                "gate_decision": None
-                if decision is None
-                else ("passed" if decision.get("passed") else "rejected"),
-                "gate_reasons": None if decision is None else json.dumps(list(decision.get("reasons", []))),
-                "training_job_name": (training or {}).get("job_name"),
-                "training_job_arn": (training or {}).get("job_arn"),
-                "training_backend": (training or {}).get("backend"),
+                **_version_tags(evaluation, evaluation_uri, decision, training, lineage),
                 "model_data_uri": model_data_uri,
-                "evaluation_uri": evaluation_uri,
                 "evaluation_report_uri": report_uri,
                 "image_uri": image_uri,
                 "approval_status": status,
@@ -362,7 +447,11 @@ class MlflowModelRegistry:
             "approval_status": _tag_map(entry).get("approval_status", status),
             "model_data_uri": model_data_uri,
             "evaluation_uri": evaluation_uri,
-            "audit_uri": f"{self.client.uri}/#/models/{urllib.parse.quote(self.group)}/versions/{version}",
+            "audit_uri": (
+                f"{self.client.uri}/#/models/{urllib.parse.quote(self.group)}/versions/{version}"
+                if self.client.uri.startswith("http")
+                else f"models:/{self.group}/{version}"  # managed MLflow's UI opens through a presigned URL
+            ),
         }
 
     def _ensure_model(self) -> None:
@@ -389,7 +478,9 @@ class MlflowModelRegistry:
 
     def _run_for(self, training: Mapping[str, Any] | None) -> str:
         training = training or {}
-        return job_run(self.client, self.experiment, training.get("job_name"), training.get("backend"), self.group)
+        return job_run(
+            self.client, self.experiment, training.get("job_name"), training.get("backend"), self.group
+        )
 
     def _log_evaluation(self, run_id: str, evaluation: EvaluationResult) -> None:
         now = int(time.time() * 1000)
@@ -432,6 +523,37 @@ class MlflowModelRegistry:
     def _set_alias(self, version: str) -> None:
         body = {"name": self.group, "alias": CHAMPION_ALIAS, "version": version}
         self.client.call("POST", "registered-models/alias", body)
+
+    def record_evaluation(
+        self, champion: Champion, *, evaluation_uri: str, evaluation_fingerprint: str | None, run_id: str | None
+    ) -> dict[str, Any]:
+        """The champion version's tags become the new evaluation's (``metric.*``, slices, set hash,
+        ``evaluation_fingerprint``, ``evaluation_uri``) plus ``reevaluated_at``/``reevaluated_by_run``;
+        metric tags the new evaluation lacks are deleted. No new version."""
+        from airflow_dist_training.hooks.registry import _reevaluation
+
+        evaluation = self.store.load_evaluation(evaluation_uri)
+        version = str(champion.version)
+        record = _reevaluation(champion, evaluation, evaluation_uri, evaluation_fingerprint, run_id)
+        tags = {
+            **{f"{METRIC_TAG}{k}": v for k, v in evaluation.metrics.items()},
+            "evaluation_slices": json.dumps(evaluation.slices, sort_keys=True) if evaluation.slices else "{}",
+            "evaluation_set_hash": evaluation.evaluation_set_hash,
+            "evaluation_fingerprint": evaluation_fingerprint,
+            "evaluation_uri": evaluation_uri,
+            "reevaluated_at": record["reevaluated_at"],
+            "reevaluated_by_run": run_id,
+        }
+        stale = [k for k in _tag_map(self._version(version)) if k.startswith(METRIC_TAG) and k not in tags]
+        for key in stale:
+            body = {"name": self.group, "version": version, "key": key}
+            self.client.call("DELETE", "model-versions/delete-tag", body)
+        for key, value in tags.items():
+            if value is not None:
+                body = {"name": self.group, "version": version, "key": key, "value": str(value)}
+                self.client.call("POST", "model-versions/set-tag", body)
+        log.info("MLflow: recorded a re-evaluation of %s version %s (no new version)", self.group, version)
+        return {"registry": self.kind, "group": self.group, **record}
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
         if status not in (APPROVED, PENDING, REJECTED):
@@ -489,7 +611,9 @@ def metric_history(curves: Mapping[str, Any], timestamp_ms: int) -> list[dict[st
     for name, points in (curves.get("series") or {}).items():
         first = [p for p in points if p.get("host", "algo-1") == "algo-1"] or list(points)
         for step, point in enumerate(first):
-            metrics.append({"key": name, "value": float(point["value"]), "timestamp": timestamp_ms, "step": step})
+            metrics.append(
+                {"key": name, "value": float(point["value"]), "timestamp": timestamp_ms, "step": step}
+            )
     return metrics
 
 
@@ -516,7 +640,9 @@ def log_batches(
 
 def training_params(spec: Mapping[str, Any]) -> dict[str, str]:
     """The run's params: the hyperparameters and the spec's key settings (``compute.instance_type``, ...)."""
-    params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (spec.get("hyperparameters") or {}).items()}
+    params = {
+        k: v if isinstance(v, str) else json.dumps(v) for k, v in (spec.get("hyperparameters") or {}).items()
+    }
     for key, (section, field) in _SPEC_PARAMS.items():
         value = (spec.get(section) or {}).get(field)
         if value is not None:
@@ -532,9 +658,11 @@ def log_training_job(
     spec: Mapping[str, Any],
     curves: Mapping[str, Any],
     link: str | None = None,
+    parent: str | None = None,
 ) -> str:
     """One finished training job as an MLflow run (the job's run when it has one): params, metric
-    curves, the job's name, backend and link; the run is FINISHED. Returns the run id."""
+    curves, the job's name, backend and link, nested under ``parent``; the run is FINISHED. Returns
+    the run id."""
     job, backend = result.get("job_name"), result.get("backend")
     run_id = job_run(client, experiment, job, backend, experiment)
     now = int(time.time() * 1000)
@@ -544,6 +672,7 @@ def log_training_job(
         "training_job_arn": result.get("job_arn"),
         "training_job_link": link,
         "model_data_uri": result.get("model_artifact_uri"),
+        PARENT_TAG: parent,
     }
     log_batches(client, run_id, metric_history(curves, now), training_params(spec), tags)
     client.call("POST", "runs/update", {"run_id": run_id, "status": "FINISHED", "end_time": now})
@@ -576,6 +705,7 @@ def track_training_task(
         return None
     try:
         from airflow_dist_training.links.sagemaker import XCOM_KEY, job_links
+        from airflow_dist_training.ui.data import MLFLOW_RUN_KEY  # the Training view links the run
 
         ti = context["ti"]
         spec = ti.xcom_pull(task_ids=plan_task_id, key="spec") or {}
@@ -583,11 +713,52 @@ def track_training_task(
         region = info.get("region")
         curves = job_curves(result, region, getattr(ti.task, "aws_conn_id", None))
         client = client or MlflowRestClient(tracking_uri())
+        exp_id = experiment_id(client, experiment)
+        map_index = getattr(ti, "map_index", None)
+        member = map_index is not None and int(map_index) >= 0
+        # mapped members nest under one parent run per DAG run
+        parent, ours = dag_run_parent(client, exp_id, ti.dag_id, ti.run_id) if member else (None, None)
         run_id = log_training_job(
-            client, experiment=experiment, result=result, spec=spec, curves=curves, link=job_links(info).get("job") or None
+            client,
+            experiment=experiment,
+            result=result,
+            spec=spec,
+            curves=curves,
+            link=job_links(info).get("job") or None,
+            parent=parent,
         )
+        if parent is not None:
+            settle_parent(client, exp_id, ti.dag_id, ti.run_id, run_id, parent, ours)
+        url = f"{client.uri}/#/experiments/{exp_id}/runs/{run_id}" if client.uri.startswith("http") else None
+        ti.xcom_push(key=MLFLOW_RUN_KEY, value={"run_id": run_id, "experiment_id": exp_id, "url": url})
     except (MlflowTrackingError, SpecValidationError, OSError, KeyError, ValueError) as exc:
-        log.warning("MLflow: could not log training job %s (%s); the job's result stands", result.get("job_name"), exc)
+        log.warning(
+            "MLflow: could not log training job %s (%s); the job's result stands", result.get("job_name"), exc
+        )
         return None
-    log.info("MLflow: training job %s logged as run %s (%s calls)", result.get("job_name"), run_id, client.calls)
+    log.info(
+        "MLflow: training job %s logged as run %s (%s calls)", result.get("job_name"), run_id, client.calls
+    )
     return run_id
+
+
+def _version_tags(
+    evaluation: EvaluationResult,
+    evaluation_uri: str,
+    decision: Mapping[str, Any] | None,
+    training: Mapping[str, Any] | None,
+    lineage: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """What a version records of its evaluation, its gate decision, its training job and lineage."""
+    return {
+        **{f"{METRIC_TAG}{k}": v for k, v in evaluation.metrics.items()},
+        "evaluation_slices": json.dumps(evaluation.slices, sort_keys=True) if evaluation.slices else None,
+        "evaluation_set_hash": evaluation.evaluation_set_hash,
+        **{key: (lineage or {}).get(key) for key in _LINEAGE_TAGS},
+        "gate_decision": None if decision is None else ("passed" if decision.get("passed") else "rejected"),
+        "gate_reasons": None if decision is None else json.dumps(list(decision.get("reasons", []))),
+        "training_job_name": (training or {}).get("job_name"),
+        "training_job_arn": (training or {}).get("job_arn"),
+        "training_backend": (training or {}).get("backend"),
+        "evaluation_uri": evaluation_uri,
+    }

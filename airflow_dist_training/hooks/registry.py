@@ -44,6 +44,8 @@ from airflow_dist_training.storage.location import file_uri_path, join_uri, pare
 log = logging.getLogger(__name__)
 
 _STATUSES = {APPROVED, PENDING, REJECTED}
+# the model package metadata key naming a re-evaluation's report (ModelMetrics cannot be updated)
+CURRENT_EVALUATION_KEY = "CurrentEvaluation"
 # what ``register`` returns besides the registry and the group
 _RESULT_KEYS = ("package_id", "version", "approval_status", "model_data_uri", "evaluation_uri", "audit_uri")
 
@@ -78,6 +80,13 @@ class ModelRegistry(Protocol):
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None: ...
 
+    def record_evaluation(
+        self, champion: Champion, *, evaluation_uri: str, evaluation_fingerprint: str | None, run_id: str | None
+    ) -> dict[str, Any]:
+        """Record a re-evaluation of ``champion`` (its model, a new evaluation set) on the champion
+        itself, no new version: the next run compares against it (``docs/retraining.md``)."""
+        ...
+
 
 def _check_status(status: str) -> None:
     if status not in _STATUSES:
@@ -93,6 +102,25 @@ def _package_uris(desc: Mapping[str, Any]) -> tuple[Any, Any]:
     containers = (desc.get("InferenceSpecification") or {}).get("Containers") or [{}]
     stats = ((desc.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
     return containers[0].get("ModelDataUrl"), stats.get("S3Uri")
+
+
+def _reevaluation(
+    champion: Champion, evaluation: Any, evaluation_uri: str, evaluation_fingerprint: str | None, run_id: str | None
+) -> dict[str, Any]:
+    """One re-evaluation's record (what every registry keeps of it, and returns)."""
+    return {
+        "package_id": champion.id,
+        "version": champion.version,
+        "model_data_uri": champion.model_data_uri,
+        "evaluation_uri": evaluation_uri,
+        "evaluation_fingerprint": evaluation_fingerprint,
+        "evaluation_set_hash": evaluation.evaluation_set_hash,
+        "metrics": dict(evaluation.metrics),
+        "previous_evaluation_uri": champion.evaluation_uri,
+        "previous_evaluation_fingerprint": (champion.lineage or {}).get("evaluation_fingerprint"),
+        "run_id": run_id,
+        "reevaluated_at": _now(),
+    }
 
 
 def _read_champion(
@@ -249,6 +277,33 @@ class LocalModelRegistry:
     def _result(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"registry": self.kind, "group": self.group, **{key: entry[key] for key in _RESULT_KEYS}}
 
+    def record_evaluation(
+        self, champion: Champion, *, evaluation_uri: str, evaluation_fingerprint: str | None, run_id: str | None
+    ) -> dict[str, Any]:
+        """Store the new evaluation beside the version and make it the version's current one
+        (``evaluation_uri``, ``evaluation_set_hash``, ``lineage.evaluation_fingerprint``); the
+        earlier ones stay listed under ``reevaluations``."""
+        evaluation_bytes = self.store.read_bytes(evaluation_uri)
+        evaluation = self.store.load_evaluation(evaluation_uri)
+        version = int(str(champion.id).rsplit("/", 1)[-1])
+        with self._locked():
+            index = self._read_index()
+            entry = next((v for v in index["versions"] if int(v["version"]) == version), None)
+            if entry is None:
+                raise SpecValidationError([Problem("version", f"no version {version} in group {self.group}")])
+            done = list(entry.get("reevaluations") or [])
+            stored = self.group_dir / "versions" / str(version) / "reevaluations" / str(len(done) + 1) / EVALUATION_FILE_NAME
+            atomic_write(stored, evaluation_bytes)
+            record = _reevaluation(champion, evaluation, str(stored), evaluation_fingerprint, run_id)
+            record["source_evaluation_uri"] = evaluation_uri
+            entry["reevaluations"] = [*done, record]
+            entry["evaluation_uri"] = str(stored)
+            entry["evaluation_set_hash"] = evaluation.evaluation_set_hash
+            entry["lineage"] = {**(entry.get("lineage") or {}), "evaluation_fingerprint": evaluation_fingerprint}
+            self._write_index(index)
+        log.info("Recorded a re-evaluation of %s/%s (no new version)", self.group, version)
+        return {"registry": self.kind, "group": self.group, **record}
+
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
         _check_status(status)
         version = int(str(package_id).rsplit("/", 1)[-1])
@@ -336,6 +391,9 @@ class ModelRegistryHook(AwsConnectionMixin):
         from airflow_dist_training.evaluation.registration import lineage_from_metadata
 
         model_data_uri, uri = _package_uris(desc)
+        # a re-evaluation on a newer evaluation set supersedes the registered report (ModelMetrics
+        # cannot be updated): record_evaluation
+        uri = (desc.get("CustomerMetadataProperties") or {}).get(CURRENT_EVALUATION_KEY) or uri
         why = "is not set (the package was registered without an evaluation report); cannot compare metrics against it"
         return _read_champion(
             f"model package {arn}",
@@ -429,6 +487,29 @@ class ModelRegistryHook(AwsConnectionMixin):
 
     def _write_audit(self, uri: str, record: Mapping[str, Any]) -> None:
         self.store.write_text(uri, json.dumps(record, indent=2, sort_keys=True), "application/json")
+
+    def record_evaluation(
+        self, champion: Champion, *, evaluation_uri: str, evaluation_fingerprint: str | None, run_id: str | None
+    ) -> dict[str, Any]:
+        """``UpdateModelPackage``: the package's ``CustomerMetadataProperties`` name the new
+        evaluation report (``CurrentEvaluation``, read before ``ModelMetrics``, which cannot be
+        updated), its ``EvaluationFingerprint`` and ``EvaluationSetHash``, and when and by which
+        run it was re-evaluated."""
+        evaluation = self.store.load_evaluation(evaluation_uri)
+        desc = self.client.describe_model_package(ModelPackageName=champion.id)
+        record = _reevaluation(champion, evaluation, evaluation_uri, evaluation_fingerprint, run_id)
+        updates = {
+            CURRENT_EVALUATION_KEY: evaluation_uri,
+            "EvaluationFingerprint": evaluation_fingerprint,
+            "EvaluationSetHash": evaluation.evaluation_set_hash,
+            "ReevaluatedAt": record["reevaluated_at"],
+            "ReevaluatedByRun": run_id,
+        }
+        # the whole map: SageMaker merges it, some emulators replace it
+        metadata = {**(desc.get("CustomerMetadataProperties") or {}), **{k: str(v)[:256] for k, v in updates.items() if v}}
+        self.client.update_model_package(ModelPackageArn=champion.id, CustomerMetadataProperties=metadata)
+        log.info("Recorded a re-evaluation of %s (no new version)", champion.id)
+        return {"registry": self.kind, "group": self.group, **record}
 
     def set_approval(self, package_id: str, status: str, description: str | None = None) -> None:
         _check_status(status)

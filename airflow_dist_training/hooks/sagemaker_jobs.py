@@ -33,6 +33,8 @@ from airflow_dist_training.retry import call_throttled, poll_until
 from airflow_dist_training.sagemaker.job_kinds import GENERIC_TRIGGER, SageMakerJobKind, get_job_kind
 
 TAG_STOP_REQUESTED = "airflow-dist-training:stop-requested"
+#: why Airflow stopped a job, when the stop is not a kill of its task (e.g. ``checkpoint-stall``)
+TAG_STOP_CAUSE = "airflow-dist-training:stop-cause"
 
 
 class JobAlreadyExistsError(RuntimeError):
@@ -180,18 +182,27 @@ class DurableJob:
     def tags(self, arn: str) -> dict[str, str]:
         return {t["Key"]: t["Value"] for t in self.pages("ListTags", arn, "Tags", ResourceArn=arn)}
 
-    def stop_requested(self, description: Mapping[str, Any]) -> bool:
-        """Did we (Airflow) ask for this job to stop? Looks at the ``stop-requested`` tag."""
+    def stop_tags(self, description: Mapping[str, Any]) -> dict[str, str]:
+        """The job's tags (from the description, else ``ListTags``); {} when they cannot be read."""
         tags = {t["Key"]: t["Value"] for t in description.get("Tags") or [] if "Key" in t}
         if not tags and description.get(self.kind.arn_key):
             try:
                 tags = self.tags(str(description[self.kind.arn_key]))
             except Exception:  # tags are advisory: never fail a status check on them
-                return False
-        return tags.get(TAG_STOP_REQUESTED) == "true"
+                return {}
+        return tags
 
-    def stop(self, name: str, *, reason: str = "airflow") -> bool:
-        """Stop the job; idempotent. Tags it ``stop-requested`` first. Returns True if a stop was sent.
+    def stop_requested(self, description: Mapping[str, Any]) -> bool:
+        """Did we (Airflow) ask for this job to stop? Looks at the ``stop-requested`` tag."""
+        return self.stop_tags(description).get(TAG_STOP_REQUESTED) == "true"
+
+    def stop_cause(self, description: Mapping[str, Any]) -> str | None:
+        """Why Airflow stopped the job, if a cause was given (the ``stop-cause`` tag)."""
+        return self.stop_tags(description).get(TAG_STOP_CAUSE)
+
+    def stop(self, name: str, *, reason: str = "airflow", cause: str | None = None) -> bool:
+        """Stop the job; idempotent. Tags it ``stop-requested`` (and ``stop-cause``, given one) first.
+        Returns True if a stop was sent.
 
         A job that is already Stopping, Stopped, Completed or Failed (or absent) is fine: False.
         """
@@ -199,8 +210,11 @@ class DurableJob:
         if desc is None or self.kind.status(desc) not in self.kind.stoppable_states:
             return False
         if arn := str(desc.get(self.kind.arn_key, "")):
+            tags = [{"Key": TAG_STOP_REQUESTED, "Value": "true"}]
+            if cause:
+                tags.append({"Key": TAG_STOP_CAUSE, "Value": cause})
             try:
-                self._call("AddTags", arn, ResourceArn=arn, Tags=[{"Key": TAG_STOP_REQUESTED, "Value": "true"}])
+                self._call("AddTags", arn, ResourceArn=arn, Tags=tags)
             except Exception as exc:  # a missing tag only changes how the stop is reported
                 self.log.warning("Could not tag %s as stop-requested: %s", name, exc)
         try:

@@ -11,7 +11,6 @@ async API: triggers poll through the shared poller (``triggers/polling.py``).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
@@ -21,8 +20,13 @@ from typing import TYPE_CHECKING, Any
 from airflow_dist_training.aws_errors import is_capacity_failure
 from airflow_dist_training.errors import CapacityError, TrainingJobError, training_job_error
 from airflow_dist_training.hooks.aws import cached_aws_hook
-from airflow_dist_training.hooks.sagemaker_jobs import DurableJob, SageMakerApi
-from airflow_dist_training.job_states import STOPPABLE_STATES, STOPPED_STATES
+from airflow_dist_training.hooks.sagemaker_jobs import (
+    TAG_STOP_CAUSE,
+    TAG_STOP_REQUESTED,
+    DurableJob,
+    SageMakerApi,
+)
+from airflow_dist_training.job_states import STOPPED_STATES, JobPhase, JobStatus
 from airflow_dist_training.results import StatusTransition, TrainingResult
 from airflow_dist_training.sagemaker import log_tail as _logs
 from airflow_dist_training.sagemaker.job_kinds import TRAINING
@@ -98,6 +102,44 @@ def result_from_description(description: Mapping[str, Any]) -> TrainingResult:
         billable_seconds=billable_seconds(description),
         training_seconds=int(training_seconds) if training_seconds is not None else None,
         timeline=timeline_from_description(description),
+    )
+
+
+_PHASES = {
+    "InProgress": JobPhase.RUNNING,
+    "Stopping": JobPhase.STOPPING,
+    "Completed": JobPhase.COMPLETED,
+    "Failed": JobPhase.FAILED,
+    "MaxRuntimeExceeded": JobPhase.FAILED,
+    "Stopped": JobPhase.STOPPED,
+}
+
+
+def job_status_from_description(
+    description: Mapping[str, Any], *, stop_tags: Callable[[], Mapping[str, str]] = dict
+) -> JobStatus:
+    """The ``JobStatus`` of a ``DescribeTrainingJob`` response: the one place its fields become a
+    status. ``stop_tags`` reads the job's tags, only for a stopped job (who asked for the stop)."""
+    from airflow_dist_training.checkpoints.resume import classify_outcome
+
+    state = str(description.get("TrainingJobStatus", ""))
+    reason, secondary = description.get("FailureReason"), description.get("SecondaryStatus")
+    phase = _PHASES.get(state, JobPhase.PENDING)
+    if phase is JobPhase.RUNNING and secondary in ("Starting", "Pending"):
+        phase = JobPhase.PENDING
+    tags = stop_tags() if phase is JobPhase.STOPPED else {}
+    return JobStatus(
+        name=str(description.get("TrainingJobName", "?")),
+        phase=phase,
+        state=state,
+        outcome=None
+        if phase in (JobPhase.PENDING, JobPhase.RUNNING, JobPhase.STOPPING)
+        else classify_outcome(state, reason, secondary),
+        reason=str(reason) if reason else None,
+        stop_requested=tags.get(TAG_STOP_REQUESTED) == "true",
+        stop_cause=tags.get(TAG_STOP_CAUSE),
+        spot=bool(description.get("EnableManagedSpotTraining")),
+        detail=dict(description),
     )
 
 
@@ -224,75 +266,35 @@ class _TrainingHookMethods(SageMakerApi):
     def jobs(self) -> DurableJob:
         return DurableJob(self, TRAINING)
 
-    def create_training_job(self, request: Mapping[str, Any]) -> str:
-        """CreateTrainingJob with ``request`` (the planner's kwargs); returns the job ARN (``DurableJob.create``)."""
-        return self.jobs.create(request)
-
-    def describe_training_job(self, job_name: str) -> dict[str, Any]:
-        """DescribeTrainingJob (raw response, datetimes included)."""
-        return self.jobs.describe(job_name)
-
     def describe_training_job_or_none(self, job_name: str) -> dict[str, Any] | None:
         """The description, or None when no job has this name."""
         return self.jobs.describe_or_none(job_name)
-
-    def stop_requested(self, description: Mapping[str, Any]) -> bool:
-        """Did we (Airflow) ask for this job to stop? Looks at the ``stop-requested`` tag."""
-        return self.jobs.stop_requested(description)
 
     def stop_training_job(self, job_name: str, *, reason: str = "airflow") -> bool:
         """Stop the job; idempotent; tags it ``stop-requested`` first. True if a stop was sent."""
         return self.jobs.stop(job_name, reason=reason)
 
-    def list_training_jobs(self, **filters: Any) -> list[dict[str, Any]]:
-        """ListTrainingJobs, following NextToken (100 per page)."""
-        return self.jobs.list(**filters)
-
-    def stop_run_jobs(self, identity_hash: str, *, reason: str) -> list[str]:
-        """Stop every InProgress job of one run (its names carry ``identity_hash``); returns their names."""
-        names = (
-            str(job["TrainingJobName"])
-            for status in sorted(STOPPABLE_STATES)
-            for job in self.list_training_jobs(NameContains=identity_hash, StatusEquals=status)
-        )
-        return [name for name in names if identity_hash in name and self.stop_training_job(name, reason=reason)]
-
-    def wait_for_job(
-        self,
-        job_name: str,
-        *,
-        poll_interval: float = 30.0,
-        max_wait_seconds: float | None = None,
-        log: Callable[[str], None] | None = None,
-        stream_logs: bool = True,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> dict[str, Any]:
-        """Poll until the job is terminal, streaming logs and status transitions; returns the
-        final description. Raises ``TimeoutError`` only if the user set ``max_wait_seconds``."""
-        emit = log or self.log.info
+    def report_progress(
+        self, job_name: str, log: Callable[[str], None], *, stream_logs: bool = True
+    ) -> Callable[[Mapping[str, Any]], None]:
+        """What a wait does with each description it reads: log the job's new status transitions
+        and (``stream_logs``) its hosts' new CloudWatch lines."""
         cursor = LogCursor()
         seen_transitions = 0
 
-        def report(desc: dict[str, Any]) -> None:
+        def report(desc: Mapping[str, Any]) -> None:
             nonlocal seen_transitions
             transitions = desc.get("SecondaryStatusTransitions") or []
             for t in transitions[seen_transitions:]:
-                emit(
+                log(
                     f"{job_name}: {t.get('Status')} since {_iso(t.get('StartTime'))}: {t.get('StatusMessage', '')}"
                 )
             seen_transitions = len(transitions)
             if stream_logs:
                 for event in self.fetch_log_events(job_name, cursor):
-                    emit(event.format())
+                    log(event.format())
 
-        return self.jobs.wait(
-            job_name,
-            poll_interval=poll_interval,
-            timeout=max_wait_seconds,
-            limit=f"max_wait_seconds={max_wait_seconds}",
-            on_poll=report,
-            sleep=sleep,
-        )
+        return report
 
     def fetch_log_events(self, job_name: str, cursor: LogCursor | None = None) -> list[LogEvent]:
         """New events of every stream since ``cursor`` (updated in place), merged by timestamp.
@@ -300,7 +302,8 @@ class _TrainingHookMethods(SageMakerApi):
         The streams are listed again on every call (a new host's stream is never missed)."""
         tail = _logs.LogTail(job_name, LOG_GROUP, cursor=cursor, rediscover_every=1)
         return _logs.tail_sync(
-            tail.fetch(), lambda operation, resource, kwargs: self._call(self.logs_conn, operation, resource, **kwargs)
+            tail.fetch(),
+            lambda operation, resource, kwargs: self._call(self.logs_conn, operation, resource, **kwargs),
         )
 
     def put_uploads(self, uploads: Iterable[Upload]) -> None:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
 
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def uri_to_url(uri: str, region_name: str | None = None) -> str:
     """A browser URL for an artifact URI: the S3 console for ``s3://``, ``file://`` for a path."""
-    if uri.startswith("s3://"):
+    if uri_scheme(uri) == "s3":
         _, bucket, key = split_uri(uri)
         region = f"region={quote(region_name)}&" if region_name else ""
         return f"https://s3.console.aws.amazon.com/s3/object/{quote(bucket)}?{region}prefix={quote(key)}"

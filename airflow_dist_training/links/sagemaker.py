@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
 
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
@@ -28,7 +28,7 @@ CONSOLE = "https://{region}.console.aws.amazon.com"
 
 def s3_console_url(uri: str | None, region: str) -> str:
     """``s3://bucket/prefix`` -> the S3 console page of that prefix (empty for other schemes)."""
-    if not uri or not uri.startswith("s3://"):
+    if not uri or uri_scheme(uri) != "s3":
         return ""
     _, bucket, key = split_uri(uri)
     if key and not key.endswith("/"):

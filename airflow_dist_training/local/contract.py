@@ -28,7 +28,7 @@ from airflow_dist_training.spec.training import (
     S3Channel,
     TrainingJobSpec,
 )
-from airflow_dist_training.storage.location import Location, local_path
+from airflow_dist_training.storage.location import Location, local_path, uri_scheme
 
 HOST_PREFIX = "algo-"
 NIC = "lo"  # every simulated host's network interface (eth0 in a namespace's resourceconfig.json)
@@ -247,7 +247,7 @@ def _code_problems(
     """The code: reachable (local directory, or S3 with credentials), and a .py file for torchrun."""
     problems: list[Problem] = []
     src = spec.source.source_dir
-    if src is not None and src.startswith("s3://"):
+    if uri_scheme(src) == "s3":
         if not s3_available:
             problems.append(
                 Problem(

@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_dist_training.local.job import LocalTrainingJob
 from airflow_dist_training.local.request_plan import JobOptions, LocalRequestError, RequestPlan, plan_request
-from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.local.store import RequestStore
 
 __all__ = ["JobOptions", "LocalExecutor", "LocalRequestError", "LocalTrainingJob", "RequestPlan"]
 
@@ -30,10 +30,10 @@ class LocalExecutor:
     """
 
     def __init__(
-        self, jobs_root: str | Path, store: ObjectStore | None = None, options: JobOptions | None = None
+        self, jobs_root: str | Path, store: RequestStore | None = None, options: JobOptions | None = None
     ) -> None:
         self.jobs_root = Path(jobs_root).absolute()
-        self.store = store or ObjectStore(self.jobs_root / "_buckets")
+        self.store = store or RequestStore(self.jobs_root / "_buckets")
         self.options = options or JobOptions()
         self._jobs: dict[str, LocalTrainingJob] = {}
         self._lock = threading.Lock()
@@ -42,7 +42,7 @@ class LocalExecutor:
         self,
         request: Mapping[str, Any],
         *,
-        store: ObjectStore | None = None,
+        store: RequestStore | None = None,
         options: JobOptions | None = None,
     ) -> RequestPlan:
         """Check a request without running it (raises :class:`LocalRequestError`)."""
@@ -52,7 +52,7 @@ class LocalExecutor:
         self,
         request: Mapping[str, Any],
         *,
-        store: ObjectStore | None = None,
+        store: RequestStore | None = None,
         options: JobOptions | None = None,
         log: LogFn | None = None,
     ) -> LocalTrainingJob:

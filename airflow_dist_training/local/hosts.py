@@ -6,6 +6,8 @@ process behind). A tiny stdlib-only process (:data:`HOLDER`) holds the job's nam
 inside end of the relays that make services on the machine's ``127.0.0.1:<port>`` reachable from
 the job at the same address. Where :func:`probe` finds namespaces unavailable, the executor falls
 back to the relocated layout and warns once (``ADT_LOCAL_ISOLATION``: ``none`` or ``namespaces``).
+With namespaces the job environment (a virtualenv, and those it is a layer over) is the image's
+``/opt/conda`` (:func:`image_env`): no path of this machine in what the job's Python sees.
 """
 
 from __future__ import annotations
@@ -101,18 +103,46 @@ sys.stdin.read()
 """
 )
 
+CONDA = "/opt/conda"  # where a SageMaker framework image has its Python environment
+CONDA_BASE = f"{CONDA}/.base"  # the job environment's base interpreter (its venv's ``home``)
+CONDA_REQUIREMENTS = f"{CONDA}/.requirements"  # the code's installed requirements.txt
+
+# After /opt is an overlay on the tmpfs $1: the job environment at /opt/conda (an overlay of its
+# folders under a writable layer that vanishes with the host, as a container's), its base
+# interpreter at /opt/conda/.base, the code's requirements at /opt/conda/.requirements.
+MOUNT_CONDA = r"""
+# /opt as the image has it, writable into a tmpfs at $1, with the job's /opt/ml ($2) bound in
+mount_opt() {
+  mount -t tmpfs tmpfs "$1"
+  mkdir -p "$1/upper" "$1/work"
+  mount -t overlay overlay -o "lowerdir=/opt,upperdir=$1/upper,workdir=$1/work" /opt
+  mkdir -p /opt/ml
+  mount --bind "$2" /opt/ml
+}
+mount_conda() {
+  [ -n "$2" ] || return 0
+  mkdir -p "$1/conda-upper" "$1/conda-work" /opt/conda
+  mount -t overlay overlay -o "lowerdir=$2,upperdir=$1/conda-upper,workdir=$1/conda-work" /opt/conda
+  mkdir -p /opt/conda/.base
+  mount --bind "$3" /opt/conda/.base
+  if [ -n "$4" ]; then
+    mkdir -p /opt/conda/.requirements
+    mount --bind "$4" /opt/conda/.requirements
+  fi
+}
+"""
+
 # Inside a host's own mount/UTS/PID namespaces. The entrypoint replaces this shell as PID 1, as in
 # a container: a stop's SIGTERM reaches it only if it handles SIGTERM (the kernel's rule for PID 1).
-HOST_SETUP = r"""
+HOST_SETUP = (
+    MOUNT_CONDA
+    + r"""
 set -e
-host=$1; optml=$2; ovl=$3; hostsfile=$4; workdir=$5; shared=$6; shift 6
+host=$1; optml=$2; ovl=$3; hostsfile=$4; workdir=$5; shared=$6; conda=$7; base=$8; reqs=$9; shift 9
 hostname "$host"
 mount --bind "$hostsfile" /etc/hosts
-mount -t tmpfs tmpfs "$ovl"
-mkdir -p "$ovl/upper" "$ovl/work"
-mount -t overlay overlay -o "lowerdir=/opt,upperdir=$ovl/upper,workdir=$ovl/work" /opt
-mkdir -p /opt/ml
-mount --bind "$optml" /opt/ml
+mount_opt "$ovl" "$optml"
+mount_conda "$ovl" "$conda" "$base" "$reqs"
 # File-mode channels are the same on every host: one copy, mounted read-write as on SageMaker
 if [ -n "$shared" ] && [ "$shared" != "$optml/input/data" ]; then
   mkdir -p /opt/ml/input/data
@@ -121,6 +151,109 @@ fi
 cd "$workdir"
 exec "$@"
 """
+)
+
+# A processing container (local/processing.py): its own mount namespace (the machine's network),
+# /opt/ml and /opt/conda.
+PROCESSING_SETUP = (
+    MOUNT_CONDA
+    + r"""
+set -e
+scratch=$1; optml=$2; conda=$3; base=$4; shift 4
+mount_opt "$scratch" "$optml"
+mount_conda "$scratch" "$conda" "$base" ""
+# then "<folder> <path under /opt/ml>" pairs up to "--": folders of this machine the job sees there
+while [ "$1" != "--" ]; do
+  mount --bind "$1" "$2"
+  shift 2
+done
+shift
+cd /
+exec "$@"
+"""
+)
+
+
+@dataclass(frozen=True)
+class ImageEnv:
+    """A job environment as the image's ``/opt/conda``: the overlay's folders, top first (a shadow
+    of the files that name this machine, the venv, the venvs it is a layer over), and its base
+    interpreter's installation (mounted at :data:`CONDA_BASE`)."""
+
+    lowers: tuple[str, ...]
+    base: str
+    python: str = f"{CONDA}/bin/python"
+
+
+def _venv_config(env: Path) -> dict[str, str]:
+    lines = (env / "pyvenv.cfg").read_text().splitlines()
+    return {k.strip(): v.strip() for k, sep, v in (line.partition("=") for line in lines) if sep}
+
+
+def _layer_bases(env: Path) -> tuple[list[Path], Path | None]:
+    """The ``.pth`` files of ``env`` that put another venv's site-packages on ``sys.path`` (a layer,
+    local/job_env.py), and that venv."""
+    found: list[Path] = []
+    base: Path | None = None
+    for pth in sorted(env.glob("lib/python*/site-packages/*.pth")):
+        lines = [line.strip() for line in pth.read_text(errors="replace").splitlines() if line.strip()]
+        if len(lines) != 1 or not lines[0].startswith("/"):
+            continue
+        other = Path(lines[0]).parent.parent.parent
+        if (other / "pyvenv.cfg").is_file() and other != env:
+            found.append(pth.relative_to(env))
+            base = other
+    return found, base
+
+
+def image_env(python: str, shadow: Path) -> ImageEnv | None:
+    """``python``'s virtualenv as the image's ``/opt/conda`` (None: not a venv, or one that cannot be
+    mounted). Writes ``shadow``: its ``pyvenv.cfg`` naming the base interpreter at
+    :data:`CONDA_BASE`, its layers' ``.pth`` files emptied (the bases are merged into the same
+    folders) and the scripts whose first line names the venv's folder (``#!<venv>/bin/python``)."""
+    env = Path(python).parent.parent
+    if Path(python).parent.name != "bin" or not (env / "pyvenv.cfg").is_file():
+        return None
+    chain = [env]
+    emptied: list[Path] = []
+    while True:
+        pths, base = _layer_bases(chain[-1])
+        emptied += pths
+        if base is None or base in chain:
+            break
+        chain.append(base)
+    home = Path(_venv_config(env).get("home", ""))
+    if home.name != "bin" or not home.is_absolute() or any(c in str(p) for p in [*chain, home] for c in ":,"):
+        return None
+    shutil.rmtree(shadow, ignore_errors=True)
+    shadow.mkdir(parents=True)
+    config = {**_venv_config(env), "home": f"{CONDA_BASE}/bin"}
+    config.pop("command", None)  # how it was created: this machine's paths
+    if "executable" in config:
+        config["executable"] = f"{CONDA_BASE}/bin/{Path(config['executable']).name}"
+    (shadow / "pyvenv.cfg").write_text("".join(f"{k} = {v}\n" for k, v in config.items()))
+    for rel in emptied:
+        (shadow / rel).parent.mkdir(parents=True, exist_ok=True)
+        (shadow / rel).write_text("")
+    _shadow_scripts(chain, shadow / "bin")
+    return ImageEnv(lowers=(str(shadow), *map(str, chain)), base=str(home.parent))
+
+
+def _shadow_scripts(chain: list[Path], out: Path) -> None:
+    """Copies in ``out`` of the venvs' scripts that name their venv's folder (console scripts'
+    ``#!<venv>/bin/python``, ``activate``), naming ``/opt/conda`` instead."""
+    seen: set[str] = set()
+    for venv in chain:  # the top venv's script wins, as in the overlay
+        folder = venv / "bin"
+        for script in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if script.name in seen or script.is_symlink() or not script.is_file():
+                continue
+            seen.add(script.name)
+            text = script.read_bytes() if script.stat().st_size <= 1 << 16 else b""
+            if str(venv).encode() in text:
+                out.mkdir(exist_ok=True)
+                (out / script.name).write_bytes(text.replace(str(venv).encode(), CONDA.encode()))
+                (out / script.name).chmod(script.stat().st_mode & 0o7777)
 
 
 @dataclass(frozen=True)
@@ -136,7 +269,7 @@ class Isolation:
         return self.mode == "namespaces"
 
 
-def _unshare_prefix(user: bool) -> list[str]:
+def unshare_prefix(user: bool) -> list[str]:
     return ["unshare", "--user", "--map-root-user"] if user else ["unshare"]
 
 
@@ -156,7 +289,7 @@ def _probe(requested: str) -> Isolation:
             f"mount -t overlay overlay -o lowerdir=/opt,upperdir={tmp}/u,workdir={tmp}/w /opt"
         )
         cmd = [
-            *_unshare_prefix(user),
+            *unshare_prefix(user),
             "--net", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
             "--propagation", "private", "--", "/bin/sh", "-c", script,
         ]  # fmt: skip
@@ -244,7 +377,7 @@ class JobNetwork:
             specs.append(f"{port}={path}")
         self.holder = subprocess.Popen(
             [
-                *_unshare_prefix(self.isolation.user_namespace),
+                *unshare_prefix(self.isolation.user_namespace),
                 "--net",
                 "--",
                 sys.executable,
@@ -267,12 +400,21 @@ class JobNetwork:
         self.setup_seconds = time.perf_counter() - started
 
     def host_command(
-        self, host: str, opt_ml: Path, command: list[str], *, workdir: str = "/", shared_data: str = ""
+        self,
+        host: str,
+        opt_ml: Path,
+        command: list[str],
+        *,
+        workdir: str = "/",
+        shared_data: str = "",
+        image: ImageEnv | None = None,
+        requirements: str = "",
     ) -> list[str]:
         """Run ``command`` as host ``host`` (own mount/UTS/PID namespaces) inside the job's network,
         in ``workdir``; ``shared_data``: the one copy of the File-mode channels, mounted at
-        ``/opt/ml/input/data``. Arguments of the wrapper, not variables: the job's environment is
-        the image's and SageMaker's only."""
+        ``/opt/ml/input/data``; ``image``: the job environment, mounted at ``/opt/conda`` (with
+        ``requirements`` at :data:`CONDA_REQUIREMENTS`). Arguments of the wrapper, not variables:
+        the job's environment is the image's and SageMaker's only."""
         assert self.holder is not None
         ovl = self.net_dir / "ovl" / host
         ovl.mkdir(parents=True, exist_ok=True)
@@ -287,6 +429,7 @@ class JobNetwork:
             "unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
             "--propagation", "private", "--",
             "/bin/sh", str(setup), host, str(opt_ml), str(ovl), str(self.hosts_path), workdir, shared_data,
+            ":".join(image.lowers) if image else "", image.base if image else "", requirements,
             *command,
         ]  # fmt: skip
 

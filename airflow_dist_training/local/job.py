@@ -15,7 +15,7 @@ from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.local import hosts as nshosts
 from airflow_dist_training.local.metrics import MetricPoint
 from airflow_dist_training.local.request_plan import JobOptions, RequestPlan
-from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.local.store import RequestStore
 from airflow_dist_training.local.supervisor import FAILURE_REASON_LIMIT, RunSupervisor
 from airflow_dist_training.results import TrainingResult
 
@@ -50,7 +50,7 @@ def _parse(stamp: str) -> dt.datetime:
 class LocalTrainingJob:
     """The handle of one job started by :meth:`LocalExecutor.start` (thread-safe)."""
 
-    def __init__(self, rp: RequestPlan, store: ObjectStore, options: JobOptions, log: LogFn | None) -> None:
+    def __init__(self, rp: RequestPlan, store: RequestStore, options: JobOptions, log: LogFn | None) -> None:
         self.name = rp.plan.job_name
         self.arn = rp.job_arn
         self.job_dir = rp.plan.job_dir

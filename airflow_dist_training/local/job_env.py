@@ -3,6 +3,11 @@
 A virtualenv built from a **recipe** (pinned packages and an import check), as an image brings its
 own Python: provider code reaches a job only by being shipped with it. A missing or outdated one
 is refused, never replaced by the worker's interpreter (docs/local-backend.md).
+
+A recipe may be a **layer** over another (``base``), as AWS builds its Hugging Face image on its
+PyTorch image: its venv sees the base environment's packages through a ``.pth`` file and installs
+only its own, so torch (~5 GB with its CUDA wheels) is downloaded and stored once. The base lives
+beside it (same parent folder) and is built first; rebuilding the base makes the layer outdated.
 """
 
 from __future__ import annotations
@@ -37,14 +42,43 @@ class JobEnvRecipe:
     import_check: str  # run once built: an install whose compiled ops do not load is not done
     frameworks: frozenset[str]  # the spec's image.framework values it stands for
     image_repositories: tuple[str, ...]  # ECR repository names (or their prefixes) it stands for
+    base: str | None = None  # the recipe this one is a layer over (its packages are shared, not copied)
 
     def constraints_text(self) -> str:
         return (resources.files("airflow_dist_training.local") / self.constraints).read_text()
 
+    def base_recipe(self) -> JobEnvRecipe | None:
+        return RECIPES.get(self.base, field="base") if self.base else None
+
+    def pins_text(self) -> str:
+        """Every pin the install is constrained by: a layer's own, then its base's for the packages the
+        layer does not pin (so pip never replaces a base package, torch above all, unless told to)."""
+        base = self.base_recipe()
+        if base is None:
+            return self.constraints_text()
+        own = self.constraints_text()
+        mine = {_pin_name(line) for line in own.splitlines()} - {None}
+        kept = [line for line in base.pins_text().splitlines() if _pin_name(line) not in mine]
+        return (
+            own.rstrip("\n")
+            + f"\n# the {base.name} environment's pins, for what this layer does not pin\n"
+            + ("\n".join(line for line in kept if _pin_name(line)) + "\n")
+        )
+
     def digest(self) -> str:
-        """What defines the environment apart from its Python: recipe and pins."""
+        """What defines the environment apart from its Python: recipe and pins (a layer's: its base's too)."""
+        base = self.base_recipe()
         parts = [self.name, self.constraints_text(), "\n".join(self.packages), self.import_check]
+        parts += [base.digest()] if base is not None else []
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _pin_name(line: str) -> str | None:
+    """The normalised package name a constraints line pins (None: a comment or a blank line)."""
+    line = line.split("#", 1)[0].strip()
+    if "==" not in line:
+        return None
+    return line.split("==", 1)[0].strip().lower().replace("_", "-").replace(".", "-")
 
 
 # Checked in every environment: like AWS's images, it must not see this provider.
@@ -63,11 +97,29 @@ PYTORCH = JobEnvRecipe(
         "torchvision.ops.nms(torch.zeros(1, 4), torch.ones(1), 0.5);"
         "print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
     ),
-    frameworks=frozenset({"pytorch", "huggingface"}),
-    image_repositories=("pytorch-", "huggingface-pytorch-"),
+    frameworks=frozenset({"pytorch"}),
+    image_repositories=("pytorch-",),
 )
 
-RECIPES = Records(JobEnvRecipe, "job environment recipe", "recipes", builtin=[PYTORCH])
+# AWS's Hugging Face training image is its PyTorch image plus these (the constraints file names the
+# image and version pairing it follows): a layer over the pytorch environment.
+HUGGINGFACE = JobEnvRecipe(
+    name="huggingface",
+    constraints="job_env_huggingface_constraints.txt",
+    packages=("transformers", "accelerate", "datasets", "huggingface-hub", "safetensors", "tokenizers"),
+    import_check=(
+        _NO_PROVIDER + "import sys, accelerate, datasets, safetensors, tokenizers, torch, transformers;"
+        # torch is the base environment's, shared: never a second copy in the layer
+        "assert not torch.__file__.startswith(sys.prefix), 'torch was installed into the layer: ' + torch.__file__;"
+        "print('transformers', transformers.__version__, 'accelerate', accelerate.__version__,"
+        " 'datasets', datasets.__version__, 'torch', torch.__version__)"
+    ),
+    frameworks=frozenset({"huggingface"}),
+    image_repositories=("huggingface-pytorch-",),
+    base="pytorch",
+)
+
+RECIPES = Records(JobEnvRecipe, "job environment recipe", "recipes", builtin=[PYTORCH, HUGGINGFACE])
 register_recipe = RECIPES.register
 # An image no recipe claims (your own image, a custom entry point) gets this one: the local
 # backend runs PyTorch only.
@@ -130,6 +182,14 @@ def why_not_ready(env_dir: Path, recipe: JobEnvRecipe = PYTORCH) -> str | None:
         return f"built with Python {stamp.get('python')}, now {wanted['python']}"
     if not python.exists() or not Path(os.path.realpath(python)).exists():
         return "its interpreter is gone (the Python it was built with was removed)"
+    base = recipe.base_recipe()
+    if base is not None:
+        base_dir = env_dir.parent / base.name
+        problem = why_not_ready(base_dir, base)
+        if problem is not None:
+            return f"a layer over the {base.name} job environment at {base_dir}, which is {problem}"
+        if stamp.get("base_stamp") != json.loads((base_dir / STAMP).read_text()):
+            return f"a layer over an earlier build of the {base.name} job environment"
     return None
 
 
@@ -139,6 +199,7 @@ def job_python(
     *,
     image_uri: str | None = None,
     framework: str | None = None,
+    recipe_name: str | None = None,
 ) -> tuple[str, str]:
     """(interpreter, why) for a job; ``explicit`` is the spec's or the hook's choice.
 
@@ -149,7 +210,7 @@ def job_python(
         return explicit, "chosen by the spec's local.python or the hook's python"
     if environ.get("ADT_LOCAL_PYTHON"):
         return str(Path(environ["ADT_LOCAL_PYTHON"]).expanduser()), "$ADT_LOCAL_PYTHON"
-    recipe = recipe_for(image_uri, framework)
+    recipe = RECIPES.get(recipe_name, field="recipe") if recipe_name else recipe_for(image_uri, framework)
     env_dir = default_env_dir(environ, recipe)
     problem = why_not_ready(env_dir, recipe)
     if problem is None:
@@ -160,13 +221,18 @@ def job_python(
         [
             Problem(
                 "local.python",
-                f"the {recipe.name} job environment at {env_dir} is {problem}: run `{BUILD_COMMAND}` "
+                f"the {recipe.name} job environment at {env_dir} is {problem}: run `{build_command(recipe)}` "
                 "to build it (minutes the first time), or name an interpreter in local.python or "
                 "$ADT_LOCAL_PYTHON",
             )
         ],
         source="job environment",
     )
+
+
+def build_command(recipe: JobEnvRecipe) -> str:
+    """The command that builds ``recipe``'s environment."""
+    return BUILD_COMMAND if recipe.name == DEFAULT_RECIPE else f"{BUILD_COMMAND} --recipe {recipe.name}"
 
 
 def inherited_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -188,7 +254,6 @@ def inherited_environ(environ: Mapping[str, str] | None = None) -> dict[str, str
 # what an image's environment has that does not depend on the job: the shell basics, and the
 # OpenBLAS core settings some processors here need for correct results (docs/local-backend.md)
 IMAGE_VARIABLES = (
-    "PATH",
     "HOME",
     "LANG",
     "LC_ALL",
@@ -199,11 +264,17 @@ IMAGE_VARIABLES = (
 )
 
 
+# an image's PATH without its interpreter's folder (the launcher puts the job's first): the system
+# folders, as in the Deep Learning Containers; never this machine's own PATH (its tools, its venvs)
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def image_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a job that sees only what its image and SageMaker give it (the test
-    endpoint's jobs): :data:`IMAGE_VARIABLES` of ``environ``, nothing of the process that runs it."""
+    endpoint's jobs): :data:`IMAGE_VARIABLES` of ``environ`` and :data:`IMAGE_PATH`, nothing of the
+    process that runs it."""
     environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in IMAGE_VARIABLES if k in environ}
+    return {"PATH": IMAGE_PATH, **{k: environ[k] for k in IMAGE_VARIABLES if k in environ}}
 
 
 def build(
@@ -229,14 +300,21 @@ def build(
         if env_dir.exists():
             log(f"job environment at {env_dir} is {problem}: rebuilding it from scratch")
             shutil.rmtree(env_dir)
-        # a venv of its own interpreter: never --system-site-packages (the worker's has the provider)
+        base = recipe.base_recipe()
+        base_dir = env_dir.parent / base.name if base is not None else None
+        if base is not None and base_dir is not None:  # the base first (its own lock), then the layer
+            build(base_dir, base_python=base_python, recipe=base, log=log)
+        # a venv of its own interpreter: never --system-site-packages (the worker's has the provider);
+        # a layer runs its base's pip (seen through the .pth file), so it needs none of its own
         run_checked(
-            [base_python or sys.executable, "-m", "venv", str(env_dir)],
+            [base_python or sys.executable, "-m", "venv", *(["--without-pip"] if base else []), str(env_dir)],
             "creating the venv",
             cwd=env_dir.parent,
         )
+        if base_dir is not None:
+            _share_base(env_dir, base_dir)
         pins = env_dir / recipe.constraints
-        pins.write_text(recipe.constraints_text())
+        pins.write_text(recipe.pins_text())
         log(
             f"installing {', '.join(recipe.packages)} into {env_dir} "
             f"(pinned by {recipe.constraints}; minutes the first time)"
@@ -246,8 +324,28 @@ def build(
         # from inside the environment's folder: the current directory must not lend it a package
         log(run_checked([str(python), "-c", recipe.import_check], "the import check", cwd=env_dir).strip())
         stamp = _wanted_stamp(recipe, _venv_python_version(env_dir))
+        if base_dir is not None:  # which build of the base this layer was installed over
+            stamp["base_stamp"] = json.loads((base_dir / STAMP).read_text())
         (env_dir / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
         return python
+
+
+def _site_packages(env_dir: Path) -> Path:
+    """A venv's site-packages (``lib/pythonX.Y/site-packages`` on Linux and macOS)."""
+    found = sorted(env_dir.glob("lib/python*/site-packages"))
+    if len(found) != 1:
+        raise RuntimeError(f"no single site-packages folder under {env_dir}: {[str(f) for f in found]}")
+    return found[0]
+
+
+def _share_base(env_dir: Path, base_dir: Path) -> None:
+    """Let the layer's venv see its base's packages, after its own (a layer's pin wins): a ``.pth``
+    line appends the base's site-packages to ``sys.path``, and pip counts what it finds there as
+    installed. Both venvs have the same Python, so the same ``lib/pythonX.Y`` folder name."""
+    mine, theirs = _site_packages(env_dir), _site_packages(base_dir)
+    if mine.relative_to(env_dir) != theirs.relative_to(base_dir):
+        raise RuntimeError(f"{env_dir} and its base {base_dir} were made with different Pythons")
+    (mine / "_adt_base_environment.pth").write_text(f"{theirs}\n")
 
 
 def run_checked(argv: list[str], what: str, *, cwd: Path, environ: Mapping[str, str] | None = None) -> str:

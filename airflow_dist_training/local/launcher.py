@@ -15,12 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from airflow_dist_training.local.contract import HostPlan, LocalJobPlan
-from airflow_dist_training.local.job_env import inherited_environ
+from airflow_dist_training.local.hosts import CONDA
+from airflow_dist_training.local.job_env import IMAGE_PATH, inherited_environ
 from airflow_dist_training.local.request_plan import RequestPlan
 from airflow_dist_training.storage import StoreOptions, Stores, copy_between
 from airflow_dist_training.storage.location import Location
 
 _SKIP_SYNC_PREFIXES = ("._MANIFEST.json.tmp",)
+# the worker's shell state: its folders (PWD, OLDPWD) and the command that started it (_)
+_SHELL_STATE = ("PWD", "OLDPWD", "_")
 
 
 def free_port() -> int:
@@ -59,11 +62,15 @@ _TOOLKIT_TRAIN = "import sys; from sagemaker_training.cli.train import main; sys
 
 
 def _base_env(
-    rp: RequestPlan, hp: HostPlan, python_path: str | None, extra_env: Mapping[str, str]
+    rp: RequestPlan, hp: HostPlan, python: str, python_path: str | None, extra_env: Mapping[str, str]
 ) -> dict[str, str]:
     env = dict(rp.image_environ) if rp.image_environ is not None else inherited_environ()
-    python_bin = str(Path(rp.python).parent)
-    env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
+    if python == f"{CONDA}/bin/python":
+        # the job environment is the image's /opt/conda (namespaces): nothing else of this machine
+        # either, not its PATH, its shell's folders or Airflow's settings
+        env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW") and k not in _SHELL_STATE}
+        env["PATH"] = IMAGE_PATH
+    env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update({str(k): str(v) for k, v in (rp.request.get("Environment") or {}).items()})
     env["TRAINING_JOB_NAME"] = rp.plan.job_name
     env["TRAINING_JOB_ARN"] = rp.job_arn
@@ -85,17 +92,25 @@ def _base_env(
 
 
 def host_process(
-    rp: RequestPlan, hp: HostPlan, port: int, python_path: str | None, extra_env: Mapping[str, str]
+    rp: RequestPlan,
+    hp: HostPlan,
+    port: int,
+    python_path: str | None,
+    extra_env: Mapping[str, str],
+    python: str | None = None,
 ) -> tuple[list[str], dict[str, str], str]:
-    """argv, environment and working directory of one host (before the namespace wrapper)."""
+    """argv, environment and working directory of one host (before the namespace wrapper);
+    ``python``: the job's interpreter as the host sees it (default ``rp.python``), ``python_path``
+    the code's installed requirements."""
     ns = rp.isolation.namespaces
-    env = _base_env(rp, hp, python_path, extra_env)
+    python = python or rp.python
+    env = _base_env(rp, hp, python, python_path, extra_env)
     opt_ml = "/opt/ml" if ns else str(hp.layout.base)
     if rp.mode == "container":
         algorithm = rp.request["AlgorithmSpecification"]
         argv = [*algorithm["ContainerEntrypoint"], *(algorithm.get("ContainerArguments") or [])]
         if argv and argv[0] in ("python", "python3"):
-            argv[0] = rp.python
+            argv[0] = python
         if not ns:
             argv = [a.replace("/opt/ml", opt_ml) if a.startswith("/opt/ml") else a for a in argv]
             env["ADT_OPT_ML"] = opt_ml
@@ -106,27 +121,27 @@ def host_process(
         image = str(rp.request["AlgorithmSpecification"].get("TrainingImage", ""))
         if "pytorch" in image or not image:
             env["SAGEMAKER_TRAINING_MODULE"] = PYTORCH_TRAINING_MODULE
-        return _shimmed(rp, opt_ml, [rp.python, "-c", _TOOLKIT_TRAIN, "train"]), env, "/"
+        return _shimmed(rp, opt_ml, python, [python, "-c", _TOOLKIT_TRAIN, "train"]), env, "/"
     # builtin: the project's re-implementation of the toolkit contract
     env.update(hp.env)
     env["MASTER_PORT"] = str(port)
     if python_path:
         env["PYTHONPATH"] = f"{hp.env.get('PYTHONPATH', '')}{os.pathsep}{python_path}"
     plan = rp.plan
-    argv = _runner_argv(plan, hp, port, rp.python)
+    argv = _runner_argv(plan, hp, port, python)
     if ns:
         master = plan.torchrun_hosts[0] if plan.torchrun_hosts else plan.hosts[0]
         argv = [f"--master-addr={master}" if a == "--master-addr=127.0.0.1" else a for a in argv]
-    return _shimmed(rp, opt_ml, argv), env, f"{opt_ml}/code"
+    return _shimmed(rp, opt_ml, python, argv), env, f"{opt_ml}/code"
 
 
-def _shimmed(rp: RequestPlan, opt_ml: str, argv: list[str]) -> list[str]:
+def _shimmed(rp: RequestPlan, opt_ml: str, python: str, argv: list[str]) -> list[str]:
     """``argv`` under the request's toolkit shim (the entrypoint it names), when it has one."""
     if not rp.toolkit_shim:
         return argv
     entrypoint = list(rp.request["AlgorithmSpecification"]["ContainerEntrypoint"])
     if entrypoint[:1] in (["python"], ["python3"]):
-        entrypoint[0] = rp.python
+        entrypoint[0] = python
     entrypoint = [a.replace("/opt/ml", opt_ml, 1) if a.startswith("/opt/ml") else a for a in entrypoint]
     return [*entrypoint, "--wrap", *argv]
 

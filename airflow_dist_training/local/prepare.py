@@ -17,13 +17,13 @@ from pathlib import Path
 from airflow_dist_training.local.contract import HostLayout, HostPlan, config_files
 from airflow_dist_training.local.launcher import SyncState, sync_dir
 from airflow_dist_training.local.request_plan import RequestPlan
-from airflow_dist_training.local.store import ObjectStore
-from airflow_dist_training.storage.location import local_location, split_uri
+from airflow_dist_training.local.store import RequestStore
+from airflow_dist_training.storage.location import local_location, split_uri, uri_scheme
 
 LogFn = Callable[[str], None]
 
 
-def stage_job(rp: RequestPlan, store: ObjectStore, log: LogFn, synced: SyncState) -> str | None:
+def stage_job(rp: RequestPlan, store: RequestStore, log: LogFn, synced: SyncState) -> str | None:
     """Stage code, channels, config files and checkpoints on every host; returns the folder of the
     code's installed requirements (``PYTHONPATH``), or None when the code has none."""
     plan = rp.plan
@@ -96,11 +96,12 @@ def _share_with_first_host(lay: HostLayout, first: HostLayout, namespaces: bool)
         link.symlink_to(target, target_is_directory=True)
 
 
-def _fetch_code(store: ObjectStore, uri: str, code: Path) -> None:
+def _fetch_code(store: RequestStore, uri: str, code: Path) -> None:
     """The code: a tarball (in the store, or a local file) or a local directory."""
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "sourcedir.tar.gz" if uri.startswith("s3://") else Path(split_uri(uri)[2])
-        if uri.startswith("s3://"):
+        remote = uri_scheme(uri) == "s3"
+        src = Path(tmp) / "sourcedir.tar.gz" if remote else Path(split_uri(uri)[2])
+        if remote:
             store.get_file(uri, src)
         if src.is_file():
             with tarfile.open(src, "r:*") as tar:

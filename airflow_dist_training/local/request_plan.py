@@ -37,7 +37,7 @@ from airflow_dist_training.local.contract import (
     to_cmd_args,
 )
 from airflow_dist_training.local.job_env import job_python
-from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.local.store import RequestStore
 from airflow_dist_training.sagemaker.hyperparameters import decode_hyperparameter
 
 # the account of local jobs' ARNs (the test endpoint passes its own)
@@ -218,7 +218,7 @@ def _groups(resource: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
 def plan_request(
     request: Mapping[str, Any],
     jobs_root: Path,
-    store: ObjectStore,
+    store: RequestStore,
     options: JobOptions,
     *,
     environ: Mapping[str, str] | None = None,
@@ -400,7 +400,10 @@ def request_channels(
 
 
 def _launcher_config(
-    algorithm: Mapping[str, Any], channel_uris: Mapping[str, str], store: ObjectStore, problems: list[Problem]
+    algorithm: Mapping[str, Any],
+    channel_uris: Mapping[str, str],
+    store: RequestStore,
+    problems: list[Problem],
 ) -> dict[str, Any] | None:
     """Our launcher's ``launch.json`` (None when the entrypoint is not our launcher); refuses mpirun."""
     if "adt_launcher" not in channel_uris or _LAUNCH_CONFIG_ARG not in (
@@ -506,7 +509,7 @@ def _output_path(request: Mapping[str, Any]) -> str:
 def _job_plan(
     request: Mapping[str, Any],
     jobs_root: Path,
-    store: ObjectStore,
+    store: RequestStore,
     options: JobOptions,
     facts: HostFacts,
     host_plans: list[HostPlan],

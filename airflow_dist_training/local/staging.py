@@ -1,5 +1,5 @@
 """The local backend's FSx staging: copy a dataset into a job's channel directory, incrementally,
-by a manifest (docs/fsx.md). boto3 is imported only for ``s3://``.
+by a manifest (docs/fsx.md). The source is read through its store (``storage``).
 """
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-from collections.abc import Iterator
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores
+from airflow_dist_training.storage.location import Location, parse_location
 
 MANIFEST_NAME = ".manifest.json"
 MANIFEST_VERSION = 1
@@ -45,8 +45,8 @@ class StageResult:
 class _SourceFile:
     rel: str
     size: int
-    fingerprint: str  # mtime_ns for local files, ETag for S3 objects
-    handle: Any  # local Path or (bucket, key)
+    fingerprint: str  # the modified time the store lists
+    loc: Location
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -55,33 +55,6 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _iter_local(root: Path) -> Iterator[_SourceFile]:
-    if root.is_file():
-        stat = root.stat()
-        yield _SourceFile(root.name, stat.st_size, str(stat.st_mtime_ns), root)
-        return
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            stat = path.stat()
-            yield _SourceFile(path.relative_to(root).as_posix(), stat.st_size, str(stat.st_mtime_ns), path)
-
-
-def _iter_s3(source: str, client: Any) -> Iterator[_SourceFile]:
-    _, bucket, prefix = split_uri(source)
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents") or []:
-            key = obj["Key"]
-            if key.endswith("/"):
-                continue
-            yield _SourceFile(
-                key[len(prefix) :], int(obj["Size"]), str(obj.get("ETag", "")).strip('"'), (bucket, key)
-            )
 
 
 def _safe_rel(rel: str) -> str:
@@ -99,58 +72,62 @@ def read_manifest(channel_dir: str | Path) -> dict[str, dict[str, Any]]:
     return dict(data.get("files") or {})
 
 
-def _source_files(source: str, dest: Path, s3_client: Any) -> list[_SourceFile]:
-    """The files of an ``s3://`` prefix or a local directory/file (never one containing ``dest``)."""
-    if source.startswith("s3://"):
-        return list(_iter_s3(source, s3_client))
-    root = Path(split_uri(source)[2])
-    if not root.exists():
-        raise FileNotFoundError(f"staging source {source} does not exist")
-    if root.resolve() == dest.resolve() or dest.resolve().is_relative_to(root.resolve()):
-        raise ValueError(f"channel_dir {dest} must not be inside the source {source}")
-    return list(_iter_local(root))
+def _source_files(store: ObjectStore, source: Location, uri: str, dest: Path) -> list[_SourceFile]:
+    """The files under ``source`` (a directory, a key prefix or one file), never ones containing ``dest``."""
+    if (root := store.local_path(source)) is not None:
+        if not root.exists():
+            raise FileNotFoundError(f"staging source {uri} does not exist")
+        if root.resolve() == dest.resolve() or dest.resolve().is_relative_to(root.resolve()):
+            raise ValueError(f"channel_dir {dest} must not be inside the source {uri}")
+    files = []
+    for rel, (size, modified) in sorted(store.list_tree(source).items()):
+        if rel.endswith("/"):  # an S3 "folder" marker
+            continue
+        # "": the source is one file, staged under its own name
+        name = rel or posixpath.basename(source.prefix.rstrip("/"))
+        files.append(_SourceFile(name, size, repr(modified), source.join(rel) if rel else source))
+    return files
 
 
-def _unchanged_entry(old: dict[str, Any] | None, src: _SourceFile, target: Path) -> dict[str, Any] | None:
+def _unchanged_entry(
+    store: ObjectStore, old: dict[str, Any] | None, src: _SourceFile, target: Path
+) -> dict[str, Any] | None:
     """The manifest entry to keep when the staged copy is still current, else None (copy again)."""
     if old is None or old.get("size") != src.size or not target.is_file():
         return None
     if old.get("fingerprint") == src.fingerprint and target.stat().st_size == src.size:
         return old
-    if isinstance(src.handle, Path) and sha256_file(src.handle) == old.get("sha256") == sha256_file(target):
+    path = store.local_path(src.loc)
+    if path is not None and sha256_file(path) == old.get("sha256") == sha256_file(target):
         # touched but unchanged: keep the copy, remember the new mtime
         return {**old, "fingerprint": src.fingerprint}
     return None
 
 
-def stage_local(source: str, channel_dir: str | Path, *, s3_client: Any = None) -> StageResult:
-    """Mirror ``source`` (a local directory or file, ``file://`` or ``s3://bucket/prefix``) into
-    ``channel_dir``; returns what was copied, skipped and deleted."""
+def stage_local(source: str, channel_dir: str | Path, *, stores: Stores | None = None) -> StageResult:
+    """Mirror ``source`` (a local directory or file, ``file://`` or a store's prefix such as
+    ``s3://bucket/prefix``) into ``channel_dir``; returns what was copied, skipped and deleted.
+    ``stores``: the task's stores (its connection); default: boto3's default chain."""
     dest = Path(channel_dir)
     dest.mkdir(parents=True, exist_ok=True)
     previous = read_manifest(dest)
-    if source.startswith("s3://") and s3_client is None:
-        import boto3
-
-        s3_client = boto3.client("s3")
-    files = _source_files(source, dest, s3_client)
+    stores = stores or Stores(StoreOptions(aws_conn_id=None))
+    loc = parse_location(source, "source", directory=False)
+    store = stores(loc, "source", source)
+    files = _source_files(store, loc if loc.is_local else loc.as_dir(), source, dest)
 
     result = StageResult(channel_dir=str(dest), manifest={})
     for src in files:
         rel = _safe_rel(src.rel)
         target = dest / rel
-        kept = _unchanged_entry(previous.get(rel), src, target)
+        kept = _unchanged_entry(store, previous.get(rel), src, target)
         if kept is not None:
             result.manifest[rel] = kept
             result.skipped.append(rel)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.staging")
-        if isinstance(src.handle, Path):
-            shutil.copyfile(src.handle, tmp)
-        else:
-            bucket, key = src.handle
-            s3_client.download_file(bucket, key, str(tmp))
+        store.get_file(src.loc, tmp)
         os.replace(tmp, target)
         result.manifest[rel] = {
             "size": src.size,

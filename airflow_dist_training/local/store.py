@@ -8,29 +8,36 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from airflow_dist_training.storage import ObjectStore as Store
-from airflow_dist_training.storage import StoreOptions, Stores, get_tree
+from airflow_dist_training.storage import ObjectStore, StoreOptions, Stores, get_tree
 from airflow_dist_training.storage.location import Location, local_location, parse_location, split_uri
 
 
-class ObjectStore:
-    """S3 URIs on this machine: mounts, then real S3 (``s3_client``), then ``<root>/<bucket>/<key>``.
+class RequestStore:
+    """A request's S3 URIs on this machine: mounts, then real S3 (``s3``), then ``<root>/<bucket>/<key>``.
 
     :param root: the folder standing in for buckets (created on first write).
-    :param s3_client: a boto3 S3 client; ``None`` keeps everything local.
+    :param s3: how to reach real S3 (the task's connection: ``StoreOptions``); ``None`` keeps
+        everything local.
     :param mounts: ``{uri prefix: local directory or store URI}``; the longest matching prefix wins.
     """
 
-    def __init__(self, root: str | Path, *, s3_client: Any = None, mounts: Mapping[str, str | Path | Location] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        s3: StoreOptions | None = None,
+        mounts: Mapping[str, str | Path | Location] | None = None,
+        stores: Stores | None = None,
+    ) -> None:
         self.root = Path(root).absolute()
-        self.s3_client = s3_client
+        self.s3 = s3
         self.mounts = {k.rstrip("/"): _mount_target(v) for k, v in (mounts or {}).items()}
-        self.stores = Stores(StoreOptions(aws_conn_id=None, s3_client=s3_client))
+        # one open store per scheme, shared by the copies ``with_mounts`` makes
+        self.stores = stores or Stores(s3 or StoreOptions(aws_conn_id=None))
 
-    def with_mounts(self, mounts: Mapping[str, str | Path | Location]) -> ObjectStore:
-        return ObjectStore(self.root, s3_client=self.s3_client, mounts={**self.mounts, **mounts})
+    def with_mounts(self, mounts: Mapping[str, str | Path | Location]) -> RequestStore:
+        return RequestStore(self.root, s3=self.s3, mounts={**self.mounts, **mounts}, stores=self.stores)
 
     def resolve(self, uri: str) -> Location:
         """Where ``uri`` is: a local path (a mount, ``file://``, the bucket folder) or an S3 key."""
@@ -44,11 +51,11 @@ class ObjectStore:
             return local_location(Path(key))
         if scheme != "s3":
             raise ValueError(f"{uri!r} is not an s3:// URI and matches no local mount")
-        if self.s3_client is not None:
+        if self.s3 is not None:
             return Location("s3", bucket, key)
         return local_location(self.root / bucket / key if key else self.root / bucket)
 
-    def _open(self, uri: str) -> tuple[Store, Location]:
+    def _open(self, uri: str) -> tuple[ObjectStore, Location]:
         loc = self.resolve(uri)
         return self.stores(loc), loc
 

@@ -19,24 +19,26 @@ from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.local.contract import local_path, validate_local
 from airflow_dist_training.local.executor import JobOptions
 from airflow_dist_training.local.request_plan import request_channels
-from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.local.store import RequestStore
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.source_archive import pack_source_dir
 from airflow_dist_training.spec.training import OutputSpec, TrainingJobSpec
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
     from airflow_dist_training.sagemaker.uploads import Upload
 
 LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/adt-local-backend"
-LOCAL_OUTPUT = "s3://adt-local"
+LOCAL_BUCKET = "adt-local"  # the stand-in output bucket of a spec without `output`
+LOCAL_OUTPUT = f"s3://{LOCAL_BUCKET}"
 _GPU_STAND_IN = "ml.g5.xlarge"
 
 
 @dataclass
 class LocalSubmission:
     request: dict[str, Any]
-    store: ObjectStore
+    store: RequestStore
     options: JobOptions
     warnings: list[str] = field(default_factory=list)
     uploads: list[Upload] = field(default_factory=list)  # what the request reads from the store
@@ -54,6 +56,8 @@ def _fill_local_defaults(
     if spec.output is None:
         update["output"] = OutputSpec(s3_path=f"{LOCAL_OUTPUT}/{spec.name.lower()}")
         mounts[update["output"].s3_path] = jobs_root / "_artifacts"
+        # the stand-in bucket (the code tarball goes to <bucket>/<job>/source) never reaches S3
+        mounts[LOCAL_OUTPUT] = jobs_root / "_s3" / LOCAL_BUCKET
     if spec.source.source_dir is None:
         # like the SDK without source_dir: only the entry point is shipped
         staged = jobs_root / job_name / ".source"
@@ -66,7 +70,7 @@ def _fill_local_defaults(
         update["source"] = spec.source.model_copy(
             update={"source_dir": str(staged), "entry_point": Path(spec.source.entry_point).name}
         )
-    elif not spec.source.source_dir.startswith("s3://"):
+    elif uri_scheme(spec.source.source_dir) != "s3":
         update["source"] = spec.source.model_copy(
             update={"source_dir": str(local_path(spec.source.source_dir, base))}
         )
@@ -79,7 +83,7 @@ def local_request(
     *,
     jobs_root: Path,
     base_dir: Path,
-    store: ObjectStore,
+    store: RequestStore,
     region: str = "us-east-1",
     run_identity: str | None = None,
     cpu_count: int = 1,
@@ -153,7 +157,7 @@ def _plan_sagemaker_request(
 
 
 def _local_mounts(
-    filled: TrainingJobSpec, request: dict[str, Any], base_dir: Path, store: ObjectStore
+    filled: TrainingJobSpec, request: dict[str, Any], base_dir: Path, store: RequestStore
 ) -> dict[str, Path | str]:
     """The spec's local conveniences as store mounts under the URIs the request names."""
     mounts: dict[str, Path | str] = {}
@@ -165,7 +169,7 @@ def _local_mounts(
         lp = local_path(src, base_dir)
         if lp is not None:
             mounts[channel_uris[name].rstrip("/")] = lp
-        elif src.startswith("s3://") and store.s3_client is not None:
+        elif store.s3 is not None and split_uri(src)[0] == "s3":
             request_channel = next(c for c in request["InputDataConfig"] if c["ChannelName"] == name)
             request_channel["DataSource"]["S3DataSource"]["S3Uri"] = src  # the data is in real S3 there
     # a local_uri in another store (any registered scheme) is mounted as is: the run reaches it

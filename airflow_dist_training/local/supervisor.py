@@ -40,10 +40,10 @@ from airflow_dist_training.local.hangs import HangWatch, lost_port_race
 from airflow_dist_training.local.metrics import MetricParser, MetricPoint
 from airflow_dist_training.local.prepare import stage_job
 from airflow_dist_training.local.request_plan import JobOptions, RequestPlan
-from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.local.store import RequestStore
 from airflow_dist_training.results import StatusTransition, TrainingResult
 from airflow_dist_training.storage import atomic_write
-from airflow_dist_training.storage.location import local_location
+from airflow_dist_training.storage.location import join_uri, local_location, parent_uri
 
 LogFn = Callable[[str], None]
 FAILURE_REASON_LIMIT = 1024  # SageMaker truncates FailureReason to 1,024 characters
@@ -93,7 +93,7 @@ def without_cut_path(text: str, local: str, public: str) -> str:
 class RunSupervisor:
     """One local training job from its :class:`RequestPlan`. Thread-safe ``stop()``."""
 
-    def __init__(self, rp: RequestPlan, store: ObjectStore, options: JobOptions, log: LogFn) -> None:
+    def __init__(self, rp: RequestPlan, store: RequestStore, options: JobOptions, log: LogFn) -> None:
         self.rp = rp
         self.plan = plan = rp.plan
         self.store = store
@@ -124,6 +124,7 @@ class RunSupervisor:
             builtin_runner=rp.mode == "builtin",
         )
         self.network: nshosts.JobNetwork | None = None
+        self.image: nshosts.ImageEnv | None = None  # the job environment at /opt/conda (namespaces)
         self.python_path: str | None = None
         self._log_lock = threading.Lock()
         self._sync_lock = threading.Lock()
@@ -256,18 +257,31 @@ class RunSupervisor:
             if self._network_error is not None:
                 raise self._network_error
         port = nshosts.MASTER_PORT if namespaces else launcher.free_port()
+        if self.network is not None and self.image is None:
+            self.image = nshosts.image_env(self.rp.python, self.network.net_dir / "conda")
+        image = self.image
+        # the code's requirements, as the hosts see them (mounted beside the job environment)
+        python_path = nshosts.CONDA_REQUIREMENTS if image and self.python_path else self.python_path
         if self.training_started is None:
             self.transition("Training", "Training image download completed. Training in progress.")
             layout = "namespaces" if namespaces else "relocated layout"
             self.log(f"[local] launching {len(plan.hosts)} host(s) ({self.rp.mode} runner, {layout})")
             self.training_started = time.time()
         for hp in plan.host_plans:
-            cmd, env, cwd = launcher.host_process(self.rp, hp, port, self.python_path, self.options.extra_env)
+            cmd, env, cwd = launcher.host_process(
+                self.rp, hp, port, python_path, self.options.extra_env, image.python if image else None
+            )
             job_cmd = list(cmd)
             if self.network is not None:
                 shared = str(plan.host_plans[0].layout.input_data_dir)
                 cmd = self.network.host_command(
-                    hp.host, hp.layout.base, cmd, workdir=str(cwd), shared_data=shared
+                    hp.host,
+                    hp.layout.base,
+                    cmd,
+                    workdir=str(cwd),
+                    shared_data=shared,
+                    image=image,
+                    requirements=self.python_path if image and self.python_path else "",
                 )
                 cwd = "/"
             if self._spawn(hp.host, cmd, env, cwd, job_cmd) is None:
@@ -526,7 +540,10 @@ class RunSupervisor:
 
     @functools.cached_property
     def _public_paths(self) -> list[tuple[str, str]]:
-        """(this machine's path, what SageMaker shows), longest first (every output line uses them)."""
+        """(this machine's path, what SageMaker shows), longest first (every output line uses them).
+        None with namespaces and the job environment at /opt/conda: the job sees no path of this machine."""
+        if self.image is not None:
+            return []
         replacements = [(str(hp.layout.base), "/opt/ml") for hp in self.plan.host_plans]
         python = Path(self.rp.python)
         if (python.parent.parent / "pyvenv.cfg").is_file():  # a virtualenv: the job environment
@@ -536,8 +553,9 @@ class RunSupervisor:
         return sorted(replacements, key=lambda r: -len(r[0]))
 
     def public_text(self, text: str) -> str:
-        """``text`` as SageMaker would give it: no path of this machine. The hosts' folders are
-        ``/opt/ml``; the job's environment is the image's ``/opt/conda``."""
+        """``text`` as SageMaker would give it: no path of this machine. In the relocated layout
+        (or with an interpreter that is not a venv) the hosts' folders are shown as ``/opt/ml`` and
+        the job's environment as the image's ``/opt/conda``."""
         for local, public in self._public_paths:
             text = text.replace(local, public)
             text = without_cut_path(text, local, public)
@@ -569,7 +587,7 @@ class RunSupervisor:
         plan, rp = self.plan, self.rp
         with tempfile.TemporaryDirectory() as tmp:
             if plan.output_compression == "NONE":
-                model_prefix = rp.model_uri.rsplit("/", 1)[0] + "/model"
+                model_prefix = join_uri(parent_uri(rp.model_uri), "model")
                 for hp in plan.host_plans:
                     for path in sorted(hp.layout.model_dir.rglob("*")):
                         if path.is_file():

@@ -27,6 +27,8 @@ from airflow_dist_training.sagemaker.tuning_jobs import (
     job_counters,
     objective_counters,
     objective_fields,
+    runtime_exceeded,
+    stops_early,
     training_job_name,
     training_request,
     tuning_configurations,
@@ -94,6 +96,8 @@ class LocalTuningJob:
         self._stop = threading.Event()
         self._handles: dict[str, Any] = {}
         self.ledger: dict[str, Any] | None = self.read()
+        #: The run passed its ``deadline`` (the task's max_wait_seconds): it was stopped.
+        self.timed_out = False
 
     # -- the ledger ---------------------------------------------------------------------------------
 
@@ -166,9 +170,10 @@ class LocalTuningJob:
 
     # -- run --------------------------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
+    def run(self, deadline: float | None = None) -> dict[str, Any]:
         """Run (or resume) the tuning job to its end; returns :meth:`describe`. A Completed, Failed
-        or Stopped tuning job is described without running anything."""
+        or Stopped tuning job is described without running anything. Past ``deadline`` (POSIX time:
+        the task's ``max_wait_seconds``) the tuning job is stopped and ``timed_out`` set."""
         if self.status in TERMINAL:
             return self.describe()
         with self._exclusive():
@@ -178,7 +183,7 @@ class LocalTuningJob:
             request, store, options = self._plan()
             self._start_ledger(request)
             try:
-                self._loop(request, store, options)
+                self._loop(request, store, options, deadline)
             except BaseException as exc:  # never leave training jobs running behind a failed task
                 self._abandon(exc)
                 raise
@@ -244,7 +249,7 @@ class LocalTuningJob:
         }
         self._write()
 
-    def _loop(self, request: dict[str, Any], store: Any, options: Any) -> None:
+    def _loop(self, request: dict[str, Any], store: Any, options: Any, deadline: float | None) -> None:
         assert self.ledger is not None
         pending = tuning_configurations(request)[len(self.ledger["TrainingJobs"]) :]
         for job in self.ledger["TrainingJobs"]:  # their process died with the earlier try
@@ -259,8 +264,11 @@ class LocalTuningJob:
         )
         while True:
             self._collect()
+            if not self._stop.is_set() and self._limit_reached(deadline):
+                pending = []
             if self._stop.is_set():
                 pending = []
+            self._stop_early()
             while pending and len(self._handles) < self.parallel:
                 index = len(self.ledger["TrainingJobs"]) + 1
                 job = {
@@ -280,6 +288,66 @@ class LocalTuningJob:
                 break
             time.sleep(POLL_SECONDS)
         self._end()
+
+    def _limit_reached(self, deadline: float | None) -> bool:
+        """The limits on the whole tuning job: the task's wait (``deadline``: stop it, as the SageMaker
+        path stops its tuning job) and ``MaxRuntimeInSeconds`` (stop the running training jobs,
+        start no more: it ends as they did). True when one was reached now or before."""
+        assert self.ledger is not None
+        if deadline is not None and time.time() >= deadline:
+            self.log(f"Local tuning job {self.name}: still InProgress at the task's max_wait_seconds: stopping it")
+            self.timed_out = True
+            self.stop(self.hook.stop_grace_seconds, wait=False)
+            return True
+        limits = self.ledger["HyperParameterTuningJobConfig"]["ResourceLimits"]
+        created = dt.datetime.strptime(self.ledger["CreationTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+        limit = runtime_exceeded(created.timestamp(), limits, time.time())
+        if limit is None:
+            return False
+        if not self.ledger.get("RuntimeLimitReached"):
+            self.log(
+                f"Local tuning job {self.name}: MaxRuntimeInSeconds {limit} reached: stopping its "
+                f"{len(self._handles)} running training job(s), starting no more"
+            )
+            with self._lock:
+                self.ledger["RuntimeLimitReached"] = True  # a retry starts nothing either
+                self._write()
+        for handle in list(self._handles.values()):
+            handle.stop(self.hook.stop_grace_seconds, wait=False)
+        return True
+
+    def _objective_series(self, handle: Any) -> list[float]:
+        """The objective metric's values the training job reported so far (its first host's: one per epoch)."""
+        points = [p for p in handle.metric_points() if p.name == self.tuning.objective.metric]
+        return [p.value for p in points if p.host == points[0].host] if points else []
+
+    def _stop_early(self) -> None:
+        """``TrainingJobEarlyStoppingType: Auto``: stop each running training job whose objective is
+        worse than the median of the earlier training jobs' running averages at the same epoch."""
+        assert self.ledger is not None
+        config = self.ledger["HyperParameterTuningJobConfig"]
+        if config.get("TrainingJobEarlyStoppingType") != "Auto":
+            return
+        earlier = [
+            j["ObjectiveSeries"]
+            for j in self.ledger["TrainingJobs"]
+            if j["TrainingJobStatus"] in TERMINAL and j.get("ObjectiveSeries")
+        ]
+        objective = config["HyperParameterTuningJobObjective"]
+        for name, handle in list(self._handles.items()):
+            job = next(j for j in self.ledger["TrainingJobs"] if j["TrainingJobName"] == name)
+            current = self._objective_series(handle)
+            median = None if job.get("StoppedEarly") else stops_early(current, earlier, objective["Type"])
+            if median is None:
+                continue
+            self.log(
+                f"Training job {name} stopped early: {objective['MetricName']} = {current[-1]:g} at epoch "
+                f"{len(current)}, worse than {median:g} (the median of the earlier training jobs' running averages)"
+            )
+            with self._lock:
+                job["StoppedEarly"] = True
+                self._write()
+            handle.stop(self.hook.stop_grace_seconds, wait=False)
 
     def _launch(self, job: dict[str, Any], request: dict[str, Any], store: Any, options: Any) -> None:
         name = job["TrainingJobName"]
@@ -315,6 +383,7 @@ class LocalTuningJob:
                 job["FinalMetrics"] = {
                     m["MetricName"]: m["Value"] for m in desc.get("FinalMetricDataList") or []
                 }
+                job["ObjectiveSeries"] = self._objective_series(handle)  # what early stopping compares
                 if desc.get("FailureReason"):
                     job["FailureReason"] = desc["FailureReason"]
                 if desc["TrainingJobStatus"] == "Completed":

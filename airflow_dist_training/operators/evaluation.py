@@ -32,7 +32,7 @@ from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.lineage import evaluation_lineage, registration_lineage
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
 from airflow_dist_training.operators import default_deferrable
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -204,6 +204,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         self._set_aws_connection(aws_conn_id, region_name)
         self._runner: SageMakerEvaluationRunner | None = None
         self._processing_job: str | None = None
+        self._try: Any = None  # this try's task instance: on_kill reads its state
 
     def _default_output_dir(self, context: Context) -> Path:
         from airflow.configuration import AIRFLOW_HOME
@@ -214,6 +215,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_dist_training.retry import failing_fast_without_retry_policy
 
+        self._try = context.get("ti")
         store = _store(self.aws_conn_id, self.region_name)
         with failing_fast_without_retry_policy():
             if self.processing_job:
@@ -232,7 +234,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     ) -> tuple[EvaluationResult, str, dict[str, Any]]:
         from airflow_dist_training.hooks.evaluation import LocalEvaluationRunner, join_uri
 
-        remote_output = self.output_uri if (self.output_uri or "").startswith("s3://") else None
+        remote_output = self.output_uri if uri_scheme(self.output_uri) == "s3" else None
         out_dir = (
             Path(split_uri(self.output_uri)[2])
             if self.output_uri and not remote_output
@@ -241,7 +243,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         work = Path(tempfile.mkdtemp(prefix="adt-eval-"))
         try:
             data_dir = self.data_uri
-            if data_dir and data_dir.startswith("s3://"):
+            if data_dir and uri_scheme(data_dir) == "s3":
                 data_dir = str(store.download_prefix(data_dir, work / "data"))
             path = LocalEvaluationRunner(store, python=self.python).run(
                 script=self.script,
@@ -315,7 +317,7 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
 
         script, data = self.script, self.data_uri
         inputs = join_uri(self.output_uri or "", "inputs")
-        if not script.startswith("s3://"):
+        if uri_scheme(script) != "s3":
             path = file_uri_path(script)
             files = evaluation_code_files(path, self.dependencies)  # every bad entry before any upload
             count = store.upload_files(files, join_uri(inputs, "code"))
@@ -384,6 +386,12 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
     def on_kill(self) -> None:
         """Stop the processing job (the local backend's script dies with the task process)."""
         if self._runner is None or self._processing_job is None:
+            return
+        from airflow_dist_training.task_kills import worker_kill_case
+
+        case = worker_kill_case(self._try)
+        if not case.stop:  # the next try attaches to the run's processing job
+            self.log.warning("Task killed: %s; %s is left running.", case.why, self._processing_job)
             return
         try:
             self._runner.stop(self._processing_job)
@@ -575,7 +583,7 @@ def _check_dependencies(script: str, dependencies: Sequence[str]) -> None:
     problem = dependencies_problem([str(d) for d in dependencies])
     if problem:
         raise SpecValidationError([("dependencies", problem)])
-    if dependencies and str(script).startswith("s3://"):
+    if dependencies and uri_scheme(str(script)) == "s3":
         raise SpecValidationError(
             [("dependencies", "are shipped with a local script; with an s3:// script, put them in its folder")]
         )

@@ -658,7 +658,7 @@ class FSxStagePrefixOperator(_FSxBaseOperator):
     get_openlineage_facets_on_complete = staging_lineage  # the source in, the staged directory out
 
 
-class LocalStageOperator(BaseOperator):
+class LocalStageOperator(AwsConnectionMixin, BaseOperator):
     """The local backend's staging: mirror a local path, ``file://`` or ``s3://`` prefix into a channel dir.
 
     Incremental (unchanged files are not copied again; removed files are deleted). Returns an
@@ -671,9 +671,12 @@ class LocalStageOperator(BaseOperator):
     :param file_system_path: The path the channel names on AWS.
     :param mount_name: Mount name used in ``directory_path``.
     :param access_mode: ``ro`` or ``rw``.
+    :param aws_conn_id: the Airflow AWS connection an ``s3://`` source is read through
+        (``None``: boto3's default chain).
+    :param region_name: its region (default: the connection's).
     """
 
-    template_fields: Sequence[str] = ("source", "channel_dir", "file_system_id", "file_system_path")
+    template_fields: Sequence[str] = (*AWS_TEMPLATE_FIELDS, "source", "channel_dir", "file_system_id", "file_system_path")
 
     def __init__(
         self,
@@ -684,9 +687,12 @@ class LocalStageOperator(BaseOperator):
         file_system_path: str = "/",
         mount_name: str = "local",
         access_mode: Literal["ro", "rw"] = "ro",
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self._set_aws_connection(aws_conn_id, region_name)
         self.source = source
         self.channel_dir = channel_dir
         self.file_system_id = file_system_id
@@ -696,8 +702,10 @@ class LocalStageOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_dist_training.local.staging import stage_local
+        from airflow_dist_training.storage import StoreOptions, Stores
 
-        summary = stage_local(self.source, self.channel_dir).summary()
+        stores = Stores(StoreOptions(self.aws_conn_id, self.region_name))
+        summary = stage_local(self.source, self.channel_dir, stores=stores).summary()
         self.log.info("Staged %s into %s: %s", self.source, self.channel_dir, summary)
         channel = req.fsx_channel(
             self.file_system_id,

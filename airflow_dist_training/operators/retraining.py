@@ -1,11 +1,13 @@
 """The ``check_changes`` step of a retraining run: fingerprint the inputs, skip when nothing changed.
 
-A short-circuit task between staging and training (``docs/retraining.md``): when the data
+A branch between staging and training (``docs/retraining.md``) with three outcomes: when the data
 fingerprint, code hash, spec hash and evaluation fingerprint (the evaluation's script, held-out data
-and arguments) all equal the registry champion's, train, evaluate, gate and
-register are skipped, with the reason in its log, its XCom and the run's summary (``force`` trains
-anyway). It also resolves the run's warm start. XCom keys: ``lineage``, ``skip_reason``,
-``skipped``, ``warm_start_uri``, ``champion``.
+and arguments) all equal the registry champion's, train, evaluate, gate and register are skipped;
+when only the evaluation changed and the champion's model is still there, the champion is
+re-evaluated instead of training (``reevaluate`` and ``record_evaluation``); otherwise the run
+trains. The reason is in its log, its XCom and the run's summary (``force`` trains anyway). It also
+resolves the run's warm start. XCom keys: ``lineage``, ``skip_reason``, ``skipped``, ``action``,
+``reevaluate``, ``warm_start_uri``, ``champion``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from airflow_dist_training.errors import SpecValidationError
@@ -42,14 +45,16 @@ def check_changes(
     evaluation: Mapping[str, Any] | None = None,
     aws_conn_id: str | None = "aws_default",
     region_name: str | None = None,
-) -> bool:
-    """Return False (skip training) when nothing changed since the champion; push the facts.
+    can_reevaluate: bool = False,
+) -> str:
+    """Return what the run does, ``train``, ``skip`` or ``reevaluate``; push the facts.
 
     :param evaluation: the run's evaluation inputs (``script``, ``data_uri``, ``arguments``,
         ``dependencies``), so that a new held-out set or evaluation script is a change.
+    :param can_reevaluate: the group can re-evaluate the champion and record it (it has an
+        evaluation, a gate and a registry); otherwise an evaluation change trains.
     """
     from airflow_dist_training.hooks.fingerprint import FingerprintHook
-    from airflow_dist_training.retraining.fingerprint import decide_skip
     from airflow_dist_training.retraining.warm_start import parse_warm_start, warm_start_source
     from airflow_dist_training.spec.loading import load_spec
 
@@ -80,12 +85,7 @@ def check_changes(
                 evaluation.get("dependencies") or (),
             ),
         )
-    decision = decide_skip(
-        lineage,
-        champion.label if champion is not None else None,
-        champion.lineage if champion is not None else None,
-        force=forced,
-    )
+    decision, reevaluation = _decide(hook, lineage, champion, forced, can_reevaluate)
     promoted = _promoted_checkpoint(promoted_uri, aws_conn_id, region_name) if choice == "promoted" else None
     uri, warm_text = warm_start_source(
         choice,
@@ -94,14 +94,54 @@ def check_changes(
     )
     _log_lineage(lineage)
     print(decision.reason, flush=True)
-    if not decision.skip:
+    if decision.action == "train":
         print(warm_text.capitalize(), flush=True)
     ti.xcom_push(key="lineage", value=lineage.to_dict())
     ti.xcom_push(key="skip_reason", value=decision.reason)
     ti.xcom_push(key="skipped", value=decision.skip)
     ti.xcom_push(key="warm_start_uri", value=uri or "")
     ti.xcom_push(key="champion", value=champion.label if champion is not None else None)
-    return not decision.skip
+    ti.xcom_push(key="action", value=decision.action)
+    ti.xcom_push(key="reevaluate", value=reevaluation)
+    return decision.action
+
+
+def _decide(hook: Any, lineage: Any, champion: Any, forced: bool, can_reevaluate: bool) -> tuple[Any, dict[str, Any] | None]:
+    """The skip decision, and what to re-evaluate when only the evaluation changed and the
+    champion's model is still there (its listing is read only then)."""
+    from airflow_dist_training.retraining.fingerprint import decide_skip
+
+    decide = partial(
+        decide_skip,
+        lineage,
+        champion.label if champion is not None else None,
+        champion.lineage if champion is not None else None,
+        force=forced,
+    )
+    decision = decide()
+    if decision.changed != ("evaluation",) or not can_reevaluate or champion is None:
+        return decision, None
+    model = champion.model_data_uri
+    decision = decide(champion_model_uri=model, champion_model_present=bool(model) and _model_listed(hook, str(model)))
+    if not decision.reevaluate:
+        return decision, None
+    return decision, {
+        "champion_id": champion.id,
+        "champion": champion.label,
+        "version": champion.version,
+        "model_data_uri": model,
+        "evaluation_fingerprint": lineage.evaluation_fingerprint,
+    }
+
+
+def _model_listed(hook: Any, uri: str) -> bool:
+    """Whether the champion's model is still there; a listing that fails counts as gone (the run
+    trains, and the log says why)."""
+    try:
+        return bool(hook.model_exists(uri))
+    except Exception as exc:  # any store's error (permissions, unknown bucket): training is safe
+        _log.warning("Cannot list the champion's model %s (training instead): %s", uri, exc)
+        return False
 
 
 def _champion(

@@ -17,11 +17,12 @@ from airflow_dist_training.compat import AirflowException, BaseOperator
 from airflow_dist_training.errors import TrainingJobError
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.operators import default_deferrable
-from airflow_dist_training.operators.training import SpecBackendMixin, beside_dag
+from airflow_dist_training.operators.runs import SpecBackendMixin, beside_dag
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_dist_training.hooks.local_training import LocalTrainingHook
     from airflow_dist_training.hooks.sagemaker_jobs import DurableJob
     from airflow_dist_training.hooks.training import SageMakerTrainingHook
     from airflow_dist_training.local.tuning import LocalTuningJob
@@ -90,6 +91,7 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
         self.poll_interval = poll_interval
         self.max_wait_seconds = max_wait_seconds
         self._job_name: str | None = None
+        self._try: Any = None  # this try's task instance: on_kill reads its state
         self._identity: str | None = None
         self._local: LocalTuningJob | None = None
 
@@ -99,16 +101,22 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
 
         return SageMakerTrainingHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
 
+    @cached_property
+    def executor_hook(self) -> LocalTrainingHook:
+        """The local executor's hook: a tuning job run in the task runs its trials on it."""
+        from airflow_dist_training.hooks.local_training import LocalTrainingHook
+
+        return LocalTrainingHook(**{"aws_conn_id": self.aws_conn_id, **self.local_hook_kwargs})  # S3 as the task's connection reaches it
+
     def _runs_in_task(self) -> bool:
         """True: the tuning job runs in the task on the local executor; False: a SageMaker tuning job.
         Decided by the backend's record, never its name; a backend that can do neither is refused."""
         from airflow_dist_training.errors import SpecValidationError
-        from airflow_dist_training.hooks.backends import LocalBackend
 
-        backend = self.training_backend
-        if backend.record.durable and backend.record.on_aws:
+        record = self.training_backend.record
+        if record.durable and record.on_aws:
             return False
-        if not backend.record.durable and isinstance(backend, LocalBackend):
+        if record.tunes_in_task:
             return True
         why = (
             f"{self.backend!r} cannot run tuning jobs: they run as SageMaker tuning jobs (a backend "
@@ -147,6 +155,7 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_dist_training.retry import failing_fast_without_retry_policy
 
+        self._try = context.get("ti")
         with failing_fast_without_retry_policy():
             spec, tuning = self._load()
             names = self._names(context, tuning.name or spec.name)
@@ -204,7 +213,7 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
             raise SpecValidationError(problems, source=spec.source_file)
         for generation, name in enumerate(names, start=1):
             job = LocalTuningJob(
-                self.local_hook,
+                self.executor_hook,
                 spec,
                 tuning,
                 name,
@@ -219,7 +228,13 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
             self._job_name = name
             if job.status == "Completed":
                 self.log.info("This run's local tuning job %s completed earlier: not running it again.", name)
-            return self._finish(job.run())
+            desc = job.run(deadline=time.time() + self.max_wait_seconds if self.max_wait_seconds else None)
+            if job.timed_out:  # as the SageMaker path's wait (retry.PollTimeout) says it
+                raise AirflowException(
+                    f"Local tuning job {name} still InProgress after {self.max_wait_seconds:g}s. "
+                    "The tuning job was stopped."
+                )
+            return self._finish(desc)
         raise _exhausted(names)
 
     def _log_ended(self, name: str, status: Any, next_generation: int) -> None:
@@ -254,6 +269,7 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
             return self.execute(context)
         name = str(event["job_name"])
         self._job_name = name
+        self._try = context.get("ti")
         if event.get("status") == "timeout":
             self._stop(name, "max_wait_seconds exceeded")
             raise AirflowException(f"{event.get('message')} The tuning job was stopped.")
@@ -291,7 +307,7 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
                 "backend": self.backend,
             }
         else:
-            result = dict(result_from_description(self.hook.describe_training_job(best["job_name"])))
+            result = dict(result_from_description(self.hook.jobs.describe(best["job_name"])))
         result["tuning"] = {
             "job_name": name,
             "job_arn": desc.get("HyperParameterTuningJobArn"),
@@ -334,7 +350,15 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
     def on_kill(self) -> None:
         """Stop the tuning job (SageMaker then stops its running training jobs; locally, this task's)."""
         if self._local is not None:
-            self._local.stop(self.local_hook.stop_grace_seconds)
+            self._local.stop(self.executor_hook.stop_grace_seconds)
             return
-        if self._job_name:
-            self._stop(self._job_name, "task killed")
+        if not self._job_name:
+            return
+        from airflow_dist_training.task_kills import worker_kill_case
+
+        case = worker_kill_case(self._try)
+        if not case.stop:  # the next try reattaches to the run's tuning job
+            self.log.warning("Task killed: %s; %s is left running.", case.why, self._job_name)
+            return
+        self.log.info("Task killed: %s; stopping %s.", case.why, self._job_name)
+        self._stop(self._job_name, "task killed")

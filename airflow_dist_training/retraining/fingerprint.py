@@ -135,8 +135,18 @@ class Lineage:
 
 @dataclass(frozen=True)
 class SkipDecision:
+    """What the run does: ``skip`` (nothing changed), ``reevaluate`` (only the evaluation changed
+    and the champion's model is still there: evaluate it, train nothing), or neither (train)."""
+
     skip: bool
     reason: str
+    reevaluate: bool = False
+    # what differs from the champion ("data", "code", "spec", "evaluation")
+    changed: tuple[str, ...] = ()
+
+    @property
+    def action(self) -> str:
+        return "reevaluate" if self.reevaluate else "skip" if self.skip else "train"
 
 
 def short(fingerprint: str | None) -> str:
@@ -149,11 +159,16 @@ def decide_skip(
     champion_lineage: Mapping[str, Any] | None,
     *,
     force: bool = False,
+    champion_model_uri: str | None = None,
+    champion_model_present: bool | None = None,
 ) -> SkipDecision:
     """Skip the run when data, code, spec and evaluation all equal the champion's; say why either way.
 
     The evaluation is compared when both sides know it: a champion registered before evaluation
     fingerprints were recorded, or a run whose evaluation inputs cannot be read, compares the rest.
+    When only the evaluation changed, the champion is re-evaluated without training if its model
+    is still there (``champion_model_present``, checked by the caller: None means re-evaluation is
+    not possible here, e.g. no gate or registry to record it in), and trained otherwise.
     """
     fp = short(current.data_fingerprint)
     if force:
@@ -178,9 +193,26 @@ def decide_skip(
     recorded = champion_lineage.get("evaluation_fingerprint")
     if current.evaluation_fingerprint and recorded and recorded != current.evaluation_fingerprint:
         changed.append("evaluation")
+    if changed == ["evaluation"] and champion_model_present is not None:
+        model = champion_model_uri or "(no model URI recorded)"
+        if champion_model_present and champion_model_uri:
+            return SkipDecision(
+                False,
+                f"evaluation changed since champion {champion_id}: re-evaluating {champion_id} without "
+                f"retraining (its model {model} is still there)",
+                reevaluate=True,
+                changed=tuple(changed),
+            )
+        return SkipDecision(
+            False,
+            f"evaluation changed since champion {champion_id}: its model {model} is gone: training "
+            f"(data fingerprint {fp})",
+            changed=tuple(changed),
+        )
     if changed:
         return SkipDecision(
             False,
             f"{' and '.join(changed)} changed since champion {champion_id}: training (data fingerprint {fp})",
+            changed=tuple(changed),
         )
     return SkipDecision(True, f"no new data or code since champion {champion_id} (data fingerprint {fp})")

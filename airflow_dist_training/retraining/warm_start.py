@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from airflow_dist_training.errors import Problem, SpecValidationError
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 WarmStart = Literal["none", "champion", "promoted"]
 WARM_START_CHOICES: tuple[str, ...] = ("none", "champion", "promoted")
@@ -42,6 +42,6 @@ def warm_start_source(
 
 def warm_start_channel(uri: str) -> dict[str, Any]:
     """The ``warm_start`` input channel (spec fields) reading ``uri``."""
-    if uri.startswith("s3://"):
+    if uri_scheme(uri) == "s3":
         return {"type": "s3", "uri": uri}
     return {"type": "s3", "uri": _LOCAL_PLACEHOLDER, "local_source": split_uri(uri)[2]}

@@ -1,14 +1,16 @@
 """Hardware rules: what each strategy needs from the instances, with the source of every rule.
 
-Pure. ``check_hardware`` appends problems to a ``StrategyContext`` (called by
-``strategies.check_distribution`` with the strategy's record); ``scaling_advice`` turns the distributed-training guide's
+Pure. ``hardware_problems`` returns the problems of one job (called by
+``strategies.check_distribution`` with what the strategy's record says); it knows nothing of the
+strategy records, so the strategies import this module and not the reverse. ``scaling_advice`` turns the distributed-training guide's
 "scale up before scaling out" into plan output.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
+from airflow_dist_training.errors import Problem
 from airflow_dist_training.sagemaker.catalog import (
     InstanceType,
     assumed_instance,
@@ -20,9 +22,6 @@ from airflow_dist_training.sagemaker.catalog import (
     lookup_instance,
 )
 from airflow_dist_training.spec.training import TrainingJobSpec
-
-if TYPE_CHECKING:
-    from airflow_dist_training.sagemaker.strategies import StrategyContext, StrategyRecord
 
 # SMDDP's instance types. The SDK still defines fw_utils.SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES
 # ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "local_gpu") and its
@@ -61,36 +60,64 @@ def instance_info(instance_type: str) -> InstanceType:
     return lookup_instance(instance_type) or assumed_instance(instance_type)
 
 
-def check_hardware(ctx: StrategyContext, record: StrategyRecord, per_host_strategies: list[str]) -> None:
-    """The hardware rules of ``record``'s strategy (``per_host_strategies``: those honouring processes_per_host)."""
-    if record.smddp_instances:
-        check_smddp_instances(ctx)
-    _check_image_accelerator(ctx)
-    _check_processes_per_host(ctx, record.processes, per_host_strategies)
+@dataclass
+class _Job:
+    spec: TrainingJobSpec
+    image_uri: str
+    validation_instance_types: list[str]  # the training group's instance types, or all
+    problems: list[Problem] = field(default_factory=list)
+
+    def error(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def warn(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message, severity="warning"))
 
 
-def check_smddp_instances(ctx: StrategyContext) -> None:
+def hardware_problems(
+    spec: TrainingJobSpec,
+    image_uri: str,
+    validation_instance_types: list[str],
+    *,
+    smddp_instances: bool,
+    processes: str,
+    per_host_strategies: list[str],
+) -> list[Problem]:
+    """The hardware rules of the job's strategy: SMDDP's instance types (``smddp_instances``), the
+    image's accelerator, and processes_per_host against the devices (``processes``: how the strategy
+    starts processes; ``per_host_strategies``: those honouring processes_per_host, for the warning)."""
+    job = _Job(spec, image_uri, validation_instance_types)
+    if smddp_instances:
+        _check_smddp_instances(job)
+    _check_image_accelerator(job)
+    _check_processes_per_host(job, processes, per_host_strategies)
+    return job.problems
+
+
+def _check_smddp_instances(ctx: _Job) -> None:
     supported = SMDDP_INSTANCE_TYPES
     for instance_type in ctx.validation_instance_types:
         if instance_type not in supported:
             # the SDK's own message (fw_utils._validate_smdataparallel_args before v2.221.1)
             ctx.error(
-                "compute.instance_type" if not ctx.spec.compute.instance_groups else "compute.instance_groups",
+                "compute.instance_type"
+                if not ctx.spec.compute.instance_groups
+                else "compute.instance_groups",
                 f"Provided instance_type {instance_type} is not supported by smdataparallel. "
                 f"Please specify one of the supported instance types:{supported} "
                 "(use torch_distributed for DDP on other GPU instances)",
             )
 
 
-def _check_image_accelerator(ctx: StrategyContext) -> None:
+def _check_image_accelerator(ctx: _Job) -> None:
     """Neuron images run only on Trainium/Inferentia, CUDA images not on them (AWS Deep Learning
     Containers, available_images.md: "Neuron containers ... for Trn1/Inf2 instances"; the SDK's
     image_uris picks the neuron image for ml.trn*)."""
     uri = ctx.image_uri
     if not uri:
         return
-    path = "image.uri" if ctx.explicit_image else "image.framework_version"
-    types = ctx.instance_types
+    path = "image.uri" if ctx.spec.image.uri is not None else "image.framework_version"
+    types = [g.instance_type for g in ctx.spec.compute.groups]
     if is_neuron_image(uri):
         wrong = [t for t in types if not _is_neuron_instance(t)]
         if wrong and (any(is_gpu_family(t) for t in wrong) or len(wrong) == len(types)):
@@ -109,7 +136,7 @@ def _check_image_accelerator(ctx: StrategyContext) -> None:
             )
 
 
-def _check_processes_per_host(ctx: StrategyContext, processes: str, per_host_strategies: list[str]) -> None:
+def _check_processes_per_host(ctx: _Job, processes: str, per_host_strategies: list[str]) -> None:
     """processes_per_host against the devices of the instances that run the strategy.
 
     MPI/Horovod and SMP v1 pin one process per GPU (SageMaker model parallel v1 docs: "processes_per_host

@@ -37,6 +37,8 @@ class SageMakerJobKind:
     arn_resource: str  # "training-job" in arn:aws:sagemaker:<region>:<account>:training-job/<name>
     log_group: str | None  # CloudWatch log group of the job's containers (None: it writes none)
     trigger: str = GENERIC_TRIGGER  # dotted path of the trigger class a deferred task waits on
+    # a change short of a new status that the list operation's summaries show (the shared poller)
+    progress_key: str | None = None
     failure_reason_key: str = "FailureReason"
     active_states: frozenset[str] = ACTIVE_STATES
     stoppable_states: frozenset[str] = STOPPABLE_STATES
@@ -62,7 +64,9 @@ class SageMakerJobKind:
         return self.status(description) in self.success_states
 
 
-def job_kind(kind: str, noun: str, *, log_group: str | None, trigger: str = GENERIC_TRIGGER) -> SageMakerJobKind:
+def job_kind(
+    kind: str, noun: str, *, log_group: str | None, trigger: str = GENERIC_TRIGGER, progress_key: str | None = None
+) -> SageMakerJobKind:
     """The row of a SageMaker job whose API follows the usual names: ``Create<noun>``,
     ``<noun>Name``, ``<noun>Status``, ``List<noun>s`` answering ``<noun>Summaries``."""
     words = "".join(f" {c.lower()}" if c.isupper() else c for c in noun).strip()
@@ -80,6 +84,7 @@ def job_kind(kind: str, noun: str, *, log_group: str | None, trigger: str = GENE
         arn_resource=words.replace(" ", "-"),
         log_group=log_group,
         trigger=trigger,
+        progress_key=progress_key,
     )
 
 
@@ -97,6 +102,7 @@ TRAINING = register_job_kind(
         "TrainingJob",
         log_group="/aws/sagemaker/TrainingJobs",
         trigger="airflow_dist_training.triggers.training.TrainingJobTrigger",
+        progress_key="SecondaryStatus",
     )
 )
 PROCESSING = register_job_kind(
@@ -114,6 +120,7 @@ TUNING = register_job_kind(
             "HyperParameterTuningJob",
             log_group=None,  # its training jobs write the logs
             trigger="airflow_dist_training.triggers.tuning.TuningJobTrigger",
+            progress_key="TrainingJobStatusCounters",  # its training jobs starting and ending
         ),
         label="hyperparameter tuning job",
     )

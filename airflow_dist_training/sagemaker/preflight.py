@@ -17,6 +17,7 @@ from airflow_dist_training.sagemaker.catalog import (
 )
 from airflow_dist_training.sagemaker.strategies import record_for
 from airflow_dist_training.spec.training import EFSChannel, FSxChannel, InputMode, TrainingJobSpec
+from airflow_dist_training.storage.location import uri_scheme
 
 MAX_HYPERPARAMETERS = 100
 MAX_HYPERPARAMETER_KEY = 256
@@ -212,14 +213,14 @@ def _check_tags(tags: dict[str, str]) -> list[Problem]:
 
 def _check_source(spec: TrainingJobSpec) -> list[Problem]:
     source_dir = spec.source.source_dir
-    if source_dir and source_dir.startswith("s3://") and not source_dir.endswith(".tar.gz"):
+    if uri_scheme(source_dir) == "s3" and not str(source_dir).endswith(".tar.gz"):
         return [
             Problem(
                 "source.source_dir",
                 "an s3:// source must be a .tar.gz archive (e.g. s3://bucket/code/sourcedir.tar.gz)",
             )
         ]
-    if source_dir and "://" in source_dir and not source_dir.startswith(("s3://", "file://")):
+    if uri_scheme(source_dir) not in (None, "s3", "file"):
         return [Problem("source.source_dir", "must be an s3:// tarball or a local directory")]
     return []
 

@@ -41,12 +41,13 @@ from airflow_dist_training.sagemaker.strategies import (
 )
 from airflow_dist_training.sagemaker.uploads import Upload
 from airflow_dist_training.spec.training import (
+    MAX_RUN_JOBS,
     EFSChannel,
     FSxChannel,
     S3Channel,
     TrainingJobSpec,
 )
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 # The SDK leaves DebugHookConfig/ProfilerConfig out in these regions (fw_utils.DEBUGGER_UNSUPPORTED_REGIONS).
 DEBUGGER_UNSUPPORTED_REGIONS = (
@@ -101,7 +102,7 @@ def _s3_join(*parts: str) -> str:
     joined = "/".join(cleaned)
     return (
         joined.replace("s3:/", "s3://", 1)
-        if joined.startswith("s3:/") and not joined.startswith("s3://")
+        if joined.startswith("s3:/") and uri_scheme(joined) != "s3"
         else joined
     )
 
@@ -425,7 +426,7 @@ def _source_uri(spec: TrainingJobSpec, job_name: str, uploads: list[Upload]) -> 
     """
     source_dir = spec.source.source_dir
     assert source_dir is not None and spec.output is not None
-    if source_dir.startswith("s3://"):
+    if uri_scheme(source_dir) == "s3":
         return source_dir
     uri = f"s3://{split_uri(spec.output.s3_path)[1]}/{job_name}/source/{SOURCE_TARBALL}"
     local = split_uri(source_dir)[2]
@@ -600,10 +601,18 @@ def _efa_warnings(spec: TrainingJobSpec) -> list[Problem]:
 
 
 def cost_bound(spec: TrainingJobSpec, region: str) -> tuple[float | None, str]:
-    """Upper bound of on-demand cost: instances x hourly price x MaxRuntime (spot only lowers it).
+    """Upper bound of what a run of ``spec`` pays for instances: instances x hourly on-demand price x
+    MaxRuntime, per job. Managed spot is billed at most the on-demand price, but each interruption
+    starts another job of up to MaxRuntime, so a spot run's bound counts ``max_interruptions + 1``
+    jobs. A training plan's capacity is paid for up front, when the plan is bought: its jobs add $0.
 
     Uses ``region``'s prices where the price table has them, else us-east-1's with a note.
     """
+    if spec.compute.training_plan_arn is not None:
+        return 0.0, (
+            f"runs on training plan {spec.compute.training_plan_arn.rsplit('/', 1)[-1]}: "
+            "its reserved capacity was paid for up front, not per job"
+        )
     hours = spec.stopping.max_runtime_seconds / 3600
     total = 0.0
     price_region = region if prices_for(region) else PRICE_REGION
@@ -614,6 +623,20 @@ def cost_bound(spec: TrainingJobSpec, region: str) -> tuple[float | None, str]:
             return None, f"{group.instance_type}: {known} for {price_region} in the price table"
         total += group.instance_count * price * hours
     note = f"on-demand list prices ({price_region}) x max runtime {hours:g} h"
+    if spec.spot.enabled:
+        total = round(total, 2)  # the per-job figure the note shows, times the jobs
+        budget = spec.spot.max_interruptions
+        jobs = MAX_RUN_JOBS if budget is None else budget + 1
+        limit = (
+            f"up to the run's limit of {jobs} (set spot.max_interruptions)"
+            if budget is None
+            else f"spot.max_interruptions={budget}"
+        )
+        note += (
+            f" x {jobs} jobs (${total:,.2f} each): spot bills at most on-demand prices, and each "
+            f"interruption starts another job ({limit})"
+        )
+        total *= jobs
     if region != price_region:
         note += f"; no prices for {region} in the table, so {price_region}'s (they may differ)"
     if spec.compute.keep_alive_seconds:

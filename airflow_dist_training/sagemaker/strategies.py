@@ -22,7 +22,7 @@ from airflow_dist_training.sagemaker.catalog import (
     is_trainium,
     sdk_version_lists,
 )
-from airflow_dist_training.sagemaker.hardware import check_hardware, instance_info
+from airflow_dist_training.sagemaker.hardware import hardware_problems, instance_info
 from airflow_dist_training.sagemaker.hyperparameters import encode_script_mode
 from airflow_dist_training.spec.records import Records
 from airflow_dist_training.spec.training import Strategy, TrainingJobSpec, extend_strategy, forget_strategy
@@ -127,7 +127,14 @@ def check_distribution(ctx: StrategyContext) -> None:
     _check_instance_group(ctx, record)
     for rule in record.rules:
         rule(ctx)
-    check_hardware(ctx, record, [r.strategy.value for r in records() if r.processes == "per_host"])
+    ctx.problems += hardware_problems(
+        ctx.spec,
+        ctx.image_uri,
+        ctx.validation_instance_types,
+        smddp_instances=record.smddp_instances,
+        processes=record.processes,
+        per_host_strategies=[r.strategy.value for r in records() if r.processes == "per_host"],
+    )
 
 
 def _check_fields(ctx: StrategyContext) -> None:

@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 import random
+import statistics
 from typing import Any
 
 from airflow_dist_training.spec.sweep import sample_in_range
@@ -133,6 +134,28 @@ def tuning_configurations(request: dict[str, Any]) -> list[dict[str, str]]:
         int(limit) if limit else None,
         tuning_seed(request),
     )
+
+
+def stops_early(current: list[float], earlier: list[list[float]], objective_type: str) -> float | None:
+    """SageMaker's early stopping (``TrainingJobEarlyStoppingType: Auto``): after each epoch (each
+    value of the objective metric), the median of the earlier training jobs' running averages of
+    the objective up to that epoch; the job stops when its value is worse. Returns that median when
+    the job is to stop, else None (no epoch yet, or no earlier job that reached it)."""
+    epoch = len(current)
+    averages = [statistics.fmean(series[:epoch]) for series in earlier if epoch and len(series) >= epoch]
+    if not averages:
+        return None
+    median = statistics.median(averages)
+    worse = current[-1] < median if objective_type == "Maximize" else current[-1] > median
+    return median if worse else None
+
+
+def runtime_exceeded(created: float, limits: dict[str, Any], now: float) -> int | None:
+    """``ResourceLimits.MaxRuntimeInSeconds`` when a tuning job created at ``created`` (POSIX time)
+    has run past it at ``now``, else None: the tuning job then stops its running training jobs and
+    starts no more, and ends as its training jobs did."""
+    limit = limits.get("MaxRuntimeInSeconds")
+    return int(limit) if limit and now - created >= float(limit) else None
 
 
 def objective_fields(

@@ -1,4 +1,4 @@
-"""``TrainingJobSensor``: wait for a SageMaker training job started elsewhere.
+"""``TrainingJobSensor``: wait for a training job started elsewhere (SageMaker, or a registered backend).
 
 Same terminal-state rules as ``DistributedTrainingOperator`` (``docs/training-operator.md``): only
 Completed is success, its ``TrainingResult`` dict the XCom; a Stopped job is never success.
@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.compat import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.job_states import ACTIVE_STATES
+from airflow_dist_training.hooks.backends import operator_backend
+from airflow_dist_training.job_states import JobStatus
 from airflow_dist_training.links import sagemaker as links
-from airflow_dist_training.operators.training import sagemaker_backend
+from airflow_dist_training.spec.backends import backend_record
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -25,6 +26,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
     """Wait until a SageMaker training job ends; succeed only if it Completed.
 
     :param job_name: the training job (templated).
+    :param backend: the backend the job runs on, a registered name (``spec/backends.py``).
     :param aws_conn_id: Airflow AWS connection (``None``: boto3's default chain).
     :param region_name: AWS region (default: the connection's).
     :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
@@ -40,6 +42,7 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         self,
         *,
         job_name: str,
+        backend: str = "sagemaker",
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -50,17 +53,18 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         kwargs.setdefault("poke_interval", 30)
         super().__init__(**kwargs)
         self.job_name = job_name
+        self.backend = backend_record(backend).name  # a registered name (SpecValidationError naming them)
         self._set_aws_connection(aws_conn_id, region_name)
         self.deferrable = deferrable
         self.max_wait_seconds = max_wait_seconds
         self.stream_logs = stream_logs
 
-    job_backend = cached_property(sagemaker_backend)  # its describe, result, links and trigger
+    job_backend = cached_property(operator_backend)  # its status, result, links and trigger
 
     def execute(self, context: Context) -> Any:
-        desc = self.job_backend.describe(self.job_name)
-        links.persist(context, **self.job_backend.links(desc))
-        if self.deferrable and desc.get("TrainingJobStatus") in ACTIVE_STATES:
+        status = self._status()
+        links.persist(context, **self.job_backend.links(status))
+        if self.deferrable and status.active:
             interval = self.poke_interval
             trigger = self.job_backend.trigger(
                 self.job_name,
@@ -72,18 +76,25 @@ class TrainingJobSensor(AwsConnectionMixin, BaseSensorOperator):
         return super().execute(context)
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
-        desc = self.job_backend.describe(self.job_name)
-        status = desc.get("TrainingJobStatus")
-        self.log.info("Training job %s is %s (%s)", self.job_name, status, desc.get("SecondaryStatus"))
-        if status in ACTIVE_STATES:
+        status = self._status()
+        self.log.info("Training job %s is %s (%s)", self.job_name, status.state, status.phase)
+        if status.active:
             return False
-        return PokeReturnValue(is_done=True, xcom_value=dict(self.job_backend.result_of(desc)))
+        return PokeReturnValue(is_done=True, xcom_value=dict(self.job_backend.result_of(status)))
+
+    def _status(self, name: str | None = None) -> JobStatus:
+        status = self.job_backend.status(name or self.job_name)
+        if status is None:
+            raise AirflowException(f"Training job {name or self.job_name} does not exist")
+        return status
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if not event or "job_name" not in event:  # resumed with none: watch the job again
-            self.log.warning("Resumed without a trigger event (%r): describing %s again.", event, self.job_name)
+            self.log.warning(
+                "Resumed without a trigger event (%r): describing %s again.", event, self.job_name
+            )
             return self.execute(context)
         self._job_name = str(event["job_name"])  # its links were persisted before deferring
         if event.get("status") in {"timeout", "error"}:
             raise AirflowException(str(event.get("message")))
-        return dict(self.job_backend.result_of(self.job_backend.describe(self._job_name)))
+        return dict(self.job_backend.result_of(self._status(self._job_name)))

@@ -45,6 +45,8 @@ class BackendRecord(Factory):
     #: runs on this machine and reads the channels' local sources.
     on_aws: bool
     description: str = ""
+    #: a tuning job runs in the task, its trials on this machine's request executor (``local/tuning.py``)
+    tunes_in_task: bool = False
 
 
 BACKENDS: Records[BackendRecord] = Records(BackendRecord, "backend", "backends", ENTRY_POINT_GROUP)
@@ -89,6 +91,7 @@ register_backend(
         durable=False,
         on_aws=False,
         description="the CreateTrainingJob request runs on this machine (simulated hosts, torchrun)",
+        tunes_in_task=True,
     )
 )
 register_backend(

@@ -27,6 +27,9 @@ class RunOverrides(_Model):  # strict: no `instance_count: true` from a run's co
     epochs: int | None = Field(default=None, ge=1)
     learning_rate: float | None = Field(default=None, gt=0)
     spot: bool | None = None
+    # the run's spot budget (spot.max_interruptions, spot.on_demand_after_interruptions)
+    spot_max_interruptions: int | None = Field(default=None, ge=0)
+    spot_on_demand_after: int | None = Field(default=None, ge=1)
     hyperparameter_names: dict[str, str] = Field(
         default_factory=lambda: {"epochs": "epochs", "learning_rate": "lr"},
         description="Which hyperparameter each override sets (e.g. learning_rate -> lr).",
@@ -54,6 +57,13 @@ def apply_overrides(spec: TrainingJobSpec, overrides: RunOverrides | dict[str, A
             hyperparameters[overrides.hyperparameter_names.get(knob, default_name)] = knobs[knob]
     if overrides.spot is not None:
         _override_spot(data, overrides.spot)
+    # after the switch: a budget without spot is refused by the plan check, never dropped silently
+    for knob, field in (
+        ("spot_max_interruptions", "max_interruptions"),
+        ("spot_on_demand_after", "on_demand_after_interruptions"),
+    ):
+        if knob in knobs:
+            data.setdefault("spot", {})[field] = knobs[knob]
     return validate_model(TrainingJobSpec, data, source="spec with run overrides")
 
 

@@ -18,6 +18,8 @@ from airflow_dist_training.spec.members import Member, MemberList
 from airflow_dist_training.spec.registries import RegistryStep, RegistryStepModel, TypedRegistry
 from airflow_dist_training.spec.sweep import SweepSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, _Model
+from airflow_dist_training.spec.tuning import TuningSpec
+from airflow_dist_training.storage.location import uri_scheme
 
 if TYPE_CHECKING:
     from airflow_dist_training.errors import Problem
@@ -93,6 +95,24 @@ class StagingStep(_Staging):
         return validate_model(model, data, prefix="staging", pipeline=True)
 
 
+class CheckpointFreshness(_Model):
+    """Alarm when a running job stops writing complete checkpoints (a watcher task beside ``train``).
+
+    The clock starts when the job starts training (``TrainingStartTime``: provisioning and image
+    download are not a stall) and restarts at each new complete checkpoint under the job's
+    checkpoint location.
+    """
+
+    max_age_seconds: float = Field(
+        gt=0, description="Longest time without a new complete checkpoint before the alarm (seconds)"
+    )
+    on_stall: Literal["alarm", "stop"] = Field(
+        default="alarm",
+        description="alarm: fail the watcher task with the reason (its callbacks fire); the job runs on. "
+        "stop: also stop the job (the training task then fails, and is not retried)",
+    )
+
+
 class CheckpointStep(_Model):
     resume: Literal["fresh", "latest", "none"] = Field(
         default="latest",
@@ -105,6 +125,10 @@ class CheckpointStep(_Model):
     mode: Literal["min", "max"] = "min"
     promote_to: str | None = Field(
         default=None, description="Stable location the best checkpoint is copied to"
+    )
+    freshness: CheckpointFreshness | None = Field(
+        default=None,
+        description="Watch the running job's checkpoints and alarm on a stall (durable backends: SageMaker)",
     )
 
 
@@ -121,7 +145,7 @@ class EvaluationStep(_Model):
 
     @model_validator(mode="after")
     def _dependencies_need_a_local_script(self) -> EvaluationStep:
-        if self.dependencies and self.script.startswith("s3://"):
+        if self.dependencies and uri_scheme(self.script) == "s3":
             raise ValueError("dependencies are shipped with a local script; with an s3:// script, put them in its folder")
         return self
 
@@ -194,6 +218,12 @@ class PipelineSpec(_Model):
         "(the objective metric) is gated and registered",
     )
 
+    tuning: TuningSpec | None = Field(
+        default=None,
+        description="Train as a hyperparameter tuning job (SageMaker's, or the local backend's): its "
+        "best training job is evaluated, gated and registered (docs/tuning.md)",
+    )
+
     @field_validator("for_each")
     @classmethod
     def _member_names(cls, value: list[Member] | None) -> list[Member] | None:
@@ -251,6 +281,8 @@ class PipelineSpec(_Model):
     def _one_fan_out(self) -> PipelineSpec:
         if self.for_each is not None and self.sweep is not None:
             raise ValueError("give for_each (named members) or sweep (members from hyperparameter sets), not both")
+        if self.tuning is not None and (self.for_each is not None or self.sweep is not None):
+            raise ValueError("give tuning (one model, its hyperparameters searched) or for_each/sweep, not both")
         return self
 
     @model_validator(mode="before")
@@ -266,7 +298,6 @@ class PipelineSpec(_Model):
             if isinstance(data.get(step), dict) and "kind" not in data[step]:
                 data = {**data, step: {"kind": kind, **data[step]}}
         return data
-
 
 
 def step_problems(

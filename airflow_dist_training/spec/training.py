@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/.+$"
@@ -291,7 +291,7 @@ class SourceSpec(_Model):
 
     @property
     def is_s3(self) -> bool:
-        return bool(self.source_dir and self.source_dir.startswith("s3://"))
+        return uri_scheme(self.source_dir) == "s3"
 
 
 class InstanceGroup(_Model):
@@ -491,6 +491,11 @@ class CheckpointSpec(_Model):
     )
 
 
+# Jobs one run of a training task may create (spot replacements included): the operator's limit,
+# and the planner's for a spot run's cost bound when spot.max_interruptions is not set.
+MAX_RUN_JOBS = 50
+
+
 class SpotSpec(_Model):
     """Managed spot training, and what a run does when spot capacity is reclaimed.
 
@@ -502,7 +507,7 @@ class SpotSpec(_Model):
 
     enabled: bool = False
     max_wait_seconds: int | None = Field(default=None, ge=1)
-    # interrupted jobs a run may replace; None: up to the run's job limit (50)
+    # interrupted jobs a run may replace; None: up to the run's job limit (MAX_RUN_JOBS)
     max_interruptions: int | None = Field(default=None, ge=0)
     # after this many interruptions (capacity errors included) the run's next job is on-demand
     on_demand_after_interruptions: int | None = Field(default=None, ge=1)

@@ -196,6 +196,31 @@ def tuning_problems(training: TrainingJobSpec, tuning: TuningSpec, prefix: str =
     return problems
 
 
+def tuning_step_problems(
+    training: TrainingJobSpec,
+    tuning: TuningSpec,
+    *,
+    members: bool = False,
+    fsx_staging: bool = False,
+    freshness: bool = False,
+    warm_start: str = "none",
+) -> list[Problem]:
+    """``tuning_problems`` plus the pipeline steps a tuning step cannot be combined with."""
+    clashes = (
+        ("for_each", members, "a tuning job searches one model's hyperparameters"),
+        (
+            "staging",
+            fsx_staging,
+            "a tuning job's training jobs read their channels as the spec gives them, not a staged FSx channel",
+        ),
+        ("checkpoints.freshness", freshness, "the stall watch follows one training job; a tuning job runs many"),
+        ("warm_start", warm_start != "none", "a tuning job's training jobs get no warm_start channel"),
+    )
+    return tuning_problems(training, tuning) + [
+        Problem(field, f"cannot be combined with tuning: {why}") for field, clash, why in clashes if clash
+    ]
+
+
 def load_tuning_spec(source: TuningSpec | Mapping[str, Any] | str | Path) -> TuningSpec:
     """A tuning section from an object, a dict, a ``.yaml``/``.yml`` path or YAML text;
     ``SpecValidationError`` names each field (and the file)."""

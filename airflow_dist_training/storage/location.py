@@ -27,6 +27,20 @@ def split_uri(uri: str) -> tuple[str, str, str]:
     return parsed.scheme, parsed.netloc, uri.split("://", 1)[1].partition("/")[2]
 
 
+def uri_scheme(uri: str | None) -> str | None:
+    """The scheme a location names (``s3`` for ``s3://...``, ``file`` for a plain path or
+    ``file://``), None for no location: the one way to ask "is this on S3?"."""
+    if not uri:
+        return None
+    head, sep, _ = uri.partition("://")
+    return head if sep else "file"
+
+
+def uri_name(uri: str) -> str:
+    """The last part of a URI or path (a file's name)."""
+    return uri.rsplit("/", 1)[-1]
+
+
 @dataclass(frozen=True)
 class Location:
     """A parsed location. For object stores ``prefix`` is the key (a directory's ends with ``/`` or

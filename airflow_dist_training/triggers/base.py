@@ -11,54 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from airflow_dist_training.aws_errors import error_code, is_transient
 from airflow_dist_training.compat import BaseTrigger, TriggerEvent
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
+from airflow_dist_training.task_kills import CancelCase, cancel_case, state_from, state_request
 
 # Strong references to stops in flight: the event loop keeps only weak ones, and a cancelled
 # trigger object may be dropped before its stop finishes.
 _STOPS_IN_FLIGHT: set[asyncio.Future[None]] = set()
 
 
-@dataclass(frozen=True)
-class CancelCase:
-    """Why the triggerer cancelled a wait, read from its task instance's state, and whether the
-    waited-on job must be stopped: only when the task will not come back for it."""
-
-    stop: bool
-    why: str
-
-
-#: Airflow 3.3 calls a trigger's ``on_kill`` whenever its triggerer stops running it and the
-#: triggerer is not shutting down (``TriggerRunner.cancel_triggers``): a user's mark failed or
-#: success, but also a task instance the scheduler failed (a missed heartbeat) with retries left,
-#: a cleared task, and a trigger moved to another triggerer. Only the state tells them apart.
-_CANCEL_CASES: dict[str | None, CancelCase] = {
-    "failed": CancelCase(True, "the task instance is failed (marked failed, or its last try ended)"),
-    "success": CancelCase(True, "the task instance was marked success"),
-    "skipped": CancelCase(True, "the task instance was marked skipped"),
-    "upstream_failed": CancelCase(True, "the task instance is upstream_failed"),
-    "removed": CancelCase(True, "the task instance was removed"),
-    "deferred": CancelCase(False, "the task is still deferred: its trigger moved to another triggerer"),
-    "up_for_retry": CancelCase(
-        False, "the task instance failed with retries left (e.g. a missed heartbeat): its next try reattaches"
-    ),
-    None: CancelCase(False, "the task instance was cleared: its next try reattaches"),
-    "restarting": CancelCase(False, "the task instance was cleared: its next try reattaches"),
-}
-_COMING_BACK = CancelCase(False, "the task's next try is already under way and reattaches")
 #: How long a cancelled wait keeps trying to read its task instance's state, and each read's bound.
 _STATE_READ_SECONDS = 300.0
 _STATE_READ_ATTEMPT_SECONDS = 20.0
 _STATE_READ_PAUSE_SECONDS = 5.0
-
-
-def cancel_case(state: str | None) -> CancelCase:
-    """The case of a cancelled wait whose task instance is now in ``state``."""
-    return _CANCEL_CASES.get(state, _COMING_BACK)
 
 
 class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
@@ -154,31 +122,22 @@ class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):
         ti = getattr(self, "task_instance", None)
         if ti is None:
             return CancelCase(True, "on_kill was called outside a triggerer")
-        found = getattr(ti, "map_index", None)
-        map_index = -1 if found is None else int(found)
-        key = ti.task_id if map_index < 0 else f"{ti.task_id}_{map_index}"
+        request, key = state_request(ti)
         deadline = time.monotonic() + _STATE_READ_SECONDS
         while True:
             try:
                 from airflow.sdk.execution_time import task_runner
-                from airflow.sdk.execution_time.comms import GetTaskStates
 
-                request = GetTaskStates(
-                    dag_id=ti.dag_id,
-                    task_ids=[ti.task_id],
-                    run_ids=[ti.run_id],
-                    map_index=map_index if map_index >= 0 else None,
-                )
                 attempt = min(_STATE_READ_ATTEMPT_SECONDS, max(deadline - time.monotonic(), 0.01))
                 reply: Any = await asyncio.wait_for(task_runner.SUPERVISOR_COMMS.asend(request), attempt)
-                state = (reply.task_states.get(ti.run_id) or {})[key]
+                state = state_from(reply, ti, key)
             except Exception as exc:  # no comms, the triggerer slow to answer, or the row gone
                 if time.monotonic() >= deadline:
                     return CancelCase(False, f"its task instance's state could not be read ({exc!r})")
                 self.log.info("Reading %s's state to decide on its job: %r; trying again.", key, exc)
                 await asyncio.sleep(min(_STATE_READ_PAUSE_SECONDS, max(deadline - time.monotonic(), 0.0)))
                 continue
-            return cancel_case(None if state is None else str(getattr(state, "value", state)))
+            return cancel_case(state)
 
     async def stop_resource(self) -> None:
         """Stop the waited-on resource. Default: leave it running (nothing bills by the second)."""

@@ -4,6 +4,8 @@ Why: a triggerer runs up to 1,000 triggers; one ``DescribeTrainingJob`` each eve
 33 requests/s, far above SageMaker's throttling. Every ``TrainingJobTrigger`` subscribes to the
 poller instead, which lists the jobs modified since its watermark and describes only the watched
 ones that changed (its baseline, safety net, pacing and fallbacks: ``docs/polling.md``).
+One poller per job kind (``sagemaker/job_kinds.py``): the tuning trigger's shares this economy, its
+list operation and keys read from the kind's row.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_dist_training.aws_errors import is_access_denied, is_throttling, is_transient
-from airflow_dist_training.job_states import ACTIVE_STATES, TERMINAL_STATES
+from airflow_dist_training.hooks.sagemaker_jobs import snake_case
 from airflow_dist_training.retry import Backoff as Backoff  # re-exported: the poller's backoff
+from airflow_dist_training.sagemaker.job_kinds import TRAINING, SageMakerJobKind, get_job_kind
 
 log = logging.getLogger(__name__)
 
@@ -147,17 +150,18 @@ class JobWatch:
 
 @dataclass
 class _JobState:
-    key: tuple[Any, ...] | None = None  # (status, secondary, last_modified) as last seen
+    kind: SageMakerJobKind = TRAINING
+    key: tuple[Any, ...] | None = None  # (status, progress, last_modified) as last seen
     description: dict[str, Any] | None = None
     watches: set[JobWatch] = field(default_factory=set)
 
     @property
     def status(self) -> str | None:
-        return None if self.description is None else self.description.get("TrainingJobStatus")
+        return None if self.description is None else self.kind.status(self.description)
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL_STATES
+        return self.status in self.kind.terminal_states
 
     @property
     def wants_details(self) -> bool:
@@ -178,7 +182,8 @@ class PollerStats:
 
 
 class TrainingJobPoller:
-    """Refreshes every watched training job of one (connection, region) with few API calls."""
+    """Refreshes every watched job of one kind (default: training jobs) of one (connection, region)
+    with few API calls: the kind's list operation since a watermark, a describe only on a change."""
 
     def __init__(
         self,
@@ -193,7 +198,9 @@ class TrainingJobPoller:
         describe_concurrency: int = 10,
         max_backoff_factor: float = 8.0,
         cheap_list_pages: int = 1,
+        kind: str | SageMakerJobKind = "training",
     ) -> None:
+        self.kind = get_job_kind(kind)
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.reconcile_every = reconcile_every
@@ -223,7 +230,7 @@ class TrainingJobPoller:
 
     def subscribe(self, job_name: str, interval: float, details: bool = True) -> JobWatch:
         watch = JobWatch(self, job_name, interval, details)
-        state = self._jobs.setdefault(job_name, _JobState())
+        state = self._jobs.setdefault(job_name, _JobState(self.kind))
         state.watches.add(watch)
         if state.description is not None:
             watch._publish(state.description)
@@ -337,7 +344,8 @@ class TrainingJobPoller:
         async with self._describe_sem:
             self.stats.describe_calls += 1
             try:
-                desc = await client.describe_training_job(TrainingJobName=name)
+                describe = getattr(client, snake_case(self.kind.describe))
+                desc = await describe(**{self.kind.name_key: name})
             except Exception as exc:
                 self._describe_failed(name, exc)
                 return
@@ -349,11 +357,17 @@ class TrainingJobPoller:
 
     def _update(self, state: _JobState, desc: dict[str, Any], lmt: dt.datetime | None) -> None:
         """Record a job's latest view; publish it to the job's watchers when it changed."""
-        state.key = (desc.get("TrainingJobStatus"), desc.get("SecondaryStatus"), lmt)
+        state.key = (self.kind.status(desc), self._progress(desc), lmt)
         if state.description != desc:
             state.description = desc
             self._changed_last_cycle = True
             state.publish(desc)
+
+    def _progress(self, desc: dict[str, Any], default: Any = None) -> Any:
+        """The kind's change short of a new status (a training job's SecondaryStatus, a tuning
+        job's counters), or ``default`` when the answer lacks it."""
+        key = self.kind.progress_key
+        return desc.get(key, default) if key else default
 
     async def _describe_many(self, names: Iterable[str]) -> None:
         names = [n for n in dict.fromkeys(names) if n in self._jobs]
@@ -383,12 +397,12 @@ class TrainingJobPoller:
         await self._describe_many(new)
 
     def _apply_summary(self, name: str, summary: dict[str, Any]) -> None:
-        """Publish a status change read from a ListTrainingJobs summary (no describe)."""
-        state = self._jobs[name]
-        desc = dict(state.description or {"TrainingJobName": name})
-        desc["TrainingJobStatus"] = summary.get("TrainingJobStatus")
-        if "SecondaryStatus" in summary:
-            desc["SecondaryStatus"] = summary["SecondaryStatus"]
+        """Publish a status change read from a list operation's summary (no describe)."""
+        state, kind = self._jobs[name], self.kind
+        desc = dict(state.description or {kind.name_key: name})
+        desc[kind.status_key] = summary.get(kind.status_key)
+        if kind.progress_key and kind.progress_key in summary:
+            desc[kind.progress_key] = summary[kind.progress_key]
         if summary.get("LastModifiedTime") is not None:
             desc["LastModifiedTime"] = summary["LastModifiedTime"]
         self._update(state, desc, _as_utc(summary.get("LastModifiedTime")))
@@ -397,9 +411,12 @@ class TrainingJobPoller:
         if is_access_denied(exc):
             if self._list_allowed:
                 log.warning(
-                    "sagemaker:ListTrainingJobs is denied (%s); falling back to one DescribeTrainingJob "
-                    "per watched job per poll. Grant sagemaker:ListTrainingJobs to poll cheaply.",
+                    "sagemaker:%s is denied (%s); falling back to one %s per watched job per poll. "
+                    "Grant sagemaker:%s to poll cheaply.",
+                    self.kind.list,
                     exc,
+                    self.kind.describe,
+                    self.kind.list,
                 )
             self._list_allowed = False
             return True
@@ -407,9 +424,9 @@ class TrainingJobPoller:
 
     async def _running_summaries(self) -> dict[str, dict[str, Any]]:
         running: dict[str, dict[str, Any]] = {}
-        for status in sorted(ACTIVE_STATES):
+        for status in sorted(self.kind.active_states):
             for summary in (await self._list_pages(StatusEquals=status))[0]:
-                running[summary["TrainingJobName"]] = summary
+                running[summary[self.kind.name_key]] = summary
                 self._seen(summary)
         return running
 
@@ -432,8 +449,8 @@ class TrainingJobPoller:
             if token:
                 kwargs["NextToken"] = token
             self.stats.list_calls += 1
-            page = await client.list_training_jobs(**kwargs)
-            summaries.extend(page.get("TrainingJobSummaries", []))
+            page = await getattr(client, snake_case(self.kind.list))(**kwargs)
+            summaries.extend(page.get(self.kind.summaries_key, []))
             token = page.get("NextToken")
             if not token:
                 break
@@ -467,7 +484,7 @@ class TrainingJobPoller:
         summaries, self._last_list_pages = await self._list_pages(**params)
         for summary in summaries:
             lmt = self._seen(summary)
-            name = summary.get("TrainingJobName")
+            name = summary.get(self.kind.name_key)
             if name not in live:
                 continue
             state = self._jobs[name]
@@ -475,8 +492,8 @@ class TrainingJobPoller:
             if old is None:
                 changed.add(name)
                 continue
-            status = summary.get("TrainingJobStatus")
-            secondary = summary.get("SecondaryStatus", old[1])
+            status = summary.get(self.kind.status_key)
+            secondary = self._progress(summary, old[1])
             newer = lmt is not None and old[2] is not None and lmt > old[2]
             if status != old[0] or (state.wants_details and (secondary != old[1] or newer)):
                 changed.add(name)  # terminal/primary change, or a watcher wants the full details
@@ -487,20 +504,21 @@ class TrainingJobPoller:
     async def _reconcile(self, live: set[str]) -> set[str]:
         # One InProgress listing (not InProgress + Stopping: two listings): a watched job missing from
         # it is described, which also covers the few jobs we last saw Stopping.
-        running = {s["TrainingJobName"] for s in (await self._list_pages(StatusEquals="InProgress"))[0]}
+        running = {s[self.kind.name_key] for s in (await self._list_pages(StatusEquals="InProgress"))[0]}
         return {n for n in live if n not in running}
 
 
 _REGISTRY: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str | None, str | None], TrainingJobPoller]
+    asyncio.AbstractEventLoop, dict[tuple[str | None, str | None, str], TrainingJobPoller]
 ]
 _REGISTRY = weakref.WeakKeyDictionary()
 
 
-def get_poller(aws_conn_id: str | None, region_name: str | None) -> TrainingJobPoller:
-    """The poller shared by all triggers of this event loop for ``(aws_conn_id, region_name)``."""
+def get_poller(aws_conn_id: str | None, region_name: str | None, kind: str = TRAINING.kind) -> TrainingJobPoller:
+    """The poller shared by all triggers of this event loop for ``(aws_conn_id, region_name)`` and
+    the job kind they wait for."""
     pollers = _REGISTRY.setdefault(asyncio.get_running_loop(), {})
-    key = (aws_conn_id, region_name)
+    key = (aws_conn_id, region_name, kind)
     if key not in pollers:
-        pollers[key] = TrainingJobPoller(aws_conn_id, region_name)
+        pollers[key] = TrainingJobPoller(aws_conn_id, region_name, kind=kind)
     return pollers[key]

@@ -1,17 +1,23 @@
-"""Deferrable wait for a SageMaker hyperparameter tuning job (``SageMakerJobKindTrigger`` of kind ``tuning``).
+"""Deferrable wait for a SageMaker hyperparameter tuning job, through the shared poller.
 
-One ``DescribeHyperParameterTuningJob`` per poll, as the other job kinds: a tuning job of N
-training jobs costs the triggerer the same calls as one job. The task log shows the training
-jobs' progress (``TrainingJobStatusCounters``) and the best objective so far when they change.
-A tuning job writes no logs of its own (its training jobs do). ``on_kill`` stops the tuning job,
-which stops its running training jobs. Events as ``SageMakerJobKindTrigger``'s.
+Status comes from the poller of tuning jobs (``triggers/polling.py``): one
+``ListHyperParameterTuningJobs`` page per poll for every tuning job this triggerer watches, and a
+describe only when one changed (a training job started or ended, the status moved), so a tuning
+job of N training jobs costs the triggerer about what one training job costs (``bench/trigger_polling.py``).
+The task log shows the training jobs' progress (``TrainingJobStatusCounters``) and the best
+objective so far when they change. A tuning job writes no logs of its own (its training jobs do).
+``on_kill`` stops the tuning job, which stops its running training jobs. Events as
+``SageMakerJobKindTrigger``'s.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+from airflow_dist_training.compat import TriggerEvent
 from airflow_dist_training.sagemaker.job_kinds import TUNING
+from airflow_dist_training.triggers.polling import get_poller
 from airflow_dist_training.triggers.processing import SageMakerJobKindTrigger
 
 _COUNTER_WORDS = {
@@ -47,3 +53,33 @@ class TuningJobTrigger(SageMakerJobKindTrigger):
 
     def progress(self, desc: dict[str, Any]) -> str | None:
         return tuning_progress(desc)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        row = self.row
+        poller = get_poller(self.aws_conn_id, self.region_name, row.kind)
+        watch = poller.subscribe(self.job_name, float(self.poll_interval))  # details: the best job so far
+        self.log.info("Waiting for SageMaker %s %s (poll interval %ss).", row.label, self.job_name, self.poll_interval)
+        try:
+            while True:
+                if watch.error is not None:
+                    yield self._watch_error(row.label, watch.error)
+                    return
+                desc = watch.description
+                wait = self.next_wait()
+                if desc is not None:
+                    status = row.status(desc)
+                    self.log_change("status", status, "%s %s is %s.", self.what, self.job_name, status)
+                    progress = self.progress(desc)
+                    if progress:
+                        self.log_change("progress", progress, "%s %s: %s", self.what, self.job_name, progress)
+                    if row.is_terminal(desc):
+                        yield self._terminal_event(desc)
+                        return
+                    if wait is None:  # a job seen ending at the deadline is not timed out
+                        yield self._event(
+                            "timeout", f"{self.what} {self.job_name} still {status} at the deadline.", status
+                        )
+                        return
+                await watch.wait(float(self.poll_interval) if wait is None else wait)
+        finally:
+            poller.unsubscribe(watch)

@@ -67,7 +67,9 @@ def run_view(session: Any, dag_id: str, run_id: str) -> dict[str, Any]:
     xcoms: dict[tuple[str, str], Any] = {}
     for row in session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id)):
         # a mapped group's member is a group of its own in the view (members side by side)
-        xcoms.setdefault((member_task_id(row.task_id, row.map_index), row.key), XComModel.deserialize_value(row))
+        xcoms.setdefault(
+            (member_task_id(row.task_id, row.map_index), row.key), XComModel.deserialize_value(row)
+        )
     state = dag_run.state
     return build_run_view(
         dag_id,

@@ -87,3 +87,5 @@ def test_marking_tasks_failed_or_success_stops_their_jobs(
     assert fake.job(deferred_job).training_job_status == "Stopped"
     assert fake.total_creates == 2  # nothing was relaunched
     assert states() == {"train_sync": "failed", "train_deferred": "success"}
+    # the worker's on_kill read the state from its supervisor: a user's kill, not a retry's
+    assert "Task killed: the task instance is failed" in airflow_api.task_log(DAG_ID, run_id, "train_sync")

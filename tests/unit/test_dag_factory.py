@@ -96,7 +96,12 @@ def test_pipeline_schedule_is_cron_in_its_time_zone_or_asset():
         "stage_train_evaluate.evaluate",
         "stage_train_evaluate.gate",
         "stage_train_evaluate.register",
+        "stage_train_evaluate.reevaluate",  # a new evaluation set alone re-evaluates the champion
+        "stage_train_evaluate.record_evaluation",
     ]
+    branch = dag.get_task("stage_train_evaluate.check_changes")
+    assert "stage_train_evaluate.reevaluate" in branch.downstream_task_ids
+    assert dag.get_task("stage_train_evaluate.record_evaluation").upstream_task_ids == {"stage_train_evaluate.reevaluate"}
 
 
 def test_force_and_warm_start_are_yaml_fields_and_trigger_form_params(tmp_path):

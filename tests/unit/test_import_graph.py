@@ -1,8 +1,9 @@
 """The package's import graph has no cycle: every arrow points one way (docs/architecture: layers).
 
 Every import counts, at module level or inside a function (a function-level import only hides a
-cycle from Python, not from the reader); imports under ``if TYPE_CHECKING:`` do not run and are left
-out.
+cycle from Python, not from the reader), and so do imports under ``if TYPE_CHECKING:``: they do not
+run, but a reader follows them both ways all the same. The layer rules below read the imports that
+run. Print the cycles with ``python tests/unit/test_import_graph.py``.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ def _modules() -> dict[str, Path]:
 
 
 class _Imports(ast.NodeVisitor):
-    def __init__(self, module: str, is_package: bool, known: set[str]) -> None:
+    def __init__(self, module: str, is_package: bool, known: set[str], *, type_only: bool = False) -> None:
         self.package = module if is_package else module.rpartition(".")[0]
         self.known = known
+        self.type_only = type_only  # also read the imports under ``if TYPE_CHECKING:``
         self.found: set[str] = set()
 
     def visit_If(self, node: ast.If) -> None:
-        if "TYPE_CHECKING" in ast.unparse(node.test):
+        if not self.type_only and "TYPE_CHECKING" in ast.unparse(node.test):
             for child in node.orelse:
                 self.visit(child)
             return
@@ -55,13 +57,19 @@ class _Imports(ast.NodeVisitor):
 
 
 @cache
-def import_graph() -> dict[str, set[str]]:
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@cache
+def import_graph(*, type_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (``type_only``: with those under TYPE_CHECKING)."""
     modules = _modules()
     known = set(modules)
     graph = {}
     for name, path in modules.items():
-        visitor = _Imports(name, path.name == "__init__.py", known)
-        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        visitor = _Imports(name, path.name == "__init__.py", known, type_only=type_only)
+        visitor.visit(_tree(path))
         graph[name] = {m for m in visitor.found if m in known and m != name}
     return graph
 
@@ -114,9 +122,18 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_the_package_has_no_import_cycle() -> None:
-    graph = import_graph()
+    graph = import_graph(type_only=True)
     assert "airflow_dist_training.sagemaker.request" in graph  # the walk found the package
     assert cycles(graph) == []
+
+
+def test_a_type_only_import_counts() -> None:
+    """An import under ``if TYPE_CHECKING:`` closes a cycle for the reader, so the walk reads it."""
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\n"
+    for type_only, expected in ((True, {"pkg.b"}), (False, set())):
+        visitor = _Imports("pkg.a", False, {"pkg.a", "pkg.b"}, type_only=type_only)
+        visitor.visit(ast.parse(source))
+        assert visitor.found - {"typing"} == expected
 
 
 def test_the_pure_core_imports_no_adapter() -> None:
@@ -163,7 +180,7 @@ def _all_imports(module: str, path: Path) -> set[str]:
     """Every module ``module`` imports: of the package (as in the graph) and outside it."""
     known = set(_modules())
     visitor = _Imports(module, path.name == "__init__.py", known)
-    visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+    visitor.visit(_tree(path))
     return visitor.found
 
 
@@ -192,3 +209,10 @@ def test_the_local_rule_catches_a_hook_import() -> None:
     assert not _allowed_in_local("airflow.sdk")
     assert not _allowed_in_local("airflow_dist_training.storage.s3")  # the S3 store reaches the AWS hooks
     assert _allowed_in_local("airflow_dist_training.local.store") and _allowed_in_local("json")
+
+
+if __name__ == "__main__":
+    found = cycles(import_graph(type_only=True))
+    print(f"{len(found)} import cycles (type-only imports included)")
+    for component in found:
+        print("  " + " <-> ".join(component))

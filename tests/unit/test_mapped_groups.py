@@ -103,6 +103,38 @@ def test_a_short_circuit_skips_only_its_own_members_downstream_task() -> None:
         train.pre_execute({"ti": FakeTI(other, decisions, task_id=f"{G}.train"), "task": train})
 
 
+def test_each_member_follows_its_own_branch_train_or_reevaluate_its_own_champion() -> None:
+    dag = _build(
+        members=MEMBERS,
+        evaluation=EvaluationStep(script="examples/evaluate.py"),
+        gate={"thresholds": {"accuracy": {"min": 0.5}}},
+        registry=RegistryStep(local_dir="/tmp/registry"),
+    )
+    train: Any = dag.get_task(f"{G}.train")
+    reevaluate: Any = dag.get_task(f"{G}.reevaluate")
+    assert dag.get_task(f"{G}.record_evaluation").upstream_task_ids == {f"{G}.reevaluate"}
+    # member 1 re-evaluates its champion, members 0 and 2 train (check_changes' "followed" per map index)
+    decisions: dict[Any, Any] = {
+        (f"{G}.check_changes", "skipmixin_key", i): {
+            "followed": [f"{G}.reevaluate" if i == 1 else f"{G}.train"]
+        }
+        for i in range(3)
+    }
+    decisions[(f"{G}.check_changes", "reevaluate", 1)] = {
+        "model_data_uri": "file:///models/apac/model.tar.gz"
+    }
+    for index in range(3):
+        task, other = (reevaluate, train) if index == 1 else (train, reevaluate)
+        task.pre_execute({"ti": FakeTI(index, decisions, task_id=task.task_id), "task": task})
+        with pytest.raises(AirflowSkipException, match=f"{G}.check_changes short-circuited this member"):
+            other.pre_execute({"ti": FakeTI(index, decisions, task_id=other.task_id), "task": other})
+    # the member's own champion model, from its own check_changes
+    assert (
+        jinja2.Template(reevaluate.model_uri).render(ti=FakeTI(1, decisions))
+        == "file:///models/apac/model.tar.gz"
+    )
+
+
 def test_an_unmapped_group_keeps_airflows_own_short_circuit() -> None:
     train: Any = _build().get_task(f"{G}.train")
     assert train.pre_execute.__func__.__qualname__ == "BaseOperator.pre_execute"

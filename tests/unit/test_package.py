@@ -59,7 +59,7 @@ def test_cli_plan_summary_shows_cluster_batch_and_cost():
     assert out.returncode == 0, out.stderr
     assert "Cluster size     16 devices = instances x devices per instance (ml.p4d.24xlarge: 8)" in out.stdout
     assert "Global batch     512 = 16 replicas x 32 per replica" in out.stdout
-    assert "Cost bound       <= $1,809.02" in out.stdout
+    assert "Cost bound       <= $7,236.08 (on-demand list prices (us-east-1) x max runtime 24 h x 4 jobs ($1,809.02 each)" in out.stdout
 
 
 def test_cli_bad_spec_exits_2_with_one_line_per_problem(tmp_path):

@@ -271,14 +271,17 @@ def test_a_run_plan_goes_through_xcom_as_json_unchanged() -> None:
 
 
 def test_applying_no_state_sends_the_plan_and_plans_nothing() -> None:
-    from airflow_dist_training.planning import RunState, apply_run_state
+    from airflow_dist_training.planning import RunPlan, RunState, apply_run_state
 
-    plan = _run_plan(example("torch_distributed_p4d"))
+    here = _run_plan(example("torch_distributed_p4d"))
+    plan = RunPlan.from_xcom(here.to_xcom())  # the plan task's, through XCom
     counts = _Counts()
     with counts.patches():
         job = apply_run_state(plan, RunState())
+        assert counts.calls == {"spec": 1, "plan": 0, "check_spec": 0}
+        apply_run_state(here, RunState())  # a plan made in this process keeps the spec it validated
     assert counts.calls == {"spec": 1, "plan": 0, "check_spec": 0}
-    assert job.request is plan.request and job.name == plan.job_name_base
+    assert job.request == plan.request and job.name == plan.job_name_base
     assert not job.planned_again and job.changes == ()
 
 

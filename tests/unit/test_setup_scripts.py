@@ -73,6 +73,7 @@ def test_the_demo_sets_up_only_the_provider_with_local_and_the_job_environment(
         c
         for c in calls
         if c.startswith(("apt-get", "sudo", "check-install.sh", "setup-prod-stack.sh", "mlflow-server-env.sh"))
+        or "--recipe" in c  # the Hugging Face images' environment is the tests', not the demo's
     ]
     # a second run finds the stamp: nothing is installed again
     Path(env["ADT_STUB_LOG"]).write_text("")
@@ -88,6 +89,10 @@ def test_the_test_command_sets_up_everything_else(tmp_path: Path) -> None:
     assert "check-install.sh .venv constraints.txt" in calls
     assert "setup-prod-stack.sh " in calls
     assert "mlflow-server-env.sh " in calls  # the tests' MLflow server, in its own venv
+    # the Hugging Face Trainer jobs' environment, a layer over the default one
+    assert calls.index("airflow-dist-training job-env") < calls.index(
+        "airflow-dist-training job-env --recipe huggingface"
+    )
     chromium = shutil.which("chromium", path=env["PATH"])
     assert chromium or any(c.startswith("apt-get install") and "chromium" in c for c in calls)
     assert "python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider --durations=25 -k nothing" in calls

@@ -135,3 +135,42 @@ def test_retention_and_promotion_read_the_layout_the_spec_names() -> None:
     dag = _build(spec=spec.model_copy(update={"checkpoint": checkpoint}), backend="local")
     retention = dag.get_task(f"{G}.checkpoint_retention")
     assert (retention.checkpoint_layout, retention.hook.layout) == ("hf-trainer", "hf-trainer")
+
+
+def test_checkpoint_freshness_watches_the_running_job_beside_train_on_a_durable_backend_only() -> None:
+    from airflow_dist_training.spec.pipeline import CheckpointFreshness, CheckpointStep
+
+    step = CheckpointStep(freshness=CheckpointFreshness(max_age_seconds=120, on_stall="stop"))
+    dag = _build(spec=example("smddp_p4d"), backend="sagemaker", checkpoints=step)
+    watch: Any = dag.get_task(f"{G}.watch_checkpoints")
+    # beside train: the same short circuit skips both; nothing waits for the alarm but the teardown
+    assert _downstream(dag, "check_changes") == {"train", "watch_checkpoints"}
+    assert _downstream(dag, "watch_checkpoints") == {"stop_orphaned_job"}
+    assert (watch.plan_task_id, watch.training_task_id) == (f"{G}.plan", f"{G}.train")
+    assert (watch.max_age_seconds, watch.on_stall, watch.deferrable, watch.retries) == (120, "stop", True, 0)
+    assert watch.poll_interval == dag.get_task(f"{G}.train").poll_interval
+    in_worker: Any = _build(spec=example("smddp_p4d"), backend="sagemaker", checkpoints=step, deferrable=False)
+    assert in_worker.get_task(f"{G}.watch_checkpoints").deferrable is False
+    # the local job lives in its training task's process: no other task can watch it
+    assert f"{G}.watch_checkpoints" not in _build(spec=example("local_demo"), backend="local", checkpoints=step).task_ids
+    assert f"{G}.watch_checkpoints" not in _build(spec=example("smddp_p4d"), backend="sagemaker").task_ids
+
+
+def test_every_task_of_the_group_takes_the_retry_policy_and_the_enclosing_groups_defaults() -> None:
+    """The group's default_args (set without TaskGroup's deep copy) reach each task as before: the
+    retry policy, merged over an enclosing group's defaults, which the group's own win over."""
+    from airflow.sdk import TaskGroup
+
+    from airflow_dist_training.compat import retry_policy_supported
+
+    with DAG(dag_id="defaults", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
+        with TaskGroup("outer", default_args={"owner": "team-a", "retry_policy": "overridden"}):
+            group = stage_train_evaluate(spec=example("local_demo"), backend="local", base_dir="/tmp")
+    assert group.default_args["owner"] == "team-a"
+    policy = group.default_args["retry_policy"]
+    assert policy != "overridden" and (policy is not None) == retry_policy_supported()
+    tasks = [t for t in dag.tasks if t.task_id.startswith("outer.stage_train_evaluate.")]
+    assert len(tasks) == 4
+    assert {t.owner for t in tasks} == {"team-a"}
+    if retry_policy_supported():
+        assert all(t.retry_policy is policy for t in tasks)

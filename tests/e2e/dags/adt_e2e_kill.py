@@ -36,4 +36,6 @@ with DAG("adt_e2e_kill", schedule=None, start_date=pendulum.datetime(2026, 1, 1)
             deferrable=mode == "deferred",
             poll_interval=1,
             stream_logs=False,
+            # with retries left, only the task instance's state says the user killed it (issue 39)
+            retries=1,
         )

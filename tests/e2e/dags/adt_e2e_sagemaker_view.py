@@ -9,6 +9,11 @@ bucket. The endpoint publishes the job's ``MetricDefinitions`` matches to CloudW
 Training view reads by the minute (``Period`` 60): ``epoch-sleep`` makes the job's metric lines
 span more than 60 s, so each host's loss curve has >= 2 points. Training only: the view's
 gate/registry path is what the local e2e run covers.
+
+The same job is the checkpoint-stall scenario (``checkpoints.freshness``): the script writes no
+checkpoint after epoch ``CHECKPOINT_UNTIL_EPOCH`` and trains on for about 90 s, so
+``watch_checkpoints`` (deferred beside ``train``) fails with the reason after ``MAX_AGE`` s and its
+``on_failure_callback`` fires, while the job runs on and completes.
 """
 
 from __future__ import annotations
@@ -20,13 +25,18 @@ import pendulum
 from airflow.sdk import DAG
 
 from airflow_dist_training.spec.loading import load_spec
+from airflow_dist_training.spec.pipeline import CheckpointFreshness, CheckpointStep
 from airflow_dist_training.task_groups import stage_train_evaluate
 
 REPO = Path(__file__).resolve().parents[3]
 BUCKET = "adt-e2e-sagemaker-view"  # the test uploads the demo's training data under data/train
-EPOCHS = 16
+EPOCHS = 24
 EPOCH_SLEEP = 4.1  # (EPOCHS - 1) * EPOCH_SLEEP > 60 s: the loss lines fall in >= 2 one-minute periods;
 # short epochs, so that little of the job is the sleep after its last line
+CHECKPOINT_UNTIL_EPOCH = 1  # checkpoints of epochs 0 and 1, then none for 22 epochs (> 90 s)
+MAX_AGE = 45.0  # the alarm: > the job's start (torch import: 15 s on a loaded CI machine), its first
+# checkpoint's 4 s and the 10 s checkpoint sync; < the 90 s stall
+ALARM_CALLBACK_LINE = "checkpoint-stall alarm callback"
 
 
 def _spec() -> Any:
@@ -39,8 +49,15 @@ def _spec() -> Any:
     spec["channels"]["train"] = {"type": "s3", "uri": f"s3://{BUCKET}/data/train"}
     spec["checkpoint"] = {"s3_uri": f"s3://{BUCKET}/checkpoints/e2e-sagemaker-view"}
     spec["output"] = {"s3_path": f"s3://{BUCKET}/models"}
-    spec["hyperparameters"].update({"epochs": EPOCHS, "epoch-sleep": EPOCH_SLEEP})
+    spec["hyperparameters"].update(
+        {"epochs": EPOCHS, "epoch-sleep": EPOCH_SLEEP, "checkpoint-until-epoch": CHECKPOINT_UNTIL_EPOCH}
+    )
     return load_spec(spec)
+
+
+def _alarm_callback(context: Any) -> None:
+    """What a user hangs on the alarm (a page, a chat message): here a line in the task's log."""
+    print(f"{ALARM_CALLBACK_LINE}: {context['ti'].task_id}: {context.get('exception')}", flush=True)
 
 
 with DAG(
@@ -49,6 +66,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["airflow-dist-training", "e2e"],
+    default_args={"on_failure_callback": _alarm_callback},
 ) as dag:
     stage_train_evaluate(
         spec=_spec(),
@@ -56,6 +74,7 @@ with DAG(
         backend="sagemaker",
         base_dir=REPO,
         region_name="us-east-1",
+        checkpoints=CheckpointStep(freshness=CheckpointFreshness(max_age_seconds=MAX_AGE)),
         # the triggerer notices the end within seconds (the operator's default polls every 30 s)
         training_kwargs={"poll_interval": 3},
     )

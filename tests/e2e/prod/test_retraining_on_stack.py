@@ -6,7 +6,7 @@ trains, passes the gate and registers ``adt-demo/1``; run 2 (the same data, code
 with the reason, no job, no version; run 3 (new data, warm start from the champion) trains again
 and registers ``adt-demo/2`` if its gate passes against the champion (else nothing is registered).
 
-Heavy (three real torch jobs and evaluation jobs on 2 cores). It counts only its own runs' jobs: the
+Heavy (three real torch jobs and evaluation jobs on 2 cores): at reduced scale (CI) runs 1 and 2. It counts only its own runs' jobs: the
 endpoint may still hold (or receive) jobs of the scenarios before it.
 """
 
@@ -18,13 +18,16 @@ from typing import Any
 
 from tests.datasets import make_dataset
 from tests.e2e.airflow_services import AirflowApi
-from tests.e2e.prod.scenarios import heavy_scenario_marks, training_jobs
+from tests.e2e.prod.scenarios import heavy_scale, heavy_scenario_marks, training_jobs
 from tests.e2e.prod_stack import ProdStack
 
 pytestmark = heavy_scenario_marks()
 DAG_ID = "distributed_retraining"
 BUCKET = "adt-demo-bucket"
 CONF = {"backend": "sagemaker", "epochs": 3}
+# At reduced scale (CI) the third run, a retrain on new data, is left to the dag.test() scenarios
+# on the endpoint (tests/integration/retraining/): the stack's part is proven by runs 1 and 2.
+RUNS = heavy_scale(3, 2)
 
 
 def test_three_retraining_runs_on_sagemaker(
@@ -93,6 +96,8 @@ def test_three_retraining_runs_on_sagemaker(
     assert len(own_jobs()) == 1
     assert versions() == [1]
 
+    if RUNS < 3:
+        return
     make_dataset(tmp_path / "d7", train=400, test=200, seed=7)  # new data arrives
     s3.upload_file(str(tmp_path / "d7" / "train" / "data.csv"), BUCKET, "data/train/data.csv")
     states = run({**CONF, "warm_start": "champion"})  # as the local stack's run 3

@@ -17,7 +17,6 @@ import subprocess
 import sys
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.e2e.airflow_services import AirflowApi
@@ -57,15 +56,23 @@ def test_a_deferred_task_failed_by_the_scheduler_keeps_its_job_and_reattaches(
     run_id = prod_api.trigger_run(DAG_ID, {"seconds": 45})
 
     def trigger_runs() -> bool:  # the triggerer runs the wait (so its cancellation calls on_kill)
-        try:
-            return task_instance(prod_api, DAG_ID, run_id)["state"] == "deferred" and (
-                "Waiting for SageMaker training job" in prod_api.task_log(DAG_ID, run_id, "train")
-            )
-        except httpx.TimeoutException:  # a loaded api-server: ask again
-            return False
+        return task_instance(prod_api, DAG_ID, run_id)["state"] == "deferred" and (
+            "Waiting for SageMaker training job" in prod_api.task_log(DAG_ID, run_id, "train")
+        )
 
     wait_until("the task defers on its running job", trigger_runs, 300, prod_stack, poll=2)
-    (job,) = training_jobs(endpoint)
+    # this run's job, by the link its task pushed (another scenario's runs may still create jobs)
+    response = prod_api.request(
+        "GET",
+        f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/train/xcomEntries/sagemaker_training_job",
+        params={"deserialize": "true", "stringify": "false"},
+    )
+    name = str(response.json()["value"]["job_name"])
+
+    def run_jobs() -> list[dict[str, Any]]:  # the run's jobs: its first and any relaunch (name-r2, ...)
+        return [j for j in training_jobs(endpoint) if j["TrainingJobName"].startswith(name)]
+
+    (job,) = run_jobs()
     verdict = subprocess.run(
         [sys.executable, "-c", HEARTBEAT_VERDICT, DAG_ID, run_id],
         env=prod_stack.environment(),
@@ -79,8 +86,10 @@ def test_a_deferred_task_failed_by_the_scheduler_keeps_its_job_and_reattaches(
     prod_api.wait_for_run(DAG_ID, run_id, timeout=300)
     ti = task_instance(prod_api, DAG_ID, run_id)
     assert ti["state"] == "success" and ti["try_number"] == 2, prod_api.failure_report(DAG_ID, run_id)
-    jobs = training_jobs(endpoint)
-    assert [(j["TrainingJobName"], j["TrainingJobStatus"]) for j in jobs] == [(job["TrainingJobName"], "Completed")]
+    jobs = run_jobs()
+    assert [(j["TrainingJobName"], j["TrainingJobStatus"]) for j in jobs] == [
+        (job["TrainingJobName"], "Completed")
+    ]
     desc = endpoint.client("sagemaker").describe_training_job(TrainingJobName=job["TrainingJobName"])
     assert "Stopping" not in [t["Status"] for t in desc.get("SecondaryStatusTransitions", [])]
     assert prod_api.xcom(DAG_ID, run_id, "train")["job_name"] == job["TrainingJobName"]

@@ -25,7 +25,9 @@ pytestmark = [
     pytest.mark.prodstack,
     pytest.mark.xdist_group("airflow-prodstack"),
     pytest.mark.timeout(7200),
-    pytest.mark.skipif(os.environ.get("ADT_PRODSTACK_CAPACITY") != "1", reason="a benchmark: bench/submit_path.py --capacity"),
+    pytest.mark.skipif(
+        os.environ.get("ADT_PRODSTACK_CAPACITY") != "1", reason="a benchmark: bench/submit_path.py --capacity"
+    ),
 ]
 
 DAG_ID = "adt_prod_training"
@@ -50,7 +52,9 @@ def run_round(stack: ProdStack, api: AirflowApi, endpoint: Any, tasks: int) -> d
     missed = stack.log_tail("scheduler", 100000).count(MISSED) - missed_before
     seconds = time.monotonic() - started
     for run_id in run_ids:  # end the round: marking failed stops each job
-        api.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/train", json={"new_state": "failed"})
+        api.request(
+            "PATCH", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/train", json={"new_state": "failed"}
+        )
     return {"tasks": tasks, "deferred": deferred, "missed_heartbeats": missed, "seconds_to_defer": seconds}
 
 
@@ -68,4 +72,6 @@ def test_the_most_deferred_tasks_before_a_missed_heartbeat(
         if result["missed_heartbeats"] or result["deferred"] < size:
             break
         held = size
-    print(f"\ncapacity: {held} concurrent deferred training tasks held without a missed heartbeat", flush=True)
+    print(
+        f"\ncapacity: {held} concurrent deferred training tasks held without a missed heartbeat", flush=True
+    )

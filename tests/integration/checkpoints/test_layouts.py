@@ -53,6 +53,15 @@ def _manifest(root: Path) -> None:
     w.write_manifest(root, 5, complete=False)
 
 
+def _single_metric(root: Path) -> None:
+    """Lightning's ``ModelCheckpoint(filename="{epoch}-{step}-{val_loss}")`` names."""
+    for step, loss in [(10, "0.50"), (20, "0.10"), (25, "0.90"), (30, "0.30")]:
+        w.write_single(root, step, epoch=step // 10).rename(
+            root / f"epoch={step // 10}-step={step}-val_loss={loss}.ckpt"
+        )
+    (root / "epoch=4-step=40-val_loss=0.01.ckpt").write_bytes(b"")  # killed mid-write
+
+
 WRITERS = {"dcp": _dcp, "hf-trainer": _hf, "single-file": _single, "manifest": _manifest}
 # newest complete, incomplete (name, reason), the metric to rank by
 EXPECTED = {
@@ -69,6 +78,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("layouts")
     for layout, write in WRITERS.items():
         write(base / layout)
+    _single_metric(base / "single-file-metric")
     return base
 
 
@@ -128,13 +138,22 @@ def test_latest_listing_and_move_aside_for_each_layout(place: Callable[[str], st
     assert hook.move_aside_incomplete(root) == []
 
 
-@pytest.mark.parametrize("layout", ["dcp", "hf-trainer"])
+# layout -> what keep_last 1 + keep_best 1 (+ the promoted oldest) deletes, leaves, and the best
+RETAINED = {
+    "dcp": ((250,), [100, 200, 300, 400], 200),
+    "hf-trainer": ((1250,), [500, 1000, 1500, 2000], 1000),
+    "manifest": ((3,), [1, 2, 4, 5], 2),
+}
+
+
+@pytest.mark.parametrize("layout", list(RETAINED))
 def test_retention_keeps_latest_best_and_promoted_twice_in_a_row(
     place: Callable[[str], str], layout: str
 ) -> None:
     root = place(layout)
     hook = CheckpointHook(aws_conn_id=None, region_name="us-east-1", layout=layout)
     metric = EXPECTED[layout][3]
+    deleted, left, best = RETAINED[layout]
     oldest = min(info.step for info in hook.scan(root))
     target = root.rstrip("/") + "-promoted/champion/"
     entry = hook.promote(root, oldest, target)
@@ -142,11 +161,42 @@ def test_retention_keeps_latest_best_and_promoted_twice_in_a_row(
     assert hook.holds_checkpoint(target)  # what warm start checks
     plan = hook.apply_retention(root, RetentionRule(keep_last=1, keep_best=1, metric=metric))
     steps = sorted(info.step for info in hook.scan(root))
-    # the worst (250 / 1250) goes; the promoted oldest, the best, the newest and the newer partial stay
-    assert plan.delete == ((250,) if layout == "dcp" else (1250,))
-    assert steps == ([100, 200, 300, 400] if layout == "dcp" else [500, 1000, 1500, 2000])
-    assert "promoted" in plan.keep[oldest] and "best" in plan.keep[200 if layout == "dcp" else 1000]
+    # the worst goes; the promoted oldest, the best, the newest and the newer partial stay
+    assert (plan.delete, steps) == (deleted, left)
+    assert "promoted" in plan.keep[oldest] and "best" in plan.keep[best]
     assert hook.apply_retention(root, RetentionRule(keep_last=1, keep_best=1, metric=metric)).delete == ()
+
+
+LIGHTNING_NAME = "epoch={epoch}-step={step}-val_loss={val_loss}.ckpt"  # ModelCheckpoint(filename=...)
+
+
+def test_single_file_checkpoints_are_ranked_by_the_metric_in_their_name_retained_and_promoted(
+    place: Callable[[str], str],
+) -> None:
+    """Lightning's ``ModelCheckpoint(filename="{epoch}-{step}-{val_loss}")``: the metric is in the
+    name (checkpoint.step_pattern). The best complete file is promoted, never the empty newer one,
+    and retention keeps the newest, the best and the promoted one, twice in a row."""
+    root = place("single-file-metric")
+    hook = CheckpointHook(
+        aws_conn_id=None, region_name="us-east-1", layout="single-file", step_pattern=LIGHTNING_NAME
+    )
+    scanned = {i.step: i for i in hook.scan(root)}
+    assert {s: (i.complete, i.metrics.get("val_loss")) for s, i in scanned.items()} == {
+        10: (True, 0.5),
+        20: (True, 0.1),
+        25: (True, 0.9),
+        30: (True, 0.3),
+        40: (False, 0.01),
+    }
+    target = root.rstrip("/") + "-promoted/"
+    entry = hook.promote(root, "best", target, metric="val_loss")
+    assert (entry["step"], entry["layout"], entry["metrics"]) == (20, "single-file", {"val_loss": 0.1})
+    for deleted in ((25, 10), ()):  # the second pass finds nothing more to delete
+        plan = hook.apply_retention(root, RetentionRule(keep_last=1, keep_best=1, metric="val_loss"))
+        assert plan.delete == deleted
+    assert sorted(i.step for i in hook.scan(root)) == [20, 30, 40]
+    store, loc = hook.stores.parse(target)
+    assert list(store.list_tree(loc)) == ["epoch=2-step=20-val_loss=0.10.ckpt"]
 
 
 def test_unparseable_files_are_named_and_never_moved_or_deleted(
@@ -187,48 +237,127 @@ def test_mixed_layouts_under_auto_are_a_clear_error(place: Callable[[str], str],
     assert dcp.latest_complete(root).step == 300  # type: ignore[union-attr]
 
 
-def test_freshness_reads_the_newest_complete_checkpoint_of_any_layout(place: Callable[[str], str]) -> None:
+@pytest.mark.parametrize("layout", list(WRITERS))
+def test_freshness_reads_the_newest_complete_checkpoint_of_any_layout(
+    place: Callable[[str], str], layout: str
+) -> None:
     from airflow_dist_training.sensors.checkpoints import CheckpointFreshnessSensor
 
-    root = place("hf-trainer")
+    root = place(layout)
+    newest = EXPECTED[layout][0]
     sensor = CheckpointFreshnessSensor(
         task_id="watch", checkpoint_uri=root, max_age=3600, aws_conn_id=None, region_name="us-east-1"
     )
-    freshness, latest = sensor.check({})
-    assert not freshness.stale and freshness.step == 1500 and latest is not None
-    assert latest["layout"] == "hf-trainer" and latest["metrics"]["eval_loss"] == 0.3
+    freshness, latest = sensor.check({})  # layout auto: the newer partial one is never "fresh"
+    assert not freshness.stale and freshness.step == newest and latest is not None
+    assert latest["layout"] == layout
+    if layout == "hf-trainer":
+        assert latest["metrics"]["eval_loss"] == 0.3
     stale, _ = sensor.check({}, now=latest["manifest_modified"] + 7200)
-    assert stale.stale and "step 1500" in stale.message
+    assert stale.stale and f"step {newest}" in stale.message
 
 
-def test_the_relaunch_step_moves_partial_checkpoints_aside_and_logs_them(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+# what a promotion killed mid-copy leaves out of the copy
+CUT = {
+    "dcp": ".metadata",
+    "hf-trainer": "optimizer.pt",
+    "manifest": "_MANIFEST.json",
+    "single-file": "epoch=3-step=30.ckpt",
+}
+
+
+@pytest.mark.parametrize("layout", list(WRITERS))
+def test_warm_start_gets_the_previous_runs_newest_complete_checkpoint(
+    place: Callable[[str], str], layout: str
 ) -> None:
-    """What the training operator runs before a retry or a spot replacement starts the run's next job."""
-    from airflow_dist_training.operators.training import DistributedTrainingOperator
-    from airflow_dist_training.planning import RunPlan
+    """The retraining pipeline's warm start (``warm_start: promoted``): the previous run's
+    ``promote_checkpoint`` (``which="latest"``, layout auto as the spec's default) copies its newest
+    complete checkpoint, never the newer partial one; the next run's ``check_changes`` hands the copy
+    to the script, and refuses a half copy."""
+    from airflow_dist_training.operators.checkpoints import PromoteCheckpointOperator
+    from airflow_dist_training.operators.retraining import _promoted_checkpoint
+    from airflow_dist_training.retraining.warm_start import warm_start_source
 
-    run = tmp_path / "run"
-    w.write_hf(run, 500)
-    w.write_hf(run, 1000, drop=("scheduler.pt",))  # killed mid-save: the newest folder is partial
-    op = DistributedTrainingOperator(
-        task_id="train", spec="examples/specs/local_demo.yaml", backend="local", checkpoint_resume="latest"
+    root = place(layout)  # the previous run's checkpoints: the newest folder is partial
+    newest, bad, _reason, _metric = EXPECTED[layout]
+    target = root.rstrip("/") + "-promoted/"
+    promote = PromoteCheckpointOperator(
+        task_id="promote_checkpoint",
+        checkpoint_uri=root,
+        target_uri=target,
+        which="latest",
+        aws_conn_id=None,
+        region_name="us-east-1",
     )
-    op._plan = RunPlan(
-        spec={"checkpoint": {"s3_uri": "s3://b/ck/", "layout": "hf-trainer"}},
-        backend="local",
-        remote=False,
-        region="us-east-1",
-        identity="run-1",
-        checkpoint_resume="latest",
-        run_checkpoint_uri=str(run),
+    entry = promote.execute({})
+    source = entry["source_uri"].rstrip("/").rsplit("/", 1)[-1]
+    assert (entry["step"], entry["layout"]) == (newest, layout) and source != bad
+    hook = CheckpointHook(aws_conn_id=None, region_name="us-east-1")
+    store, src = hook.stores.parse(entry["source_uri"])
+    _, dst = hook.stores.parse(target)
+    if layout == "single-file":
+        assert list(store.list_tree(dst)) == [source]
+    else:
+        assert sorted(store.list_tree(dst)) == sorted(store.list_tree(src))  # the whole checkpoint
+    promoted = _promoted_checkpoint(target, None, "us-east-1")
+    assert warm_start_source("promoted", champion_model_uri=None, promoted_uri=promoted) == (
+        target,
+        f"warm start: the promoted checkpoint {target}",
     )
+    # a copy cut short (the promotion killed mid-copy) is never handed to a script
+    store.delete(dst, [CUT[layout]])
+    assert _promoted_checkpoint(target, None, "us-east-1") is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "relaunch"),
+    [("latest", True), (None, True), (None, False)],
+    ids=["run-scoped", "default-policy-relaunch", "default-policy-first-job"],
+)
+def test_the_relaunch_step_moves_partial_checkpoints_aside_and_logs_them(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    policy: str | None,
+    relaunch: bool,
+) -> None:
+    """What the training operator runs before a retry or a spot replacement starts the run's next
+    job. Without a resume policy (the operator's default) the job restores the spec's own location,
+    shared by every run: a relaunch must not resume a partial checkpoint there either."""
     import logging
 
+    import yaml
+
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+    from airflow_dist_training.planning import RunState, apply_run_state, plan_spec
+    from airflow_dist_training.spec.loading import load_spec
+
+    data = yaml.safe_load(Path("examples/specs/local_demo.yaml").read_text())
+    data["checkpoint"] = {"s3_uri": "s3://ckpt-bucket/ck/", "local_uri": "ck", "layout": "hf-trainer"}
+    spec = load_spec(data)
+    op = DistributedTrainingOperator(task_id="train", spec=data, backend="local", checkpoint_resume=policy)
+    op._plan = plan_spec(
+        spec,
+        backend=op.training_backend,
+        region="us-east-1",
+        identity="run-1",
+        checkpoint_resume=policy,
+        base_dir=str(tmp_path),  # the relative local_uri is against it
+        plan_request=False,
+    )
+    # the job's checkpoint location: the run's own prefix with a policy, else the spec's own
+    run = tmp_path / "ck" / op._plan.job_name_base if policy else tmp_path / "ck"
+    w.write_hf(run, 500)
+    w.write_hf(run, 1000, drop=("scheduler.pt",))  # killed mid-save: the newest folder is partial
+    job = apply_run_state(op._plan, RunState(), state_spec=spec)
     # the task log, as a stdlib logger caplog sees (Airflow's own goes to the task's log file)
     monkeypatch.setattr(type(op), "log", property(lambda _: logging.getLogger("relaunch")))
     with caplog.at_level("INFO"):
-        op._prepare_run_checkpoints()
+        op._prepare_run_checkpoints({}, job, "a spot interruption", relaunch=relaunch)
+    if not relaunch:  # a first job: the shared location may be another run's, being written
+        assert sorted(p.name for p in run.iterdir()) == ["checkpoint-1000", "checkpoint-500"]
+        assert caplog.text == "" and op._resumed_from is None
+        return
     assert sorted(p.name for p in run.iterdir()) == ["_incomplete", "checkpoint-500"]
     assert (run / "_incomplete" / "checkpoint-1000" / "trainer_state.json").is_file()
     assert (
@@ -236,6 +365,65 @@ def test_the_relaunch_step_moves_partial_checkpoints_aside_and_logs_them(
         in caplog.text
     )
     assert "no scheduler.pt" in caplog.text
-    assert (
-        f"Resuming from this run's own checkpoint {run}/checkpoint-500 (hf-trainer, step 500)" in caplog.text
+    if policy:
+        assert (
+            f"Resuming from this run's own checkpoint {run}/checkpoint-500 (hf-trainer, step 500)"
+            in caplog.text
+        )
+    else:
+        assert "this run's own" not in caplog.text
+        assert (
+            f"Resuming from the checkpoint {run}/checkpoint-500 (hf-trainer, step 500) in the spec's "
+            "checkpoint location, which every run of the spec shares (checkpoint_resume is not set)"
+        ) in caplog.text
+    assert op._resumed_from == {
+        "job_name": job.name,
+        "step": 500,
+        "checkpoint_uri": f"{run}/checkpoint-500",
+        "after": "a spot interruption",
+    }
+
+
+@pytest.mark.parametrize("layout", ["dcp", "single-file", "manifest"])
+def test_the_relaunch_step_resumes_the_newest_complete_checkpoint_of_every_layout(
+    tmp_path: Path,
+    written: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+) -> None:
+    """The relaunch step (above, on Hugging Face checkpoints) on the other layouts: the run's newest
+    checkpoint is partial; it is moved aside and the next job resumes from the newest complete one."""
+    import logging
+
+    import yaml
+
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+    from airflow_dist_training.planning import RunState, apply_run_state, plan_spec
+    from airflow_dist_training.spec.loading import load_spec
+
+    data = yaml.safe_load(Path("examples/specs/local_demo.yaml").read_text())
+    data["checkpoint"] = {"s3_uri": "s3://ckpt-bucket/ck/", "local_uri": "ck", "layout": layout}
+    spec = load_spec(data)
+    op = DistributedTrainingOperator(task_id="train", spec=data, backend="local", checkpoint_resume="latest")
+    op._plan = plan_spec(
+        spec,
+        backend=op.training_backend,
+        region="us-east-1",
+        identity="run-1",
+        checkpoint_resume="latest",
+        base_dir=str(tmp_path),
+        plan_request=False,
     )
+    run = tmp_path / "ck" / op._plan.job_name_base
+    shutil.copytree(written / layout, run)
+    newest, bad, _reason, _metric = EXPECTED[layout]
+    job = apply_run_state(op._plan, RunState(), state_spec=spec)
+    monkeypatch.setattr(type(op), "log", property(lambda _: logging.getLogger("relaunch")))
+    with caplog.at_level("INFO"):
+        op._prepare_run_checkpoints({}, job, "a failure", relaunch=True)
+    assert f"Moved the incomplete checkpoint {run}/{bad} aside to {run}/_incomplete/{bad} (" in caplog.text
+    assert (run / "_incomplete" / bad).exists() and not (run / bad).exists()
+    assert op._resumed_from is not None and op._resumed_from["step"] == newest
+    assert f"Resuming from this run's own checkpoint {run}/" in caplog.text
+    assert f"({layout}, step {newest})" in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -60,6 +61,12 @@ def _asset_events(run_id: str) -> list[dict[str, Any]]:
     return [{"uri": uri, "extra": dict(extra or {})} for uri, extra in rows]
 
 
+def lineage_of(run: Any) -> dict[str, Any]:
+    """The run's ``check_changes`` lineage XCom."""
+    [ti] = [ti for ti in run.get_task_instances() if ti.task_id == "local.check_changes"]
+    return dict(ti.xcom_pull(task_ids="local.check_changes", key="lineage"))
+
+
 def _run_roots(demo_dir: Path) -> set[str]:
     root = demo_dir / "checkpoints" / "local-demo"
     return {p.name for p in root.iterdir()} if root.exists() else set()
@@ -84,7 +91,9 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
     # training and evaluation ran in what the image has: the job environment, nothing of the provider
     python = job_env.default_env_dir() / "bin" / "python"
     assert f"[local] job Python: {python} (the pytorch job environment" in out
-    assert f"Evaluation Python: {python} (the pytorch job environment" in out + run1_err + caplog.text  # the task log, wherever pytest captured it
+    assert (
+        f"Evaluation Python: {python} (the pytorch job environment" in out + run1_err + caplog.text
+    )  # the task log, wherever pytest captured it
     summary = (demo_dir / "last-run-summary.txt").read_text()
     assert "Registered          adt-demo/1 (Approved)" in summary
     [v1] = _registry(demo_dir)
@@ -124,40 +133,103 @@ def test_three_runs_train_skip_unchanged_and_retrain_on_new_data(
     assert _run_roots(demo_dir) == roots_after_run1
     assert set((demo_dir / "jobs").iterdir()) == jobs_before
 
-    # A new hold-out set alone (same training data, code and spec) is a change too: check_changes
-    # says so and trains (the DAG up to check_changes only: its decision, not another training).
+    # A new hold-out set alone (same training data, code and spec): the champion is re-evaluated,
+    # not retrained, while its model is there. With the model gone, check_changes trains and says why.
     other = make_dataset(demo_dir / "other-hold-out", seed=3)
     (demo_dir / "source" / "test" / "data.csv").write_bytes((other / "test" / "data.csv").read_bytes())
+    model = Path(v1["model_data_uri"].removeprefix("file://"))
     upto_check = retraining_dag.partial_subset(task_ids=["local.check_changes"], include_upstream=True)
-    run2b = upto_check.test(run_conf={"backend": "local", "epochs": 2})
-    states = _states(run2b)
-    assert states["local.check_changes"] == "success" and "local.train" not in states, states
+    model.rename(model.with_name("moved-away"))
+    try:
+        upto_check.test(run_conf={"backend": "local", "epochs": 2})
+    finally:
+        model.with_name("moved-away").rename(model)
     out = capfd.readouterr().out
-    assert "evaluation changed since champion adt-demo/1: training (data fingerprint " in out
-    assert lineage["evaluation_fingerprint"].startswith("sha256:")  # v1 recorded what judged it
+    assert (
+        f"evaluation changed since champion adt-demo/1: its model {v1['model_data_uri']} is gone: training"
+        in out
+    )
 
-    # Run 3: new data arrives (the generator with another seed) -> all epochs from scratch, vs v1.
-    make_dataset(demo_dir / "source", seed=7)
-    # Its first training job is killed at epoch 1; the task's retry resumes from run 3's own checkpoint.
-    monkeypatch.setenv("ADT_DEMO_KILL_AT_EPOCH", "1")
-    retraining_dag.get_task("local.train").retry_delay = timedelta(seconds=0)
+    # Run 3: no training job; one evaluation (of v1's model) recorded on v1, no new version, no gate.
     run3 = retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
     states = _states(run3)
     assert str(run3.state) == "success", states
+    assert (
+        states["local.check_changes"]
+        == states["local.reevaluate"]
+        == states["local.record_evaluation"]
+        == "success"
+    )
+    for task in (
+        "local.train",
+        "local.evaluate",
+        "local.gate",
+        "local.register",
+        "local.checkpoint_retention",
+    ):
+        assert states[task] == "skipped", (task, states)
+    out = capfd.readouterr().out
+    reason = (
+        f"evaluation changed since champion adt-demo/1: re-evaluating adt-demo/1 without retraining "
+        f"(its model {v1['model_data_uri']} is still there)"
+    )
+    assert reason in out
+    assert "epoch=0 loss=" not in out
+    assert set((demo_dir / "jobs").iterdir()) == jobs_before and _run_roots(demo_dir) == roots_after_run1
+    [ti] = [ti for ti in run3.get_task_instances() if ti.task_id == "local.reevaluate"]
+    result = ti.xcom_pull(task_ids="local.reevaluate")
+    run_folder = Path(result["evaluation_uri"]).parent.parent  # $AIRFLOW_HOME/evaluation/<dag>/<run>
+    assert [p.name for p in run_folder.iterdir()] == ["local.reevaluate"]  # the run's one evaluation
+    [v1_after] = _registry(demo_dir)  # no new version
+    [record] = v1_after["reevaluations"]
+    new_fp = lineage_of(run3)["evaluation_fingerprint"]
+    assert new_fp != lineage["evaluation_fingerprint"]
+    assert v1_after["lineage"]["evaluation_fingerprint"] == record["evaluation_fingerprint"] == new_fp
+    assert v1_after["evaluation_set_hash"] == record["evaluation_set_hash"] != v1["evaluation_set_hash"]
+    assert v1_after["evaluation_uri"] == record["evaluation_uri"] != v1["evaluation_uri"]
+    assert record["previous_evaluation_uri"] == v1["evaluation_uri"] and record["run_id"] == run3.run_id
+    stored = json.loads(Path(record["evaluation_uri"]).read_text())
+    assert stored["metrics"] == record["metrics"] == result["metrics"] and set(record["metrics"]) >= {
+        "accuracy",
+        "loss",
+    }
+    assert v1_after["model_data_uri"] == v1["model_data_uri"] and v1_after["approval_status"] == "Approved"
+    summary = (demo_dir / "last-run-summary.txt").read_text()
+    assert f"RE-EVALUATED: {reason}" in summary
+    assert "Quality gate        not run (the champion is not gated against itself)" in summary
+    assert f"Recorded            on adt-demo/1, no new version ({record['evaluation_uri']})" in summary
+
+    # Run 4: the champion now carries the new evaluation: nothing changed, skipped.
+    upto_check.test(run_conf={"backend": "local", "epochs": 2})
+    out = capfd.readouterr().out
+    assert "no new data or code since champion adt-demo/1 (data fingerprint " in out
+
+    # Run 5: new data arrives (the generator with another seed) -> all epochs from scratch, vs v1.
+    make_dataset(demo_dir / "source", seed=7)
+    # Its first training job is killed at epoch 1; the task's retry resumes from run 5's own checkpoint.
+    monkeypatch.setenv("ADT_DEMO_KILL_AT_EPOCH", "1")
+    retraining_dag.get_task("local.train").retry_delay = timedelta(seconds=0)
+    run5 = retraining_dag.test(run_conf={"backend": "local", "epochs": 2})
+    states = _states(run5)
+    assert str(run5.state) == "success", states
     assert states["local.train"] == "success" and states["local.gate"] == "success"
-    [train_ti] = [ti for ti in run3.get_task_instances() if ti.task_id == "local.train"]
+    assert states["local.reevaluate"] == "skipped"
+    [train_ti] = [ti for ti in run5.get_task_instances() if ti.task_id == "local.train"]
     assert train_ti.try_number == 2
     out = capfd.readouterr().out
     assert "data and evaluation changed since champion adt-demo/1: training" in out  # both regenerated
     assert "No checkpoint of this run under" in out and "no checkpoint found: starting from scratch" in out
     assert "killing this job at epoch=1" in out
-    [run3_root] = _run_roots(demo_dir) - roots_after_run1
+    [run5_root] = _run_roots(demo_dir) - roots_after_run1
     [resumed] = [line for line in out.splitlines() if "Resuming from this run's own checkpoint" in line]
-    assert f"local-demo/{run3_root}/step-" in resumed  # never run 1's
+    assert f"local-demo/{run5_root}/step-" in resumed  # never run 1's
     assert "resumed from this run's checkpoint step-" in out and "(epoch=0), starting at epoch=1" in out
     assert "epoch=0 loss=" in out and "epoch=1 loss=" in out
     assert "run_summary epochs_trained=2 " in out  # the run's epochs: one per job
     summary = (demo_dir / "last-run-summary.txt").read_text()
+    step = re.search(r", step (\d+)\)", resumed)
+    assert step is not None, resumed  # the summary names the step the retry's job resumed from
+    assert f"Resumed             from step {step.group(1)} after an earlier try of the task" in summary
     assert "vs champion adt-demo/1" in summary
     assert "PASS training: the training job trained 2 epochs" in summary
     assert "PASS model: model artifact differs from champion adt-demo/1's" in summary

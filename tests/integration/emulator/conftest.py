@@ -11,29 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests.dag_bundles import fast_polling, serve_dags_folder  # noqa: F401  (the emulator tests import them from here)
 from tests.datasets import make_dataset
 from tests.paths import REPO
 
 BUCKET = "adt-emulator-tests"
-
-
-def serve_dags_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``folder`` the DAG bundle: ``dag.test()`` serializes the DAGs of the configured bundle, and
-    the test's DAG (a pipeline copy with the endpoint's ids) must be the one it finds there."""
-    bundle = {
-        "name": "dags-folder",
-        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-        "kwargs": {"path": str(folder), "refresh_interval": 0},
-    }
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
-
-
-def fast_polling(dag: Any, seconds: float = 1.0) -> Any:
-    """Poll the endpoint every ``seconds`` instead of the operators' 30 s (the jobs are tiny)."""
-    for task in dag.tasks:
-        if hasattr(task, "poll_interval"):
-            task.poll_interval = seconds
-    return dag
 
 
 def fsx_network(endpoint: Any) -> tuple[dict[str, str], dict[str, Any]]:
@@ -130,26 +112,31 @@ def log_messages(endpoint: Any, group: str, job: str) -> list[str]:
     return [
         e["message"]
         for s in streams
-        for e in logs.get_log_events(logGroupName=group, logStreamName=s["logStreamName"], startFromHead=True)[
-            "events"
-        ]
+        for e in logs.get_log_events(
+            logGroupName=group, logStreamName=s["logStreamName"], startFromHead=True
+        )["events"]
     ]
 
 
 def job_interpreters(endpoint: Any) -> dict[str, set[str]]:
-    """Which interpreter ran each training and processing job on the endpoint, as its own log says."""
+    """Which interpreter ran each training and processing job on the endpoint, as the endpoint's log says."""
     sm = endpoint.client("sagemaker")
     found: dict[str, set[str]] = {}
-    # a training job's interpreter is the executor's line: in the endpoint's log, not the job's
+    # a job's interpreter is the executor's line: in the endpoint's log, not the job's
     endpoint_log = (endpoint.root / "emulator.log").read_text(errors="replace").splitlines()
-    for summary in sm.list_training_jobs()["TrainingJobSummaries"]:
-        name = summary["TrainingJobName"]
-        lines = [m for m in endpoint_log if f"TrainingJobs {name}: [local] job Python: " in m]
-        found[name] = {m.split("job Python: ", 1)[1].split(" (", 1)[0] for m in lines}
-    for summary in sm.list_processing_jobs()["ProcessingJobSummaries"]:
-        name = summary["ProcessingJobName"]
-        lines = log_messages(endpoint, "/aws/sagemaker/ProcessingJobs", name)
-        found[name] = {m.split("python3: ", 1)[1].split(" (", 1)[0] for m in lines if m.startswith("[emulator] python3: ")}
+    listed = [
+        *(
+            ("TrainingJobs", s["TrainingJobName"], "[local] job Python: ")
+            for s in sm.list_training_jobs()["TrainingJobSummaries"]
+        ),
+        *(
+            ("ProcessingJobs", s["ProcessingJobName"], "[emulator] python3: ")
+            for s in sm.list_processing_jobs()["ProcessingJobSummaries"]
+        ),
+    ]
+    for group, name, said in listed:
+        lines = [m for m in endpoint_log if f"{group} {name}: {said}" in m]
+        found[name] = {m.split(said, 1)[1].split(" (", 1)[0] for m in lines}
     return found
 
 

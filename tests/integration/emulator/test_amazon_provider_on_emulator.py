@@ -4,7 +4,8 @@
 ``SageMakerProcessingOperator`` send their requests to the endpoint through the ``aws_default``
 connection's ``endpoint_url``; the role is a name, which the training operator expands with IAM
 ``GetRole``. Asserted: what the operators report (task states, the XCom'd job description, the log
-lines they print) and the model the jobs wrote.
+lines they print), the model the jobs wrote, the deferred job's whole log as the provider's own log
+reader streams it, and what the processing container saw (its environment and log).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import serve_dags_folder
+from airflow_dist_training.local import job_env
+
+from .conftest import log_messages, serve_dags_folder
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("sagemaker-emulator")]
 BUCKET = "provider-ops"
@@ -30,10 +33,11 @@ print("loss=0.25", flush=True)
 open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w").write("weights")
 """
 PROCESS = """\
-import os, sys
+import json, os, sys
 data, output = sys.argv[1:3]
 rows = open(os.path.join(data, "a.csv")).read().split()
 open(os.path.join(output, "count.txt"), "w").write(str(len(rows)))
+json.dump(dict(os.environ), open(os.path.join(output, "env.json"), "w"))
 print("provider-ops: processed", len(rows), flush=True)
 """
 DAG = """\
@@ -163,11 +167,44 @@ def test_the_amazon_providers_operators_run_unchanged(
         model = s3.get_object(Bucket=BUCKET, Key=f"output/{name}/output/model.tar.gz")["Body"].read()
         with tarfile.open(fileobj=io.BytesIO(model), mode="r:gz") as tar:
             assert "model.txt" in tar.getnames()
-    # the synchronous operator streamed the job's log; the deferrable one (provider 9.39) prints the
-    # log only up to its deferral, then its SageMakerTrigger waited for the job
-    assert "provider-ops: provider-sync read 3 rows" in out
+    # the synchronous operator streamed the job's log to its end, each line once (its reads resume
+    # from startTime and a skip count: CloudWatch's order and tokens); the deferrable one (provider
+    # 9.39) prints the log only up to its deferral: its SageMakerTrigger only waits (no provider since
+    # 9.0 streams a log while deferred), and the task ends with the job's final status
+    assert out.count("provider-ops: provider-sync read 3 rows") == 1
+    assert out.index("provider-ops: provider-sync read 3 rows") < out.index("loss=0.25")
     assert "SageMaker job provider-deferred completed." in out
+    # the deferred job's log, read to its end by the provider's own reader (DescribeLogStreams by
+    # prefix, GetLogEvents from the head until nextForwardToken repeats), is the whole stream
+    streamed = _provider_log_reader_lines("provider-deferred")
+    assert streamed == log_messages(endpoint, "/aws/sagemaker/TrainingJobs", "provider-deferred")
+    assert streamed.index("provider-ops: provider-deferred read 3 rows") < streamed.index("loss=0.25")
     assert (
         sm.describe_processing_job(ProcessingJobName="provider-process")["ProcessingJobStatus"] == "Completed"
     )
     assert s3.get_object(Bucket=BUCKET, Key="processed/count.txt")["Body"].read() == b"3"
+    # the processing container's environment: the image's and SageMaker's, none of the endpoint's
+    env = json.loads(s3.get_object(Bucket=BUCKET, Key="processed/env.json")["Body"].read())
+    image = {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}
+    given = {"PROCESSING_JOB_NAME", "AWS_REGION", "AWS_DEFAULT_REGION", "PYTHONUNBUFFERED"}
+    shell = {"PWD", "OLDPWD", "SHLVL", "_"}  # what the python3 shim's /bin/sh exports
+    assert set(env) - image - given - shell == set(), sorted(env)
+    assert env["PATH"].endswith(":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    assert env["AWS_REGION"] == "us-east-1" and env["PROCESSING_JOB_NAME"] == "provider-process"
+    # its log: what the script printed, no folder of this machine (the interpreter line is the endpoint's)
+    printed = log_messages(endpoint, "/aws/sagemaker/ProcessingJobs", "provider-process")
+    assert "provider-ops: processed 3" in printed
+    machine = (str(endpoint.root), str(job_env.default_env_dir()))
+    assert not [m for m in printed if any(path in m for path in machine)], printed
+
+
+def _provider_log_reader_lines(job: str) -> list[str]:
+    """The lines ``SageMakerHook.describe_training_job_with_log`` prints for a finished job."""
+    from airflow.providers.amazon.aws.hooks.sagemaker import LogState, SageMakerHook
+
+    hook = SageMakerHook(aws_conn_id="aws_default")
+    printed: list[str] = []
+    hook.log.info = lambda message, *args: printed.append(message % args if args else message)  # type: ignore[method-assign]
+    desc = hook.describe_training_job(job)
+    hook.describe_training_job_with_log(job, {}, [], 1, LogState.COMPLETE, desc, 0.0)
+    return printed

@@ -5,11 +5,20 @@ would configure it). The run trains for real, uploads the model, runs the evalua
 job (the local evaluation script and data are uploaded to the run's S3 prefix), gates, and
 registers a model package whose metrics point at the evaluation file; all asserted from the
 endpoint's state.
+
+The retraining run is a spot run, and its first job loses its capacity mid-epoch, after a periodic
+(per-epoch) checkpoint: the endpoint's ``spot_interruption`` sends SIGTERM to the job's PID 1, the
+shipped spec's ``launcher`` forwards it, and ``examples/train.py`` saves the step it is at
+(``checkpointing.StopSignal``). The run's next job resumes from exactly that step, and the run's
+summary says so.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,39 +37,107 @@ from .conftest import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
 DAG_FILE = REPO / "dags" / "distributed_retraining.py"
 DEMO_BUCKET = "adt-demo-bucket"
+STEP_SLEEP = 0.6  # train.py's test hook: 4 steps an epoch (400 rows, 2 processes) of ~0.6 s each
 SERVING_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/adt-serve:1"
 
 
 @pytest.fixture
 def retraining_dag(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path) -> Any:
     from airflow_dist_training.compat import DagBag
+    from airflow_dist_training.spec import loading
 
     (tmp_path / "source").symlink_to(demo_data)
     monkeypatch.setenv("ADT_DEMO_DIR", str(tmp_path))
+    load_spec = loading.load_spec
+
+    def with_slow_steps(source: Any) -> Any:  # the demo's steps take long enough to interrupt one
+        spec = load_spec(source)
+        if spec.name != "local-demo" or "step-sleep" in spec.hyperparameters:
+            return spec
+        data = spec.model_dump(mode="json", exclude_unset=True)
+        data["hyperparameters"]["step-sleep"] = STEP_SLEEP
+        return load_spec(data)
+
+    monkeypatch.setattr(loading, "load_spec", with_slow_steps)
     bag = DagBag(dag_folder=str(DAG_FILE), safe_mode=False)
     assert bag.import_errors == {}
     return fast_polling(bag.dags["distributed_retraining"])
 
 
+def _job_log(endpoint: Any, job: str) -> str:
+    events = endpoint.client("logs").filter_log_events(
+        logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix=f"{job}/algo-1"
+    )["events"]
+    return "\n".join(e["message"] for e in events)
+
+
+def _interrupt_after_the_first_periodic_checkpoint(endpoint: Any, interrupted: list[str]) -> None:
+    """Once the run's first job has printed epoch 0 (its checkpoint follows at once), take its spot
+    capacity away: the signal lands a step or more into epoch 1."""
+    sm = endpoint.client("sagemaker")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        jobs = sm.list_training_jobs()["TrainingJobSummaries"]
+        if jobs and "epoch=0 loss=" in _job_log(endpoint, jobs[0]["TrainingJobName"]):
+            endpoint.inject("spot_interruption", job_name=jobs[0]["TrainingJobName"])
+            interrupted.append(jobs[0]["TrainingJobName"])
+            return
+        time.sleep(0.1)
+
+
 def test_retraining_dag_on_sagemaker_trains_evaluates_gates_and_registers(
-    aws_default_on_endpoint: Any, retraining_dag: Any, demo_data: Path
+    aws_default_on_endpoint: Any,
+    retraining_dag: Any,
+    demo_data: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     endpoint = aws_default_on_endpoint
     s3 = endpoint.client("s3")
     s3.create_bucket(Bucket=DEMO_BUCKET)  # the demo's bucket, seeded with its training data
     s3.upload_file(str(demo_data / "train" / "data.csv"), DEMO_BUCKET, "data/train/data.csv")
 
-    run = retraining_dag.test(
-        run_conf={"backend": "sagemaker", "epochs": 4, "inference_image": SERVING_IMAGE}
+    interrupted: list[str] = []
+    interrupter = threading.Thread(
+        target=_interrupt_after_the_first_periodic_checkpoint, args=(endpoint, interrupted), daemon=True
     )
+    interrupter.start()
+    run = retraining_dag.test(
+        run_conf={"backend": "sagemaker", "epochs": 4, "inference_image": SERVING_IMAGE, "spot": True}
+    )
+    interrupter.join(5)
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     assert str(run.state) == "success", states
-    for task in ("plan", "train", "evaluate", "gate", "register"):
+    # watch_checkpoints too: a healthy job raises no checkpoint-stall alarm
+    for task in ("plan", "train", "watch_checkpoints", "evaluate", "gate", "register"):
         assert states[f"sagemaker.{task}"] == "success", states
     assert states["local.plan"] == "skipped"
 
+    # The spot interruption: the first job saved the step it was at, after epoch 0's checkpoint
+    # (step 4) and before its next one; the run's next job resumed from exactly that step.
     sm = endpoint.client("sagemaker")
-    [job] = sm.list_training_jobs()["TrainingJobSummaries"]
+    assert interrupted, "the first job never trained an epoch"
+    first = sm.describe_training_job(TrainingJobName=interrupted[0])
+    assert (first["TrainingJobStatus"], first["SecondaryStatus"]) == ("Stopped", "MaxWaitTimeExceeded")
+    saved = re.search(
+        r"saved step (\d+) on SIGTERM \(epoch=(\d+), batch (\d+) of 4\)", _job_log(endpoint, interrupted[0])
+    )
+    assert saved is not None, _job_log(endpoint, interrupted[0])[-2000:]
+    step, epoch, batch = (int(g) for g in saved.groups())
+    # past the periodic checkpoint at step epoch * 4 (at least the first one), before the next
+    assert epoch >= 1 and batch >= 1 and step == epoch * 4 + batch
+    [job] = [
+        j for j in sm.list_training_jobs()["TrainingJobSummaries"] if j["TrainingJobName"] != interrupted[0]
+    ]
+    assert f"resumed from this run's checkpoint step-{step:012d} " in _job_log(
+        endpoint, job["TrainingJobName"]
+    )
+    assert f"The job resumes from step {step}" in capfd.readouterr().out  # the training task's log
+    summary = (tmp_path / "last-run-summary.txt").read_text()  # what the summary task printed
+    assert (
+        f"Resumed             from step {step} after a spot interruption of job {interrupted[0]}" in summary
+    )
+
     desc = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
     assert desc["TrainingJobStatus"] == "Completed"
     assert desc["HyperParameters"]["epochs"] == "4"  # the trigger form's value reached the job
@@ -154,7 +231,7 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_r
     run = dag.test(run_conf={"epochs": 4})
     states = {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}
     assert str(run.state) == "success", states
-    for task in ("plan", "stage", "check_changes", "train", "evaluate", "gate", "register"):
+    for task in ("plan", "stage", "check_changes", "train", "watch_checkpoints", "evaluate", "gate", "register"):
         assert states[task] == "success", (task, states)
 
     [task] = endpoint.client("fsx").describe_data_repository_tasks()["DataRepositoryTasks"]
@@ -189,7 +266,7 @@ def test_yaml_pipeline_on_sagemaker_stages_through_fsx_and_retrains_over_three_r
     states = {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}
     assert str(run.state) == "success", states
     assert states["stage"] == states["check_changes"] == "success", states
-    for task in ("train", "evaluate", "gate", "register"):
+    for task in ("train", "watch_checkpoints", "evaluate", "gate", "register"):
         assert states[task] == "skipped", (task, states)
     short = fingerprint.removeprefix("sha256:")[:12]
     assert (

@@ -120,6 +120,81 @@ def test_max_runtime_is_enforced(sagemaker_endpoint: Any, demo_data: Path) -> No
     assert desc["TrainingJobStatus"] in ("Failed", "Stopped")
 
 
+def test_max_wait_is_validated_as_sagemaker_does(sagemaker_endpoint: Any, demo_data: Path) -> None:
+    """CreateTrainingJob refuses MaxWaitTimeInSeconds without spot, or below MaxRuntimeInSeconds."""
+    from botocore.exceptions import ClientError
+
+    request = _create_job(
+        sagemaker_endpoint,
+        demo_data,
+        "emu-wait-ok",
+        spot={"enabled": True, "max_wait_seconds": 600},
+        stopping={"max_runtime_seconds": 600},
+        hyperparameters={"epochs": 1},
+    )
+    sm = sagemaker_endpoint.client("sagemaker")
+    spot_off = {k: v for k, v in request.items() if k != "EnableManagedSpotTraining"}
+    cases = {
+        "emu-wait-no-spot": (spot_off, "It is only supported when EnableManagedSpotTraining is set to true"),
+        "emu-wait-short": (
+            {**request, "StoppingCondition": {"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 599}},
+            "It must be present and be greater than or equal to MaxRuntimeInSeconds",
+        ),
+        "emu-wait-missing": (
+            {**request, "StoppingCondition": {"MaxRuntimeInSeconds": 600}},
+            "It must be present and be greater than or equal to MaxRuntimeInSeconds",
+        ),
+    }
+    for name, (bad, message) in cases.items():
+        with pytest.raises(ClientError) as refused:
+            sm.create_training_job(**{**bad, "TrainingJobName": name})
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+        assert refused.value.response["Error"]["Message"] == f"Invalid MaxWaitTimeInSeconds. {message}"
+    # the valid spot request was accepted and runs; nothing was created for the refused ones
+    assert [j["TrainingJobName"] for j in sm.list_training_jobs()["TrainingJobSummaries"]] == ["emu-wait-ok"]
+
+
+def test_max_wait_stops_a_spot_job_and_keeps_its_checkpoints(
+    sagemaker_endpoint: Any, demo_data: Path
+) -> None:
+    """MaxWaitTimeInSeconds counts the wait for spot capacity and the training: past it the job is
+    stopped (SIGTERM, the grace) and ends Stopped / MaxWaitTimeExceeded; its checkpoints are in S3."""
+    from airflow_dist_training.emulator.faults import MAX_WAIT_MESSAGE
+
+    sagemaker_endpoint.inject("spot_capacity_wait", seconds=4)
+    name = "emu-max-wait"
+    # MaxRuntime = MaxWait: without the wait for capacity the job would be stopped by neither
+    _create_job(
+        sagemaker_endpoint,
+        demo_data,
+        name,
+        spot={"enabled": True, "max_wait_seconds": 30},
+        stopping={"max_runtime_seconds": 30},
+        hyperparameters={"epochs": 100, "epoch-sleep": 0.5},
+    )
+    sm, s3 = sagemaker_endpoint.client("sagemaker"), sagemaker_endpoint.client("s3")
+    _wait_for(lambda: sm.describe_training_job(TrainingJobName=name)["SecondaryStatus"] == "Training", 40)
+    desc = sm.describe_training_job(TrainingJobName=name)
+    waited = (desc["TrainingStartTime"] - desc["CreationTime"]).total_seconds()
+    assert waited >= 4, desc["SecondaryStatusTransitions"]
+    _wait_for(lambda: sm.describe_training_job(TrainingJobName=name)["TrainingJobStatus"] == "Stopped", 60)
+    desc = sm.describe_training_job(TrainingJobName=name)
+    assert desc["SecondaryStatus"] == "MaxWaitTimeExceeded"
+    assert desc["FailureReason"] == f"MaxWaitTimeExceeded: {MAX_WAIT_MESSAGE} (MaxWaitTimeInSeconds=30)"
+    statuses = [t["Status"] for t in desc["SecondaryStatusTransitions"]]
+    assert statuses[-1] == "MaxWaitTimeExceeded" and "Training" in statuses
+    assert desc["SecondaryStatusTransitions"][-1]["StatusMessage"] == MAX_WAIT_MESSAGE
+    # stopped when the wait plus the training ran past 30 s, before MaxRuntime (30 s of training)
+    stopped_after = (desc["TrainingEndTime"] - desc["CreationTime"]).total_seconds()
+    assert 30 <= stopped_after < 30 + 10, stopped_after
+    assert desc["TrainingTimeInSeconds"] < 30
+    # what the job checkpointed before the stop is in S3 (the stop's final sync)
+    keys = [
+        o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"checkpoints/{name}/").get("Contents", [])
+    ]
+    assert any(k.endswith("_MANIFEST.json") for k in keys), keys
+
+
 def test_the_documented_fault_calls_are_the_admin_api(sagemaker_endpoint: Any) -> None:
     """docs/emulator.md's ``curl`` lines, sent as written (to this endpoint): armed, or refused saying why."""
     doc = (REPO / "docs" / "emulator.md").read_text()
@@ -134,6 +209,7 @@ def test_the_documented_fault_calls_are_the_admin_api(sagemaker_endpoint: Any) -
             answers[json.loads(body)["fault"]] = {"status": exc.code, **json.loads(exc.read())}
     assert answers == {
         "spot_interruption": {"status": 400, "error": "no running training job 'my-job-1a2b3c4d5e'"},
+        "spot_capacity_wait": {"spot_capacity_wait_seconds": 30.0},
         "insufficient_capacity": {"capacity_failures": 1},
         "host_failure": {"host_failures": 1},
         "throttle": {"throttle_share": 0.3},

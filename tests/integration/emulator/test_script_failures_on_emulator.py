@@ -176,13 +176,15 @@ def test_an_evaluation_that_imports_a_module_it_does_not_ship_fails_at_once(
         f"ModuleNotFoundError: No module named '{missing}'"
     )
     assert f"No module named '{missing}'" in str(error)
-    # python3 was the default job environment's interpreter (the job's log says so, and so does the script)
+    # python3 was the default job environment's interpreter (the endpoint's log says so); the job's
+    # log shows it as the image's /opt/conda, no path of this machine
     sm = endpoint.client("sagemaker")
     [job] = sm.list_processing_jobs()["ProcessingJobSummaries"]
     log = _log_messages(endpoint, "/aws/sagemaker/ProcessingJobs", job["ProcessingJobName"])
-    python = _default_job_python()
-    assert any(m.startswith(f"[emulator] python3: {python} (") for m in log), log
-    assert f"prefix {job_env.default_env_dir()}" in log
+    endpoint_log = (endpoint.root / "emulator.log").read_text(errors="replace")
+    said = f"ProcessingJobs {job['ProcessingJobName']}: [emulator] python3: {_default_job_python()} ("
+    assert said in endpoint_log
+    assert "prefix /opt/conda" in log and not [m for m in log if str(job_env.default_env_dir()) in m], log
 
 
 def test_an_evaluation_scripts_own_failure_file_is_the_failure_reason(endpoint: Any, tmp_path: Path) -> None:

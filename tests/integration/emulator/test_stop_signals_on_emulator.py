@@ -5,13 +5,14 @@ The script (stop_scripts/steps.py) saves a checkpoint when SIGTERM reaches it. A
 forward the signal (sagemaker-training-toolkit #125), so in plain script mode the handler never
 fires and the job is SIGKILLed at the end of the grace; the launcher strategy and the toolkit shim
 (``stopping.forward_sigterm``) forward it, and the checkpoint saved at the signal is in S3.
+
+A spot interruption of the shipped retraining DAG's job, and the run's next job resuming from the
+step saved at the signal: test_dags_on_emulator.py.
 """
 
 from __future__ import annotations
 
 import re
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,14 +20,10 @@ from typing import Any
 
 import pytest
 
-from airflow_dist_training.operators.training import DistributedTrainingOperator
 from airflow_dist_training.sagemaker.request import plan_training_job
 from airflow_dist_training.spec.training import TrainingJobSpec
 
 from .conftest import BUCKET, REPO
-
-sys.path.insert(0, str(REPO / "tests" / "integration" / "training"))
-from fake_sagemaker_training import make_context
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("sagemaker-emulator")]
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
@@ -34,11 +31,11 @@ SCRIPTS = Path(__file__).parent / "stop_scripts"
 GRACE = 3.0  # tests/conftest.py: ADT_STOP_GRACE_SECONDS
 
 
-def spec(name: str, strategy: str, *, forward: bool = False, **overrides: Any) -> dict[str, Any]:
+def spec(name: str, strategy: str, *, forward: bool = False) -> dict[str, Any]:
     distribution: dict[str, Any] = {"strategy": strategy}
     if strategy == "launcher":
         distribution.update(launcher="torchrun", processes_per_host=1)
-    data: dict[str, Any] = {
+    return {
         "name": name,
         "role_arn": ROLE,
         "image": {"framework": "pytorch", "framework_version": "2.8.0", "py_version": "py312"},
@@ -53,8 +50,6 @@ def spec(name: str, strategy: str, *, forward: bool = False, **overrides: Any) -
         "checkpoint": {"s3_uri": f"s3://{BUCKET}/checkpoints/{name}"},
         "stopping": {"max_runtime_seconds": 600, "forward_sigterm": forward},
     }
-    data.update(overrides)
-    return data
 
 
 @pytest.fixture
@@ -146,43 +141,3 @@ def test_a_forwarded_sigterm_saves_a_checkpoint_that_reaches_s3(
     # what a stopped job saved in its window is kept: the model artifact is uploaded too
     model = desc["ModelArtifacts"]["S3ModelArtifacts"].split(f"s3://{BUCKET}/", 1)[1]
     endpoint.client("s3").head_object(Bucket=BUCKET, Key=model)
-
-
-def test_spot_interruption_with_forwarding_resumes_from_the_step_saved_at_the_signal(
-    endpoint: Any, capfd: pytest.CaptureFixture[str]
-) -> None:
-    name = "spot-forward"
-    # no periodic checkpoint within the run: without the one saved at the signal it would restart at 0
-    data = spec(
-        name,
-        "launcher",
-        hyperparameters={"steps": 80, "every": 100000},
-        spot={"enabled": True, "max_wait_seconds": 1200},
-    )
-    op = DistributedTrainingOperator(
-        task_id="train", spec=data, backend="sagemaker", aws_conn_id=None, region_name="us-east-1",
-        poll_interval=0.5, deferrable=False, checkpoint_resume="fresh",
-    )  # fmt: skip
-    sm = endpoint.client("sagemaker")
-    interrupted: list[str] = []
-
-    def interrupt_while_training() -> None:
-        wait_for(lambda: bool(sm.list_training_jobs()["TrainingJobSummaries"]), 60)
-        first = sm.list_training_jobs()["TrainingJobSummaries"][0]["TrainingJobName"]
-        wait_for(lambda: training(endpoint, first))
-        endpoint.inject("spot_interruption", job_name=first)
-        interrupted.append(first)
-
-    killer = threading.Thread(target=interrupt_while_training, daemon=True)
-    killer.start()
-    result = op.execute(make_context("run-spot-forward"))
-    killer.join(5)
-    assert interrupted, "the spot interruption was never injected"
-    first = sm.describe_training_job(TrainingJobName=interrupted[0])
-    assert (first["TrainingJobStatus"], first["SecondaryStatus"]) == ("Stopped", "MaxWaitTimeExceeded")
-    step = saved_step(lines_of(endpoint, interrupted[0]))
-    assert step is not None and 10 <= step < 80
-    assert result["job_name"] != interrupted[0] and result["status"] == "Completed"
-    assert any(f"resumed from step {step}" in line for line in lines_of(endpoint, result["job_name"]))
-    # the task's log names the step the run's next job resumes from
-    assert f"The job resumes from step {step}" in capfd.readouterr().out

@@ -215,42 +215,114 @@ def test_killed_task_stops_the_job(endpoint: Any) -> None:
     assert endpoint.state()["training_jobs"][name] == "Stopped"
 
 
-def test_spot_interruption_resumes_from_the_s3_checkpoint(endpoint: Any) -> None:
+def test_a_hugging_face_trainer_spot_interrupted_mid_save_resumes_from_its_last_complete_checkpoint(
+    endpoint: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """examples/hf_trainer/train.py, unchanged, in the huggingface job environment (the image's). The
+    first job stalls half-way through writing checkpoint-6 (fault injection); SageMaker's sync has
+    put its weights and optimizer in S3, and the spot capacity is reclaimed then. The run's next job
+    resumes from checkpoint-4, after the relaunch step moved the partial checkpoint-6 aside."""
+    from tests.killed_mid_save import HF_IMAGE, HYPERPARAMETERS, hf_trainer_source
+
     data = spec(
-        "emu-spot",
-        hyperparameters={"epochs": 4, "epoch-sleep": 3},
+        "emu-hf",
+        image=HF_IMAGE,
+        source={
+            "entry_point": "killed_mid_save.py",
+            "source_dir": str(hf_trainer_source(tmp_path, "time.sleep(600)")),
+        },
+        compute={"instance_type": "ml.g5.xlarge", "instance_count": 1},
+        hyperparameters=HYPERPARAMETERS,
+        channels={},
+        metric_definitions=[],
+        checkpoint={"s3_uri": f"s3://{BUCKET}/checkpoints/emu-hf", "layout": "hf-trainer"},
         spot={"enabled": True, "max_wait_seconds": 1200},
     )
-    op = operator(data)
-    ctx = make_context("run-spot")
+    data.pop("distribution")  # the toolkit runs the script as `python train.py ...`, one process
     s3 = endpoint.client("s3")
     sm = endpoint.client("sagemaker")
     interrupted: list[str] = []
 
-    def interrupt_after_first_checkpoint() -> None:
-        _wait_for(lambda: bool(sm.list_training_jobs()["TrainingJobSummaries"]), 60)
+    def keys() -> list[str]:
+        return [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="checkpoints/emu-hf/").get("Contents", [])]
+
+    def interrupt_mid_save() -> None:
+        _wait_for(lambda: bool(sm.list_training_jobs()["TrainingJobSummaries"]), 120)
         first = sm.list_training_jobs()["TrainingJobSummaries"][0]["TrainingJobName"]
-        _wait_for(
-            lambda: any(
-                o["Key"].endswith("_MANIFEST.json")
-                for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="checkpoints/emu-spot").get("Contents", [])
-            ),
-            120,
-        )
+        _wait_for(lambda: any(k.endswith("/checkpoint-6/optimizer.pt") for k in keys()), 300)
         endpoint.inject("spot_interruption", job_name=first)
         interrupted.append(first)
 
-    killer = threading.Thread(target=interrupt_after_first_checkpoint, daemon=True)
+    killer = threading.Thread(target=interrupt_mid_save, daemon=True)
     killer.start()
-    result = run_task(op, ctx)
+    result = run_task(operator(data, checkpoint_resume="latest"), make_context("run-hf"))
     killer.join(5)
     assert interrupted, "the spot interruption was never injected"
     first = sm.describe_training_job(TrainingJobName=interrupted[0])
     assert first["TrainingJobStatus"] == "Stopped" and first["SecondaryStatus"] == "MaxWaitTimeExceeded"
-    # the run's next job resumed from the checkpoint the first one synced to S3, and completed
     assert result["job_name"] != interrupted[0] and result["status"] == "Completed"
-    lines = [line for lines in log_lines(endpoint, result["job_name"]).values() for line in lines]
-    assert any("resumed from this run's checkpoint" in line for line in lines), lines[:40]
+    run = f"checkpoints/emu-hf/{interrupted[0]}"
+    task_log = capfd.readouterr().out
+    moved = [line for line in task_log.splitlines() if "Moved the incomplete checkpoint" in line]
+    assert len(moved) == 1, moved
+    assert f"{run}/checkpoint-6/ aside to s3://{BUCKET}/{run}/_incomplete/checkpoint-6/" in moved[0], moved
+    assert "checkpoint-6/: no trainer_state.json" in moved[0], moved
+    assert "(hf-trainer, step 4)" in task_log
+    lines = "\n".join(line for lines in log_lines(endpoint, result["job_name"]).values() for line in lines)
+    assert "***** resuming from /opt/ml/checkpoints/checkpoint-4 *****" in lines
+    assert "Continuing training from global step 4" in lines
+    assert "trained to step 8" in lines and lines.count("{'loss': ") == 4  # steps 5-8 only
+    found = set(keys())
+    assert f"{run}/_incomplete/checkpoint-6/optimizer.pt" in found
+    assert f"{run}/_incomplete/checkpoint-6/trainer_state.json" not in found
+    for step in (2, 4, 6, 8):  # checkpoint-6 written again, whole, by the resumed job
+        assert f"{run}/checkpoint-{step}/trainer_state.json" in found
+
+
+def test_a_dcp_job_killed_mid_save_resumes_on_the_retry_from_its_last_complete_checkpoint(
+    endpoint: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The shipped FSDP2 + DCP example (examples/dcp_fsdp/train.py, 2 ranks) saves every epoch;
+    rank 0 is killed after both ranks' shards of step 12 are written and before its .metadata
+    (tests/killed_mid_save.py). The job fails; the task's retry starts the run's next job, which
+    resumes from step 8, never the partial step 12."""
+    from tests.killed_mid_save import dcp_fsdp_source
+
+    data = spec(
+        "emu-dcp",
+        source={"entry_point": "killed_mid_save.py", "source_dir": str(dcp_fsdp_source(tmp_path))},
+        channels={},
+        metric_definitions=[{"name": "train:loss", "regex": "epoch=\\d+ step=\\d+ loss=([0-9.]+)"}],
+        hyperparameters={"epochs": 4, "steps_per_epoch": 4},
+        checkpoint={"s3_uri": f"s3://{BUCKET}/checkpoints/emu-dcp", "layout": "dcp"},
+    )
+    with pytest.raises(TrainingJobError) as failed:
+        run_task(operator(data, checkpoint_resume="latest"), make_context("run-dcp"))
+    first_job = failed.value.job_name
+    run = f"checkpoints/emu-dcp/{first_job}"
+    s3 = endpoint.client("s3")
+
+    def keys() -> set[str]:
+        listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{run}/").get("Contents", [])
+        return {o["Key"].removeprefix(f"{run}/") for o in listed}
+
+    # what the failed job's hosts synced: both ranks' shards of step 12, and no .metadata
+    assert {"step-000000000012/__0_0.distcp", "step-000000000012/__1_0.distcp"} <= keys()
+    assert "step-000000000012/.metadata" not in keys() and "step-000000000008/.metadata" in keys()
+    capfd.readouterr()
+
+    result = run_task(operator(data, checkpoint_resume="latest"), make_context("run-dcp"))  # the retry
+    assert result["status"] == "Completed" and result["job_name"] != first_job
+    task_log = capfd.readouterr().out
+    moved = [line for line in task_log.splitlines() if "Moved the incomplete checkpoint" in line]
+    assert len(moved) == 1 and f"{run}/step-000000000012/ aside to s3://{BUCKET}/{run}/_incomplete/" in moved[0], moved
+    lines = "\n".join(line for lines in log_lines(endpoint, result["job_name"]).values() for line in lines)
+    assert "rank 0 resumed from step-000000000008 (epoch=1, step=8)" in lines
+    assert "rank 1 resumed from step-000000000008 (epoch=1, step=8)" in lines
+    assert "epoch=0 step=4 loss=" not in lines and "epoch=3 step=16 loss=" in lines
+    after = keys()
+    assert {"step-000000000012/.metadata", "step-000000000016/.metadata"} <= after  # written whole by the retry
+    assert "_incomplete/step-000000000012/__1_0.distcp" in after
 
 
 async def first_event_async(trigger: Any) -> Any:

@@ -40,17 +40,6 @@ print(f"validation:score={score:.4f}", flush=True)
 with open(os.path.join(os.environ["SM_MODEL_DIR"], "score.json"), "w") as fh:
     json.dump({"lr": args.lr, "score": score}, fh)
 """
-# the evaluation script reads the model the best training job saved
-EVALUATE = """\
-import argparse, json, os
-parser = argparse.ArgumentParser()
-parser.add_argument("--model-dir")
-parser.add_argument("--output-dir")
-args = parser.parse_args()
-model = json.load(open(os.path.join(args.model_dir, "score.json")))
-with open(os.path.join(args.output_dir, "evaluation.json"), "w") as fh:
-    json.dump({"metrics": {"score": model["score"], "lr": model["lr"]}}, fh)
-"""
 LEARNING_RATES = [0.5, 0.1, 0.01, 0.3]
 
 
@@ -248,73 +237,110 @@ def test_killing_the_deferred_task_stops_the_tuning_job_from_the_trigger(
     assert desc["TrainingJobStatusCounters"]["InProgress"] == 0
 
 
-class _TI:
-    dag_id, run_id, map_index, try_number = "tune_dag", "run-chain", -1, 1
-
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
-
-
-def test_the_best_training_job_feeds_evaluation_gate_and_registry(
-    sagemaker_endpoint: Any, tmp_path: Path
+@pytest.mark.xdist_group("sagemaker-emulator")  # a dag.test() run, as test_dags_on_emulator.py
+def test_the_shipped_tuning_pipeline_on_sagemaker_registers_the_best_training_job(
+    aws_default_on_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
 ) -> None:
-    from airflow_dist_training.operators.evaluation import (
-        EvaluationOperator,
-        QualityGateOperator,
-        RegisterModelOperator,
-    )
+    """``dags/pipelines/tuning_local.yaml`` with ``backend: sagemaker``, a real ``dag.test()`` run: the
+    tuning task defers (its trigger serialised, run and resumed by Airflow), and the best training
+    job of the endpoint's tuning job is the one evaluated (a processing job), gated and registered.
+    ``aws_default`` points at the endpoint (its ``endpoint_url`` extra), as a user sets it up."""
+    import yaml
 
-    def ctx(task_id: str) -> Any:
-        return {"ti": _TI(task_id), "run_id": _TI.run_id}
+    from airflow_dist_training.compat import DagBag
+    from tests.datasets import make_dataset
 
-    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
-    best = run_task(tuning_operator(tmp_path, sleep=0, deferrable=True), ctx("tune"))
-    script = tmp_path / "evaluate.py"
-    script.write_text(EVALUATE)
-    evaluate = EvaluationOperator(
-        task_id="evaluate",
-        backend="sagemaker",
-        script=str(script),
-        model_uri=best["model_artifact_uri"],
-        output_uri=f"s3://{BUCKET}/evaluation/run-chain",
-        image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312",
-        role_arn="arn:aws:iam::123456789012:role/SageMakerTrainingRole",
-        deferrable=True,
-        poll_interval=0.5,
-        aws_conn_id=None,
-        region_name="us-east-1",
+    from .conftest import fast_polling, serve_dags_folder
+
+    endpoint = aws_default_on_endpoint
+    s3 = endpoint.client("s3")
+    s3.create_bucket(Bucket="adt-demo-bucket")  # the shipped file's bucket
+    data = make_dataset(tmp_path / "data", train=1000, test=400)
+    s3.upload_file(str(data / "train" / "data.csv"), "adt-demo-bucket", "tuning/train/data.csv")
+    pipeline = yaml.safe_load((REPO / "dags" / "pipelines" / "tuning_local.yaml").read_text())
+    training = pipeline["training"]
+    training["source"]["source_dir"] = str(REPO / "examples")
+    training["source"]["dependencies"] = [str(REPO / "airflow_dist_training" / "checkpointing.py")]
+    for local in ("checkpoint", "output"):
+        training[local].pop("local_uri")
+    training["channels"]["train"].pop("local_source")
+    pipeline.update(
+        {
+            "dag_id": "tuning_on_sagemaker",
+            "retries": 0,
+            "backend": "sagemaker",
+            "evaluation": {
+                "script": str(REPO / "examples" / "evaluate.py"),
+                "channel_source": str(data / "test"),
+                "dependencies": [str(REPO / "airflow_dist_training" / "checkpointing.py")],
+            },
+            "registry": {"model_package_group": "tuned-mlp", "auto_approve": True},
+        }
     )
-    evaluation = run_task(evaluate, ctx("evaluate"))
-    assert evaluation["metrics"] == {"score": 1.0, "lr": 0.1}, "the evaluated model is the best job's"
-    common: dict[str, Any] = {
-        "registry": "sagemaker",
-        "model_package_group_name": "tuned",
-        "aws_conn_id": None,
-    }
-    gate = QualityGateOperator(
-        task_id="gate", evaluation=evaluation, training=best, thresholds={"score": {"min": 0.95}}, **common
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "tuning_on_sagemaker.yaml").write_text(yaml.safe_dump(pipeline))
+    (dags / "tuning_on_sagemaker.py").write_text(
+        "from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n"
     )
-    decision = gate.execute(ctx("gate"))
-    assert decision["passed"] is True
-    register = RegisterModelOperator(
-        task_id="register",
-        evaluation=evaluation,
-        decision=decision,
-        training=best,
-        image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/inference:1",
-        auto_approve=True,
-        **common,
-    )
-    registered = register.execute(ctx("register"))
-    assert registered["approval_status"] == "Approved"
-    package = sagemaker_endpoint.client("sagemaker").describe_model_package(
-        ModelPackageName=registered["package_id"]
-    )
-    assert package["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == best["model_artifact_uri"]
+    serve_dags_folder(dags, monkeypatch)
+    bag = DagBag(dag_folder=str(dags), safe_mode=False)
+    assert bag.import_errors == {}
+    run = fast_polling(bag.dags["tuning_on_sagemaker"]).test()
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "success", states
+    assert states["stage_train_evaluate.register"] == "success", states
+
+    sm = endpoint.client("sagemaker")
+    calls = endpoint.state()["sagemaker_calls"]
+    assert calls["CreateHyperParameterTuningJob"] == 1
+    # the deferred wait polled through the triggerer's shared poller of tuning jobs (a listing per poll)
+    assert calls["ListHyperParameterTuningJobs"] >= 1
+    train = next(ti for ti in run.get_task_instances() if ti.task_id == "stage_train_evaluate.train")
+    result = train.xcom_pull(task_ids=train.task_id)
+    # the request sent: the shipped tuning section, as CreateHyperParameterTuningJob carried it
+    tuning_job = sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName=result["tuning"]["job_name"])
+    config = tuning_job["HyperParameterTuningJobConfig"]
+    assert config["Strategy"] == "Grid"
+    assert config["HyperParameterTuningJobObjective"] == {"MetricName": "train:accuracy", "Type": "Maximize"}
+    assert config["ParameterRanges"]["CategoricalParameterRanges"] == [{"Name": "lr", "Values": ['"0.001"', '"0.1"']}]
+    assert config["ResourceLimits"]["MaxRuntimeInSeconds"] == 3600
+    # the best job chosen: the endpoint's BestTrainingJob, the highest train:accuracy of the two
+    summaries = sm.list_training_jobs_for_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName=tuning_job["HyperParameterTuningJobName"]
+    )["TrainingJobSummaries"]
+    values = {s["TrainingJobName"]: s["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] for s in summaries}
+    assert len(values) == 2
+    best = max(values, key=lambda name: values[name])
+    assert tuning_job["BestTrainingJob"]["TrainingJobName"] == best == result["job_name"]
+    assert result["model_artifact_uri"].endswith(f"/{best}/output/model.tar.gz")
+    # the registered model is the best training job's
+    [package] = sm.list_model_packages(ModelPackageGroupName="tuned-mlp")["ModelPackageSummaryList"]
+    detail = sm.describe_model_package(ModelPackageName=package["ModelPackageArn"])
+    assert detail["CustomerMetadataProperties"]["TrainingJobName"] == best
+    assert detail["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == result["model_artifact_uri"]
+
+    # the Training view's JSON for the run (ui/app.run_view: the run's XComs, then each training
+    # job's DescribeTrainingJob and CloudWatch metrics through aws_default): one chart per metric
+    # with every training job's curve, the best one marked
+    from airflow.utils.session import create_session
+
+    from airflow_dist_training.ui.app import run_view
+
+    with create_session() as session:
+        view = run_view(session, run.dag_id, run.run_id)
+    (block,) = view["members"]
+    assert block["tuning_job"] == tuning_job["HyperParameterTuningJobName"] and block["winner"] == best
+    assert block["objective"] == "train:accuracy"
+    launched = [j["job_name"] for j in result["tuning"]["training_jobs"]]  # in launch order
+    assert sorted(launched) == sorted(values)
+    assert [(m["member"], m["winner"], m["error"]) for m in block["members"]] == [
+        (n, n == best, None) for n in launched
+    ]
+    for metric in ("train:accuracy", "train:loss"):
+        curves = block["metrics"][metric]
+        assert [(c["member"], c["winner"]) for c in curves] == [(n, n == best) for n in launched], metric
+        assert all(c["points"] for c in curves), curves
 
 
 def test_a_wait_past_max_wait_seconds_stops_the_tuning_job_and_fails(
@@ -359,48 +385,6 @@ def test_an_objective_outside_the_metric_definitions_is_refused_as_sagemaker_doe
         sagemaker_endpoint.client("sagemaker").create_hyper_parameter_tuning_job(**request)
     # (our planner refuses such a spec before any call: tests/unit/tuning); nothing was recorded
     assert sagemaker_endpoint.state()["tuning_jobs"] == {}
-
-
-DAG_TEMPLATE = """
-from airflow.sdk import DAG
-
-from airflow_dist_training.operators.tuning import DistributedTuningOperator
-
-with DAG("tuning_on_endpoint", schedule=None) as dag:
-    DistributedTuningOperator(
-        task_id="tune", spec=SPEC, tuning=TUNING, deferrable=True, poll_interval=1, region_name="us-east-1"
-    )
-"""
-
-
-@pytest.mark.xdist_group("sagemaker-emulator")  # a dag.test() run, as test_dags_on_emulator.py
-def test_a_dag_run_defers_the_tuning_task_and_pushes_the_best_job(
-    aws_default_on_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path
-) -> None:
-    """A real ``dag.test()`` run: the trigger is serialised, run and resumed by Airflow itself, and the
-    ``aws_default`` connection points at the endpoint (its ``endpoint_url`` extra), as a user sets it up."""
-    from airflow_dist_training.compat import DagBag
-
-    from .conftest import serve_dags_folder
-
-    sagemaker_endpoint = aws_default_on_endpoint
-    sagemaker_endpoint.client("s3").create_bucket(Bucket=BUCKET)
-    op = tuning_operator(tmp_path, sleep=0)
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    source = f"SPEC = {op.spec!r}\nTUNING = {op.tuning!r}\n" + DAG_TEMPLATE
-    (dags / "tuning_on_endpoint.py").write_text(source)
-    serve_dags_folder(dags, monkeypatch)
-    bag = DagBag(dag_folder=str(dags), safe_mode=False)
-    assert bag.import_errors == {}
-
-    run = bag.dags["tuning_on_endpoint"].test()
-    [ti] = run.get_task_instances()
-    assert str(run.state) == "success", str(ti.state)
-    result = ti.xcom_pull(task_ids="tune")
-    assert result["tuning"]["tuned_hyperparameters"] == {"lr": '"0.1"'}
-    assert result["model_artifact_uri"].endswith(f"/{result['job_name']}/output/model.tar.gz")
-    assert sagemaker_endpoint.state()["sagemaker_calls"]["CreateHyperParameterTuningJob"] == 1
 
 
 def test_a_tuning_job_whose_training_jobs_all_fail_fails_the_task_with_their_reason(

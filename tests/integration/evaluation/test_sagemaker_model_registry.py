@@ -174,9 +174,7 @@ def test_champion_whose_report_is_gone(s3: Any, sagemaker: Any) -> None:
     arn = _approved_package(sagemaker, uri)
     with pytest.raises(ChampionUnreadableError) as exc:
         hook().get_champion()
-    assert str(exc.value) == (
-        f"champion model package {arn} ({uri}): cannot read: no such file"
-    )
+    assert str(exc.value) == (f"champion model package {arn} ({uri}): cannot read: no such file")
 
 
 def test_champion_without_model_metrics(s3: Any, sagemaker: Any) -> None:
@@ -326,3 +324,46 @@ def test_lineage_goes_to_customer_metadata_model_metrics_and_audit_and_comes_bac
     assert again["package_id"] == result["package_id"]
     summaries = sagemaker.list_model_packages(ModelPackageGroupName="churn")["ModelPackageSummaryList"]
     assert len(summaries) == 1
+
+
+def test_a_re_evaluation_updates_the_champion_package_on_the_endpoint_and_registers_no_new_one(
+    sagemaker_endpoint: Any,
+) -> None:
+    """On the test endpoint (UpdateModelPackage keeps what it is not sent, as SageMaker does)."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=sagemaker_endpoint.endpoint)
+    sagemaker = boto3.client("sagemaker", endpoint_url=sagemaker_endpoint.endpoint)
+    s3.create_bucket(Bucket=BUCKET)
+    h = ModelRegistryHook("reevaluated", aws_conn_id=None, region_name=sagemaker_endpoint.region)
+    h.register(
+        model_data_uri=TRAINING["model_artifact_uri"],
+        image_uri="img",
+        evaluation_uri=put_eval(s3, "eval/run1/evaluation.json", {"accuracy": 0.93}),
+        decision=decision(True),
+        auto_approve=True,
+        training=TRAINING,
+        lineage={**LINEAGE, "evaluation_fingerprint": "sha256:old"},
+    )
+    champion = h.get_champion()
+    assert champion is not None and champion.lineage is not None
+    assert champion.lineage["evaluation_fingerprint"] == "sha256:old"
+    body = json.dumps({"metrics": {"accuracy": 0.88}, "evaluation_set_hash": "sha256:" + "f" * 64})
+    s3.put_object(Bucket=BUCKET, Key="eval/run3/evaluation.json", Body=body.encode())
+    new_uri = f"s3://{BUCKET}/eval/run3/evaluation.json"
+    record = h.record_evaluation(
+        champion, evaluation_uri=new_uri, evaluation_fingerprint="sha256:new", run_id="run-3"
+    )
+    assert record["package_id"] == champion.id and record["metrics"] == {"accuracy": 0.88}
+    summaries = sagemaker.list_model_packages(ModelPackageGroupName="reevaluated")["ModelPackageSummaryList"]
+    assert len(summaries) == 1  # no new version
+    desc = sagemaker.describe_model_package(ModelPackageName=champion.id)
+    meta = desc["CustomerMetadataProperties"]
+    assert (meta["CurrentEvaluation"], meta["EvaluationFingerprint"]) == (new_uri, "sha256:new")
+    assert meta["EvaluationSetHash"] == "sha256:" + "f" * 64 and meta["ReevaluatedByRun"] == "run-3"
+    assert meta["DataFingerprint"] == LINEAGE["data_fingerprint"]  # the rest of the lineage is kept
+    assert desc["ModelApprovalStatus"] == "Approved"
+    again = h.get_champion()
+    assert again is not None and again.id == champion.id and again.evaluation.metrics == {"accuracy": 0.88}
+    assert again.evaluation_uri == new_uri and again.lineage is not None
+    assert again.lineage["evaluation_fingerprint"] == "sha256:new"

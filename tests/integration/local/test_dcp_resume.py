@@ -1,17 +1,11 @@
-"""A 2-rank DCP job (gloo, CPU) killed while it writes a checkpoint resumes, on the task's retry,
-from the last complete one, on the local backend.
-
-Each rank saves its own shard with ``torch.distributed.checkpoint`` (distinct keys per rank, as
-FSDP's sharded state dict gives each rank its own shards; FSDP itself needs no GPU but adds nothing
-to what is checked here). The kill comes where DCP is most fragile: every rank has written its
-shard, and rank 0 (the coordinator) is killed in ``finish`` before ``.metadata`` is written. The
-script resumes from the newest ``step-*`` folder, as Transformers does: only the relaunch step's
-move-aside makes that the newest *complete* one.
+"""The shipped FSDP2 + DCP example (examples/dcp_fsdp/train.py, 2 ranks, gloo on CPU), killed while it
+writes a checkpoint, resumes on the task's retry from the last complete one, on the local backend
+(where it is killed: tests/killed_mid_save.py; the test endpoint's run:
+tests/integration/emulator/test_training_on_emulator.py).
 """
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -19,46 +13,12 @@ import pytest
 
 from airflow_dist_training.local.hosts import probe
 from airflow_dist_training.operators.training import DistributedTrainingOperator
-
-from .conftest import script_spec
+from tests.killed_mid_save import dcp_fsdp_source
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not probe().namespaces, reason=f"no Linux namespaces here: {probe().why}"),
 ]
-
-SCRIPT = textwrap.dedent(
-    """
-    import os, re, signal
-    import torch, torch.distributed as dist, torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint import FileSystemWriter
-
-    class KilledWhileSaving(FileSystemWriter):
-        def finish(self, metadata, results):  # the coordinator, after every rank wrote its shard
-            print("killed while saving step 2 (before .metadata)", flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    root = os.environ["SM_CHECKPOINT_DIR"]
-    folders = [n for n in os.listdir(root) if re.fullmatch(r"step-\\d+", n)] if os.path.isdir(root) else []
-    resume = max(folders, key=lambda n: int(n[5:]), default=None)  # "the newest folder", complete or not
-    dist.barrier()  # every rank chose before any rank starts saving
-    start = 0
-    if resume is not None:
-        state = {f"shard{rank}": torch.zeros(4096), "epoch": -1}
-        dcp.load(state, checkpoint_id=os.path.join(root, resume))
-        start = int(state["epoch"]) + 1
-        assert float(state[f"shard{rank}"][0]) == state["epoch"] + rank
-        print(f"rank {rank} resumed from {resume} (epoch={state['epoch']})", flush=True)
-    for epoch in range(start, 4):
-        state = {f"shard{rank}": torch.full((4096,), float(epoch + rank)), "epoch": epoch}
-        path = os.path.join(root, f"step-{epoch:012d}")
-        kill = epoch == 2 and resume is None
-        dcp.save(state, storage_writer=(KilledWhileSaving if kill else FileSystemWriter)(path))
-        print(f"rank {rank} saved epoch {epoch}", flush=True)
-    """
-)
 
 
 class _TI:
@@ -76,12 +36,15 @@ def test_killed_mid_save_dcp_job_resumes_from_the_last_complete_checkpoint(
 ) -> None:
     from airflow_dist_training.hooks.checkpoints import CheckpointHook
 
-    spec = script_spec(
-        tmp_path,
-        SCRIPT,
-        distribution={"strategy": "torch_distributed", "processes_per_host": 2},
-        checkpoint={"s3_uri": "s3://ckpt-bucket/dcp/", "local_uri": str(tmp_path / "ck"), "layout": "dcp"},
-    )
+    spec = {
+        "name": "dcp",
+        "image": {"framework": "pytorch", "framework_version": "2.8.0"},
+        "source": {"entry_point": "killed_mid_save.py", "source_dir": str(dcp_fsdp_source(tmp_path))},
+        "compute": {"instance_type": "ml.g5.12xlarge", "instance_count": 1},
+        "distribution": {"strategy": "torch_distributed", "processes_per_host": 2},
+        "checkpoint": {"s3_uri": "s3://ckpt-bucket/dcp/", "local_uri": str(tmp_path / "ck"), "layout": "dcp"},
+        "stopping": {"max_runtime_seconds": 300},
+    }
 
     def attempt(try_number: int) -> Any:
         ti = _TI()
@@ -99,18 +62,25 @@ def test_killed_mid_save_dcp_job_resumes_from_the_last_complete_checkpoint(
     with pytest.raises(Exception):  # noqa: B017  the job's failure, whatever the backend calls it
         attempt(1)
     first = capfd.readouterr().out
-    assert "killed while saving step 2 (before .metadata)" in first
+    assert "killed while saving step 12 (before .metadata)" in first
     [run] = [p for p in (tmp_path / "ck").iterdir() if p.is_dir()]
     assert sorted(p.name for p in run.iterdir() if p.name.startswith("step-")) == [
-        "step-000000000000",
-        "step-000000000001",
-        "step-000000000002",  # both shards, no .metadata
+        "step-000000000004",
+        "step-000000000008",
+        "step-000000000012",  # both ranks' shards, no .metadata
     ]
+    assert not (run / "step-000000000012" / ".metadata").exists()
     attempt(2)  # the task's retry
     second = capfd.readouterr().out
-    assert f"Moved the incomplete checkpoint {run}/step-000000000002 aside" in second
-    assert "rank 0 resumed from step-000000000001 (epoch=1)" in second
-    assert "rank 1 resumed from step-000000000001 (epoch=1)" in second
+    assert f"Moved the incomplete checkpoint {run}/step-000000000012 aside" in second
+    assert "rank 0 resumed from step-000000000008 (epoch=1, step=8)" in second
+    assert "rank 1 resumed from step-000000000008 (epoch=1, step=8)" in second
+    assert "epoch=2 step=12 loss=" in second and "epoch=0 step=4 loss=" not in second
     hook = CheckpointHook(aws_conn_id=None, layout="dcp")
-    assert [(i.step, i.complete) for i in hook.scan(str(run))] == [(3, True), (2, True), (1, True), (0, True)]
-    assert (run / "_incomplete" / "step-000000000002" / "__1_0.distcp").is_file()
+    assert [(i.step, i.complete) for i in hook.scan(str(run))] == [
+        (16, True),
+        (12, True),
+        (8, True),
+        (4, True),
+    ]
+    assert (run / "_incomplete" / "step-000000000012" / "__1_0.distcp").is_file()

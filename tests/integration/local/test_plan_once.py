@@ -69,7 +69,7 @@ def _train_task(tmp_path: Path, ti: _TI, **kwargs: Any) -> DistributedTrainingOp
 
 def _hyperparameters(op: DistributedTrainingOperator) -> dict[str, Any]:
     """The hyperparameters.json the job's first host read."""
-    found = sorted(op.local_hook.job_dir(op.local_hook.last_job.name).rglob("hyperparameters.json"))
+    found = sorted(op.hook.job_dir(op.hook.last_job.name).rglob("hyperparameters.json"))
     assert found, "the job wrote no input config"
     return dict(json.loads(found[0].read_text()))
 
@@ -89,7 +89,7 @@ def test_a_local_run_in_another_region_runs_the_request_its_plan_task_showed(
     ti = _TI()
     shown = _plan_task(tmp_path, ti)["request"]
     op = _train_task(tmp_path, ti)
-    assert op.local_hook.last_job.request == shown
+    assert op.hook.last_job.request == shown
     assert ".eu-west-1." in shown["AlgorithmSpecification"]["TrainingImage"]
     assert json.loads(_hyperparameters(op)["sagemaker_region"]) == "eu-west-1"
 
@@ -113,8 +113,8 @@ def test_the_training_task_sends_the_plan_tasks_request_without_planning_it_agai
     calls.clear()
     op = _train_task(tmp_path, ti)
     assert calls == []
-    assert op.local_hook.last_job.request == pushed["request"]
-    assert op.local_hook.last_job.describe()["TrainingJobStatus"] == "Completed"
+    assert op.hook.last_job.request == pushed["request"]
+    assert op.hook.last_job.describe()["TrainingJobStatus"] == "Completed"
 
 
 def test_a_warm_start_changes_the_local_request_and_is_planned_once_in_the_run(
@@ -131,7 +131,7 @@ def test_a_warm_start_changes_the_local_request_and_is_planned_once_in_the_run(
     planner = request_module.plan_training_job
     monkeypatch.setattr(request_module, "plan_training_job", lambda *a, **k: calls.append("plan") or planner(*a, **k))
     op = _train_task(tmp_path, ti, warm_start_uri=str(weights))
-    sent = op.local_hook.last_job.request
+    sent = op.hook.last_job.request
     assert calls  # the state changed the request: planned again in the run, not sent stale
     changes = request_changes(shown, sent)
     assert changes and all(change.startswith("InputDataConfig") for change in changes), changes

@@ -1,11 +1,14 @@
-"""The local backend with S3 stores on the moto server: code download, S3 channel, checkpoint sync, model upload."""
+"""The local backend with S3 stores on the moto server: code download, S3 channel, checkpoint sync, model
+upload; S3 reached through the task's connection (its ``endpoint_url``), not boto3's default chain."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +147,101 @@ def test_a_job_in_its_own_network_namespace_reaches_the_s3_endpoint_on_loopback(
     hook.run_job(job, "relayed-1", log=lines.append)
     assert any("job network namespace ready" in line for line in lines)
     assert read_model(s3, "output/relayed-1/output/model.tar.gz", "algo-1.txt") == "a,1\nb,2\nc,3\n"
+
+
+READS_ITS_CHANNEL = textwrap.dedent(
+    """
+    import os, pathlib
+    rows = (pathlib.Path(os.environ["SM_CHANNEL_TRAIN"]) / "part-0.csv").read_text().splitlines()
+    print(f"read {len(rows)} rows, first {rows[0]}", flush=True)
+    """
+)
+
+
+@pytest.fixture
+def team_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A team's S3, reachable only through its connection's ``endpoint_url``: a moto server on a port
+    no variable names, while ``AWS_ENDPOINT_URL`` (boto3's default chain) names a port where nothing
+    listens (moto servers in one process share their buckets, so it cannot be another moto)."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("ADT_LOCAL_USE_S3", raising=False)
+    conn = {"conn_type": "aws", "login": "team", "password": "team-secret"}
+    conn["extra"] = {"endpoint_url": endpoint, "region_name": "us-east-1"}  # type: ignore[assignment]
+    monkeypatch.setenv("AIRFLOW_CONN_TEAM_S3", json.dumps(conn))
+    client = boto3.client("s3", region_name="us-east-1", endpoint_url=endpoint)
+    client.create_bucket(Bucket=BUCKET)
+    client.put_object(Bucket=BUCKET, Key="data/train/part-0.csv", Body=b"a,1\nb,2\nc,3\n")
+    try:
+        yield client
+    finally:
+        server.stop()
+
+
+def _team_job(tmp_path: Path, **spec: Any) -> dict[str, Any]:
+    """A local job reading its channel through the ``team_s3`` connection; its result."""
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+
+    from .conftest import script_spec
+
+    op = DistributedTrainingOperator(
+        task_id="train",
+        spec=script_spec(
+            tmp_path,
+            READS_ITS_CHANNEL,
+            distribution={"strategy": "none"},
+            channels={"train": {"type": "s3", "uri": f"s3://{BUCKET}/data/train/"}},
+            **spec,
+        ),
+        backend="local",
+        aws_conn_id="team_s3",
+        local_hook_kwargs={"root": str(tmp_path / "jobs"), "stop_grace_seconds": 5},
+    )
+    return dict(op.execute({"ti": None, "run_id": "manual__1"}))
+
+
+def test_a_local_job_reads_its_s3_channel_through_the_tasks_connection(
+    team_s3: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    result = _team_job(tmp_path, output={"s3_path": f"s3://{BUCKET}/output"})
+    assert result["status"] == "Completed"
+    assert "read 3 rows, first a,1" in capfd.readouterr().out
+    # the code went up and the model came back through the same connection
+    job = result["job_name"]
+    assert result["model_artifact_uri"] == f"s3://{BUCKET}/output/{job}/output/model.tar.gz"
+    keys = {o["Key"] for o in team_s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    assert f"output/{job}/output/model.tar.gz" in keys
+
+
+def test_a_local_job_without_output_keeps_its_stand_in_bucket_local(
+    team_s3: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """With S3 credentials, a spec without ``output`` used to send its code to the stand-in bucket
+    ``s3://adt-local`` on the connection's S3, and fail with NoSuchBucket."""
+    result = _team_job(tmp_path)
+    assert result["status"] == "Completed"
+    assert "read 3 rows, first a,1" in capfd.readouterr().out  # the channel still came through S3
+    job = result["job_name"]
+    assert (tmp_path / "jobs" / "_s3" / "adt-local" / job / "source" / "sourcedir.tar.gz").is_file()
+    assert "adt-local" not in {b["Name"] for b in team_s3.list_buckets()["Buckets"]}
+
+
+def test_local_staging_reads_an_s3_source_through_the_tasks_connection(team_s3: Any, tmp_path: Path) -> None:
+    from airflow_dist_training.operators.fsx import LocalStageOperator
+
+    op = LocalStageOperator(
+        task_id="stage",
+        source=f"s3://{BUCKET}/data/",
+        channel_dir=str(tmp_path / "chan"),
+        aws_conn_id="team_s3",
+    )
+    assert op.execute({})["local_source"] == str(tmp_path / "chan")
+    assert (tmp_path / "chan" / "train" / "part-0.csv").read_bytes() == b"a,1\nb,2\nc,3\n"

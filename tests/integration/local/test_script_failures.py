@@ -161,7 +161,9 @@ def test_the_demo_evaluation_runs_in_the_job_environment_with_its_dependency_shi
         error = _fails_at_once(lambda: _evaluation(tmp_path, model, demo_data).execute(_context()))
     assert "No module named 'airflow_dist_training'" in str(error)  # after `checkpointing`, the fallback
     assert getattr(error, "failure_reason", "").startswith("AlgorithmError: evaluate.py exited with code 1: ")
-    assert f"Running evaluation: {job_env_python} " in caplog.text
+    assert f"Evaluation Python: {job_env_python} (the pytorch job environment" in caplog.text
+    # as a processing job runs it (local/processing.py)
+    assert "Running evaluation: python3 /opt/ml/processing/input/code/evaluate.py --model-dir " in caplog.text
     # shipped with it, as the shipped DAG and both YAML pipelines do: it runs
     op = _evaluation(tmp_path, model, demo_data, dependencies=[str(CHECKPOINT_HELPER)])
     result = op.execute(_context())

@@ -45,17 +45,6 @@ print(f"validation:score={score:.4f}", flush=True)
 with open(os.path.join(os.environ["SM_MODEL_DIR"], "score.json"), "w") as fh:
     json.dump({"lr": args.lr, "score": score}, fh)
 """
-# the evaluation script reads the model the best training job saved
-EVALUATE = """\
-import argparse, json, os
-parser = argparse.ArgumentParser()
-parser.add_argument("--model-dir")
-parser.add_argument("--output-dir")
-args = parser.parse_args()
-model = json.load(open(os.path.join(args.model_dir, "score.json")))
-with open(os.path.join(args.output_dir, "evaluation.json"), "w") as fh:
-    json.dump({"metrics": {"score": model["score"], "lr": model["lr"]}}, fh)
-"""
 LEARNING_RATES = [0.5, 0.1, 0.01, 0.3]
 GRID = {
     "strategy": "Grid",
@@ -296,52 +285,90 @@ def test_killing_the_task_stops_the_running_training_jobs_and_a_retry_starts_the
     assert result["tuning"]["tuned_hyperparameters"] == {"lr": '"0.1"'}
 
 
-def test_the_best_training_job_feeds_evaluation_gate_and_registry(
+# the objective after each of three epochs; a score below 0.9 sleeps between epochs (a slow, bad job)
+EPOCHS = """\
+import argparse, time
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float)
+parser.add_argument("--sleep", type=float, default=0)
+args, _ = parser.parse_known_args()
+score = round(1.0 - abs(args.lr - 0.1), 4)
+for epoch in range(3):
+    print(f"validation:score={score:.4f}", flush=True)
+    time.sleep(args.sleep if score < 0.9 else 0)
+"""
+
+
+def test_early_stopping_auto_stops_a_job_worse_than_the_median_and_max_jobs_bounds_the_grid(
     tmp_path: Path, job_env_python: Path
 ) -> None:
-    from airflow_dist_training.operators.evaluation import (
-        EvaluationOperator,
-        QualityGateOperator,
-        RegisterModelOperator,
-    )
-
-    best = tuning_operator(tmp_path, sleep=0).execute(context("tune", "run-chain"))
-    script = tmp_path / "evaluate.py"
-    script.write_text(EVALUATE)
-    evaluation = EvaluationOperator(
-        task_id="evaluate",
-        backend="local",
-        script=str(script),
-        model_uri=best["model_artifact_uri"],
-        output_uri=str(tmp_path / "evaluation"),
-    ).execute(context("evaluate", "run-chain"))
-    assert evaluation["metrics"] == {"score": 1.0, "lr": 0.1}, "the evaluated model is the best job's"
-    common: dict[str, Any] = {
-        "registry": "local",
-        "model_package_group_name": "tuned",
-        "local_registry_dir": str(tmp_path / "registry"),
+    """Grid over three learning rates, ``max_jobs: 2``: only two training jobs run, one after the
+    other (``local_parallel_jobs=1``). The second (lr 0.5, 0.6 after its first epoch) is worse than
+    the first job's running average (1.0) at that epoch: it is stopped there, not after its three
+    slow epochs."""
+    tuning = {
+        **GRID,
+        "early_stopping": "Auto",
+        "max_jobs": 2,
+        "max_parallel_jobs": 2,
+        "ranges": {"lr": {"type": "categorical", "values": [0.1, 0.5, 0.01]}},
     }
-    decision = QualityGateOperator(
-        task_id="gate", evaluation=evaluation, training=best, thresholds={"score": {"min": 0.95}}, **common
-    ).execute(context("gate", "run-chain"))
-    assert decision["passed"] is True
-    registered = RegisterModelOperator(
-        task_id="register",
-        evaluation=evaluation,
-        decision=decision,
-        training=best,
-        auto_approve=True,
-        **common,
-    ).execute(context("register", "run-chain"))
-    assert registered["approval_status"] == "Approved"
-    assert registered["model_data_uri"] == best["model_artifact_uri"]
+    op = tuning_operator(tmp_path, sleep=60, tuning=tuning, local_parallel_jobs=1)
+    (tmp_path / "code" / "train.py").write_text(EPOCHS)
+    start = time.monotonic()
+    result = op.execute(context(run_id="run-early"))
+    assert time.monotonic() - start < 60, "the slow job was stopped after its first epoch"
+    ledger = json.loads((tmp_path / "jobs" / result["tuning"]["job_name"] / LEDGER).read_text())
+    assert ledger["HyperParameterTuningJobConfig"]["ResourceLimits"]["MaxNumberOfTrainingJobs"] == 2
+    assert ledger["MaxRunning"] == 1  # local_parallel_jobs, below the spec's max_parallel_jobs
+    first, second = ledger["TrainingJobs"]  # max_jobs: the grid's third value never ran
+    assert first["TrainingJobStatus"] == "Completed" and first["ObjectiveSeries"] == [1.0, 1.0, 1.0]
+    assert second["TrainingJobStatus"] == "Stopped" and second.get("StoppedEarly") is True
+    assert second["ObjectiveSeries"] == [0.6]
+    assert result["tuning"]["status"] == "Completed" and result["job_name"] == first["TrainingJobName"]
 
 
-def test_local_parallel_jobs_one_runs_the_training_jobs_one_after_the_other(
+def test_max_wait_seconds_stops_the_local_tuning_job_and_fails_the_task(
     tmp_path: Path, job_env_python: Path
 ) -> None:
-    result = tuning_operator(tmp_path, sleep=0, local_parallel_jobs=1).execute(context(run_id="run-seq"))
-    ledger = json.loads((tmp_path / "jobs" / result["tuning"]["job_name"] / LEDGER).read_text())
-    assert ledger["MaxRunning"] == 1
-    assert result["tuning"]["tuned_hyperparameters"] == {"lr": '"0.1"'}
-    assert [j["objective_value"] for j in result["tuning"]["training_jobs"]] == [0.6, 1.0, 0.91, 0.8]
+    from airflow_dist_training.compat import AirflowException
+
+    op = tuning_operator(tmp_path, sleep=120, max_wait_seconds=3)
+    start = time.monotonic()
+    with pytest.raises(AirflowException, match=r"still InProgress after 3s\. The tuning job was stopped\.") as err:
+        op.execute(context(run_id="run-wait"))
+    assert time.monotonic() - start < 60
+    name = str(op._job_name)
+    assert name in str(err.value)
+    ledger = json.loads((tmp_path / "jobs" / name / LEDGER).read_text())
+    assert ledger["HyperParameterTuningJobStatus"] == "Stopped" and ledger["StopRequested"] is True
+    assert {j["TrainingJobStatus"] for j in ledger["TrainingJobs"]} == {"Stopped"}
+    for job in ledger["TrainingJobs"]:
+        assert not job_processes(job["TrainingJobName"]), "no training process is left behind"
+
+
+def test_max_runtime_stops_the_running_training_job_and_starts_no_more(
+    tmp_path: Path, job_env_python: Path
+) -> None:
+    """``max_runtime_seconds: 120`` (the API's least) counts from the tuning job's creation, which a
+    retry keeps: here a tuning job created 114 s ago by an earlier try that started nothing."""
+    import datetime as dt
+
+    tuning = {**GRID, "max_runtime_seconds": 120, "max_parallel_jobs": 1}
+    op = tuning_operator(tmp_path, sleep=60, tuning=tuning)
+    spec_obj, section = op._load()
+    earlier = LocalTuningJob(op.executor_hook, spec_obj, section, "local-tune-runtime")
+    request, _, _ = earlier._plan()
+    earlier._start_ledger(request)
+    assert earlier.ledger is not None
+    created = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=114)
+    earlier.ledger["CreationTime"] = created.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    earlier._write()
+
+    start = time.monotonic()
+    desc = LocalTuningJob(op.executor_hook, spec_obj, section, "local-tune-runtime").run()
+    assert time.monotonic() - start < 50, "the running training job was stopped at the limit"
+    [job] = desc["TrainingJobSummaries"]  # the grid's other three never started
+    assert job["TrainingJobStatus"] == "Stopped"
+    assert desc["RuntimeLimitReached"] is True and desc["HyperParameterTuningJobStatus"] == "Failed"
+    assert "No training job reported the objective metric" in desc["FailureReason"]

@@ -77,6 +77,8 @@ def test_a_job_with_mlflow_config_logs_to_the_tracking_server(
         result = op.execute(make_context("run-mlflow-endpoint"))
         desc = endpoint.client("sagemaker").describe_training_job(TrainingJobName=result["job_name"])
         assert desc["TrainingJobStatus"] == "Completed", desc.get("FailureReason")
+        assert desc["MlflowConfig"] == request["MlflowConfig"]  # as sent, as SageMaker answers it
+        details = desc["MlflowDetails"]
     finally:
         endpoint.stop()
 
@@ -86,12 +88,14 @@ def test_a_job_with_mlflow_config_logs_to_the_tracking_server(
         experiment = client.get_experiment_by_name("endpoint-tests")
         [run] = client.search_runs([experiment.experiment_id], "attributes.run_name = 'nightly'")
         result = {
+            "experiment_id": experiment.experiment_id, "run_id": run.info.run_id,
             "tags": dict(run.data.tags), "params": dict(run.data.params),
             "loss": [[m.step, m.value] for m in client.get_metric_history(run.info.run_id, "loss")],
         }
         """,
     )
     assert run["tags"]["sagemaker.training_job"] == result["job_name"]
+    assert details == {"MlflowExperimentId": run["experiment_id"], "MlflowRunId": run["run_id"]}
     assert run["params"]["tracking_uri"] == mlflow_server  # what the job was given
     assert sorted(run["loss"]) == [[0, 1.0], [1, 0.5], [2, 1.0 / 3]]
 
@@ -119,6 +123,8 @@ def _three_runs_on_the_endpoint(mlflow_server: str, sagemaker_endpoint: Any, tmp
     for task in dag.tasks:  # the endpoint's jobs are tiny: poll every second
         if hasattr(task, "poll_interval"):
             task.poll_interval = 1.0
+        if hasattr(task, "job_wait_seconds"):  # dag.test has no scheduler to race (the stall watcher)
+            task.job_wait_seconds = 1.0
     s3 = sagemaker_endpoint.client("s3")
     s3.create_bucket(Bucket="adt-demo-bucket")
     s3.upload_file(str(tmp_path / "source" / "train" / "data.csv"), "adt-demo-bucket", "data/train/data.csv")
@@ -150,3 +156,78 @@ def _three_runs_on_the_endpoint(mlflow_server: str, sagemaker_endpoint: Any, tmp
     run = runs[v2["tags"]["training_job_name"]]
     assert run["status"] == "FINISHED" and run["tags"]["training_job_link"].startswith("https://")
     assert run["history"]["train:loss"] and run["params"]["epochs"] == "4"  # curves from CloudWatch
+
+
+@pytest.mark.slow
+def test_the_yaml_pipeline_on_the_sagemaker_backend_registers_skips_and_retrains_against_mlflow(
+    sagemaker_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: Path, capfd: Any
+) -> None:
+    """Issue 34: the shipped YAML pipeline (``demo_mlp_local.yaml``) with ``backend: sagemaker`` and
+    ``registry: {kind: mlflow}``, three runs on the test endpoint against a server of its own: v1 and
+    the ``champion`` alias; skipped citing the champion; new data, gated against v1, v2. The data is
+    the S3 channel the pipeline names (no staging step: the FSx staging is the emulator suite's)."""
+    from airflow_dist_training.compat import DagBag
+    from tests.dag_bundles import fast_polling, serve_dags_folder
+    from tests.datasets import make_dataset
+    from tests.mlflow_server import registry_state, runs_state
+
+    source = make_dataset(tmp_path / "source")
+    pipeline = yaml.safe_load((REPO / "dags" / "pipelines" / "demo_mlp_local.yaml").read_text())
+    pipeline.pop("staging")
+    training = pipeline["training"]
+    training["source"]["source_dir"] = str(REPO / "examples")
+    training["source"]["dependencies"] = [str(REPO / "airflow_dist_training" / "checkpointing.py")]
+    pipeline.update(
+        {
+            "dag_id": "demo_mlp_yaml_mlflow_on_sagemaker",
+            "backend": "sagemaker",
+            "checkpoints": {**pipeline["checkpoints"], "promote_to": "s3://adt-demo-bucket/promoted/"},
+            "evaluation": {
+                "script": str(REPO / "examples" / "evaluate.py"),
+                "channel_source": str(source / "test"),
+                "dependencies": [str(REPO / "airflow_dist_training" / "checkpointing.py")],
+            },
+            "registry": {"kind": "mlflow", "model_package_group": "yaml-on-sagemaker", "auto_approve": True},
+        }
+    )
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
+    (dags / "pipeline.py").write_text("from airflow_dist_training.dag_factory import dag_from_yaml\n\ndag = dag_from_yaml(__file__)\n")
+    serve_dags_folder(dags, monkeypatch)
+    s3 = sagemaker_endpoint.client("s3")
+    s3.create_bucket(Bucket="adt-demo-bucket")
+    s3.upload_file(str(source / "train" / "data.csv"), "adt-demo-bucket", "data/train/data.csv")
+
+    def states(run: Any) -> dict[str, str]:
+        return {ti.task_id.rsplit(".", 1)[-1]: str(ti.state) for ti in run.get_task_instances()}
+
+    with running_mlflow_server(tmp_path / "mlflow") as mlflow_server:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+        bag = DagBag(dag_folder=str(dags), safe_mode=False)
+        assert bag.import_errors == {}
+        dag = fast_polling(bag.dags["demo_mlp_yaml_mlflow_on_sagemaker"])
+
+        first = dag.test(run_conf={"epochs": 4})
+        assert states(first)["register"] == "success", states(first)
+        assert registry_state(mlflow_server, "yaml-on-sagemaker")["aliases"] == {"champion": "1"}
+        capfd.readouterr()
+
+        second = dag.test(run_conf={"epochs": 4})
+        for task in ("train", "evaluate", "gate", "register"):
+            assert states(second)[task] == "skipped", (task, states(second))
+        assert "no new data or code since champion models:/yaml-on-sagemaker/1 (data fingerprint " in capfd.readouterr().out
+
+        new = make_dataset(tmp_path / "new", seed=7)  # new training data, same evaluation set
+        s3.upload_file(str(new / "train" / "data.csv"), "adt-demo-bucket", "data/train/data.csv")
+        third = dag.test(run_conf={"epochs": 5})
+        assert states(third)["gate"] == states(third)["register"] == "success", states(third)
+
+        state = registry_state(mlflow_server, "yaml-on-sagemaker")
+        runs = {run["tags"]["training_job"]: run for run in runs_state(mlflow_server, "yaml-on-sagemaker")}
+    assert state["aliases"] == {"champion": "2"} and sorted(state["versions"]) == [1, 2]
+    v2 = state["versions"][2]
+    assert v2["tags"]["champion_compared_with"] == "models:/yaml-on-sagemaker/1" and v2["tags"]["gate_decision"] == "passed"
+    assert v2["tags"]["training_backend"] == "sagemaker" and v2["source"].startswith("s3://adt-demo-bucket/")
+    run = runs[v2["tags"]["training_job_name"]]
+    assert run["status"] == "FINISHED" and run["params"]["epochs"] == "5" and run["history"]["train:loss"]

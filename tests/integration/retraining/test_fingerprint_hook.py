@@ -90,3 +90,22 @@ def test_model_on_s3_compared_with_a_local_one_by_content(s3: Any, tmp_path: Pat
     assert hook.same_model(f"s3://{BUCKET}/models/job-2/output/model.tar.gz", local) is True
     assert hook.model_digest(f"s3://{BUCKET}/models/job-3/output/model.pt").startswith("sha256:")
     assert hook.same_model(f"s3://{BUCKET}/models/job-3/output/model.pt", local) is False
+
+
+def test_whether_the_champions_model_is_still_there_on_s3_and_locally(s3: Any, tmp_path: Path) -> None:
+    hook = FingerprintHook(aws_conn_id=None, region_name="us-east-1")
+    s3.put_object(Bucket=BUCKET, Key="models/job-1/output/model.tar.gz", Body=b"weights" * 1000)
+    s3.put_object(Bucket=BUCKET, Key="models/job-1/output/model.tar.gz.sha256", Body=b"x")  # not a match
+    assert hook.model_exists(f"s3://{BUCKET}/models/job-1/output/model.tar.gz") is True
+    s3.delete_object(Bucket=BUCKET, Key="models/job-1/output/model.tar.gz")
+    assert hook.model_exists(f"s3://{BUCKET}/models/job-1/output/model.tar.gz") is False
+    model = tmp_path / "models" / "job-1" / "output" / "model.tar.gz"
+    model.parent.mkdir(parents=True)
+    model.write_bytes(b"weights")
+    assert hook.model_exists(str(model)) is True and hook.model_exists(model.as_uri()) is True
+    (tmp_path / "checkpoint").mkdir()
+    assert hook.model_exists(str(tmp_path / "checkpoint")) is False  # an empty folder holds no model
+    (tmp_path / "checkpoint" / "model.pt").write_bytes(b"w")
+    assert hook.model_exists(str(tmp_path / "checkpoint")) is True
+    model.unlink()
+    assert hook.model_exists(str(model)) is False

@@ -6,6 +6,8 @@ against one endpoint (its S3, its model registry):
 1. new data: trains all its epochs, passes the gate, registers ``adt-demo/1`` with its lineage in
    the package's ``CustomerMetadataProperties``;
 2. the same data, code and spec: skipped with the reason; no training job, no package, no checkpoint;
+   then a new hold-out set alone: no training job, one processing job evaluates v1's model and the
+   result is recorded on v1's package; the next check skips again;
 3. new data (the generator with another seed) and ``warm_start: champion``: the champion's model
    arrives as the ``warm_start`` channel. The run's first job loses its instance right after its
    first checkpoint (the endpoint's ``host_failure`` fault); the task's retry starts the run's next
@@ -51,6 +53,8 @@ def retraining_dag(
     for task in dag.tasks:  # the endpoint's jobs are tiny: poll every second, not every 30
         if hasattr(task, "poll_interval"):
             task.poll_interval = 1.0
+        if hasattr(task, "job_wait_seconds"):  # dag.test has no scheduler to race (the stall watcher)
+            task.job_wait_seconds = 1.0
     return dag
 
 
@@ -120,6 +124,45 @@ def test_retraining_scenario_on_the_sagemaker_backend(
     after2 = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="checkpoints/").get("Contents", [])}
     assert after2 == checkpoints
 
+    # Run 2b: a new hold-out set alone -> no training job: one processing job evaluates v1's model,
+    # recorded on v1's package (no new package, still approved); the next run skips again.
+    _make_data(tmp_path / "hold-out", seed=3)
+    (tmp_path / "source" / "test" / "data.csv").write_bytes(
+        (tmp_path / "hold-out" / "test" / "data.csv").read_bytes()
+    )
+    champion_model = v1["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
+    [evaluation1] = sm.list_processing_jobs()["ProcessingJobSummaries"]
+    run2b = retraining_dag.test(run_conf=conf)
+    states = _states(run2b)
+    assert str(run2b.state) == "success", states
+    assert states["sagemaker.reevaluate"] == states["sagemaker.record_evaluation"] == "success", states
+    for task in ("train", "evaluate", "gate", "register", "watch_checkpoints"):
+        assert states[f"sagemaker.{task}"] == "skipped", (task, states)
+    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 1
+    processing = sm.list_processing_jobs()["ProcessingJobSummaries"]
+    [evaluation2] = [p for p in processing if p["ProcessingJobName"] != evaluation1["ProcessingJobName"]]
+    inputs = sm.describe_processing_job(ProcessingJobName=evaluation2["ProcessingJobName"])[
+        "ProcessingInputs"
+    ]
+    assert champion_model in {i["S3Input"]["S3Uri"] for i in inputs}  # v1's model, evaluated again
+    [v1_after] = _packages(sm)
+    meta = v1_after["CustomerMetadataProperties"]
+    assert v1_after["ModelApprovalStatus"] == "Approved" and meta["ReevaluatedByRun"] == run2b.run_id
+    assert meta["EvaluationFingerprint"] != meta1["EvaluationFingerprint"]
+    assert (
+        meta["CurrentEvaluation"].startswith(f"s3://{BUCKET}/")
+        and meta["DataFingerprint"] == meta1["DataFingerprint"]
+    )
+    summary = (tmp_path / "last-run-summary.txt").read_text()
+    assert (
+        "RE-EVALUATED: evaluation changed since champion adt-demo/1: re-evaluating adt-demo/1 without "
+        f"retraining (its model {champion_model} is still there)" in summary
+    )
+    run2c = retraining_dag.partial_subset(task_ids=["sagemaker.check_changes"], include_upstream=True)
+    capfd.readouterr()
+    run2c.test(run_conf=conf)
+    assert "no new data or code since champion adt-demo/1" in capfd.readouterr().out
+
     # Run 3: new data arrives; warm start from the champion. Its first job's instance fails after
     # the job's first checkpoint; the task's retry resumes from run 3's own checkpoint.
     _make_data(tmp_path / "new", seed=7)
@@ -143,11 +186,13 @@ def test_retraining_scenario_on_the_sagemaker_backend(
     assert desc_failed["TrainingJobStatus"] == "Failed"
     assert desc_failed["FailureReason"].startswith("InternalServerError: ")
     reason = desc_failed["FailureReason"]
-    assert f"This run's earlier job {failed['TrainingJobName']} ended Failed ({reason}) (failed); starting generation 2." in out
+    assert (
+        f"This run's earlier job {failed['TrainingJobName']} ended Failed ({reason}) (failed); starting generation 2."
+        in out
+    )
     desc3 = sm.describe_training_job(TrainingJobName=job3["TrainingJobName"])
     assert desc3["TrainingJobStatus"] == "Completed"
     channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in desc3["InputDataConfig"]}
-    champion_model = v1["InferenceSpecification"]["Containers"][0]["ModelDataUrl"]
     assert channels["warm_start"] == champion_model  # the champion's model, as an input channel
     run3_checkpoints = desc3["CheckpointConfig"]["S3Uri"]
     run1_checkpoints = sm.describe_training_job(TrainingJobName=job1["TrainingJobName"])["CheckpointConfig"][
@@ -165,7 +210,9 @@ def test_retraining_scenario_on_the_sagemaker_backend(
     # the executor's account, not the job's log)
     assert "the instance of algo-1 failed" in reason
     log3 = _job_log(endpoint, job3["TrainingJobName"])
-    resumed = re.search(r"resumed from this run's checkpoint step-\d+ \(epoch=(\d+)\), starting at epoch=(\d+)", log3)
+    resumed = re.search(
+        r"resumed from this run's checkpoint step-\d+ \(epoch=(\d+)\), starting at epoch=(\d+)", log3
+    )
     assert resumed is not None, log3[-2000:]
     done = int(resumed.group(2))
     assert done == int(resumed.group(1)) + 1 and done <= EPOCHS

@@ -18,7 +18,9 @@ DAG folder with ``crash_dag.py``), imports Airflow once, then for each of ``--ru
 + deterministic names); ``--impl mapped`` runs ``train_mapped``, the same operator mapped over three
 members (``.partial().expand(spec=...)``), each map index crashed and retried (``--map-index``);
 ``--impl amazon`` runs task ``train_amazon`` (the Amazon provider's
-``SageMakerTrainingOperator`` with its defaults, ``action_if_job_exists="timestamp"``).
+``SageMakerTrainingOperator`` with its defaults, ``action_if_job_exists="timestamp"``); ``--impl toy``
+runs ``train_toy``, the operator on a durable backend that is not SageMaker (``toy_service.py``).
+``--points a,b`` crashes run i at the i-th named point instead of a random one.
 Prints one JSON line per run: ``{"run": i, "prefix": ..., "point": ..., "retry_ok": bool}``; the
 jobs a run created are the ones whose names start with ``prefix``.
 """
@@ -40,7 +42,7 @@ from pathlib import Path
 
 POINTS = ["before_create", "after_create", "after_persist", "wait"]
 DAG_ID = "adt_crash_retry"
-TASKS = {"ours": "train", "amazon": "train_amazon", "mapped": "train_mapped"}
+TASKS = {"ours": "train", "amazon": "train_amazon", "mapped": "train_mapped", "toy": "train_toy"}
 MEMBERS = 3  # map indexes of train_mapped
 HERE = Path(__file__).resolve().parent
 
@@ -54,8 +56,11 @@ CRASH_DAG = textwrap.dedent(
 
     sys.path.insert(0, {str(HERE)!r})
     from fake_sagemaker_training import make_request, spec_dict
+    from toy_service import register as register_toy_backend
 
     from airflow_dist_training.operators.training import DistributedTrainingOperator
+
+    register_toy_backend()
 
     with DAG("{DAG_ID}", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False):
         DistributedTrainingOperator(
@@ -90,6 +95,23 @@ CRASH_DAG = textwrap.dedent(
                 )
                 for member in range({MEMBERS})
             ]
+        )
+        # the same run on a durable backend that is not SageMaker (tests/integration/training/toy_service.py)
+        DistributedTrainingOperator(
+            task_id="train_toy",
+            backend="toy_durable",
+            spec={{
+                key: value
+                for key, value in spec_dict(
+                    name="{{{{ run_id }}}}",
+                    channels={{"train": {{"type": "s3", "uri": "s3://my-ml-bucket/datasets/train/"}}}},
+                ).items()
+                if key != "checkpoint"
+            }},
+            deferrable=False,
+            poll_interval=0.05,
+            stream_logs=False,
+            retries=3,
         )
         SageMakerTrainingOperator(
             task_id="train_amazon",
@@ -240,7 +262,9 @@ RESUMED_BY = {
     "Reconnecting to existing job": "task_state_store: running job",
     "Job already completed successfully": "task_state_store: completed job",
     "Found this run's training job": "job name",
+    "toy: found this run's job": "job name",
     "Creating training job": "created",
+    "toy: created job": "created",
 }
 
 
@@ -273,6 +297,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--home", type=Path, required=True, help="a fresh AIRFLOW_HOME for this driver")
     parser.add_argument("--migrated-db", type=Path, required=True, help="a migrated Airflow SQLite DB")
+    parser.add_argument(
+        "--points",
+        help="comma-separated crash points: one DAG run crashed at each, in order (default: random)",
+    )
     parser.add_argument(
         "--max-kill-delay", type=float, default=3.0, help="seconds after the task starts running"
     )
@@ -319,8 +347,13 @@ def main() -> None:
         for i, run_id in zip(range(args.first, args.first + args.runs), run_ids, strict=True)
         for member in (range(MEMBERS) if args.impl == "mapped" else (-1,))
     ]
+    chosen = args.points.split(",") if args.points else None
+    assert chosen is None or len(chosen) == len(trials), "--points names one crash point per run"
     for i, run_id, member in trials:
-        if args.impl in ("ours", "mapped") and rng.random() < 0.6:
+        if chosen is not None:
+            point = crash_at = chosen[i - args.first]
+            kill_after = None
+        elif args.impl in ("ours", "mapped") and rng.random() < 0.6:
             point = crash_at = rng.choice(POINTS)
             kill_after = None
         else:

@@ -341,6 +341,10 @@ class FakeTI:
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value
 
+    def xcom_pull(self, task_ids: str, key: str = "return_value", **_: Any) -> Any:
+        """The task's own XComs (what the operator pulls back after a deferral)."""
+        return self.xcom.get(key)
+
 
 def make_context(run_id: str = "manual__1", store: FakeTaskStateStore | None = None) -> dict[str, Any]:
     ti = FakeTI(run_id)

@@ -19,17 +19,17 @@ pytestmark = pytest.mark.integration
 
 
 def test_create_then_describe_returns_in_progress(hook: Any, fake: FakeTrainingLifecycle) -> None:
-    arn = hook.create_training_job(make_request("job-a"))
+    arn = hook.jobs.create(make_request("job-a"))
     assert arn.endswith(":training-job/job-a")
-    desc = hook.describe_training_job("job-a")
+    desc = hook.jobs.describe("job-a")
     assert desc["TrainingJobStatus"] in {"InProgress", "Completed"}
     assert fake.creates["job-a"] == 1
 
 
 def test_duplicate_create_raises_job_already_exists(hook: Any, fake: FakeTrainingLifecycle) -> None:
-    hook.create_training_job(make_request("job-dup"))
+    hook.jobs.create(make_request("job-dup"))
     with pytest.raises(JobAlreadyExistsError):
-        hook.create_training_job(make_request("job-dup"))
+        hook.jobs.create(make_request("job-dup"))
     assert fake.creates["job-dup"] == 1
 
 
@@ -39,22 +39,22 @@ def test_describe_unknown_job_is_none(hook: Any) -> None:
 
 def test_stop_is_idempotent_and_tags_stop_requested(hook: Any, fake: FakeTrainingLifecycle) -> None:
     fake.complete_after = None
-    hook.create_training_job(make_request("job-stop"))
+    hook.jobs.create(make_request("job-stop"))
     assert hook.stop_training_job("job-stop") is True
     assert hook.stop_training_job("job-stop") is False  # already Stopped: fine
-    desc = hook.describe_training_job("job-stop")
+    desc = hook.jobs.describe("job-stop")
     assert desc["TrainingJobStatus"] == "Stopped"
-    assert hook.stop_requested(desc) is True
+    assert hook.jobs.stop_requested(desc) is True
     assert fake.stops["job-stop"] == 1
     assert hook.stop_training_job("no-such-job") is False
 
 
 def test_stopped_outside_airflow_is_a_failure_with_reason(hook: Any, fake: FakeTrainingLifecycle) -> None:
     fake.complete_after = None
-    hook.create_training_job(make_request("job-console"))
+    hook.jobs.create(make_request("job-console"))
     fake.set_status("job-console", "Stopped")
-    desc = hook.describe_training_job("job-console")
-    assert hook.stop_requested(desc) is False
+    desc = hook.jobs.describe("job-console")
+    assert hook.jobs.stop_requested(desc) is False
     err = error_for_terminal_state(desc, stop_requested=False)
     assert type(err) is TrainingJobError
     assert "ended Stopped" in str(err) and "outside Airflow" in str(err)
@@ -62,11 +62,11 @@ def test_stopped_outside_airflow_is_a_failure_with_reason(hook: Any, fake: FakeT
 
 def test_capacity_failure_is_a_capacity_error(hook: Any, fake: FakeTrainingLifecycle) -> None:
     fake.complete_after = None
-    hook.create_training_job(make_request("job-cap"))
+    hook.jobs.create(make_request("job-cap"))
     fake.set_status(
         "job-cap", "Failed", failure_reason="InsufficientCapacityError: not enough ml.p4d.24xlarge"
     )
-    err = error_for_terminal_state(hook.describe_training_job("job-cap"))
+    err = error_for_terminal_state(hook.jobs.describe("job-cap"))
     assert isinstance(err, CapacityError)
     assert err.failure_reason and "InsufficientCapacityError" in err.failure_reason
 
@@ -74,7 +74,7 @@ def test_capacity_failure_is_a_capacity_error(hook: Any, fake: FakeTrainingLifec
 def test_access_denied_names_action_resource_and_permission(hook: Any, fake: FakeTrainingLifecycle) -> None:
     fake.deny = {"CreateTrainingJob"}
     with pytest.raises(AwsPermissionError) as info:
-        hook.create_training_job(make_request("job-denied"))
+        hook.jobs.create(make_request("job-denied"))
     text = str(info.value)
     assert "CreateTrainingJob" in text
     assert "arn:aws:sagemaker:us-east-1:123456789012:training-job/job-denied" in text
@@ -83,10 +83,10 @@ def test_access_denied_names_action_resource_and_permission(hook: Any, fake: Fak
 
 
 def test_describe_survives_throttling_on_half_the_calls(hook: Any, fake: FakeTrainingLifecycle) -> None:
-    hook.create_training_job(make_request("job-throttle"))
+    hook.jobs.create(make_request("job-throttle"))
     fake.throttle_every = 2
     for _ in range(6):
-        assert hook.describe_training_job("job-throttle")["TrainingJobName"] == "job-throttle"
+        assert hook.jobs.describe("job-throttle")["TrainingJobName"] == "job-throttle"
     assert fake.throttled >= 3
 
 
@@ -111,7 +111,7 @@ def test_logs_merge_all_hosts_beyond_50_streams(hook: Any, boto: Any, fake: Fake
 def test_stop_is_idempotent(hook: Any, fake: FakeTrainingLifecycle) -> None:
     # what the trigger's on_kill runs (in a thread): a second stop sends nothing
     fake.complete_after = None
-    hook.create_training_job(make_request("async-stop"))
+    hook.jobs.create(make_request("async-stop"))
     assert hook.stop_training_job("async-stop") is True
     assert hook.stop_training_job("async-stop") is False
     assert fake.stops["async-stop"] == 1
@@ -120,8 +120,8 @@ def test_stop_is_idempotent(hook: Any, fake: FakeTrainingLifecycle) -> None:
 def test_result_from_description_is_plain_json(hook: Any, fake: FakeTrainingLifecycle) -> None:
     import json
 
-    hook.create_training_job(make_request("res-job"))
-    desc = hook.wait_for_job("res-job", poll_interval=0.01, stream_logs=False)
+    hook.jobs.create(make_request("res-job"))
+    desc = hook.jobs.wait("res-job", poll_interval=0.01)
     result = result_from_description(desc)
     assert json.loads(json.dumps(result)) == result
     assert result["status"] == "Completed"

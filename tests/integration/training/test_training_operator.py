@@ -110,7 +110,9 @@ def test_failed_job_raises_failure_reason(fake: FakeTrainingLifecycle) -> None:
     assert fake.total_creates == 1
 
 
-def test_retry_after_failure_creates_r2_and_succeeds(fake: FakeTrainingLifecycle) -> None:
+def test_retry_after_failure_creates_r2_and_succeeds(
+    fake: FakeTrainingLifecycle, capfd: pytest.CaptureFixture[str]
+) -> None:
     fake.complete_after = None
     name = make_op().submit_job(make_context())
     fake.set_status(name, "Failed", failure_reason="AlgorithmError: boom")
@@ -118,6 +120,47 @@ def test_retry_after_failure_creates_r2_and_succeeds(fake: FakeTrainingLifecycle
     result = make_op().execute(make_context())
     assert result["job_name"] == f"{name}-r2"
     assert fake.create_log == [name, f"{name}-r2"]
+    # without a resume policy Airflow need not reach the checkpoints (no bucket here): it says so
+    assert (
+        "Could not check the checkpoints under s3://my-ml-bucket/checkpoints/llm-finetune before relaunching "
+        "the run (uri: s3://my-ml-bucket/checkpoints/llm-finetune/: bucket my-ml-bucket does not exist)"
+    ) in capfd.readouterr().out
+
+
+def test_a_retry_with_the_default_policy_never_resumes_a_partial_checkpoint(
+    fake: FakeTrainingLifecycle, tmp_path: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """No ``checkpoint_resume`` (the default): the run's jobs checkpoint at the spec's own location,
+    which SageMaker restores into the retry's job. The job before it was killed while it saved
+    ``checkpoint-1000``: the retry moves it aside and resumes from ``checkpoint-500``."""
+    import boto3
+
+    from airflow_dist_training.storage import local_files
+    from tests import checkpoint_layouts as w
+
+    w.write_hf(tmp_path, 500)
+    w.write_hf(tmp_path, 1000, drop=("optimizer.pt", "scheduler.pt"))  # killed mid-save
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="my-ml-bucket")
+    for path, rel in local_files(tmp_path):
+        s3.put_object(Bucket="my-ml-bucket", Key=f"checkpoints/llm-finetune/{rel}", Body=path.read_bytes())
+    fake.complete_after = None
+    name = make_op().submit_job(make_context())
+    assert capfd.readouterr().out.count("Moved the incomplete checkpoint") == 0  # the run's first job
+    fake.set_status(name, "Failed", failure_reason="AlgorithmError: killed")
+    fake.complete_after = 0.0
+    result = make_op().execute(make_context())
+    assert fake.create_log == [name, f"{name}-r2"]
+    root = "s3://my-ml-bucket/checkpoints/llm-finetune"
+    out = capfd.readouterr().out
+    moved = f"Moved the incomplete checkpoint {root}/checkpoint-1000/ aside to {root}/_incomplete/checkpoint-1000/"
+    assert moved in out
+    assert "this run's own" not in out
+    assert f"Resuming from the checkpoint {root}/checkpoint-500/ (hf-trainer, step 500) in the spec's" in out
+    listed = s3.list_objects_v2(Bucket="my-ml-bucket", Prefix="checkpoints/llm-finetune/")["Contents"]
+    folders = {obj["Key"].split("/")[2] for obj in listed}
+    assert folders == {"checkpoint-500", "_incomplete"}  # what the retry's job gets restored
+    assert result["resumed_from"]["step"] == 500, result
 
 
 @pytest.mark.parametrize(
@@ -192,29 +235,30 @@ def test_task_succeeds_with_throttling_on_half_the_describes(fake: FakeTrainingL
 
 
 def test_resource_in_use_on_create_reattaches(
-    fake: FakeTrainingLifecycle, monkeypatch: pytest.MonkeyPatch
+    fake: FakeTrainingLifecycle, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     fake.complete_after = None
     op = make_op()
     ctx = make_context()
-    real_describe = op.hook.describe_training_job_or_none
+    jobs = op.training_backend.jobs  # what the find path describes through
+    real_describe = jobs.describe_or_none
     # the job appears between our describe and our create (another worker)
-    calls = {"n": 0}
+    raced: list[str] = []
 
     def racing_describe(name: str) -> Any:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            other = make_op()
+        if not raced:
             from fake_sagemaker_training import make_request
 
-            other.hook.create_training_job(make_request(name))
+            make_op().training_backend.jobs.create(make_request(name))
+            raced.append(name)
             return None
         return real_describe(name)
 
-    monkeypatch.setattr(op.hook, "describe_training_job_or_none", racing_describe)
-    op._spec_obj = op._load_spec(ctx)
+    monkeypatch.setattr(jobs, "describe_or_none", racing_describe)
     name = op.submit_job(ctx)
+    assert raced == [name]  # the other worker's create came between our describe and our create
     assert fake.creates[name] == 1  # our create got ResourceInUse and reattached
+    assert f"{name} appeared concurrently (ResourceInUse): reattaching." in capfd.readouterr().out
 
 
 def test_secret_environment_values_are_masked(fake: FakeTrainingLifecycle) -> None:
@@ -495,3 +539,193 @@ def test_a_job_this_try_stopped_is_not_replaced(fake: FakeTrainingLifecycle) -> 
     with pytest.raises(TrainingJobError, match="stopped on request"):
         op.poll_until_complete(name, ctx)
     assert fake.create_log == [name]
+
+
+class RecordedLog:
+    """Stands in for an operator's ``log`` (the Task SDK's structlog logger): the lines, formatted."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def _record(self, msg: str, *args: Any, **_: Any) -> None:
+        self.lines.append(msg % args if args else msg)
+
+    info = warning = error = debug = _record
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.mark.parametrize(
+    ("state", "try_number", "stopped"),
+    [
+        ("failed", 1, True),  # marked failed: the task will not come back
+        ("success", 1, True),  # marked success
+        ("up_for_retry", 1, False),  # the scheduler failed the try (missed heartbeat), retries left
+        (None, 1, False),  # cleared: the next try reattaches
+        ("queued", 1, False),  # the next try is on its way
+        ("running", 1, False),  # the worker is going away with retries left: a retry reattaches
+        ("running", 2, True),  # ... on the last try: nobody comes back for the job
+    ],
+)
+def test_a_killed_try_stops_its_job_only_when_the_task_will_not_come_back(
+    fake: FakeTrainingLifecycle,
+    monkeypatch: pytest.MonkeyPatch,
+    state: str | None,
+    try_number: int,
+    stopped: bool,
+) -> None:
+    """Issue 39: under load the scheduler failed a try that was still submitting (a missed
+    heartbeat), the supervisor killed it, and its on_kill stopped a healthy job that the retry then
+    had to replace. The task instance's state, read through the Task SDK as the supervisor serves
+    it, tells the cases apart."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import TaskStatesResult
+
+    asked: list[Any] = []
+
+    class SupervisorComms:  # the supervisor's side of GetTaskStates, as the task runner sees it
+        def send(self, msg: Any) -> TaskStatesResult | None:
+            if type(msg).__name__ != "GetTaskStates":
+                return None  # the submit path's MaskSecret
+            asked.append(msg)
+            return TaskStatesResult(task_states={"manual__1": {"train": state}})
+
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", SupervisorComms(), raising=False)
+    fake.complete_after = None
+    op = make_op()
+    ctx = make_context()
+    ctx["ti"] = SimpleNamespace(
+        dag_id="d", task_id="train", run_id="manual__1", map_index=-1, try_number=try_number, max_tries=1
+    )
+    op._try = ctx["ti"]
+    name = op.submit_job(ctx)
+    log = RecordedLog()
+    monkeypatch.setattr(DistributedTrainingOperator, "log", property(lambda self: log))
+    op.on_kill()
+    assert [(m.dag_id, m.task_ids, m.run_ids) for m in asked] == [("d", ["train"], ["manual__1"])]
+    assert fake.stops.get(name, 0) == (1 if stopped else 0)
+    verdict = f"stopping {name}" if stopped else f"{name} is left running"
+    assert verdict in log.text, log.text
+    monkeypatch.undo()
+    if not stopped:  # the next try reattaches to the same job, which completes
+        fake.complete_after = 0.0
+        retry = make_op()
+        result = retry.execute(make_context(store=ctx["task_state_store"]))
+        assert result["job_name"] == name and result["status"] == "Completed"
+        assert fake.create_log == [name]
+
+
+def test_a_kill_whose_state_cannot_be_read_keeps_the_job_while_retries_are_left(
+    fake: FakeTrainingLifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM may land while the task runner holds its comms lock: the read must not hang the
+    kill past the supervisor's SIGKILL (5 s), and without an answer only the last try stops."""
+    import threading
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+
+    held = threading.Event()
+
+    class HeldComms:
+        def send(self, msg: Any) -> Any:
+            if type(msg).__name__ == "GetTaskStates":
+                held.wait(30)  # the lock is held by the interrupted request
+
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", HeldComms(), raising=False)
+    monkeypatch.setattr("airflow_dist_training.task_kills.WORKER_READ_SECONDS", 0.2)
+    fake.complete_after = None
+    op = make_op()
+    ctx = make_context()
+    name = op.submit_job(ctx)
+    log = RecordedLog()
+    monkeypatch.setattr(DistributedTrainingOperator, "log", property(lambda self: log))
+    try:
+        for try_number, stops in ((1, 0), (2, 1)):
+            op._try = SimpleNamespace(
+                dag_id="d", task_id="train", run_id="manual__1", map_index=-1, try_number=try_number, max_tries=1
+            )
+            op.on_kill()
+            assert fake.stops.get(name, 0) == stops
+        assert "its state was not read within 0.2 s, with retries left" in log.text
+        assert "on its last try; stopping" in log.text
+    finally:
+        held.set()
+
+
+def test_a_try_past_its_execution_timeout_stops_its_job(fake: FakeTrainingLifecycle) -> None:
+    """The task runner calls on_kill while handling AirflowTaskTimeout: the user's bound ends the job."""
+    from airflow_dist_training.compat import AirflowTaskTimeout
+
+    fake.complete_after = None
+    op = make_op()
+    name = op.submit_job(make_context())
+    try:
+        raise AirflowTaskTimeout()
+    except AirflowTaskTimeout:
+        op.on_kill()
+    assert fake.stops[name] == 1
+
+
+def test_a_checkpoint_stall_stop_fails_the_training_task_and_starts_no_next_job(
+    fake: FakeTrainingLifecycle,
+) -> None:
+    """``checkpoints.freshness.on_stall: stop``: the alarm task stops the job with the cause
+    ``checkpoint-stall``; the training task waiting on it fails without a retry and creates no next
+    job (a stop on request it did not make would otherwise be replaced), and says why."""
+    import threading
+    import time
+
+    from airflow_dist_training.compat import AirflowFailException
+    from airflow_dist_training.operators.checkpoints import CheckpointStallAlarmOperator
+    from airflow_dist_training.planning import RUN_PLAN_XCOM_KEY
+
+    fake.complete_after = None
+    train = make_op()
+    ctx = make_context()
+    name = train.submit_job(ctx)
+    assert train._plan is not None
+    plan = train._plan.to_xcom()
+
+    class AlarmTI:
+        run_id, map_index = "manual__1", -1
+
+        def xcom_pull(self, task_ids: str, key: str) -> Any:
+            return plan if (task_ids, key) == ("plan", RUN_PLAN_XCOM_KEY) else None
+
+    alarm = CheckpointStallAlarmOperator(
+        task_id="watch_checkpoints",
+        plan_task_id="plan",
+        training_task_id="train",
+        max_age_seconds=60,
+        on_stall="stop",
+        aws_conn_id=None,
+        region_name="us-east-1",
+    )
+    stall = {"status": "stalled", "job_name": name, "message": f"Checkpoint stall: training job {name} ..."}
+    raised: list[BaseException] = []
+
+    def alarm_fires() -> None:
+        deadline = time.monotonic() + 30
+        while train._job_name != name and time.monotonic() < deadline:  # the training task waits on it
+            time.sleep(0.01)
+        try:
+            alarm.execute_complete({"ti": AlarmTI()}, stall)
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=alarm_fires)
+    thread.start()
+    try:
+        with pytest.raises(AirflowFailException, match="stopped by the run's checkpoint-stall alarm"):
+            train.execute(make_context(store=ctx["task_state_store"]))
+    finally:
+        thread.join()
+    [alarmed] = raised
+    assert isinstance(alarmed, AirflowFailException) and str(alarmed).endswith("Stop requested.")
+    assert fake.stops == {name: 1} and fake.job(name).training_job_status == "Stopped"
+    assert fake.create_log == [name]  # no next generation

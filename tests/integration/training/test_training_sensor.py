@@ -21,7 +21,7 @@ def sensor(name: str, **kwargs: Any) -> TrainingJobSensor:
 
 def test_poke_waits_while_in_progress_then_returns_result(hook: Any, fake: FakeTrainingLifecycle) -> None:
     fake.complete_after = None
-    hook.create_training_job(make_request("ext-job"))
+    hook.jobs.create(make_request("ext-job"))
     s = sensor("ext-job")
     assert s.poke(make_context()) is False
     fake.set_status("ext-job", "Completed")
@@ -37,7 +37,7 @@ def test_poke_raises_on_unsuccessful_end(
     hook: Any, fake: FakeTrainingLifecycle, status: str, reason: str | None, error: type
 ) -> None:
     fake.complete_after = None
-    hook.create_training_job(make_request("ext-bad"))
+    hook.jobs.create(make_request("ext-bad"))
     fake.set_status("ext-bad", status, failure_reason=reason)
     with pytest.raises(error):
         sensor("ext-bad").poke(make_context())
@@ -47,7 +47,7 @@ def test_deferrable_sensor_defers_to_training_trigger(hook: Any, fake: FakeTrain
     from airflow_dist_training.compat import TaskDeferred
 
     fake.complete_after = None
-    hook.create_training_job(make_request("ext-def"))
+    hook.jobs.create(make_request("ext-def"))
     ctx = make_context()
     with pytest.raises(TaskDeferred) as info:
         sensor("ext-def", deferrable=True, poke_interval=5).execute(ctx)

@@ -57,3 +57,31 @@ def test_budget_properties(outcomes, max_failures, on_demand_after):
     assert d.retry == (failures <= max_failures)  # unlimited interruptions
     assert d.resume == d.retry
     assert d.use_spot == (on_demand_after is None or d.interruptions < on_demand_after)
+
+
+def test_resume_cause_names_what_ended_the_run_s_earlier_job():
+    from airflow_dist_training.checkpoints.resume import resume_cause as cause_of
+    from airflow_dist_training.hooks.training import job_status_from_description
+
+    def resume_cause(description: dict[str, object]) -> str:  # of the job's status, as its backend reports it
+        return cause_of(job_status_from_description(description))
+
+    spot = {
+        "TrainingJobName": "j-1",
+        "TrainingJobStatus": "Stopped",
+        "SecondaryStatus": "MaxWaitTimeExceeded",
+    }
+    assert resume_cause({**spot, "EnableManagedSpotTraining": True}) == "a spot interruption of job j-1"
+    assert resume_cause(spot) == "an interruption of job j-1"
+    failed = {
+        "TrainingJobName": "j-2",
+        "TrainingJobStatus": "Failed",
+        "FailureReason": "InternalServerError: x",
+    }
+    assert resume_cause(failed) == "a failure of job j-2"
+    assert resume_cause({"TrainingJobName": "j-3", "TrainingJobStatus": "Stopped"}) == "a stop of job j-3"
+    capacity = {
+        **failed,
+        "FailureReason": "CapacityError: Unable to provision requested ML compute capacity.",
+    }
+    assert resume_cause(capacity) == "a capacity error of job j-2"

@@ -26,9 +26,9 @@ def test_opt_ml_paths_map_once_into_the_job_folder(tmp_path: Path) -> None:
         record=object(), request={"ProcessingJobName": "p"}, job_dir=tmp_path / "p", logs=None
     )  # type: ignore[arg-type]
     base = tmp_path / "p" / "opt" / "ml"
-    assert run.local("/opt/ml/processing/input/code/x.py") == f"{base}/processing/input/code/x.py"
-    assert run.local("--out=/opt/ml/processing/out") == f"--out={base}/processing/out"
-    assert run.local("/opt/mlx") == "/opt/mlx"
+    assert run.container.local("/opt/ml/processing/input/code/x.py") == f"{base}/processing/input/code/x.py"
+    assert run.container.local("--out=/opt/ml/processing/out") == f"--out={base}/processing/out"
+    assert run.container.local("/opt/mlx") == "/opt/mlx"
 
 
 class _Logs:

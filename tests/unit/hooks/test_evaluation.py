@@ -108,3 +108,36 @@ def test_timeout_kills_the_script(tmp_path: Path) -> None:
     assert (
         str(exc.value) == f"evaluation script {script} timed out after 1s; last 1 stderr line(s):\n  starting"
     )
+
+
+def test_without_namespaces_the_processing_paths_are_folders_of_the_work_dir(
+    setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    """The fallback (docs/local-backend.md): /opt/ml is a folder of the work dir, where the
+    checkpoint, the data and the output are links; the task log shows it as /opt/ml."""
+    monkeypatch.setenv("ADT_LOCAL_ISOLATION", "none")
+    script = tmp_path / "code" / "evaluate.py"
+    script.parent.mkdir()
+    script.write_text(
+        "import json, os, pathlib, sys\n"
+        "print('model', sys.argv[2], os.listdir(sys.argv[2]), os.listdir(os.environ['ADT_DATA_DIR']))\n"
+        "pathlib.Path(sys.argv[4], 'evaluation.json').write_text(json.dumps({'metrics': {'m': 1}}))\n"
+    )
+    ckpt, data = tmp_path / "ckpt", tmp_path / "data"
+    ckpt.mkdir()
+    (ckpt / "weights.txt").write_text("0.5")
+    data.mkdir()
+    (data / "test.csv").write_text("x\n")
+    caplog.set_level(logging.INFO)
+    out = LocalEvaluationRunner().run(
+        script=str(script),
+        model_uri=str(ckpt),
+        work_dir=tmp_path / "w",
+        output_dir=tmp_path / "o",
+        data_dir=str(data),
+    )
+    assert out == tmp_path / "o" / "evaluation.json" and out.is_file()
+    opt_ml = tmp_path / "w" / "container" / "opt" / "ml"
+    assert (opt_ml / "processing" / "model").resolve() == ckpt
+    assert "[evaluate] model /opt/ml/processing/model ['weights.txt'] ['test.csv']" in caplog.text
+    assert str(opt_ml) not in caplog.text

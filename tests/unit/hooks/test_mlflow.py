@@ -151,3 +151,17 @@ def test_a_tracking_server_that_keeps_failing_warns_and_the_jobs_result_stands(s
     assert run is None and client.calls == 3  # retried with backoff, then given up
     [warning] = [r.getMessage() for r in warnings]
     assert warning.startswith("MLflow: could not log training job job-1 (") and warning.endswith("the job's result stands")
+
+
+def test_a_managed_mlflow_arn_is_a_tracking_uri_and_a_malformed_one_is_refused_naming_it(monkeypatch) -> None:
+    from airflow_dist_training.hooks.mlflow import tracking_uri
+
+    arn = "arn:aws:sagemaker:eu-west-1:123456789012:mlflow-tracking-server/team"
+    assert tracking_uri(arn) == arn
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.delenv("SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT", raising=False)
+    assert MlflowRestClient(arn).base == "https://eu-west-1.experiments.sagemaker.aws"  # the plugin's endpoint
+    with pytest.raises(SpecValidationError, match="not a SageMaker managed MLflow ARN") as info:
+        tracking_uri("arn:aws:sagemaker:eu-west-1:123456789012:training-job/x")
+    assert "arn:aws:sagemaker:eu-west-1:123456789012:training-job/x" in str(info.value)

@@ -149,3 +149,80 @@ def test_bad_status_and_group_name(tmp_path: Path) -> None:
     reg = LocalModelRegistry(tmp_path, "g")
     with pytest.raises(SpecValidationError, match="status: must be one of"):
         reg.set_approval("g/1", "Yes")
+
+
+def test_a_re_evaluation_is_recorded_on_the_champion_not_as_a_new_version(tmp_path: Path) -> None:
+    reg = LocalModelRegistry(tmp_path / "reg", "churn")
+    lineage = {"data_fingerprint": "sha256:d", "evaluation_fingerprint": "sha256:old"}
+    reg.register(
+        model_data_uri="/m1.tar.gz",
+        image_uri=None,
+        evaluation_uri=write_eval(tmp_path, "e1", {"accuracy": 0.8}),
+        decision=decision(True),
+        auto_approve=True,
+        lineage=lineage,
+    )
+    champion = reg.get_champion()
+    assert champion is not None
+    new = tmp_path / "e2" / "evaluation.json"
+    new.parent.mkdir()
+    new.write_text(json.dumps({"metrics": {"accuracy": 0.7}, "evaluation_set_hash": "sha256:" + "e" * 64}))
+    record = reg.record_evaluation(
+        champion, evaluation_uri=str(new), evaluation_fingerprint="sha256:new", run_id="r2"
+    )
+    assert (record["package_id"], record["metrics"], record["run_id"]) == ("churn/1", {"accuracy": 0.7}, "r2")
+    [entry] = reg.versions()
+    assert entry["lineage"] == {**lineage, "evaluation_fingerprint": "sha256:new"}
+    assert entry["evaluation_set_hash"] == "sha256:" + "e" * 64
+    assert entry["reevaluations"][0]["previous_evaluation_uri"] == champion.evaluation_uri
+    assert entry["reevaluations"][0]["source_evaluation_uri"] == str(new)
+    # the champion now reads the new evaluation: the next run's check and the next gate compare with it
+    again = reg.get_champion()
+    assert again is not None and again.id == "churn/1" and again.evaluation.metrics == {"accuracy": 0.7}
+    assert again.lineage is not None and again.lineage["evaluation_fingerprint"] == "sha256:new"
+    assert again.evaluation_uri == record["evaluation_uri"] != champion.evaluation_uri
+
+
+@pytest.mark.parametrize(("new_accuracy", "fails"), [(0.7, False), (0.4, True)])
+def test_a_re_evaluated_champion_below_the_gates_floor_fails_the_task_once_recorded(
+    tmp_path: Path, new_accuracy: float, fails: bool
+) -> None:
+    """The champion is not gated against itself, but the gate's ``min``/``max`` still bind it: a
+    champion that misses them on the new evaluation set fails ``record_evaluation`` (after recording)."""
+    from types import SimpleNamespace
+
+    from airflow_dist_training.compat import AirflowFailException
+    from airflow_dist_training.reevaluation import record_reevaluation
+
+    reg = LocalModelRegistry(tmp_path / "reg", "churn")
+    reg.register(
+        model_data_uri="/m1.tar.gz",
+        image_uri=None,
+        evaluation_uri=write_eval(tmp_path, "e1", {"accuracy": 0.8}),
+        decision=decision(True),
+        auto_approve=True,
+        lineage={"data_fingerprint": "sha256:d", "evaluation_fingerprint": "sha256:old"},
+    )
+
+    def record() -> dict:
+        return record_reevaluation(
+            {"ti": SimpleNamespace(run_id="r2")},
+            evaluation={"evaluation_uri": write_eval(tmp_path, "e2", {"accuracy": new_accuracy})},
+            planned={"champion_id": "churn/1", "champion": "churn/1", "evaluation_fingerprint": "sha256:new"},
+            registry="local",
+            group="churn",
+            local_registry_dir=str(tmp_path / "reg"),
+            thresholds={"accuracy": {"min": 0.5, "no_regression": True}},
+        )
+
+    if fails:
+        with pytest.raises(AirflowFailException) as failed:
+            record()
+        assert str(failed.value) == (
+            "Champion churn/1 no longer meets the quality gate on the new evaluation set (recorded on it): "
+            "FAIL accuracy: 0.4 >= 0.5 (min). Retrain on new data or change the gate."
+        )
+    else:
+        assert record()["metrics"] == {"accuracy": 0.7}  # no_regression: the champion is not gated against itself
+    champion = reg.get_champion()
+    assert champion is not None and champion.evaluation.metrics == {"accuracy": new_accuracy}  # recorded either way

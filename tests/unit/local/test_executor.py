@@ -12,7 +12,7 @@ import pytest
 from airflow_dist_training.hooks.local_training import LocalTrainingHook
 from airflow_dist_training.local import hosts
 from airflow_dist_training.local.executor import JobOptions, LocalExecutor, LocalRequestError
-from airflow_dist_training.local.store import ObjectStore
+from airflow_dist_training.local.store import RequestStore
 from airflow_dist_training.sagemaker.request import plan_training_job
 from airflow_dist_training.spec.loading import load_spec
 from tests.paths import REPO
@@ -90,7 +90,7 @@ def test_strategies_that_need_gpus_or_mpi_are_refused_with_the_nearest_equivalen
 
 
 def test_launcher_mpirun_is_refused_up_front(tmp_path: Path) -> None:
-    store = ObjectStore(tmp_path / "buckets")
+    store = RequestStore(tmp_path / "buckets")
     store.put_bytes(
         json.dumps({"launcher": "mpirun", "entry_point": "t.py"}).encode(),
         "s3://b/j/adt_launcher/launch.json",
@@ -134,7 +134,7 @@ def test_the_toolkit_is_never_imported_in_this_process(tmp_path: Path) -> None:
 
 
 def test_store_resolves_mounts_then_the_bucket_folder(tmp_path: Path) -> None:
-    store = ObjectStore(
+    store = RequestStore(
         tmp_path / "buckets",
         mounts={"s3://b/data": tmp_path / "data", "s3://b/data/special": tmp_path / "sp"},
     )

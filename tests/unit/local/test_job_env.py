@@ -117,7 +117,12 @@ def test_images_resolve_to_their_recipe_and_a_toy_recipe_registers_by_name(tmp_p
         ).name
         == "pytorch"
     )
-    assert job_env.recipe_for(None, "huggingface").name == "pytorch"
+    hf_image = (
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/"
+        "huggingface-pytorch-training:2.8.0-transformers4.56.2-gpu-py312-cu129-ubuntu22.04"
+    )
+    assert job_env.recipe_for(hf_image).name == "huggingface"
+    assert job_env.recipe_for(None, "huggingface").name == "huggingface"
     toy = job_env.register_recipe(
         job_env.JobEnvRecipe(
             name="toy-jax",
@@ -179,3 +184,68 @@ def test_an_interpreter_that_is_not_there_is_the_settings_error_before_anything_
     assert f"local.python: {tmp_path / 'no-such-python'} ($ADT_LOCAL_PYTHON) is not an executable file" in err
     assert "Traceback" not in err
     assert not (tmp_path / "jobs").exists() or not any((tmp_path / "jobs").rglob("t.py"))
+
+
+def _pin_lines(text: str) -> dict[str, str]:
+    return dict(
+        line.split("==", 1) for line in text.splitlines() if "==" in line and not line.startswith("#")
+    )
+
+
+def test_the_huggingface_recipe_is_a_layer_whose_own_pins_win_and_torch_stays_the_bases() -> None:
+    hf = job_env.HUGGINGFACE
+    assert hf.base == "pytorch"
+    own, pins = _pin_lines(hf.constraints_text()), _pin_lines(hf.pins_text())
+    # what AWS's huggingface-pytorch-training:2.8.0-transformers4.56.2 image pins
+    assert {k: own[k] for k in ("transformers", "accelerate", "datasets", "huggingface-hub")} == {
+        "transformers": "4.56.2",
+        "accelerate": "1.10.1",
+        "datasets": "4.1.0",
+        "huggingface-hub": "0.35.3",
+    }
+    assert pins["fsspec"] == "2025.9.0" != _pins()["fsspec"]  # the layer's pin replaces the base's
+    assert pins["torch"] == _pins()["torch"] == "2.14.1"  # pip is never free to install another torch
+    assert list(pins).count("fsspec") == 1
+    # every package the build installs is pinned; a new base pin outdates the layer
+    assert {p.replace("_", "-") for p in hf.packages} <= set(own)
+    before = hf.digest()
+    job_env.RECIPES.by_name["pytorch"] = replace(
+        job_env.PYTORCH, packages=(*job_env.PYTORCH.packages, "scipy")
+    )
+    try:
+        assert hf.digest() != before
+    finally:
+        job_env.RECIPES.by_name["pytorch"] = job_env.PYTORCH
+
+
+def _fake_layer(root: Path, base_stamp: dict[str, object]) -> None:
+    env = root / "job-envs" / "huggingface"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("")
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.11.7\n")
+    stamp = {**job_env._wanted_stamp(job_env.HUGGINGFACE, "3.11.7"), "base_stamp": base_stamp}
+    (env / job_env.STAMP).write_text(json.dumps(stamp))
+
+
+def test_a_layer_is_ready_only_over_the_build_of_its_base_it_was_installed_over(tmp_path: Path) -> None:
+    environ = {"ADT_JOB_ENVS": str(tmp_path / "job-envs")}
+    _fake_layer(tmp_path, job_env._wanted_stamp(job_env.PYTORCH, "3.11.7"))
+    with pytest.raises(SpecValidationError) as caught:
+        job_env.job_python(None, environ, framework="huggingface")
+    base = tmp_path / "job-envs" / "pytorch"
+    assert str(caught.value) == (
+        f"job environment: local.python: the huggingface job environment at {tmp_path / 'job-envs' / 'huggingface'} "
+        f"is a layer over the pytorch job environment at {base}, which is not built: run "
+        "`airflow-dist-training job-env --recipe huggingface` to build it (minutes the first time), or name an "
+        "interpreter in local.python or $ADT_LOCAL_PYTHON"
+    )
+    _fake_env(tmp_path)
+    python, why = job_env.job_python(None, environ, framework="huggingface")
+    assert python == str(tmp_path / "job-envs" / "huggingface" / "bin" / "python")
+    assert why.startswith("the huggingface job environment: transformers, accelerate, datasets")
+    # the base rebuilt with another Python: the layer's packages may not load over it
+    (base / job_env.STAMP).write_text(json.dumps(job_env._wanted_stamp(job_env.PYTORCH, "3.11.9")))
+    (base / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.11.9\n")
+    assert job_env.why_not_ready(tmp_path / "job-envs" / "huggingface", job_env.HUGGINGFACE) == (
+        "a layer over an earlier build of the pytorch job environment"
+    )

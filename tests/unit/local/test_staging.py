@@ -15,18 +15,20 @@ from airflow_dist_training.local import staging
 from airflow_dist_training.local.staging import stage_local
 from airflow_dist_training.operators.fsx import LocalStageOperator
 from airflow_dist_training.spec.training import FSxChannel
+from airflow_dist_training.storage import LocalStore, StoreOptions, Stores
 
 
 @pytest.fixture
 def copies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files the local store copied (what a skip must not do)."""
     seen: list[str] = []
-    real = staging.shutil.copyfile
+    real = LocalStore.get_file
 
-    def counting(src: Any, dst: Any) -> Any:
-        seen.append(str(src))
-        return real(src, dst)
+    def counting(self: LocalStore, loc: Any, path: Path) -> None:
+        seen.append(loc.uri)
+        real(self, loc, path)
 
-    monkeypatch.setattr(staging.shutil, "copyfile", counting)
+    monkeypatch.setattr(LocalStore, "get_file", counting)
     return seen
 
 
@@ -80,9 +82,10 @@ def test_s3_source_is_incremental(tmp_path: Path) -> None:
         s3.put_object(Bucket="bkt", Key="ds/x/1.txt", Body=b"one")
         s3.put_object(Bucket="bkt", Key="ds/2.txt", Body=b"two")
         s3.put_object(Bucket="bkt", Key="other/3.txt", Body=b"no")
-        first = stage_local("s3://bkt/ds", tmp_path / "chan", s3_client=s3)
+        stores = Stores(StoreOptions(aws_conn_id=None, s3_client=s3))
+        first = stage_local("s3://bkt/ds", tmp_path / "chan", stores=stores)
         assert sorted(first.copied) == ["2.txt", "x/1.txt"]
-        second = stage_local("s3://bkt/ds/", tmp_path / "chan", s3_client=s3)
+        second = stage_local("s3://bkt/ds/", tmp_path / "chan", stores=stores)
         assert second.copied == [] and len(second.skipped) == 2
         assert (tmp_path / "chan" / "x" / "1.txt").read_bytes() == b"one"
 

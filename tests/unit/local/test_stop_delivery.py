@@ -44,9 +44,15 @@ def test_job_options_take_the_grace_from_the_environment(monkeypatch: pytest.Mon
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 def test_handles_signal_tells_a_sigterm_handler_from_none() -> None:
     code = "import signal, sys, time; {} print('ready', flush=True); time.sleep(30)"
-    deaf = subprocess.Popen([sys.executable, "-c", code.format("")], stdout=subprocess.PIPE, text=True)
-    handler = "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));"
-    hears = subprocess.Popen([sys.executable, "-c", code.format(handler)], stdout=subprocess.PIPE, text=True)
+
+    def start(handler: str) -> subprocess.Popen[str]:
+        # SIGINT as in a foreground shell: under `cmd &` it starts ignored, and Python then keeps it so
+        default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+        argv = [sys.executable, "-c", code.format(handler)]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+
+    deaf = start("")
+    hears = start("signal.signal(signal.SIGTERM, lambda *a: sys.exit(0));")
     try:
         for proc in (deaf, hears):
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"

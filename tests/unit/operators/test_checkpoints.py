@@ -195,3 +195,43 @@ def test_sensor_watches_a_stopping_job_until_it_has_stopped(root, monkeypatch, s
     )
     result = sensor.poke(context(time.time() - 60))
     assert (isinstance(result, PokeReturnValue) and result.is_done) is done
+
+
+def test_a_jobs_freshness_clock_starts_when_it_trains_and_the_alarm_says_why():
+    import datetime as dt
+
+    from airflow_dist_training.checkpoints.freshness import job_freshness
+
+    kwargs = {"root": "s3://b/ckpt/run-1/", "now": 1000.0, "max_age_seconds": 300}
+    # provisioning and downloading (no TrainingStartTime) are no stall, however long
+    assert job_freshness({"TrainingJobStatus": "InProgress"}, latest_modified=None, **kwargs) is None
+    started = {"TrainingStartTime": dt.datetime.fromtimestamp(600, tz=dt.UTC)}
+    waiting = job_freshness(started, latest_modified=None, **kwargs)
+    assert waiting is not None and waiting.stale and waiting.age_seconds == 400
+    assert waiting.stall_alarm("job-1", "alarm") == (
+        "Checkpoint stall: training job job-1 has written no new complete checkpoint for 400s, over "
+        "checkpoint freshness max_age_seconds=300: no complete checkpoint under s3://b/ckpt/run-1/ since "
+        "it started training 400s ago. on_stall=alarm: the job is left running."
+    )
+    fresh = job_freshness(started, latest_modified=800, latest_uri="s3://b/ckpt/run-1/step-7/", latest_step=7, **kwargs)
+    assert fresh is not None and not fresh.stale
+    late = job_freshness(started, latest_modified=650, latest_uri="s3://b/ckpt/run-1/step-7/", latest_step=7, **kwargs)
+    assert late is not None and late.stale
+    assert late.stall_alarm("job-1", "stop").endswith(
+        "its newest complete checkpoint is step 7 (s3://b/ckpt/run-1/step-7/), written 350s ago. "
+        "on_stall=stop: the job is being stopped."
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_age_seconds": 0}, "max_age_seconds: Input should be greater than 0"),
+        ({"max_age_seconds": 60, "on_stall": "kill"}, "on_stall: Input should be 'alarm' or 'stop'"),
+    ],
+)
+def test_the_stall_alarm_refuses_bad_settings_at_parse_time_naming_the_field(kwargs, message):
+    from airflow_dist_training.operators.checkpoints import CheckpointStallAlarmOperator
+
+    with pytest.raises(SpecValidationError, match=message):
+        CheckpointStallAlarmOperator(task_id="w", plan_task_id="plan", training_task_id="train", **kwargs)

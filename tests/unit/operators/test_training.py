@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from typing import Any
+
+import pytest
 
 from airflow_dist_training.aws_errors import permission_error
 from airflow_dist_training.errors import AwsPermissionError, CapacityError, TrainingJobError
@@ -136,3 +139,101 @@ def test_operator_constructor_is_cheap_and_templated() -> None:
         "S3 Output",
         "S3 Checkpoints",
     }
+
+
+class _TI:
+    """A task instance's own XComs, as the task's resumes after a deferral see them."""
+
+    def __init__(self) -> None:
+        self.map_index = -1
+        self.xcoms: dict[str, object] = {}
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcoms[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value", **_: object) -> object:
+        assert task_ids == "train"
+        return self.xcoms.get(key)
+
+
+def test_the_result_says_where_the_job_resumed_even_when_another_worker_finishes_the_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the launch pushed (``resumed_from``) reaches the result of a later resume (after a
+    deferral): for the job it was pushed for only."""
+    from airflow_dist_training.operators.training import RESUMED_FROM_XCOM_KEY, DistributedTrainingOperator
+
+    ti = _TI()
+    ti.xcom_push(
+        RESUMED_FROM_XCOM_KEY,
+        {"job_name": "demo-2", "step": 7, "checkpoint_uri": "s3://b/c/step-000000000007/",
+         "after": "a spot interruption of job demo-1"},
+    )  # fmt: skip
+    described = {
+        "TrainingJobName": "demo-2",
+        "TrainingJobArn": "arn:aws:sagemaker:us-east-1:1:training-job/demo-2",
+        "TrainingJobStatus": "Completed",
+        "ModelArtifacts": {"S3ModelArtifacts": "s3://b/o/demo-2/output/model.tar.gz"},
+    }
+    resumed = DistributedTrainingOperator(
+        task_id="train", spec="job.yaml", backend="sagemaker", aws_conn_id=None
+    )
+    monkeypatch.setattr(resumed.training_backend.jobs, "describe_or_none", lambda name: {**described, "TrainingJobName": name})
+    result = resumed.execute_complete({"ti": ti}, {"job_name": "demo-2", "status": "success"})  # type: ignore[arg-type]
+    assert result["resumed_from"] == {
+        "step": 7,
+        "checkpoint_uri": "s3://b/c/step-000000000007/",
+        "after": "a spot interruption of job demo-1",
+    }
+    # a record of another job of the run (an earlier generation's) is not this job's
+    other = DistributedTrainingOperator(
+        task_id="train", spec="job.yaml", backend="sagemaker", aws_conn_id=None
+    )
+    monkeypatch.setattr(other.training_backend.jobs, "describe_or_none", lambda name: {**described, "TrainingJobName": name})
+    later = other.execute_complete({"ti": ti}, {"job_name": "demo-3", "status": "success"})  # type: ignore[arg-type]
+    assert later["resumed_from"] is None
+
+
+def test_the_sensor_and_the_orphan_stop_reach_the_backend_they_name_through_the_registry() -> None:
+    """No hard-coded SageMaker: a backend registered by name (here, in the test) is the one the
+    sensor reads the job from and the teardown stops the run's jobs on."""
+    from airflow_dist_training.errors import SpecValidationError
+    from airflow_dist_training.job_states import JobPhase, JobStatus
+    from airflow_dist_training.operators.training import StopOrphanedTrainingJobsOperator
+    from airflow_dist_training.sensors.training import TrainingJobSensor
+    from airflow_dist_training.spec.backends import BackendRecord, forget_backend, register_backend
+
+    asked: list[tuple[str, str]] = []
+
+    class Ledger:
+        def __init__(self, *, record: BackendRecord, **_: Any) -> None:
+            self.record = record
+
+        def status(self, job_name: str) -> JobStatus:
+            asked.append(("status", job_name))
+            return JobStatus(name=job_name, phase=JobPhase.COMPLETED, state="done", detail={})
+
+        def result_of(self, status: JobStatus) -> dict[str, Any]:
+            return {"job_name": status.name, "backend": self.record.name}
+
+        def stop_run_jobs(self, run_hash: str, *, reason: str) -> list[str]:
+            asked.append(("stop_run_jobs", run_hash))
+            return [f"ledger-{run_hash}"]
+
+    register_backend(
+        BackendRecord(name="ledger", factory=Ledger, staging="directory", evaluation="process",
+                      default_registry="local", durable=True, on_aws=False)
+    )  # fmt: skip
+    try:
+        done = TrainingJobSensor(task_id="watch", job_name="j-1", backend="ledger").poke(
+            {"ti": _TI(), "run_id": "manual__1"}  # type: ignore[arg-type]
+        )
+        assert done.xcom_value == {"job_name": "j-1", "backend": "ledger"}  # type: ignore[union-attr]
+        stop = StopOrphanedTrainingJobsOperator(task_id="stop", training_task_id="train", backend="ledger")
+        stopped = stop.execute({"ti": _TI(), "run_id": "manual__1"})  # type: ignore[arg-type]
+        assert stopped == [f"ledger-{asked[-1][1]}"] and asked[0] == ("status", "j-1")
+        assert asked[-1][0] == "stop_run_jobs"
+        with pytest.raises(SpecValidationError, match="ledger2"):
+            TrainingJobSensor(task_id="w2", job_name="j", backend="ledger2")
+    finally:
+        forget_backend("ledger")

@@ -182,6 +182,32 @@ def test_a_new_evaluation_set_or_script_is_a_change_when_the_champion_recorded_i
     assert decide_skip(both, "adt-demo/1", champion).reason.startswith("data and evaluation changed since")
 
 
+def test_only_a_new_evaluation_set_re_evaluates_the_champion_while_its_model_is_there():
+    champion = {**CHAMPION, "evaluation_fingerprint": "sha256:old-hold-out"}
+    new = Lineage(
+        CHAMPION["data_fingerprint"], "sha256:c", "sha256:s", {}, evaluation_fingerprint="sha256:new"
+    )
+    model = "s3://bucket/models/job-1/output/model.tar.gz"
+    kept = decide_skip(new, "adt-demo/1", champion, champion_model_uri=model, champion_model_present=True)
+    assert (kept.action, kept.skip, kept.reevaluate, kept.changed) == ("reevaluate", False, True, ("evaluation",))
+    assert kept.reason == (
+        "evaluation changed since champion adt-demo/1: re-evaluating adt-demo/1 without retraining "
+        f"(its model {model} is still there)"
+    )
+    gone = decide_skip(new, "adt-demo/1", champion, champion_model_uri=model, champion_model_present=False)
+    assert gone.action == "train"
+    assert gone.reason.startswith(f"evaluation changed since champion adt-demo/1: its model {model} is gone: training")
+    # another change besides the evaluation, or forced: training, whatever the model
+    both = Lineage("sha256:" + "e" * 64, "sha256:c", "sha256:s", {}, evaluation_fingerprint="sha256:new")
+    assert decide_skip(both, "adt-demo/1", champion, champion_model_uri=model, champion_model_present=True).action == "train"
+    forced = decide_skip(new, "adt-demo/1", champion, force=True, champion_model_uri=model, champion_model_present=True)
+    assert forced.action == "train"
+    # nothing to re-evaluate with (no presence answer) or nothing changed: as before
+    assert decide_skip(new, "adt-demo/1", champion).action == "train"
+    same = Lineage(CHAMPION["data_fingerprint"], "sha256:c", "sha256:s", {}, evaluation_fingerprint="sha256:old-hold-out")
+    assert decide_skip(same, "adt-demo/1", champion, champion_model_uri=model, champion_model_present=True).action == "skip"
+
+
 def test_the_evaluation_fingerprint_covers_script_dependencies_held_out_data_and_arguments(tmp_path):
     from airflow_dist_training.hooks.fingerprint import FingerprintHook
 

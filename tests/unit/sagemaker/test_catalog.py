@@ -89,7 +89,12 @@ def test_user_catalog_adds_types_and_regional_prices(tmp_path, monkeypatch):
         )
     )
     monkeypatch.setenv("ADT_INSTANCE_CATALOG", str(user))
-    spec = example("torch_distributed_p4d", compute__instance_type="ml.p9.48xlarge", image__uri="img:1")
+    spec = example(
+        "torch_distributed_p4d",
+        compute__instance_type="ml.p9.48xlarge",
+        image__uri="img:1",
+        spot={"enabled": False},
+    )
     plan = plan_training_job(spec, job_name=JOB, region="eu-west-1")
     assert plan.cluster.devices_per_instance == {"ml.p9.48xlarge": 16}
     assert plan.cost_bound_usd == 2 * 100.0 * 24
@@ -133,3 +138,40 @@ def test_price_list_offer_file_is_parsed_for_training_rows(tmp_path):
     path = tmp_path / "index.json"
     path.write_text(json.dumps(offer))
     assert prices_from_offer_file(path) == {"ml.g5.8xlarge": 3.06}
+
+
+def test_spot_cost_bound_counts_every_job_its_interruption_budget_allows():
+    on_demand = plan_training_job(
+        example("torch_distributed_p4d", spot={"enabled": False}), job_name=JOB, region="us-east-1"
+    )
+    assert on_demand.cost_bound_usd is not None
+    assert on_demand.cost_note == "on-demand list prices (us-east-1) x max runtime 24 h"
+    spot = {"enabled": True, "max_wait_seconds": 172800, "max_interruptions": 3}
+    plan = plan_training_job(example("torch_distributed_p4d", spot=spot), job_name=JOB, region="us-east-1")
+    # billed at most on-demand per job, and 3 interruptions start 3 more jobs of up to the max runtime
+    assert plan.cost_bound_usd == round(4 * on_demand.cost_bound_usd, 2)
+    assert plan.cost_note == (
+        f"on-demand list prices (us-east-1) x max runtime 24 h x 4 jobs (${on_demand.cost_bound_usd:,.2f} each): "
+        "spot bills at most on-demand prices, and each interruption starts another job (spot.max_interruptions=3)"
+    )
+    unbounded = {"enabled": True, "max_wait_seconds": 172800}
+    plan = plan_training_job(
+        example("torch_distributed_p4d", spot=unbounded), job_name=JOB, region="us-east-1"
+    )
+    assert plan.cost_bound_usd == round(50 * on_demand.cost_bound_usd, 2)
+    assert plan.cost_note.endswith("(up to the run's limit of 50 (set spot.max_interruptions))")
+
+
+def test_training_plan_jobs_add_nothing_to_the_cost_bound():
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p4d-week"
+    plan = plan_training_job(
+        example("torch_distributed_p4d", compute__training_plan_arn=arn), job_name=JOB, region="us-east-1"
+    )
+    assert plan.cost_bound_usd == 0.0
+    assert (
+        plan.cost_note
+        == "runs on training plan p4d-week: its reserved capacity was paid for up front, not per job"
+    )
+    from airflow_dist_training.sagemaker.summary import render_plan
+
+    assert "Cost bound       <= $0.00 (runs on training plan p4d-week" in render_plan(plan)

@@ -248,3 +248,44 @@ def test_fuzz_raw_bytes_never_traceback(kind, data):
 def test_fuzz_mutated_yaml_never_traceback(kind, seed, edits):
     seeds = _SEEDS[kind]
     _check(kind, _mutate(seeds[seed % len(seeds)], edits))
+
+
+# Documents the safety walk builds itself, and documents it leaves to PyYAML's constructor (merge
+# keys, explicit tags, a mapping as a key): either way, the value PyYAML's safe loader gives.
+SAME_AS_PYYAML = [
+    "a: 1\nb: 0x1F\nc: 1_000\nd: 1:30\ne: .inf\ng: yes\nh: ~\ni: 2026-01-01\nj: '3'\nk: [1, 2.5, -3e2, null, Off]\n",
+    "1: a\n2.5: b\nnull: c\ntrue: d\n'': e\n",
+    "base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  y: 3\n",
+    "x: !!str 12\ny: !!int '7'\nz: !!float '1'\nb: !!binary aGVsbG8=\n",
+    "s: !!set {a, b}\no: !!omap [{x: 1}]\n",
+    "- - - a\n  - b\n- {}\n- []\n",
+]
+
+
+@pytest.mark.parametrize("text", SAME_AS_PYYAML)
+def test_the_walk_builds_what_pyyaml_builds(text: str) -> None:
+    import yaml
+
+    from airflow_dist_training.spec.loading import _loader_class, parse_yaml
+
+    expected = yaml.load(text, Loader=_loader_class())  # the safe loader, without timestamps
+    assert _typed(parse_yaml(text, "t.yaml")) == _typed(expected)
+
+
+def _typed(value: Any) -> Any:
+    """The value with every item's type beside it (``1 == True == 1.0`` in a plain comparison)."""
+    if isinstance(value, dict):
+        return {_typed(k): _typed(v) for k, v in value.items()}
+    if isinstance(value, (list, set)):
+        return [type(value), *(_typed(v) for v in (sorted(value) if isinstance(value, set) else value))]
+    if isinstance(value, tuple):
+        return (tuple, *(_typed(v) for v in value))
+    return (type(value).__name__, value)
+
+
+def test_an_alias_gives_one_shared_value_as_in_pyyaml() -> None:
+    from airflow_dist_training.spec.loading import parse_yaml
+
+    data = parse_yaml("a: &x {p: [1]}\nb: *x\nc: [*x]\n", "t.yaml")
+    assert data["a"] is data["b"] is data["c"][0]
+    assert data == {"a": {"p": [1]}, "b": {"p": [1]}, "c": [{"p": [1]}]}

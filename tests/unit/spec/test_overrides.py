@@ -60,3 +60,20 @@ def test_run_conf_booleans_are_no_counts():
     with pytest.raises(SpecValidationError) as info:
         apply_overrides(load_spec(BASE), {"instance_count": True})
     assert str(info.value) == "run overrides: instance_count: must be an integer, not a boolean (true)"
+
+
+def test_the_spot_budget_of_a_run_comes_from_the_form() -> None:
+    spec = apply_overrides(
+        example("torch_distributed_p4d"), {"spot": True, "spot_max_interruptions": 2, "spot_on_demand_after": 1}
+    )
+    assert (spec.spot.max_interruptions, spec.spot.on_demand_after_interruptions) == (2, 1)
+    with pytest.raises(SpecValidationError) as info:
+        apply_overrides(example("torch_distributed_p4d"), {"spot_on_demand_after": 0})
+    assert "spot_on_demand_after: Input should be greater than or equal to 1" in str(info.value)
+
+
+def test_a_spot_budget_without_spot_is_refused_not_dropped() -> None:
+    spec = apply_overrides(example("torch_distributed_p4d"), {"spot": False, "spot_max_interruptions": 1})
+    with pytest.raises(SpecValidationError) as info:
+        plan_training_job(spec, job_name="job-0123456789", region="us-east-1")
+    assert "spot.max_interruptions: is only used with spot.enabled: true" in str(info.value)

@@ -9,7 +9,15 @@ from typing import Any
 
 from airflow_dist_training.evaluation.report import render_svg
 from airflow_dist_training.links.sagemaker import ALL_LINKS, job_links
-from airflow_dist_training.ui.data import build_run_view, local_job_view, member_task_id, metric_curves
+from airflow_dist_training.ui.data import (
+    build_run_view,
+    counter_unit,
+    local_job_view,
+    member_task_id,
+    metric_curves,
+    progress_and_eta,
+    total_from_hyperparameters,
+)
 from airflow_dist_training.ui.sagemaker_source import curves_from_metric_data, metric_queries
 from airflow_dist_training.ui.urls import training_view_url
 
@@ -222,3 +230,398 @@ def test_a_sweeps_winner_gate_and_registration_have_their_own_card() -> None:
     view = build_run_view("d", "r", run_state="success", task_instances=[], xcoms=xcoms, now=1.0)
     [card] = [s for s in view["sections"] if s["group"] == "s"]
     assert card["sweep"]["winner"] == "trial-03" and card["registration"]["package_id"] == "sweep-mlp/1"
+
+
+def test_a_jobs_card_links_its_mlflow_run_and_the_registration_its_model_version() -> None:
+    """Issue 34: the tracker's ``mlflow_run`` XCom and the mlflow registry's ``audit_uri``."""
+    run_url = "http://mlflow.internal:5000/#/experiments/3/runs/abc"
+    version_url = "http://mlflow.internal:5000/#/models/adt-demo/versions/2"
+    xcoms = {
+        ("g.train", "sagemaker_training_job"): {"job_name": "j-1", "backend": "local"},
+        ("g.train", "return_value"): {"status": "Completed"},
+        ("g.train", "mlflow_run"): {"run_id": "abc", "experiment_id": "3", "url": run_url},
+        ("g.register", "return_value"): {"registry": "mlflow", "version": 2, "audit_uri": version_url},
+    }
+    view = build_run_view("d", "r", run_state="success", task_instances=[], xcoms=xcoms, now=1.0)
+    [job] = view["jobs"]
+    assert job["mlflow_run_url"] == run_url
+    [section] = view["sections"]
+    assert section["registration"]["audit_uri"] == version_url
+    script = (
+        Path(__file__).parents[3] / "airflow_dist_training" / "ui" / "static" / "training.js"
+    ).read_text()
+    assert "job.mlflow_run_url" in script and "reg.audit_uri" in script  # the page renders both links
+
+
+def test_a_tuning_step_lists_its_training_jobs_with_their_objective_and_the_winner() -> None:
+    """The ``train`` task of a pipeline's tuning step returns the best training job's result plus
+    ``tuning`` (operators/tuning.py): the group's card shows the tuning job and its training jobs."""
+    jobs = [
+        {
+            "job_name": "tuned-001-aa",
+            "status": "Completed",
+            "tuned_hyperparameters": {"lr": '"0.001"'},
+            "objective_value": 0.52,
+            "failure_reason": None,
+        },
+        {
+            "job_name": "tuned-002-bb",
+            "status": "Completed",
+            "tuned_hyperparameters": {"lr": '"0.1"'},
+            "objective_value": 0.91,
+            "failure_reason": None,
+        },
+        {
+            "job_name": "tuned-003-cc",
+            "status": "Stopped",
+            "tuned_hyperparameters": {"lr": '"0.5"'},
+            "objective_value": 0.4,
+            "failure_reason": None,
+        },
+    ]
+    result = {
+        "status": "Completed",
+        "job_name": "tuned-002-bb",
+        "final_metrics": {"train:accuracy": 0.91},
+        "tuning": {
+            "job_name": "tuned",
+            "status": "Completed",
+            "strategy": "Grid",
+            "objective_metric": "train:accuracy",
+            "objective_value": 0.91,
+            "training_job_counts": {"Completed": 2, "Stopped": 1},
+            "training_jobs": jobs,
+        },
+    }
+    xcoms = {("g.train", "return_value"): result}
+    view = build_run_view("d", "r", run_state="success", task_instances=[], xcoms=xcoms, now=1.0)
+    [card] = view["sections"]
+    tuning = card["tuning"]
+    assert card["group"] == "g" and tuning["job_name"] == "tuned" and tuning["strategy"] == "Grid"
+    assert tuning["winner"] == "tuned-002-bb" and tuning["winner_value"] == 0.91
+    assert [(j["job_name"], j["objective_value"], j["winner"]) for j in tuning["training_jobs"]] == [
+        ("tuned-001-aa", 0.52, False),
+        ("tuned-002-bb", 0.91, True),
+        ("tuned-003-cc", 0.4, False),
+    ]
+    assert tuning["training_job_counts"] == {"Completed": 2, "Stopped": 1}
+    # a training job's result (no tuning) has no tuning card
+    plain = build_run_view(
+        "d",
+        "r",
+        run_state="success",
+        task_instances=[],
+        xcoms={("g.train", "return_value"): {"status": "Completed"}},
+        now=1.0,
+    )
+    assert all(s["tuning"] is None for s in plain["sections"])
+
+
+def test_progress_counters_and_totals_are_read_by_name() -> None:
+    """Issue 36 item 5: the counter is the metric named for what it counts, the total a hyperparameter."""
+    assert [counter_unit(n) for n in ("train:epoch", "global_step", "train/iteration", "Epoch")] == [
+        "epoch",
+        "step",
+        "step",
+        "epoch",
+    ]
+    assert [counter_unit(n) for n in ("train:epochs_trained", "train:steps_trained", "train:loss")] == [
+        None
+    ] * 3
+    assert total_from_hyperparameters({"epochs": 8, "lr": 0.05}) == {"unit": "epoch", "total": 8}
+    assert total_from_hyperparameters({"max-steps": "500"}) == {
+        "unit": "step",
+        "total": 500,
+    }  # SageMaker's strings
+    assert total_from_hyperparameters({"lr": 0.1, "epochs": "a few"}) is None
+
+
+def test_progress_and_eta_from_the_observed_rate() -> None:
+    epochs = {"unit": "epoch", "points": [(100.0, 0.0), (110.0, 1.0), (120.0, 2.0)]}  # range(8), 10 s each
+    running = progress_and_eta(epochs, {"unit": "epoch", "total": 8}, running=True, now=125.0)
+    # 3 of 8 epochs done at 0.1 epoch/s: 5 more take 50 s, 5 s of which have passed since epoch 2 ended
+    assert running == {
+        "unit": "epoch",
+        "done": 3,
+        "total": 8,
+        "fraction": 0.375,
+        "rate_per_hour": 360.0,
+        "eta_seconds": 45.0,
+    }
+    one_based = {"unit": "step", "points": [(0.0, 1.0), (4.0, 3.0)]}  # a counter that starts at 1
+    step = progress_and_eta(one_based, {"unit": "step", "total": 7}, running=True, now=4.0)
+    assert step is not None and (step["done"], step["eta_seconds"]) == (3, 8.0)
+    finished = progress_and_eta(
+        {"unit": "epoch", "points": [(0.0, 0.0), (9.0, 7.0)]},
+        {"unit": "epoch", "total": 8},
+        running=False,
+        now=99.0,
+    )
+    assert finished is not None and (finished["done"], finished["fraction"], finished["eta_seconds"]) == (
+        8,
+        1.0,
+        None,
+    )
+    # one observation: progress, no rate yet; a total in steps says nothing of epochs
+    first = progress_and_eta(
+        {"unit": "epoch", "points": [(0.0, 0.0)]}, {"unit": "step", "total": 90}, running=True, now=1.0
+    )
+    assert first is not None and (first["done"], first["total"], first["eta_seconds"]) == (1, None, None)
+    not_yet = progress_and_eta(None, {"unit": "epoch", "total": 8}, running=True, now=1.0)
+    assert not_yet is not None and (not_yet["done"], not_yet["total"]) == (None, 8)
+    assert progress_and_eta(None, None, running=True, now=1.0) is None
+
+
+def test_a_run_summary_metric_is_neither_the_epoch_axis_nor_the_counter() -> None:
+    summary = {"name": "train:epochs_trained", "value": 3.0, "timestamp": 1007.0, "host": "algo-1"}
+    curves = metric_curves([*_points(3), summary])
+    assert curves["axis"] == "epoch" and curves["epochs"] == 2.0
+    assert curves["series"]["train:epochs_trained"] == [{"x": 2.0, "value": 3.0, "host": "algo-1"}]
+    assert curves["counter"] == {
+        "unit": "epoch",
+        "points": [(1000.00002, 0.0), (1002.00002, 1.0), (1004.00002, 2.0)],
+        "lowest": 0.0,
+    }
+
+
+def test_a_sagemaker_jobs_counter_is_the_minutes_maximum_with_its_time() -> None:
+    maximum, minimum = metric_queries("job", ["train:epoch"], 1)
+    assert (maximum["Label"], maximum["MetricStat"]["Stat"]) == ("train:epoch|algo-1", "Maximum")
+    assert (minimum["Label"], minimum["MetricStat"]["Stat"]) == ("train:epoch|algo-1|min", "Minimum")
+    assert metric_queries("job", ["train:loss"], 1)[0]["MetricStat"]["Stat"] == "Average"
+    curves = curves_from_metric_data(
+        [
+            {"Label": "train:epoch|algo-1", "Timestamps": [160.0, 100.0], "Values": [9.0, 1.0]},
+            {"Label": "train:epoch|algo-1|min", "Timestamps": [160.0, 100.0], "Values": [2.0, 0.0]},
+        ]
+    )
+    # epochs 0 and 1 in the first minute: the minute's maximum alone would read as counting from 1
+    assert curves["counter"] == {"unit": "epoch", "points": [(100.0, 1.0), (160.0, 9.0)], "lowest": 0.0}
+    assert list(curves["series"]) == ["train:epoch"] and len(curves["series"]["train:epoch"]) == 2
+    progress = progress_and_eta(curves["counter"], {"unit": "epoch", "total": 12}, running=True, now=160.0)
+    assert progress is not None and progress["done"] == 10 and progress["eta_seconds"] == 15.0
+
+
+def _sweep_run(tmp_path: Path, *, running: bool) -> dict[str, Any]:
+    """Three sweep members (``sweep_train_evaluate``: ``sweep.members[i]``), each with 3 epochs of a
+    4-epoch spec logged 2 s apart; while ``running`` their jobs are InProgress and there is no pick."""
+    names = ["trial-00", "trial-01", "trial-02"]
+    xcoms: dict[tuple[str, str], Any] = {}
+    for index, name in enumerate(names):
+        job_dir = tmp_path / name
+        job_dir.mkdir()
+        points = [
+            {**p, "value": p["value"] * (index + 1)} if p["name"] == "train:loss" else p for p in _points(3)
+        ]
+        (job_dir / "metrics.jsonl").write_text("".join(json.dumps(p) + "\n" for p in points))
+        train = member_task_id("sweep.members.train", index)
+        xcoms[(train, "sagemaker_training_job")] = {
+            "backend": "local",
+            "job_name": f"mlp-{name}-1",
+            "job_dir": str(job_dir),
+        }
+        xcoms[(member_task_id("sweep.members.plan", index), "spec")] = {
+            "name": f"mlp-{name}",
+            "hyperparameters": {"epochs": 4},
+        }
+        if not running:
+            xcoms[(train, "return_value")] = {
+                "status": "Completed",
+                "final_metrics": {"train:loss": 0.3 * (index + 1)},
+            }
+    if not running:
+        rows = [{"member": n, "status": "ok", "hyperparameters": {}} for n in names]
+        xcoms[("sweep.best_of_sweep", "members")] = rows
+        xcoms[("sweep.best_of_sweep", "selection")] = {
+            "winner": "trial-00",
+            "metric": "train:loss",
+            "ranking": [],
+        }
+    return build_run_view(
+        "d", "r", run_state="running" if running else "success", task_instances=[], xcoms=xcoms, now=1005.0
+    )
+
+
+def test_a_sweeps_members_share_one_chart_per_metric_with_the_winner_marked(tmp_path: Path) -> None:
+    view = _sweep_run(tmp_path, running=False)
+    (family,) = view["members"]
+    assert family["group"] == "sweep.members" and family["winner"] == "trial-00" and family["axis"] == "epoch"
+    assert [(m["member"], m["winner"], m["status"]) for m in family["members"]] == [
+        ("trial-00", True, "Completed"),
+        ("trial-01", False, "Completed"),
+        ("trial-02", False, "Completed"),
+    ]
+    loss = family["metrics"]["train:loss"]
+    assert [(c["member"], c["winner"], [p["x"] for p in c["points"]]) for c in loss] == [
+        ("trial-00", True, [0.0, 1.0, 2.0]),
+        ("trial-01", False, [0.0, 1.0, 2.0]),
+        ("trial-02", False, [0.0, 1.0, 2.0]),
+    ]
+    assert [c["points"][0]["value"] for c in loss] == [1.0, 2.0, 3.0]  # each member's own curve
+    assert [(j["member"], j["winner"]) for j in view["jobs"]] == [
+        ("trial-00", True),
+        ("trial-01", False),
+        ("trial-02", False),
+    ]
+    # finished: 3 epochs of 4 were logged, no ETA
+    assert [
+        (m["progress"]["done"], m["progress"]["total"], m["progress"]["eta_seconds"])
+        for m in family["members"]
+    ] == [(3, 4, None)] * 3
+
+
+def test_running_members_show_progress_and_an_eta_named_by_their_spec(tmp_path: Path) -> None:
+    view = _sweep_run(tmp_path, running=True)
+    (family,) = view["members"]
+    assert family["winner"] is None and [m["member"] for m in family["members"]] == [
+        "mlp-trial-00",
+        "mlp-trial-01",
+        "mlp-trial-02",
+    ]
+    # epochs 0..2 ended at 1000, 1002, 1004 (0.5 epoch/s): the 4th ends about 2 s after the 3rd, 1 s from now
+    assert [(j["status"], j["progress"]["done"], j["progress"]["eta_seconds"]) for j in view["jobs"]] == [
+        ("InProgress", 3, 1.0)
+    ] * 3
+    assert view["live"] is True
+
+
+def _tuning_result(job_arn: str, backend: str) -> dict[str, Any]:
+    """A tuning step's ``train`` result (operators/tuning.py): three training jobs, the second the
+    best by ``train:accuracy``, the third stopped before it logged anything."""
+    rows = [
+        ("tuned-001-aa", "Completed", 0.52),
+        ("tuned-002-bb", "Completed", 0.91),
+        ("tuned-003-cc", "Stopped", None),
+    ]
+    return {
+        "backend": backend,
+        "status": "Completed",
+        "job_name": "tuned-002-bb",
+        "job_arn": job_arn,
+        "final_metrics": {"train:accuracy": 0.91},
+        "tuning": {
+            "job_name": "tuned",
+            "status": "Completed",
+            "strategy": "Grid",
+            "objective_metric": "train:accuracy",
+            "objective_value": 0.91,
+            "training_job_counts": {"Completed": 2, "Stopped": 1},
+            "training_jobs": [
+                {"job_name": n, "status": s, "tuned_hyperparameters": {"lr": f'"{i}"'}, "objective_value": v}
+                for i, (n, s, v) in enumerate(rows)
+            ],
+        },
+    }
+
+
+def _assert_tuning_members(block: dict[str, Any], axis: str) -> None:
+    assert block["group"] == "g" and block["tuning_job"] == "tuned" and block["axis"] == axis
+    assert block["winner"] == "tuned-002-bb" and block["objective"] == "train:accuracy"
+    assert [(m["member"], m["winner"], m["status"], m["final_metrics"]) for m in block["members"]] == [
+        ("tuned-001-aa", False, "Completed", {"train:accuracy": 0.52}),
+        ("tuned-002-bb", True, "Completed", {"train:accuracy": 0.91}),
+        ("tuned-003-cc", False, "Stopped", {}),
+    ]
+    # one chart per metric, a curve per training job that logged (each its own values), the winner marked
+    assert sorted(block["metrics"]) == ["train:accuracy", "train:loss"]
+    loss = block["metrics"]["train:loss"]
+    assert [(c["member"], c["winner"], len(c["points"])) for c in loss] == [
+        ("tuned-001-aa", False, 3),
+        ("tuned-002-bb", True, 3),
+    ]
+    assert [c["points"][0]["value"] for c in loss] == [1.0, 2.0]
+
+
+def test_a_local_tuning_steps_training_jobs_share_one_chart_per_metric_from_their_files(
+    tmp_path: Path,
+) -> None:
+    """The local tuning job runs its training jobs under the executor's root, beside the winner
+    (local/tuning.py): each one's curves come from its own metrics file there."""
+    for scale, name in ((1, "tuned-001-aa"), (2, "tuned-002-bb")):
+        (tmp_path / name).mkdir()
+        points = [{**p, "value": p["value"] * scale} if p["name"] == "train:loss" else p for p in _points(3)]
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(p) + "\n" for p in points))
+    result = _tuning_result(f"local://{tmp_path / 'tuned-002-bb'}", "local")
+    xcoms = {("g.train", "return_value"): result, ("g.plan", "spec"): {"hyperparameters": {"epochs": 4}}}
+    view = build_run_view("d", "r", run_state="success", task_instances=[], xcoms=xcoms, now=1.0)
+    (block,) = view["members"]
+    _assert_tuning_members(block, "epoch")
+    assert [c["points"][-1]["x"] for c in block["metrics"]["train:loss"]] == [2.0, 2.0]
+    # 3 epochs of the plan's 4 logged; the stopped job has no progress to show
+    assert [(m["progress"] or {}).get("done") for m in block["members"]] == [3, 3, None]
+    assert all(m["error"] is None for m in block["members"])
+
+
+def test_a_sagemaker_tuning_steps_training_jobs_share_one_chart_per_metric_from_cloudwatch() -> None:
+    """On SageMaker each training job's curves are its CloudWatch metrics, read by the view's
+    SageMaker source in the winner's region; a job whose read fails is listed with the error."""
+    asked: list[tuple[str, str | None]] = []
+
+    def source(name: str, region: str | None) -> dict[str, Any]:
+        asked.append((name, region))
+        if name == "tuned-003-cc":
+            raise RuntimeError("ThrottlingException: Rate exceeded")
+        scale = 1.0 if name == "tuned-001-aa" else 2.0
+        results = [
+            {
+                "Label": "train:loss|algo-1",
+                "Timestamps": [100.0, 160.0, 220.0],
+                "Values": [scale, scale / 2, scale / 3],
+            },
+            {
+                "Label": "train:accuracy|algo-1",
+                "Timestamps": [100.0, 160.0, 220.0],
+                "Values": [0.5, 0.6, 0.7],
+            },
+        ]
+        return {"status": "Completed", "metrics": curves_from_metric_data(results)}
+
+    arn = "arn:aws:sagemaker:eu-west-1:123456789012:training-job/tuned-002-bb"
+    xcoms = {("g.train", "return_value"): _tuning_result(arn, "sagemaker")}
+    view = build_run_view(
+        "d", "r", run_state="success", task_instances=[], xcoms=xcoms, sagemaker=source, now=1.0
+    )
+    assert asked == [
+        ("tuned-001-aa", "eu-west-1"),
+        ("tuned-002-bb", "eu-west-1"),
+        ("tuned-003-cc", "eu-west-1"),
+    ]
+    (block,) = view["members"]
+    _assert_tuning_members(block, "seconds")
+    assert [c["points"][-1]["x"] for c in block["metrics"]["train:loss"]] == [120.0, 120.0]
+    assert block["members"][2]["error"] == "RuntimeError: ThrottlingException: Rate exceeded"
+
+
+def test_a_large_tuning_job_charts_only_its_best_training_jobs_and_lists_every_one() -> None:
+    """Each charted SageMaker training job costs a describe and a GetMetricData per page load: a
+    tuning job of 30 charts the winner and the 11 nearest to its objective, and lists all 30."""
+    from airflow_dist_training.ui.data import MAX_CHARTED_TRAINING_JOBS
+
+    result = _tuning_result("arn:aws:sagemaker:us-east-1:123456789012:training-job/t-15", "sagemaker")
+    result["job_name"], result["tuning"]["objective_value"] = "t-15", 0.95
+    result["tuning"]["training_jobs"] = [
+        {"job_name": f"t-{i:02d}", "status": "Completed", "objective_value": 0.95 - abs(i - 15) / 100}
+        for i in range(30)
+    ] + [{"job_name": "t-failed", "status": "Failed", "objective_value": None}]
+    asked: list[str] = []
+
+    def source(name: str, region: str | None) -> dict[str, Any]:
+        asked.append(name)
+        return {"status": "Completed", "metrics": curves_from_metric_data([])}
+
+    view = build_run_view(
+        "d",
+        "r",
+        run_state="success",
+        task_instances=[],
+        xcoms={("g.train", "return_value"): result},
+        sagemaker=source,
+        now=1.0,
+    )
+    (block,) = view["members"]
+    assert (
+        MAX_CHARTED_TRAINING_JOBS == 12 and len(asked) == 12 and "t-15" in asked and "t-failed" not in asked
+    )
+    assert max(abs(int(name[2:]) - 15) for name in asked) <= 6  # the nearest to the winner's 0.95
+    assert len(block["members"]) == 31  # every training job keeps its row
+    assert block["curves_note"] == "curves of the 12 best of 31 training jobs"

@@ -40,10 +40,17 @@ def pull_all(ti: Any, task_id: str, count: int, key: str = "return_value") -> li
     return list(ti.xcom_pull(task_ids=task_id, key=key, map_indexes=list(range(count))))
 
 
-def xcom_field(task_id: str, field: str | None = None, key: str | None = None) -> str:
-    """A Jinja template of ``task_id``'s XCom (one ``field`` of it) for the rendering task's own member."""
+def xcom_field(task_id: str, field: str | None = None, key: str | None = None, optional: bool = False) -> str:
+    """A Jinja template of ``task_id``'s XCom (one ``field`` of it) for the rendering task's own member.
+
+    ``optional``: an absent XCom renders empty instead of failing the render. Templates render
+    before ``pre_execute``, so a task that skips itself there (``skip_when_short_circuited``) must
+    render when its branch was not taken."""
     keyed = f", key='{key}'" if key else ""
     pulled = f"ti.xcom_pull(task_ids='{task_id}'{keyed}, map_indexes=ti.map_index)"
+    if optional:
+        pulled = f"({pulled} or {{}})"
+        return f"{{{{ {pulled}.get('{field}') or '' }}}}" if field else f"{{{{ {pulled} or '' }}}}"
     return f"{{{{ {pulled}['{field}'] }}}}" if field else f"{{{{ {pulled} }}}}"
 
 

@@ -131,7 +131,7 @@ def _reevaluation_tasks(g: _Group, plan_task: Any, check_task: Any, evaluation: 
         from airflow_dist_training.mapped_groups import xcom_field
         from airflow_dist_training.reevaluation import record_evaluation_task
 
-        model = xcom_field(f"{g.prefix}check_changes", "model_data_uri", key="reevaluate")
+        model = xcom_field(f"{g.prefix}check_changes", "model_data_uri", key="reevaluate", optional=True)
         reevaluate = _evaluation_task(g, plan_task, check_task, evaluation, task_id="reevaluate", model_uri=model)
         thresholds = dict(gate.get("thresholds", {}))
         reevaluate >> record_evaluation_task(g, _group_name(registry, g.spec), registry.kind, thresholds)

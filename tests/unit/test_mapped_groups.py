@@ -133,6 +133,10 @@ def test_each_member_follows_its_own_branch_train_or_reevaluate_its_own_champion
         jinja2.Template(reevaluate.model_uri).render(ti=FakeTI(1, decisions))
         == "file:///models/apac/model.tar.gz"
     )
+    # a member that trains has no re-evaluation XCom: the template renders (before pre_execute
+    # skips the task) instead of failing the task on "'None' has no attribute 'model_data_uri'"
+    strict = jinja2.Environment(undefined=jinja2.StrictUndefined)  # as Airflow renders
+    assert strict.from_string(reevaluate.model_uri).render(ti=FakeTI(0, decisions)) == ""
 
 
 def test_an_unmapped_group_keeps_airflows_own_short_circuit() -> None:

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from airflow_dist_training.planning import RunJob, RunPlan
     from airflow_dist_training.spec.training import TrainingJobSpec
 
+#: Labels the job's last log lines that the trigger's terminal event carries, in the task log.
+JOB_LAST_LINE = "job log, last line:"
+
 
 def _fault_point(name: str) -> None:
     from airflow_dist_training.hooks.training import _fault_point as fp
@@ -331,6 +334,8 @@ class DistributedTrainingOperator(
             self._on_timeout(name, str(event.get("message")))
         if status == "error":
             raise AirflowException(str(event.get("message")))
+        for line in event.get("last_lines") or ():  # a triggerer may drop a trigger's last lines
+            self.log.info("%s %s", JOB_LAST_LINE, line)
         from airflow_dist_training.retry import failing_fast_without_retry_policy
 
         with failing_fast_without_retry_policy():

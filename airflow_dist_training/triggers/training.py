@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,9 @@ from airflow_dist_training.triggers.polling import JobWatch, TrainingJobPoller, 
 STREAMING_SECONDARY = frozenset(
     {"Downloading", "DownloadingTrainingImage", "Training", "Uploading", "Stopping", "Restarting"}
 )
+#: The job's last log lines the terminal event carries to the task, each cut to LAST_LINE_CHARS.
+LAST_LINES = 5
+LAST_LINE_CHARS = 500
 #: Terminal SecondaryStatus values that are failures whatever TrainingJobStatus says.
 FAILED_SECONDARY = frozenset({"MaxRuntimeExceeded", "MaxWaitTimeExceeded"})
 
@@ -55,6 +59,9 @@ class _LogStreamer:
         self.poller = poller  # anything with ``async client("logs")``
         self.emit = emit
         self.tail = LogTail(job_name, log_group)
+        # handed to the task in the terminal event: a triggerer may drop a trigger's final log
+        # lines (apache/airflow#66158), and the task's own log then still ends with the job's
+        self.last_lines: deque[str] = deque(maxlen=LAST_LINES)
 
     async def fetch(self, description: dict[str, Any]) -> int:
         """Emit every log line written since the previous fetch; returns the number of lines."""
@@ -68,7 +75,10 @@ class _LogStreamer:
         for event in events:
             ts = event.timestamp
             stamp = datetime.fromtimestamp(ts / 1000, tz=UTC).isoformat(timespec="milliseconds") if ts else ""
-            self.emit("[%s] %s %s", event.host, stamp, event.message.rstrip("\n"))
+            message = event.message.rstrip("\n")
+            line = f"[{event.host}] {stamp} {message}"
+            self.emit("%s", line)
+            self.last_lines.append(line[:LAST_LINE_CHARS])
         return len(events)
 
 
@@ -171,7 +181,10 @@ class TrainingJobTrigger(SageMakerJobTrigger):
                     if streamer is not None and (terminal or secondary in STREAMING_SECONDARY):
                         await self.stream_best_effort(streamer, desc, self.job_name)
                     if terminal:
-                        yield self._terminal_event(desc)
+                        event = self._terminal_event(desc)
+                        if streamer is not None:
+                            event.payload["last_lines"] = list(streamer.last_lines)
+                        yield event
                         return
                 timeout = float(self.poll_interval)
                 if deadline is not None and desc is not None:  # a job that just ended is not timed out

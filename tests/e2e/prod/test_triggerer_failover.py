@@ -23,6 +23,7 @@ import pytest
 
 from tests.e2e.airflow_services import AirflowApi
 from tests.e2e.prod.scenarios import (
+    STEP,
     heavy_scale,
     step_counts,
     task_instance,
@@ -119,8 +120,10 @@ def test_triggers_of_a_killed_triggerer_resume_on_the_other(
         ti = task_instance(prod_api, DAG_ID, run_id)
         assert ti["try_number"] == 1, ti  # the task never failed: the trigger moved, the try went on
         log = prod_api.task_log(DAG_ID, run_id, "train")
-        counts = step_counts(log)
-        assert sorted(counts) == list(range(1, JOB_SECONDS + 1)), f"lost lines in {run_id}: {sorted(counts)}"
+        counts = step_counts(log)  # as streamed by the triggers
+        # every line shows: streamed, or (the last few, which a triggerer may drop) repeated by the task
+        shown = sorted({int(m.group(1)) for m in STEP.finditer(log)})
+        assert shown == list(range(1, JOB_SECONDS + 1)), f"lost lines in {run_id}: {shown}"
         assert "adt-done" in log  # the job's last line, written long after the cut
         assert max(counts.values()) <= 2, counts  # a line shows at most twice: once per triggerer
         repeated.append(sum(1 for c in counts.values() if c == 2))

@@ -154,6 +154,9 @@ async def test_logs_from_all_hosts_in_timestamp_order(
     ]
     assert streamed == [msg for _, msg in written]  # every line, once, in timestamp order
     assert len(streamed) == hosts * 5
+    # the terminal event hands the task the last lines streamed (a triggerer may drop its own copy)
+    last = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[algo-")][-5:]
+    assert event.payload["last_lines"] == last
     # >50 hosts needs more than one DescribeLogStreams page
     if hosts > 50:
         assert moto_sm.calls["DescribeLogStreams"] >= 2

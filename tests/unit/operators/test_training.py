@@ -194,6 +194,27 @@ def test_the_result_says_where_the_job_resumed_even_when_another_worker_finishes
     assert later["resumed_from"] is None
 
 
+def test_the_task_log_repeats_the_jobs_last_lines_that_the_trigger_handed_over(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A triggerer may drop a trigger's final log lines (apache/airflow#66158): the task log still
+    ends with the job's, from the terminal event, labelled."""
+    from airflow_dist_training.operators.training import JOB_LAST_LINE, DistributedTrainingOperator
+
+    described = {
+        "TrainingJobName": "demo-2",
+        "TrainingJobStatus": "Completed",
+        "ModelArtifacts": {"S3ModelArtifacts": "s3://b/o/demo-2/output/model.tar.gz"},
+    }
+    op = DistributedTrainingOperator(task_id="train", spec="job.yaml", backend="sagemaker", aws_conn_id=None)
+    monkeypatch.setattr(op.training_backend.jobs, "describe_or_none", lambda name: described)
+    lines = ["[algo-1] 2026-12-07T10:00:01.000+00:00 epoch=1", "[algo-1] 2026-12-07T10:00:02.000+00:00 done"]
+    op.execute_complete({"ti": _TI()}, {"job_name": "demo-2", "status": "success", "last_lines": lines})  # type: ignore[arg-type]
+    out = capfd.readouterr()
+    shown = [line for line in (out.out + out.err).splitlines() if JOB_LAST_LINE in line]
+    assert len(shown) == 2 and all(f"{JOB_LAST_LINE} {line}" in row for line, row in zip(lines, shown, strict=True)), shown
+
+
 def test_the_sensor_and_the_orphan_stop_reach_the_backend_they_name_through_the_registry() -> None:
     """No hard-coded SageMaker: a backend registered by name (here, in the test) is the one the
     sensor reads the job from and the teardown stops the run's jobs on."""

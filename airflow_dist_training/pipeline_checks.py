@@ -1,15 +1,19 @@
-"""Check a pipeline file like a spec: everything the run would refuse, found before anything runs.
+"""The checks of a pipeline and of a run's steps that need I/O: everything a run would refuse,
+found before anything runs. The step rules themselves, pure, have one home,
+``spec.pipeline.step_problems``, which the DAG factory's parse, the CLI's ``validate
+<pipeline.yaml>`` (through ``check_pipeline``) and the ``plan`` task (through ``check_steps``) call.
 
-Pure (no Airflow, no AWS). Used by ``airflow-dist-training validate <pipeline.yaml>``, which also
-plans the job, and by the DAG factory at parse time, which does not: a mistake the parse can find
-cheaply is the file's import error naming the file and the field path; what only planning finds
-(SageMaker's instance and version rules) is the plan task's refusal, with the same field path.
+At parse time a mistake found cheaply is the file's import error naming the file and the field
+path. The ``plan`` task adds what only the run's own moment can answer, with the same field path:
+the evaluation's files exist (an earlier task may write them), the buckets and input prefixes
+(an S3 client given), and SageMaker's planning rules. No Airflow; boto3 only through the client.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +24,17 @@ from airflow_dist_training.storage.location import split_uri
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
-    from airflow_dist_training.spec.pipeline import PipelineSpec
+    from airflow_dist_training.spec.gate import GateSpec
+    from airflow_dist_training.spec.pipeline import (
+        EvaluationStep,
+        PipelineSpec,
+        RegistryStep,
+        S3Location,
+        StagingStep,
+        TypedRegistry,
+        TypedStaging,
+    )
+    from airflow_dist_training.spec.training import TrainingJobSpec
 
 # A top-level ``dag_id:`` line: enough to find duplicates among sibling pipeline files cheaply.
 _DAG_ID_LINE = re.compile(r"^dag_id:\s*['\"]?([A-Za-z0-9_.\-]+)['\"]?\s*(#.*)?$", re.MULTILINE)
@@ -85,13 +99,126 @@ def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Pat
     return problems
 
 
+def check_steps(
+    spec: TrainingJobSpec,
+    *,
+    backend: str,
+    evaluation: EvaluationStep | None = None,
+    gate: GateSpec | Mapping[str, Any] | None = None,
+    registry: RegistryStep | TypedRegistry | None = None,
+    inference_image: str | None = None,
+    base_dir: str | Path | None = None,
+    staging: StagingStep | TypedStaging | None = None,
+    s3: Any = None,
+    conn_id: str | None = None,
+) -> list[Problem]:
+    """Every problem of the staging, evaluation, gate and registry steps (errors and warnings) on
+    ``backend``: the rules (``step_problems``), the local files they name, and with an ``s3`` client
+    every bucket the run uses and every input prefix (``conn_id`` names the connection in a refusal)."""
+    from airflow_dist_training.spec.pipeline import s3_locations, step_problems
+
+    record = backend_record(backend)
+    problems = step_problems(
+        spec,
+        record,
+        staging=staging,
+        evaluation=evaluation,
+        gate=gate,
+        registry=registry,
+        inference_image=inference_image,
+    )
+    if evaluation is not None:
+        problems += _evaluation_file_problems(evaluation, base_dir)
+    if s3 is not None:
+        problems += check_s3_locations(s3, s3_locations(spec, evaluation=evaluation, staging=staging), conn_id=conn_id)
+    return problems
+
+
+def _resolve_local(path: str, base_dir: str | Path | None) -> Path:
+    p = Path(split_uri(path)[2])
+    return p if p.is_absolute() or base_dir is None else Path(base_dir) / p
+
+
+def _evaluation_file_problems(step: EvaluationStep, base_dir: str | Path | None) -> list[Problem]:
+    """The local script, the dependencies it ships and its local data exist (uploaded on SageMaker)."""
+    from airflow_dist_training.spec.pipeline import is_remote
+
+    problems: list[Problem] = []
+    if not is_remote(step.script):
+        script = _resolve_local(step.script, base_dir)
+        if not script.is_file():
+            problems.append(Problem("evaluation.script", f"{script} does not exist (or is not a file)"))
+        elif step.dependencies and step.script.endswith(".py"):
+            from airflow_dist_training.evaluation.code import evaluation_code_files
+
+            deps = [str(_resolve_local(d, base_dir)) for d in step.dependencies]
+            try:  # what the evaluation ships: every missing or shadowing entry, before training is paid for
+                evaluation_code_files(script, deps, field_prefix="evaluation.")
+            except SpecValidationError as exc:
+                problems += exc.problems
+    data = step.channel_source
+    if data and not is_remote(data) and not (path := _resolve_local(data, base_dir)).exists():
+        problems.append(Problem("evaluation.channel_source", f"{path} does not exist"))
+    return problems
+
+
+def check_s3_locations(s3: Any, locations: Iterable[S3Location], *, conn_id: str | None = None) -> list[Problem]:
+    """Every bucket of ``locations`` exists and every input prefix holds objects: errors, and warnings
+    where a permission hides the answer. Reads only (``HeadBucket``, ``ListObjectsV2`` with
+    ``MaxKeys=1``), so the plan task fails with one clear message instead of a later task retrying a
+    ``NoSuchBucket`` as if it were transient."""
+    from airflow_dist_training.aws_errors import error_code
+
+    problems: list[Problem] = []
+    buckets: dict[str, str | None] = {}  # bucket -> None (exists) or the problem text
+    for loc in locations:
+        _, bucket, key = split_uri(loc.uri)
+        if bucket not in buckets:
+            buckets[bucket] = _head_bucket(s3, bucket, conn_id)
+            if buckets[bucket] is not None:
+                severity = "warning" if "access denied" in str(buckets[bucket]) else "error"
+                problems.append(Problem(loc.field, f"{loc.uri}: {buckets[bucket]}", severity))
+        if buckets[bucket] is not None or not loc.is_input:
+            continue
+        try:
+            page = s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        except Exception as exc:
+            if error_code(exc) in {"AccessDenied", "403"}:
+                problems.append(Problem(loc.field, f"{loc.uri}: not checked (s3:ListBucket is denied)", "warning"))
+                continue
+            raise
+        if not page.get("KeyCount") and not page.get("Contents"):
+            problems.append(Problem(loc.field, f"{loc.uri}: no objects under this prefix"))
+    return problems
+
+
+def _head_bucket(s3: Any, bucket: str, conn_id: str | None) -> str | None:
+    from airflow_dist_training.aws_errors import error_code
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except Exception as exc:
+        code = error_code(exc)
+        if code in {"404", "NoSuchBucket", "NotFound"}:
+            return f"bucket {bucket} does not exist"
+        if code in {"403", "AccessDenied", "Forbidden"}:
+            return f"access denied to bucket {bucket} (s3:ListBucket) for connection {conn_id!r}; not checked"
+        raise
+    return None
+
+
 def check_pipeline(
-    pipeline: PipelineSpec, *, path: Path, region: str | None = None, plan_job: bool = True
+    pipeline: PipelineSpec,
+    *,
+    path: Path,
+    region: str | None = None,
+    plan_job: bool = True,
 ) -> tuple[list[Problem], TrainingPlan | None]:
     """All errors and warnings of a loaded pipeline; with ``plan_job`` SageMaker pipelines are planned too.
 
-    The DAG factory passes ``plan_job=False``: a DAG parse stays cheap and plans nothing; the
-    plan task refuses what only planning finds (the CLI's ``validate`` plans)."""
+    The step rules are ``step_problems``, as at plan time; whether the files and S3 objects the steps
+    read exist is the plan task's (``check_steps``): an earlier task may write them. The DAG factory
+    passes ``plan_job=False``: a DAG parse stays cheap and plans nothing (the CLI's ``validate`` plans)."""
     from airflow_dist_training.spec.members import member_problems  # pydantic models: not at import
     from airflow_dist_training.spec.pipeline import step_problems
 

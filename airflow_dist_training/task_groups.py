@@ -696,8 +696,13 @@ def _check_run_steps(
     and (SageMaker, not a dry run) every missing bucket or empty input prefix (a staged channel's
     prefix is its staging source); not in a dry run, the registry kind's preflight (its server)."""
     from airflow_dist_training.errors import SpecValidationError
-    from airflow_dist_training.step_checks import check_steps, s3_locations
+    from airflow_dist_training.pipeline_checks import check_steps
 
+    s3 = None
+    if g.record.on_aws and not dry_run:
+        from airflow_dist_training.hooks.aws import aws_hook
+
+        s3 = aws_hook("s3", **g.aws).get_conn()
     problems = check_steps(
         spec,
         backend=g.backend,
@@ -707,14 +712,9 @@ def _check_run_steps(
         inference_image=params.get("inference_image") or None,
         base_dir=g.base,
         staging=staging,
+        s3=s3,
+        conn_id=g.aws_conn_id,
     )
-    if g.record.on_aws and not dry_run:
-        from airflow_dist_training.hooks.aws import aws_hook
-        from airflow_dist_training.hooks.s3_checks import check_s3_locations
-
-        s3 = aws_hook("s3", **g.aws).get_conn()
-        locations = s3_locations(spec, evaluation=evaluation, staging=staging)
-        problems += check_s3_locations(s3, locations, conn_id=g.aws_conn_id)
     if registry is not None and not dry_run and not any(p.severity == "error" for p in problems):
         from airflow_dist_training.spec.registries import registry_record
 

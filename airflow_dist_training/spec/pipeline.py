@@ -7,6 +7,8 @@ Pure (pydantic + stdlib). The DAG factory (``airflow_dist_training.dag_factory``
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -300,23 +302,67 @@ class PipelineSpec(_Model):
         return data
 
 
+@dataclass(frozen=True)
+class S3Location:
+    """An S3 location a run uses: ``field`` names it for the user; inputs must hold objects."""
+
+    field: str
+    uri: str
+    is_input: bool
+
+
+# registry/repository[:tag|@digest]: what CreateModelPackage accepts as an inference image
+_IMAGE = re.compile(r"^[\w.\-]+(:\d+)?/[\w.\-/]+([:@][\w.\-:]+)?$")
+
+
+def is_remote(uri: str | None) -> bool:
+    return bool(uri) and "://" in str(uri) and not str(uri).startswith("file://")
+
+
 def step_problems(
     training: TrainingJobSpec,
     backend: BackendRecord,
     *,
     staging: StagingStep | TypedStaging | None = None,
     evaluation: EvaluationStep | None = None,
-    gate: Any = None,
+    gate: GateSpec | Mapping[str, Any] | None = None,
     registry: RegistryStep | TypedRegistry | None = None,
+    inference_image: str | None = None,
 ) -> list[Problem]:
-    """The rules between a pipeline's steps, on ``backend``: one home, checked when a pipeline is
-    parsed (``pipeline_checks``) and when a run is planned (``step_checks``). Pure: no I/O."""
+    """Every rule between a pipeline's steps and of each step's own fields, on ``backend``: their one
+    home. Pure: no I/O (``pipeline_checks.check_steps`` adds what needs the files, for the parse, the
+    CLI's ``validate`` and the plan task alike)."""
     from airflow_dist_training.errors import Problem, SpecValidationError
 
     problems: list[Problem] = []
     if gate is not None and evaluation is None:
         problems.append(Problem("gate", "needs an evaluation step (the gate reads its evaluation.json)"))
-    if staging is not None and staging.channel not in training.channels:
+    if staging is not None:
+        problems += _staging_problems(training, backend, staging)
+    if evaluation is not None and backend.evaluation == "processing_job":
+        problems += _processing_job_problems(training)
+    for step in (staging, registry):
+        if isinstance(step, StagingStep | RegistryStep):
+            try:
+                step.for_backend(backend)
+            except SpecValidationError as exc:
+                problems += exc.problems
+    if evaluation is not None:
+        problems += _evaluation_problems(evaluation, backend)
+    if isinstance(gate, Mapping):  # a GateSpec was parsed already
+        problems += _gate_problems(gate)
+    if registry is not None:
+        problems += _registry_problems(registry, backend, inference_image)
+    return problems
+
+
+def _staging_problems(
+    training: TrainingJobSpec, backend: BackendRecord, staging: StagingStep | TypedStaging
+) -> list[Problem]:
+    from airflow_dist_training.errors import Problem
+
+    problems: list[Problem] = []
+    if staging.channel not in training.channels:
         known = ", ".join(sorted(training.channels)) or "none"
         problems.append(
             Problem(
@@ -325,7 +371,7 @@ def step_problems(
                 "the staged data would never reach the job",
             )
         )
-    fsx = staging is not None and STAGING_KINDS[staging.kind or backend.staging] is FSxStaging
+    fsx = STAGING_KINDS[staging.kind or backend.staging] is FSxStaging
     if fsx and not (training.network.subnets and training.network.security_group_ids):
         problems.append(
             Problem(
@@ -334,19 +380,109 @@ def step_problems(
                 "network.security_group_ids in the training spec",
             )
         )
-    if evaluation is not None and backend.evaluation == "processing_job":
-        if training.output is None or not training.output.s3_path:
-            why = "evaluation.json goes to <output.s3_path>/evaluation/<run>"
-            problems.append(Problem("output.s3_path", f"is required for a SageMaker evaluation: {why}"))
-        if not training.role_arn:
-            problems.append(Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)"))
-    for step in (staging, registry):
-        if isinstance(step, StagingStep | RegistryStep):
-            try:
-                step.for_backend(backend)
-            except SpecValidationError as exc:
-                problems += exc.problems
     return problems
+
+
+def _processing_job_problems(training: TrainingJobSpec) -> list[Problem]:
+    """An evaluation run as a SageMaker processing job writes to S3 under a role."""
+    from airflow_dist_training.errors import Problem
+
+    problems: list[Problem] = []
+    if training.output is None or not training.output.s3_path:
+        why = "evaluation.json goes to <output.s3_path>/evaluation/<run>"
+        problems.append(Problem("output.s3_path", f"is required for a SageMaker evaluation: {why}"))
+    if not training.role_arn:
+        problems.append(Problem("role_arn", "is required for a SageMaker evaluation (the processing job's role)"))
+    return problems
+
+
+def _evaluation_problems(step: EvaluationStep, backend: BackendRecord) -> list[Problem]:
+    """The script's and the data's form; whether local ones exist is ``pipeline_checks``' (I/O)."""
+    from airflow_dist_training.errors import Problem
+
+    problems: list[Problem] = []
+    script = step.script
+    if not script.endswith(".py"):
+        problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
+    if is_remote(script) and backend.evaluation == "process":
+        problems.append(
+            Problem("evaluation.script", f"{script}: the {backend.name} backend runs a local script, not a URI")
+        )
+    elif is_remote(script) and uri_scheme(script) != "s3":
+        problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
+    data = step.channel_source
+    if data and is_remote(data) and uri_scheme(data) != "s3":
+        problems.append(Problem("evaluation.channel_source", f"{data}: must be a local path or an s3:// URI"))
+    return problems
+
+
+def _gate_problems(gate: Mapping[str, Any]) -> list[Problem]:
+    from airflow_dist_training.errors import Problem, SpecValidationError
+    from airflow_dist_training.spec.gate import parse_gate_spec
+
+    try:
+        parse_gate_spec(
+            dict(gate.get("thresholds") or {}),
+            require_same_evaluation_set=bool(gate.get("require_same_evaluation_set", False)),
+        )
+    except SpecValidationError as exc:
+        return [Problem(f"gate.{p.path}".rstrip("."), p.message) for p in exc.problems]
+    return []
+
+
+def _registry_problems(
+    registry: RegistryStep | TypedRegistry, backend: BackendRecord, inference_image: str | None
+) -> list[Problem]:
+    """The registry's inference image (the form's overrides the step's) and its local directory."""
+    from airflow_dist_training.errors import Problem
+    from airflow_dist_training.spec.registries import find_registry
+
+    record = find_registry(registry.kind or backend.default_registry)
+    if record is None or (record.local_dir and getattr(registry, "local_dir", None)):
+        return []
+    if record.local_dir:
+        message = "not set: the local registry goes to .adt-demo/registry"
+        return [Problem("registry.local_dir", message, "warning")]
+    image = inference_image or registry.inference_image
+    if not record.needs_image or not image or _IMAGE.match(image):
+        return []
+    message = f"{image!r} is not an image URI (<registry>/<repository>:<tag> or @<digest>)"
+    return [Problem("registry.inference_image", message)]
+
+
+def s3_locations(
+    spec: TrainingJobSpec,
+    *,
+    evaluation: EvaluationStep | None = None,
+    staging: StagingStep | TypedStaging | None = None,
+) -> list[S3Location]:
+    """The S3 locations a SageMaker run reads (inputs) and writes, with the field naming each.
+
+    A channel the staging step replaces (FSx) is read from the staging source, not its own URI."""
+    from airflow_dist_training.spec.training import S3Channel
+
+    found: list[S3Location] = []
+    if staging is not None and uri_scheme(staging.source) == "s3":
+        found.append(S3Location("staging.source", staging.source, True))
+    for name, channel in spec.channels.items():
+        if staging is not None and name == staging.channel:
+            continue
+        if isinstance(channel, S3Channel):
+            found.append(S3Location(f"channels.{name}.uri", channel.uri, True))
+    source_dir = spec.source.source_dir
+    if source_dir and uri_scheme(source_dir) == "s3":
+        found.append(S3Location("source.source_dir", source_dir, True))
+    if spec.output is not None and spec.output.s3_path:
+        found.append(S3Location("output.s3_path", spec.output.s3_path, False))
+    if spec.checkpoint is not None and spec.checkpoint.s3_uri:
+        found.append(S3Location("checkpoint.s3_uri", spec.checkpoint.s3_uri, False))
+    if evaluation is not None:  # its script and the data channel it reads
+        found += [
+            S3Location(f"evaluation.{name}", str(uri), True)
+            for name, uri in (("script", evaluation.script), ("channel_source", evaluation.channel_source))
+            if uri_scheme(uri) == "s3"
+        ]
+    return found
 
 
 def resolve_training_reference(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from airflow_dist_training.pipeline_checks import check_steps
 from airflow_dist_training.spec.loading import load_spec
-from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep
-from airflow_dist_training.step_checks import S3Location, check_steps, s3_locations
+from airflow_dist_training.spec.pipeline import EvaluationStep, RegistryStep, S3Location, s3_locations
 from tests.paths import REPO
 
 
@@ -112,7 +112,7 @@ def test_missing_bucket_and_empty_prefix_are_named(moto_reset: str) -> None:
 
     import boto3
 
-    from airflow_dist_training.hooks.s3_checks import check_s3_locations
+    from airflow_dist_training.pipeline_checks import check_s3_locations
 
     s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     s3.create_bucket(Bucket="data-bucket")

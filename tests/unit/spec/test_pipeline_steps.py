@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from airflow_dist_training.errors import SpecValidationError
-from airflow_dist_training.pipeline_checks import check_pipeline, load_pipeline
+from airflow_dist_training.pipeline_checks import check_pipeline, check_steps, load_pipeline
 from airflow_dist_training.spec.backends import backend_record
 from airflow_dist_training.spec.pipeline import DirectoryStaging, RegistryStep, StagingStep
 from airflow_dist_training.spec.registries import LocalRegistry, SageMakerRegistry
-from airflow_dist_training.step_checks import check_steps
 from tests.paths import REPO
 
 SPEC = f"{REPO}/examples/specs/local_demo.yaml"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.spec.backends import backend_record, runs_on_aws
-from airflow_dist_training.storage.location import split_uri
+from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 if TYPE_CHECKING:
     from airflow_dist_training.sagemaker.request import TrainingPlan
@@ -84,7 +84,7 @@ def local_path_problems(pipeline: PipelineSpec, base_dir: Path, dags_folder: Pat
     problems = []
     folder = str(dags_folder)
     for path, value in candidates:
-        if not value or ("://" in value and not value.startswith("file://")):
+        if not value or uri_scheme(value) != "file":
             continue
         # os.path on strings: a DAG parse does this for every local location (pathlib costs twice as much)
         resolved = os.path.realpath(os.path.join(base_dir, split_uri(value)[2]))
@@ -141,10 +141,8 @@ def _resolve_local(path: str, base_dir: str | Path | None) -> Path:
 
 def _evaluation_file_problems(step: EvaluationStep, base_dir: str | Path | None) -> list[Problem]:
     """The local script, the dependencies it ships and its local data exist (uploaded on SageMaker)."""
-    from airflow_dist_training.spec.pipeline import is_remote
-
     problems: list[Problem] = []
-    if not is_remote(step.script):
+    if uri_scheme(step.script) in (None, "file"):
         script = _resolve_local(step.script, base_dir)
         if not script.is_file():
             problems.append(Problem("evaluation.script", f"{script} does not exist (or is not a file)"))
@@ -157,7 +155,7 @@ def _evaluation_file_problems(step: EvaluationStep, base_dir: str | Path | None)
             except SpecValidationError as exc:
                 problems += exc.problems
     data = step.channel_source
-    if data and not is_remote(data) and not (path := _resolve_local(data, base_dir)).exists():
+    if data and uri_scheme(data) == "file" and not (path := _resolve_local(data, base_dir)).exists():
         problems.append(Problem("evaluation.channel_source", f"{path} does not exist"))
     return problems
 

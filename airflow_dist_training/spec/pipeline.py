@@ -315,10 +315,6 @@ class S3Location:
 _IMAGE = re.compile(r"^[\w.\-]+(:\d+)?/[\w.\-/]+([:@][\w.\-:]+)?$")
 
 
-def is_remote(uri: str | None) -> bool:
-    return bool(uri) and "://" in str(uri) and not str(uri).startswith("file://")
-
-
 def step_problems(
     training: TrainingJobSpec,
     backend: BackendRecord,
@@ -401,17 +397,16 @@ def _evaluation_problems(step: EvaluationStep, backend: BackendRecord) -> list[P
     from airflow_dist_training.errors import Problem
 
     problems: list[Problem] = []
-    script = step.script
+    script, data = step.script, step.channel_source
     if not script.endswith(".py"):
         problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
-    if is_remote(script) and backend.evaluation == "process":
+    if uri_scheme(script) not in (None, "file") and backend.evaluation == "process":
         problems.append(
             Problem("evaluation.script", f"{script}: the {backend.name} backend runs a local script, not a URI")
         )
-    elif is_remote(script) and uri_scheme(script) != "s3":
+    elif uri_scheme(script) not in (None, "file", "s3"):
         problems.append(Problem("evaluation.script", f"{script}: must be a local path or an s3:// URI"))
-    data = step.channel_source
-    if data and is_remote(data) and uri_scheme(data) != "s3":
+    if uri_scheme(data) not in (None, "file", "s3"):
         problems.append(Problem("evaluation.channel_source", f"{data}: must be a local path or an s3:// URI"))
     return problems
 

@@ -81,11 +81,28 @@ def test_a_python_registry_step_takes_the_kind_of_the_backend_it_runs_on() -> No
         StagingStep(source="s3://b/p").for_backend(backend_record("sagemaker"))
 
 
-def test_a_rule_between_steps_is_the_same_at_parse_and_at_plan_time(tmp_path: Path) -> None:
-    path = _pipeline(tmp_path, "staging: {channel: trian, source: /data}\n")
+@pytest.mark.parametrize(
+    ("body", "rule"),
+    [
+        (
+            "staging: {channel: trian, source: /data}\n",
+            "staging.channel: 'trian' names no channel of the training spec (its channels: train)",
+        ),
+        (
+            "evaluation: {script: 's3://code/evaluate.py'}\n",
+            "evaluation.script: s3://code/evaluate.py: the local backend runs a local script, not a URI",
+        ),
+        ("evaluation: {script: evaluate.sh}\n", "evaluation.script: must be a .py file, got 'evaluate.sh'"),
+    ],
+)
+def test_a_step_rule_is_the_same_at_parse_and_at_plan_time(tmp_path: Path, body: str, rule: str) -> None:
+    """The DAG factory's parse, the CLI's validate (both ``check_pipeline``) and the plan task
+    (``check_steps``) read one rule: the file's import error and the plan's refusal say the same."""
+    path = _pipeline(tmp_path, body)
     pipeline = load_pipeline(path)
     parsed, _ = check_pipeline(pipeline, path=path, plan_job=False)
-    planned = check_steps(pipeline.training, backend="local", staging=pipeline.staging)
-    rule = "staging.channel: 'trian' names no channel of the training spec (its channels: train)"
+    planned = check_steps(
+        pipeline.training, backend="local", staging=pipeline.staging, evaluation=pipeline.evaluation, base_dir=tmp_path
+    )
     assert [str(p) for p in parsed if str(p).startswith(rule)] == [str(p) for p in planned if str(p).startswith(rule)]
     assert any(str(p).startswith(rule) for p in planned)

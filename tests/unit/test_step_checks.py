@@ -142,3 +142,30 @@ def test_no_such_bucket_on_upload_fails_fast_naming_the_bucket(moto_reset: str) 
     hook = SageMakerTrainingHook(aws_conn_id=None, region_name="us-east-1")
     with pytest.raises(SpecValidationError, match="bucket missing-bucket does not exist"):
         hook.upload_code(REPO / "examples" / "evaluate.py", "s3://missing-bucket/code/evaluate.py")
+
+
+class _S3:
+    """An S3 client holding ``buckets`` ({bucket: [keys]}); other buckets answer 404 as S3 does."""
+
+    def __init__(self, buckets: dict[str, list[str]]) -> None:
+        self.buckets = buckets
+
+    def head_bucket(self, Bucket: str) -> None:
+        if Bucket not in self.buckets:
+            error = Exception("Not Found")
+            error.response = {"Error": {"Code": "404"}}  # type: ignore[attr-defined]
+            raise error
+
+    def list_objects_v2(self, Bucket: str, Prefix: str, MaxKeys: int) -> dict[str, int]:
+        return {"KeyCount": min(MaxKeys, sum(k.startswith(Prefix) for k in self.buckets[Bucket]))}
+
+
+def test_with_an_s3_client_the_steps_check_reads_every_location_of_the_run() -> None:
+    """The plan task's one call: the step rules, then each bucket and input prefix through its client."""
+    step = EvaluationStep(script="s3://data-bucket/code/evaluate.py")
+    s3 = _S3({"data-bucket": ["train/part-0"]})
+    errors = _messages(check_steps(_spec(), backend="sagemaker", evaluation=step, s3=s3, conn_id="aws_ml"))
+    assert errors == [
+        "output.s3_path: s3://out-bucket/models: bucket out-bucket does not exist",
+        "evaluation.script: s3://data-bucket/code/evaluate.py: no objects under this prefix",
+    ]

@@ -222,15 +222,29 @@ class AirflowServices:
 
     def kill_service(self, name: str, sig: signal.Signals = signal.SIGKILL, timeout: float = 60.0) -> None:
         """Send ``sig`` to one service (to its whole process group if it has its own) and wait
-        until its main process has exited."""
+        until its main process has exited. A service still running ``timeout`` seconds after a
+        catchable signal gets SIGKILL, as Kubernetes does after a pod's grace period: Airflow's
+        scheduler can swallow its own SIGTERM exit (its handler's ``sys.exit`` raised inside a
+        garbage-collector callback is "Exception ignored in: <function _collection_gced>")."""
         proc = self.processes[name]
         group = self.own_groups.pop(name, None)
-        if group is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(group, sig)
-        else:
-            proc.send_signal(sig)
-        proc.wait(timeout=timeout)
+
+        def send(signal_: signal.Signals) -> None:
+            if group is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal_)
+            else:
+                proc.send_signal(signal_)
+
+        send(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if sig == signal.SIGKILL:
+                raise
+            print(f"\n{name} still running {timeout:.0f} s after {sig.name}: SIGKILL (the grace period is over)")
+            send(signal.SIGKILL)
+            proc.wait(timeout=timeout)
 
     def health(self) -> dict[str, Any] | None:
         try:

@@ -7,8 +7,8 @@ Fault injection: while the first run's job trains, a step folder cut short by a 
 (real DCP shards, no ``.metadata``, and a ``metrics.json`` claiming the best loss) appears in its
 ``/opt/ml/checkpoints``; it must be neither kept, nor promoted, nor warm-started from.
 
-The file is copied unchanged into a scratch tree shaped like the repository, as in
-test_hf_trainer_pipeline.py, so its relative paths resolve as they do in the repository.
+The file is copied unchanged into a scratch tree shaped like the repository
+(``tests/dag_bundles.shipped_pipeline_copy``), so its relative paths resolve as they do there.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import REPO
+from tests.dag_bundles import shipped_pipeline_copy
 
-PIPELINES = REPO / "dags" / "pipelines"
 PARTIAL = "step-000000000010"
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("yaml-pipeline-dag")]
@@ -47,19 +46,8 @@ def _plant_partial_step(jobs: Path, stop: threading.Event, planted: list[Path]) 
 def test_dcp_pipeline_prunes_promotes_and_warm_starts_from_the_promoted_checkpoint(
     tmp_path, monkeypatch, airflow_db, capfd
 ):
-    from airflow_dist_training.compat import DagBag
-
-    root = tmp_path / "repo"
-    dags = root / "dags" / "pipelines"
-    dags.mkdir(parents=True)
-    for name in ("dcp_fsdp_local.yaml", "dcp_fsdp_local.py"):
-        shutil.copy(PIPELINES / name, dags / name)
-    (root / "examples").symlink_to(REPO / "examples")
+    root, dag = shipped_pipeline_copy(tmp_path, "dcp_fsdp_local", monkeypatch)
     jobs = tmp_path / "jobs"
-    monkeypatch.setenv("ADT_LOCAL_ROOT", str(jobs))
-    bag = DagBag(dag_folder=str(dags), safe_mode=False)
-    assert bag.import_errors == {}
-    dag = bag.dags["dcp_fsdp_local_yaml"]
     checkpoints = root / ".adt-demo" / "dcp-fsdp" / "checkpoints"
     promoted = root / ".adt-demo" / "dcp-fsdp" / "promoted"
 

@@ -2,37 +2,23 @@
 row with dag.test(): each run trains examples/hf_trainer/train.py in the huggingface job environment,
 then prunes its own ``checkpoint-N`` folders (hf-trainer layout) and promotes the best one.
 
-The file is copied unchanged into a scratch tree shaped like the repository, as in
-test_yaml_pipeline_e2e.py, so its relative paths resolve as they do in the repository.
+The file is copied unchanged into a scratch tree shaped like the repository
+(``tests/dag_bundles.shipped_pipeline_copy``), so its relative paths resolve as they do there.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
-from tests.paths import REPO
-
-PIPELINES = REPO / "dags" / "pipelines"
+from tests.dag_bundles import shipped_pipeline_copy
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("yaml-pipeline-dag")]
 
 
 def test_hf_trainer_pipeline_prunes_and_promotes_trainer_checkpoints_twice(tmp_path, monkeypatch, airflow_db):
-    from airflow_dist_training.compat import DagBag
-
-    root = tmp_path / "repo"
-    dags = root / "dags" / "pipelines"
-    dags.mkdir(parents=True)
-    for name in ("hf_trainer_local.yaml", "hf_trainer_local.py"):
-        shutil.copy(PIPELINES / name, dags / name)
-    (root / "examples").symlink_to(REPO / "examples")
-    monkeypatch.setenv("ADT_LOCAL_ROOT", str(tmp_path / "jobs"))
-    bag = DagBag(dag_folder=str(dags), safe_mode=False)
-    assert bag.import_errors == {}
-    dag = bag.dags["hf_trainer_local_yaml"]
+    root, dag = shipped_pipeline_copy(tmp_path, "hf_trainer_local", monkeypatch)
     checkpoints = root / ".adt-demo" / "hf-trainer" / "checkpoints"
     promoted = root / ".adt-demo" / "hf-trainer" / "promoted"
     seen: set[str] = set()

@@ -19,7 +19,7 @@ DAG folder with ``crash_dag.py``), imports Airflow once, then for each of ``--ru
 members (``.partial().expand(spec=...)``), each map index crashed and retried (``--map-index``);
 ``--impl amazon`` runs task ``train_amazon`` (the Amazon provider's
 ``SageMakerTrainingOperator`` with its defaults, ``action_if_job_exists="timestamp"``); ``--impl toy``
-runs ``train_toy``, the operator on a durable backend that is not SageMaker (``toy_service.py``).
+runs ``train_toy``, the operator on a durable backend that is not SageMaker (``tests/toy_backend.py``).
 ``--points a,b`` crashes run i at the i-th named point instead of a random one.
 Prints one JSON line per run: ``{"run": i, "prefix": ..., "point": ..., "retry_ok": bool}``; the
 jobs a run created are the ones whose names start with ``prefix``.
@@ -45,6 +45,7 @@ DAG_ID = "adt_crash_retry"
 TASKS = {"ours": "train", "amazon": "train_amazon", "mapped": "train_mapped", "toy": "train_toy"}
 MEMBERS = 3  # map indexes of train_mapped
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
 
 CRASH_DAG = textwrap.dedent(
     f"""
@@ -54,9 +55,9 @@ CRASH_DAG = textwrap.dedent(
     from airflow.providers.amazon.aws.operators.sagemaker import SageMakerTrainingOperator
     from airflow.sdk import DAG
 
-    sys.path.insert(0, {str(HERE)!r})
+    sys.path[:0] = [{str(HERE)!r}, {str(REPO)!r}]
     from fake_sagemaker_training import make_request, spec_dict
-    from toy_service import register as register_toy_backend
+    from tests.toy_backend import register as register_toy_backend
 
     from airflow_dist_training.operators.training import DistributedTrainingOperator
 
@@ -96,10 +97,10 @@ CRASH_DAG = textwrap.dedent(
                 for member in range({MEMBERS})
             ]
         )
-        # the same run on a durable backend that is not SageMaker (tests/integration/training/toy_service.py)
+        # the same run on a durable backend that is not SageMaker (tests/toy_backend.py)
         DistributedTrainingOperator(
             task_id="train_toy",
-            backend="toy_durable",
+            backend="toy",
             spec={{
                 key: value
                 for key, value in spec_dict(

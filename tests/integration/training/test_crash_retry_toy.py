@@ -2,9 +2,10 @@
 
 The crash points are read from the package's code (every ``_fault_point("<name>")`` call), so a
 point someone adds is crashed here too. ``crash_driver.py`` runs the training task on the toy
-backend (``toy_service.py``: the backend protocol alone, jobs in a directory its processes share)
-through Airflow's task runner, one DAG run per point: a real process dies (``os._exit``) at the
-point, then the retry runs to the end. The toy's ledger counts every create.
+backend (``tests/toy_backend.py``: the backend protocol alone, jobs in a directory its processes
+share; here each runs no code for a second, so it outlives the process that created it) through
+Airflow's task runner, one DAG run per point: a real process dies (``os._exit``) at the point, then
+the retry runs to the end. The toy's ledger counts every create.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from test_crash_retry import run_driver
-from toy_service import creates
 
 import airflow_dist_training
+from tests.toy_backend import creates
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,6 +45,8 @@ def test_a_crash_at_every_fault_point_on_a_durable_toy_backend_creates_exactly_o
     points = fault_points()
     assert {"before_create", "after_create", "after_persist", "wait"} <= set(points), points
     monkeypatch.setenv("TOY_SERVICE_DIR", str(tmp_path / "toy-service"))
+    # long enough that a crash right after the create finds the job still running
+    monkeypatch.setenv("TOY_JOB_SECONDS", "1")
     proc = run_driver(
         tmp_path, airflow_db / "airflow.db", runs=len(points), first=2000, seed=0, impl="toy", points=points
     )

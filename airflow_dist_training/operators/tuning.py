@@ -354,11 +354,9 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
             return
         if not self._job_name:
             return
-        from airflow_dist_training.task_kills import worker_kill_case
+        from airflow_dist_training.task_kills import stop_on_worker_kill
 
-        case = worker_kill_case(self._try)
-        if not case.stop:  # the next try reattaches to the run's tuning job
-            self.log.warning("Task killed: %s; %s is left running.", case.why, self._job_name)
-            return
-        self.log.info("Task killed: %s; stopping %s.", case.why, self._job_name)
-        self._stop(self._job_name, "task killed")
+        # the next try reattaches to the run's tuning job unless the task will not come back
+        stop_on_worker_kill(
+            self._try, self._job_name, partial(self._stop, self._job_name, "task killed"), self.log, what="tuning job"
+        )

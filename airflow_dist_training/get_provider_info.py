@@ -19,6 +19,7 @@ MODULES: dict[str, dict[str, list[str]]] = {
     "operators": {
         SAGEMAKER: [
             f"{_P}.operators.training",
+            f"{_P}.operators.orphaned_jobs",
             f"{_P}.operators.checkpoints",
             f"{_P}.operators.evaluation",
             f"{_P}.operators.tuning",

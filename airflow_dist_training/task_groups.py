@@ -455,7 +455,7 @@ def _stop_orphaned_teardown(g: _Group, plan_task: Any, train: Any) -> None:
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import XComArg
 
-    from airflow_dist_training.operators.training import StopOrphanedTrainingJobsOperator
+    from airflow_dist_training.operators.orphaned_jobs import StopOrphanedTrainingJobsOperator
 
     def stop_run_jobs(run_hash: str | None, dry: Any = False) -> list[str]:
         """Stop this run's SageMaker jobs still running once the group is done (e.g. the worker

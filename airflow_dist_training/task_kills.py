@@ -3,13 +3,14 @@ it started must be stopped: only when the task will not come back for it (``docs
 a deferred task's job is stopped").
 
 Two callers: a trigger's ``on_kill`` in the triggerer (``triggers/base.py``), and an operator's
-``on_kill`` in the task runner (``worker_kill_case``). Both ask the Task SDK's ``GetTaskStates``.
+``on_kill`` in the task runner (``worker_kill_case``, ``stop_on_worker_kill``). Both ask the Task SDK's ``GetTaskStates``.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,3 +125,17 @@ def worker_kill_case(ti: Any, *, read_seconds: float | None = None) -> CancelCas
     if int(getattr(ti, "try_number", 1) or 1) > int(getattr(ti, "max_tries", 0) or 0):
         return CancelCase(True, f"the task was killed and {why}, on its last try")
     return CancelCase(False, f"the task was killed and {why}, with retries left: its next try reattaches")
+
+
+def stop_on_worker_kill(ti: Any, name: str, stop: Callable[[], object], log: Any, *, what: str) -> None:
+    """An operator's ``on_kill`` for the job ``name`` its try ``ti`` started: ``stop`` it unless the
+    task comes back for it (``worker_kill_case``), saying which in the task log. Never raises."""
+    case = worker_kill_case(ti)
+    if not case.stop:
+        log.warning("Task killed: %s; %s is left running.", case.why, name)
+        return
+    log.info("Task killed: %s; stopping %s.", case.why, name)
+    try:
+        stop()
+    except Exception as exc:  # on_kill must not raise
+        log.error("Could not stop %s %s: %s", what, name, exc)

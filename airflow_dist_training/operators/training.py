@@ -11,7 +11,6 @@ the job, and a stop this try did not ask for is replaced, not failed.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property, partial
 from pathlib import Path
@@ -23,7 +22,6 @@ from airflow_dist_training.compat import (
     ResumableJobMixin,
 )
 from airflow_dist_training.hooks.aws import AwsConnectionMixin
-from airflow_dist_training.hooks.backends import operator_backend
 from airflow_dist_training.job_states import ACTIVE_PHASES, AttemptOutcome, JobPhase, JobStatus
 from airflow_dist_training.lineage import lineage_datasets as lineage_datasets  # its public home of old
 from airflow_dist_training.lineage import training_lineage
@@ -32,12 +30,13 @@ from airflow_dist_training.operators import default_deferrable
 from airflow_dist_training.operators.checkpoints import RESUMED_FROM_XCOM_KEY as RESUMED_FROM_XCOM_KEY
 from airflow_dist_training.operators.checkpoints import RunCheckpointsMixin
 from airflow_dist_training.operators.generations import RunGenerationsMixin
+from airflow_dist_training.operators.orphaned_jobs import (
+    StopOrphanedTrainingJobsOperator as StopOrphanedTrainingJobsOperator,
+)  # its public home of old
 from airflow_dist_training.operators.runs import RunPlanMixin
 from airflow_dist_training.operators.runs import (
     mask_spec_secrets as mask_spec_secrets,
 )  # its public home of old
-from airflow_dist_training.sagemaker.naming import identity_from_context, run_identity_hash
-from airflow_dist_training.spec.backends import backend_record
 from airflow_dist_training.spec.training import MAX_RUN_JOBS as MAX_GENERATIONS
 
 if TYPE_CHECKING:
@@ -243,7 +242,10 @@ class DistributedTrainingOperator(
         status = self._job_status(name)
         self._persist_links(context, status)
         if status.active:
-            deadline, reason = self._deferred_deadline(context)
+            from airflow_dist_training.triggers.base import wait_deadline
+
+            started = getattr(context.get("ti"), "start_date", None)
+            deadline, reason = wait_deadline(self.max_wait_seconds, self.execution_timeout, started)
             trigger = self.deferrable and self.training_backend.trigger(
                 name,
                 poll_interval=self.poll_interval,
@@ -266,24 +268,6 @@ class DistributedTrainingOperator(
             except TimeoutError as exc:
                 self._on_timeout(name, str(exc))
         return self._finish(status, context)
-
-    def _deferred_deadline(self, context: Context) -> tuple[float | None, str | None]:
-        """When the deferred wait must end: ``max_wait_seconds`` or the task's ``execution_timeout``.
-
-        Airflow 3.3 does not apply ``execution_timeout`` while a task is deferred (and a trigger
-        timeout would fail the task without ``on_kill``). The trigger applies it, so a task that
-        times out stops its job (``stop_on_timeout``) like in sync mode.
-        """
-        now = time.time()
-        limits: list[tuple[float, str]] = []
-        if self.max_wait_seconds is not None:
-            limits.append((now + self.max_wait_seconds, f"max_wait_seconds={self.max_wait_seconds:g}"))
-        if self.execution_timeout is not None:
-            started = getattr(context.get("ti"), "start_date", None)
-            began = started.timestamp() if started is not None else now
-            seconds = self.execution_timeout.total_seconds()
-            limits.append((began + seconds, f"execution_timeout={seconds:g}s"))
-        return min(limits) if limits else (None, None)
 
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         status = self._status
@@ -344,93 +328,21 @@ class DistributedTrainingOperator(
             )
 
     def on_kill(self) -> None:
-        """Stop the job only if the task will not come back for it (``task_kills.worker_kill_case``):
+        """Stop the job only if the task will not come back for it (``task_kills.stop_on_worker_kill``):
         a try failed by the scheduler for a missed heartbeat, with retries left, keeps its job, and
         the next try reattaches. A local job lives in this process and always stops."""
         name = self._job_name
         if not name:
             return
-        if not self.training_backend.record.durable:
-            self._stopped_here = True
-            self.training_backend.stop(name, reason="task killed")
-            return
-        from airflow_dist_training.task_kills import worker_kill_case
+        from airflow_dist_training.task_kills import stop_on_worker_kill
 
-        case = worker_kill_case(self._try)
-        if not case.stop:
-            self.log.warning("Task killed: %s; %s is left running.", case.why, name)
-            return
-        self._stopped_here = True
-        self.log.info("Task killed: %s; stopping %s.", case.why, name)
-        try:
-            self.training_backend.stop(name, reason="task killed")
-        except Exception as exc:  # on_kill must not raise
-            self.log.error("Could not stop training job %s: %s", name, exc)
+        if self.training_backend.record.durable:
+            stop_on_worker_kill(self._try, name, partial(self._stop_here, name), self.log, what="training job")
+        else:
+            self._stop_here(name)
+
+    def _stop_here(self, name: str) -> None:
+        self._stopped_here = True  # the job ending stopped is then this try's doing, not an earlier try's
+        self.training_backend.stop(name, reason="task killed")
 
     get_openlineage_facets_on_complete = training_lineage  # channels in, model artifact out
-
-
-class StopOrphanedTrainingJobsOperator(AwsConnectionMixin, BaseOperator):
-    """Teardown: stop the jobs that a training task of this DAG run left running.
-
-    ``on_kill`` cannot cover every case. Airflow runs none when the worker running the task dies
-    (OOM kill, node loss), or when a deferred task is marked or cleared before the triggerer has
-    started its trigger. Put this operator after the training task as a teardown; it does not
-    change the DAG run's state::
-
-        train >> StopOrphanedTrainingJobsOperator(
-            task_id="stop_orphaned_jobs", training_task_id="train"
-        ).as_teardown()
-
-    It asks the training task's backend to stop the run's active jobs (on SageMaker,
-    ``ListTrainingJobs`` by the run hash in their names). Returns the names it stopped.
-    ``stage_train_evaluate`` adds the same teardown.
-
-    :param training_task_id: the ``DistributedTrainingOperator`` task of this DAG (templated).
-    :param backend: the training task's backend, a registered name (``spec/backends.py``).
-    :param map_index: the training task's map index, for a mapped training task.
-    :param aws_conn_id: Airflow AWS connection.
-    :param region_name: AWS region (default: the connection's).
-    """
-
-    template_fields: Sequence[str] = ("training_task_id", "aws_conn_id", "region_name")
-    ui_color = "#f3e5d8"
-
-    def __init__(
-        self,
-        *,
-        training_task_id: str,
-        backend: str = "sagemaker",
-        map_index: int = -1,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.training_task_id = training_task_id
-        self.backend = backend_record(backend).name  # a registered name (SpecValidationError naming them)
-        self.map_index = map_index
-        self._set_aws_connection(aws_conn_id, region_name)
-
-    job_backend = cached_property(operator_backend)
-
-    def execute(self, context: Context) -> list[str]:
-        dag_id = self.dag_id if self.has_dag() else "no-dag"
-        run_hash = run_identity_hash(
-            identity_from_context(context, self.training_task_id, dag_id=dag_id, map_index=self.map_index)
-        )
-        return self.stop_run(self.job_backend, run_hash, self.training_task_id, self.log)
-
-    @staticmethod
-    def stop_run(jobs: Any, run_hash: str, training_task_id: str, log: Any) -> list[str]:
-        """Stop the run's InProgress jobs (their names carry ``run_hash``); returns their names.
-
-        Shared with ``stage_train_evaluate``'s ``stop_orphaned_job`` teardown, which knows the run
-        hash from the planned job name.
-        """
-        stopped = jobs.stop_run_jobs(run_hash, reason="the training task ended while its job was running")
-        if stopped:
-            log.warning("Stopped training jobs left running by %s: %s", training_task_id, stopped)
-        else:
-            log.info("No training job of %s is left running.", training_task_id)
-        return stopped

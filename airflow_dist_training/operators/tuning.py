@@ -348,17 +348,15 @@ class DistributedTuningOperator(AwsConnectionMixin, SpecBackendMixin, BaseOperat
             self.log.error("Could not stop tuning job %s: %s", name, exc)
 
     def on_kill(self) -> None:
-        """Stop the tuning job (SageMaker then stops its running training jobs; locally, this task's)."""
+        """Stop the tuning job (SageMaker then stops its running training jobs; locally, this task's),
+        unless the task comes back for it (``task_kills.stop_on_worker_kill``): its next try reattaches."""
         if self._local is not None:
             self._local.stop(self.executor_hook.stop_grace_seconds)
             return
         if not self._job_name:
             return
-        from airflow_dist_training.task_kills import worker_kill_case
+        from airflow_dist_training.task_kills import stop_on_worker_kill
 
-        case = worker_kill_case(self._try)
-        if not case.stop:  # the next try reattaches to the run's tuning job
-            self.log.warning("Task killed: %s; %s is left running.", case.why, self._job_name)
-            return
-        self.log.info("Task killed: %s; stopping %s.", case.why, self._job_name)
-        self._stop(self._job_name, "task killed")
+        stop_on_worker_kill(
+            self._try, self._job_name, partial(self._stop, self._job_name, "task killed"), self.log, what="tuning job"
+        )

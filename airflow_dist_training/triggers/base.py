@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_dist_training.aws_errors import error_code, is_transient
@@ -27,6 +28,27 @@ _STOPS_IN_FLIGHT: set[asyncio.Future[None]] = set()
 _STATE_READ_SECONDS = 300.0
 _STATE_READ_ATTEMPT_SECONDS = 20.0
 _STATE_READ_PAUSE_SECONDS = 5.0
+
+
+def wait_deadline(
+    max_wait_seconds: float | None, execution_timeout: timedelta | None, started: datetime | None
+) -> tuple[float | None, str | None]:
+    """When a task's deferred wait must end, and the limit's name: ``max_wait_seconds`` from now, or
+    the task's ``execution_timeout`` from the try's start (``started``; None: now), the earlier.
+
+    Airflow 3.3 does not apply ``execution_timeout`` while a task is deferred (and a trigger
+    timeout would fail the task without ``on_kill``). The trigger applies it, so a task that
+    times out stops its job (``stop_on_timeout``) like in sync mode.
+    """
+    now = time.time()
+    limits: list[tuple[float, str]] = []
+    if max_wait_seconds is not None:
+        limits.append((now + max_wait_seconds, f"max_wait_seconds={max_wait_seconds:g}"))
+    if execution_timeout is not None:
+        began = started.timestamp() if started is not None else now
+        seconds = execution_timeout.total_seconds()
+        limits.append((began + seconds, f"execution_timeout={seconds:g}s"))
+    return min(limits) if limits else (None, None)
 
 
 class AwsWaitTrigger(AwsConnectionMixin, BaseTrigger):

@@ -478,7 +478,7 @@ def test_an_on_demand_job_is_never_replaced_as_interrupted(fake: FakeTrainingLif
 def test_stop_orphaned_jobs_teardown_stops_only_this_runs_running_jobs(fake: FakeTrainingLifecycle) -> None:
     from airflow.sdk import DAG
 
-    from airflow_dist_training.operators.training import StopOrphanedTrainingJobsOperator
+    from airflow_dist_training.operators.orphaned_jobs import StopOrphanedTrainingJobsOperator
 
     fake.complete_after = None
     with DAG("orphans", schedule=None):

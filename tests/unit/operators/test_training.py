@@ -220,7 +220,7 @@ def test_the_sensor_and_the_orphan_stop_reach_the_backend_they_name_through_the_
     sensor reads the job from and the teardown stops the run's jobs on."""
     from airflow_dist_training.errors import SpecValidationError
     from airflow_dist_training.job_states import JobPhase, JobStatus
-    from airflow_dist_training.operators.training import StopOrphanedTrainingJobsOperator
+    from airflow_dist_training.operators.orphaned_jobs import StopOrphanedTrainingJobsOperator
     from airflow_dist_training.sensors.training import TrainingJobSensor
     from airflow_dist_training.spec.backends import BackendRecord, forget_backend, register_backend
 
@@ -250,6 +250,9 @@ def test_the_sensor_and_the_orphan_stop_reach_the_backend_they_name_through_the_
             {"ti": _TI(), "run_id": "manual__1"}  # type: ignore[arg-type]
         )
         assert done.xcom_value == {"job_name": "j-1", "backend": "ledger"}  # type: ignore[union-attr]
+        from airflow_dist_training.operators import training
+
+        assert training.StopOrphanedTrainingJobsOperator is StopOrphanedTrainingJobsOperator  # its public home of old
         stop = StopOrphanedTrainingJobsOperator(task_id="stop", training_task_id="train", backend="ledger")
         stopped = stop.execute({"ti": _TI(), "run_id": "manual__1"})  # type: ignore[arg-type]
         assert stopped == [f"ledger-{asked[-1][1]}"] and asked[0] == ("status", "j-1")

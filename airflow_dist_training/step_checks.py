@@ -108,7 +108,9 @@ def _evaluation_script_problems(
     if not script.endswith(".py"):
         problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
     if is_remote(script):
-        if backend.evaluation == "process":
+        from airflow_dist_training.spec.evaluations import evaluation_record
+
+        if not evaluation_record(backend.evaluation).on_aws:
             problems.append(
                 Problem("evaluation.script", f"{script}: the {backend.name} backend runs a local script, not a URI")
             )

@@ -555,19 +555,20 @@ def _evaluation_task(
 
     from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.evaluation import EvaluationOperator
+    from airflow_dist_training.spec.evaluations import evaluation_record
 
     data_uri = evaluation.channel_source
-    sagemaker_kwargs: dict[str, Any] = {}
-    if g.record.evaluation == "processing_job":
+    job_kwargs: dict[str, Any] = {}
+    if evaluation_record(g.record.evaluation).on_aws:
         output = g.spec.output.s3_path.rstrip("/") if g.spec.output else ""
-        sagemaker_kwargs = {
+        job_kwargs = {
             "image_uri": g.planned_image,
             "role_arn": g.spec.role_arn,
             "output_uri": g.per_member(f"{output}/evaluation/{{{{ run_id }}}}", sep="/"),
         }
     evaluate = EvaluationOperator(
         task_id=task_id,
-        **sagemaker_kwargs,
+        **job_kwargs,
         script=g.resolve(evaluation.script),
         model_uri=model_uri or xcom_field(f"{g.prefix}train", "model_artifact_uri"),
         data_uri=g.resolve(data_uri) if data_uri else data_uri,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from airflow_dist_training.spec.backends import BackendName, BackendRecord, find_backend
+from airflow_dist_training.spec.evaluations import evaluation_record
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.members import Member, MemberList
 from airflow_dist_training.spec.registries import RegistryStep, RegistryStepModel, TypedRegistry
@@ -334,7 +335,7 @@ def step_problems(
                 "network.security_group_ids in the training spec",
             )
         )
-    if evaluation is not None and backend.evaluation == "processing_job":
+    if evaluation is not None and evaluation_record(backend.evaluation).on_aws:
         if training.output is None or not training.output.s3_path:
             why = "evaluation.json goes to <output.s3_path>/evaluation/<run>"
             problems.append(Problem("output.s3_path", f"is required for a SageMaker evaluation: {why}"))

@@ -7,15 +7,19 @@ Pure (pydantic + stdlib). The DAG factory (``airflow_dist_training.dag_factory``
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PlainValidator, SerializeAsAny, field_validator, model_validator
 
 from airflow_dist_training.spec.backends import BackendName, BackendRecord, find_backend
 from airflow_dist_training.spec.evaluations import evaluation_record
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.members import Member, MemberList
+from airflow_dist_training.spec.records import Factory, Records
 from airflow_dist_training.spec.registries import RegistryStep, RegistryStepModel, TypedRegistry
 from airflow_dist_training.spec.sweep import SweepSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, _Model
@@ -41,12 +45,15 @@ class ScratchFileSystem(_Model):
     deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = "SCRATCH_2"
 
 
-class _Staging(_Model):
+class StagingStepModel(_Model):
+    """The fields every staging step has; a kind's step model subclasses it with ``kind: Literal[...]``."""
+
     channel: str = Field(default="train", description="The training channel the staged data feeds.")
     source: str = Field(description="s3://, file:// or a local path")
+    kind: str
 
 
-class FSxStaging(_Staging):
+class FSxStaging(StagingStepModel):
     """Import an S3 prefix into an FSx for Lustre file system; the channel reads it there."""
 
     kind: Literal["fsx"] = "fsx"
@@ -65,7 +72,7 @@ class FSxStaging(_Staging):
         return self
 
 
-class DirectoryStaging(_Staging):
+class DirectoryStaging(StagingStepModel):
     """Copy the dataset into the channel's local folder (the job reads its local source)."""
 
     kind: Literal["directory"] = "directory"
@@ -73,27 +80,94 @@ class DirectoryStaging(_Staging):
     file_system_path: str | None = Field(default=None, description="The FSx path the channel names")
 
 
-STAGING_KINDS: dict[str, type[FSxStaging | DirectoryStaging]] = {"fsx": FSxStaging, "directory": DirectoryStaging}
-TypedStaging = Annotated[FSxStaging | DirectoryStaging, Field(discriminator="kind")]
+@dataclass(frozen=True)
+class StagingRecord(Factory):
+    """A staging kind: its pipeline step, what the job needs to read the staged data, and its task."""
+
+    name: str
+    step: type[StagingStepModel]
+    #: ``"module:attribute"`` (imported on first use) or a callable; called with the task group
+    #: being built (``task_groups.py``), the typed step and the data asset (or None), it adds and
+    #: returns the staging task
+    factory: str | Callable[..., Any]
+    #: the staging task returns the channel the job reads (it replaces the spec's channel, whose
+    #: data is then fingerprinted at the step's ``source``; a tuning job cannot read it)
+    returns_channel: bool = False
+    #: the job reaches the staged data over its VPC: the spec needs subnets and security groups
+    needs_vpc: bool = False
+    description: str = ""
 
 
-class StagingStep(_Staging):
+STAGINGS: Records[StagingRecord] = Records(StagingRecord, "staging kind", "kinds", "airflow_dist_training.staging")
+register_staging = STAGINGS.register
+forget_staging = STAGINGS.forget
+#: the record of a kind; ``SpecValidationError`` naming ``field`` and the registered kinds
+staging_record = partial(STAGINGS.get, field="staging")
+
+register_staging(
+    StagingRecord(
+        name="fsx",
+        step=FSxStaging,
+        factory="airflow_dist_training.task_groups:fsx_staging_task",
+        returns_channel=True,
+        needs_vpc=True,
+        description="import an S3 prefix into an FSx for Lustre file system",
+    )
+)
+register_staging(
+    StagingRecord(
+        name="directory",
+        step=DirectoryStaging,
+        factory="airflow_dist_training.task_groups:local_staging_task",
+        description="copy the dataset into the channel's local folder",
+    )
+)
+
+
+def _typed_staging(value: Any) -> StagingStepModel:
+    """A staging step validated by the model of the kind it names (errors keep their field paths)."""
+    if isinstance(value, StagingStepModel):
+        return value
+    kind = value.get("kind") if isinstance(value, dict) else None
+    record = STAGINGS.find(kind)
+    if record is None:
+        from pydantic import ValidationError
+        from pydantic_core import PydanticCustomError
+
+        message = STAGINGS.unknown(kind).replace("{", "{{").replace("}", "}}")
+        error = PydanticCustomError("unknown_staging", message)
+        raise ValidationError.from_exception_data("staging", [{"type": error, "loc": ("kind",), "input": kind}])
+    return record.step.model_validate(value)
+
+
+class _StagingSchema:
+    """The JSON schema of a staging step: one of the registered kinds' (read when it is asked for)."""
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
+        return {"oneOf": [r.step.model_json_schema() for r in STAGINGS.by_name.values()]}
+
+
+#: a pipeline's staging step, of a registered kind
+TypedStaging = Annotated[SerializeAsAny[StagingStepModel], PlainValidator(_typed_staging), _StagingSchema()]
+
+
+class StagingStep(StagingStepModel):
     """A staging step written for any backend: ``kind`` (default: how the backend stages data)
-    picks an ``FSxStaging`` or a ``DirectoryStaging``; fields of the other kind are not used."""
+    picks the kind's step model; fields the kind does not have are not used."""
 
-    kind: Literal["directory", "fsx"] | None = None
+    kind: str | None = None  # type: ignore[assignment]
     file_system_id: str | None = None
     file_system_path: str | None = None
     scratch_file_system: ScratchFileSystem | None = None
 
-    def for_backend(self, backend: BackendRecord) -> FSxStaging | DirectoryStaging:
+    def for_backend(self, backend: BackendRecord) -> StagingStepModel:
         """The typed staging step on ``backend``, its rules checked (``SpecValidationError``)."""
         from airflow_dist_training.spec.loading import validate_model
 
-        model = STAGING_KINDS[self.kind or backend.staging]
+        kind = self.kind or backend.staging
+        model = staging_record(kind, field="staging.kind").step
         kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
-        data = {**kept, "kind": model.model_fields["kind"].default}
-        return validate_model(model, data, prefix="staging", pipeline=True)
+        return validate_model(model, {**kept, "kind": kind}, prefix="staging", pipeline=True)
 
 
 class CheckpointFreshness(_Model):
@@ -155,7 +229,7 @@ def resolve_steps(
     backend: BackendRecord,
     staging: StagingStep | TypedStaging | None,
     registry: RegistryStep | TypedRegistry | None,
-) -> tuple[FSxStaging | DirectoryStaging | None, RegistryStepModel | None]:
+) -> tuple[StagingStepModel | None, RegistryStepModel | None]:
     """The staging and registry steps as they run on ``backend``: each kind decided, its rules checked."""
     if isinstance(registry, RegistryStep):
         registry = registry.for_backend(backend)
@@ -183,7 +257,7 @@ class PipelineSpec(_Model):
     tags: list[str] = Field(default_factory=list)
     training: TrainingJobSpec
     staging: TypedStaging | None = Field(
-        default=None, description="kind: directory | fsx (default: how the backend stages data)"
+        default=None, description="kind: a registered staging kind, e.g. directory or fsx (default: the backend's)"
     )
     checkpoints: CheckpointStep = Field(default_factory=CheckpointStep)
     evaluation: EvaluationStep | None = None
@@ -326,8 +400,8 @@ def step_problems(
                 "the staged data would never reach the job",
             )
         )
-    fsx = staging is not None and STAGING_KINDS[staging.kind or backend.staging] is FSxStaging
-    if fsx and not (training.network.subnets and training.network.security_group_ids):
+    kind = None if staging is None else STAGINGS.find(staging.kind or backend.staging)
+    if kind is not None and kind.needs_vpc and not (training.network.subnets and training.network.security_group_ids):
         problems.append(
             Problem(
                 "training.network",

@@ -7,17 +7,25 @@ use: nothing in the package is edited. And no module decides by a kind's name.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import datetime as dt
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from airflow.sdk import DAG
 
+from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.evaluation.schema import parse_evaluation
 from airflow_dist_training.operators.evaluation import Evaluated, EvaluationOperator
 from airflow_dist_training.spec.backends import BackendRecord, forget_backend, register_backend
 from airflow_dist_training.spec.evaluations import EvaluationRecord, forget_evaluation, register_evaluation
+from airflow_dist_training.spec.pipeline import (
+    StagingRecord,
+    StagingStepModel,
+    forget_staging,
+    register_staging,
+)
 from tests.paths import REPO
 
 PACKAGE = REPO / "airflow_dist_training"
@@ -92,8 +100,6 @@ def test_an_evaluation_kind_not_on_aws_needs_no_image_role_or_output(toy_kinds: 
 
 
 def test_an_unknown_evaluation_kind_names_the_registered_ones(toy_kinds: None) -> None:
-    from airflow_dist_training.errors import SpecValidationError
-
     register_backend(
         BackendRecord(
             name="toy_kinds",
@@ -107,6 +113,52 @@ def test_an_unknown_evaluation_kind_names_the_registered_ones(toy_kinds: None) -
     )
     with pytest.raises(SpecValidationError, match="unknown evaluation kind 'nowhere'; registered kinds: process, processing_job"):
         EvaluationOperator(task_id="evaluate", script="evaluate.py", model_uri="m1", backend="toy_kinds")
+
+
+class ToyStaging(StagingStepModel):
+    """A staging kind defined only here: its own step field, and a task of its own."""
+
+    kind: Literal["toy_copy"] = "toy_copy"
+    copies: int = 1
+
+
+def toy_staging_task(g: Any, step: ToyStaging, data_asset: Any) -> Any:
+    from airflow.providers.standard.operators.empty import EmptyOperator
+
+    return EmptyOperator(task_id=f"stage_{step.copies}_copies")
+
+
+@pytest.fixture
+def toy_staging(toy_kinds: None) -> Iterator[None]:
+    from airflow_dist_training.spec.backends import backend_record
+
+    register_staging(StagingRecord(name="toy_copy", step=ToyStaging, factory=toy_staging_task, returns_channel=True))
+    register_backend(dataclasses.replace(backend_record("toy_kinds"), staging="toy_copy"))
+    yield
+    forget_staging("toy_copy")
+
+
+def test_a_staging_kind_registered_in_a_test_is_a_pipeline_step_and_stages_the_channel(toy_staging: None) -> None:
+    from airflow_dist_training.dag_factory import build_dag
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+    from airflow_dist_training.spec.loading import validate_model
+    from airflow_dist_training.spec.pipeline import PipelineSpec, resolve_training_reference
+
+    data = {"dag_id": "toy", "backend": "toy_kinds", "training": (REPO / "examples/specs/local_demo.yaml").as_posix()}
+    data = resolve_training_reference({**data, "staging": {"source": "/data", "copies": 3}}, REPO)
+    pipeline = validate_model(PipelineSpec, data, source="p.yaml", pipeline=True)
+    assert pipeline.staging == ToyStaging(source="/data", copies=3)  # the backend's kind, its own field
+
+    dag = build_dag(pipeline, base_dir=REPO)
+    [stage] = [t for t in dag.tasks if t.task_id.endswith(".stage_3_copies")]  # the toy's own task
+    train = next(t for t in dag.tasks if isinstance(t, DistributedTrainingOperator))
+    assert dag.get_task(stage.task_id.replace("stage_3_copies", "plan")).task_id in stage.upstream_task_ids
+    assert stage.task_id in train.upstream_task_ids
+    assert train.channels is not None and train.channels["train"].operator is stage  # the channel it returns
+
+    bad = {**data, "staging": {"source": "/data", "copies": "many"}}
+    with pytest.raises(SpecValidationError, match=r"staging\.copies"):
+        validate_model(PipelineSpec, bad, source="p.yaml", pipeline=True)
 
 
 def kind_name_comparisons(source: str) -> list[tuple[int, str]]:

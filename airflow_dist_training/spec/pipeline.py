@@ -19,7 +19,7 @@ from airflow_dist_training.spec.backends import BackendName, BackendRecord, find
 from airflow_dist_training.spec.evaluations import evaluation_record
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.members import Member, MemberList
-from airflow_dist_training.spec.records import Factory, Records
+from airflow_dist_training.spec.records import Factory, KindsSchema, Records, step_of_kind
 from airflow_dist_training.spec.registries import RegistryStep, RegistryStepModel, TypedRegistry
 from airflow_dist_training.spec.sweep import SweepSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, _Model
@@ -125,30 +125,11 @@ register_staging(
 
 
 def _typed_staging(value: Any) -> StagingStepModel:
-    """A staging step validated by the model of the kind it names (errors keep their field paths)."""
-    if isinstance(value, StagingStepModel):
-        return value
-    kind = value.get("kind") if isinstance(value, dict) else None
-    record = STAGINGS.find(kind)
-    if record is None:
-        from pydantic import ValidationError
-        from pydantic_core import PydanticCustomError
-
-        message = STAGINGS.unknown(kind).replace("{", "{{").replace("}", "}}")
-        error = PydanticCustomError("unknown_staging", message)
-        raise ValidationError.from_exception_data("staging", [{"type": error, "loc": ("kind",), "input": kind}])
-    return record.step.model_validate(value)
-
-
-class _StagingSchema:
-    """The JSON schema of a staging step: one of the registered kinds' (read when it is asked for)."""
-
-    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
-        return {"oneOf": [r.step.model_json_schema() for r in STAGINGS.by_name.values()]}
+    return step_of_kind(STAGINGS, value, "staging", typed=StagingStepModel, untyped=StagingStep)  # type: ignore[no-any-return]
 
 
 #: a pipeline's staging step, of a registered kind
-TypedStaging = Annotated[SerializeAsAny[StagingStepModel], PlainValidator(_typed_staging), _StagingSchema()]
+TypedStaging = Annotated[SerializeAsAny[StagingStepModel], PlainValidator(_typed_staging), KindsSchema(STAGINGS)]
 
 
 class StagingStep(StagingStepModel):

@@ -94,7 +94,7 @@ class ProcessingJobRunner:
         from airflow_dist_training.hooks.evaluation import SageMakerEvaluationRunner
 
         self.task = task
-        self.jobs = SageMakerEvaluationRunner(task.aws_conn_id, task.region_name, poll_interval=task.poll_interval)
+        self.runner = SageMakerEvaluationRunner(task.aws_conn_id, task.region_name, poll_interval=task.poll_interval)
         self.job: str | None = None  # this try's processing job, once started (on_kill stops it)
 
     def evaluate(self, context: Context) -> Evaluated:
@@ -130,7 +130,7 @@ class ProcessingJobRunner:
         )
         if task.deferrable:
             self._defer_to_trigger(request, names[1:])
-        info, uri = self.jobs.run(request, timeout=task.timeout, retry_names=names[1:], on_start=self._started)
+        info, uri = self.runner.run(request, timeout=task.timeout, retry_names=names[1:], on_start=self._started)
         return Evaluated(store.load_evaluation(uri), uri, {"job_name": info["job_name"], "job_arn": info["job_arn"]})
 
     def _upload_local_inputs(self, store: ArtifactStore) -> tuple[str, str | None]:
@@ -162,10 +162,10 @@ class ProcessingJobRunner:
         from airflow_dist_training.hooks.evaluation import evaluation_output_uri
 
         task = self.task
-        name = self.jobs.start(request, retry_names)
+        name = self.runner.start(request, retry_names)
         self._started(name)
         task.defer(
-            trigger=self.jobs.jobs.trigger(
+            trigger=self.runner.jobs.trigger(
                 name,
                 aws_conn_id=task.aws_conn_id,
                 region_name=task.region_name,
@@ -179,7 +179,6 @@ class ProcessingJobRunner:
     def resume(self, event: dict[str, Any], evaluation_uri: str) -> Evaluated:
         from airflow_dist_training.hooks.evaluation import (
             EvaluationScriptError,
-            SageMakerEvaluationRunner,
             evaluation_output_uri,
             processing_failure,
         )
@@ -187,9 +186,8 @@ class ProcessingJobRunner:
 
         task = self.task
         name = str(event.get("job_name") or "")
-        runner = SageMakerEvaluationRunner(task.aws_conn_id, task.region_name)
         if event.get("status") == "timeout":
-            runner.stop(name)  # a timed-out task must not leave the job billing
+            self.runner.stop(name)  # a timed-out task must not leave the job billing
             raise EvaluationScriptError(f"{event.get('message')} The job was stopped.")
         if event.get("status") == "failed":
             with failing_fast_without_retry_policy():
@@ -198,7 +196,7 @@ class ProcessingJobRunner:
             raise EvaluationScriptError(str(event.get("message")))
         # the job says where its evaluation.json is: defer kwargs do not survive every resume
         # (dag.test() resumes with the event only)
-        job = runner.jobs.describe(name)
+        job = self.runner.jobs.describe(name)
         evaluation_uri = evaluation_uri or evaluation_output_uri(job)
         result = _store(task.aws_conn_id, task.region_name).load_evaluation(evaluation_uri)
         return Evaluated(result, evaluation_uri, {"job_name": name, "job_arn": job.get("ProcessingJobArn")})
@@ -218,6 +216,6 @@ class ProcessingJobRunner:
             task.log.warning("Task killed: %s; %s is left running.", case.why, self.job)
             return
         try:
-            self.jobs.stop(self.job)
+            self.runner.stop(self.job)
         except Exception as exc:  # on_kill must not raise
             task.log.error("Could not stop processing job %s: %s", self.job, exc)

@@ -13,13 +13,22 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_dist_training.errors import Problem, SpecValidationError
 from airflow_dist_training.evaluation.schema import EVALUATION_FILE_NAME
-from airflow_dist_training.operators.evaluation import Evaluated, _run_identity, _store
+from airflow_dist_training.hooks.evaluation import (
+    ArtifactStore,
+    EvaluationScriptError,
+    LocalEvaluationRunner,
+    SageMakerEvaluationRunner,
+    evaluation_code_files,
+    evaluation_output_uri,
+    join_uri,
+    processing_failure,
+)
+from airflow_dist_training.operators.evaluation import Evaluated
 from airflow_dist_training.storage.location import split_uri, uri_scheme
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_dist_training.hooks.evaluation import ArtifactStore
     from airflow_dist_training.operators.evaluation import EvaluationOperator
 
 MAX_EVALUATION_JOBS = 10  # generations of one run's evaluation job (after Failed/Stopped ones)
@@ -43,10 +52,9 @@ class ProcessRunner:
         return Path(AIRFLOW_HOME) / "evaluation" / _safe(ti.dag_id) / _safe(ti.run_id) / _safe(ti.task_id)
 
     def evaluate(self, context: Context) -> Evaluated:
-        from airflow_dist_training.hooks.evaluation import LocalEvaluationRunner, join_uri
 
         task = self.task
-        store = _store(task.aws_conn_id, task.region_name)
+        store = ArtifactStore(task.aws_conn_id, task.region_name)
         remote_output = task.output_uri if uri_scheme(task.output_uri) == "s3" else None
         out_dir = (
             Path(split_uri(task.output_uri)[2])
@@ -91,7 +99,6 @@ class ProcessingJobRunner:
     for here or in the triggerer (``deferrable``); a local script and data are uploaded first."""
 
     def __init__(self, task: EvaluationOperator) -> None:
-        from airflow_dist_training.hooks.evaluation import SageMakerEvaluationRunner
 
         self.task = task
         self.runner = SageMakerEvaluationRunner(task.aws_conn_id, task.region_name, poll_interval=task.poll_interval)
@@ -99,16 +106,16 @@ class ProcessingJobRunner:
 
     def evaluate(self, context: Context) -> Evaluated:
         from airflow_dist_training.evaluation.processing import build_processing_job_request
-        from airflow_dist_training.sagemaker.naming import generation_name, job_name
+        from airflow_dist_training.sagemaker.naming import generation_name, identity_from_context, job_name
 
         task = self.task
-        store = _store(task.aws_conn_id, task.region_name)
+        store = ArtifactStore(task.aws_conn_id, task.region_name)
         # deterministic per task run: a retry attaches to the run's job, or starts the next
         # generation (-r2, ...) only when the earlier one ended Failed or Stopped
         if task.job_name:
             names = [generation_name(task.job_name, g) for g in range(1, MAX_EVALUATION_JOBS + 1)]
         else:
-            identity = _run_identity(context)
+            identity = identity_from_context(context, context["ti"].task_id)
             names = [job_name(f"eval-{task.task_id}", identity, g) for g in range(1, MAX_EVALUATION_JOBS + 1)]
         script_uri, data_uri = self._upload_local_inputs(store)
         request = build_processing_job_request(
@@ -136,7 +143,6 @@ class ProcessingJobRunner:
     def _upload_local_inputs(self, store: ArtifactStore) -> tuple[str, str | None]:
         """Put a local script with the code it ships (the ``*.py`` next to it and its
         ``dependencies``) and local data under the run's S3 prefix."""
-        from airflow_dist_training.hooks.evaluation import evaluation_code_files, join_uri
         from airflow_dist_training.storage import local_files
         from airflow_dist_training.storage.location import file_uri_path
 
@@ -159,7 +165,6 @@ class ProcessingJobRunner:
         return script, data
 
     def _defer_to_trigger(self, request: Mapping[str, Any], retry_names: Sequence[str]) -> None:
-        from airflow_dist_training.hooks.evaluation import evaluation_output_uri
 
         task = self.task
         name = self.runner.start(request, retry_names)
@@ -177,11 +182,6 @@ class ProcessingJobRunner:
         )
 
     def resume(self, event: dict[str, Any], evaluation_uri: str) -> Evaluated:
-        from airflow_dist_training.hooks.evaluation import (
-            EvaluationScriptError,
-            evaluation_output_uri,
-            processing_failure,
-        )
         from airflow_dist_training.retry import failing_fast_without_retry_policy
 
         task = self.task
@@ -198,7 +198,7 @@ class ProcessingJobRunner:
         # (dag.test() resumes with the event only)
         job = self.runner.jobs.describe(name)
         evaluation_uri = evaluation_uri or evaluation_output_uri(job)
-        result = _store(task.aws_conn_id, task.region_name).load_evaluation(evaluation_uri)
+        result = ArtifactStore(task.aws_conn_id, task.region_name).load_evaluation(evaluation_uri)
         return Evaluated(result, evaluation_uri, {"job_name": name, "job_arn": job.get("ProcessingJobArn")})
 
     def _started(self, name: str) -> None:

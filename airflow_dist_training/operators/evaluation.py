@@ -102,8 +102,8 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         (SageMaker; its folder is shipped so helper modules can sit next to it).
     :param model_uri: ``model.tar.gz`` (path, ``file://`` or ``s3://``) or a checkpoint directory /
         S3 prefix. Typically ``"{{ ti.xcom_pull('train')['model_artifact_uri'] }}"``.
-    :param backend: a registered backend; its ``evaluation`` capability decides how this runs: a
-        process on the worker (``local``) or a SageMaker processing job (``sagemaker``).
+    :param backend: a registered backend; its evaluation kind (``spec/evaluations.py``) decides how
+        this runs: a process on the worker (``local``) or a SageMaker processing job (``sagemaker``).
     :param output_uri: where ``evaluation.json`` goes: a local directory or an ``s3://`` prefix.
         Local default: ``$AIRFLOW_HOME/evaluation/<dag>/<run>/<task>``. Required for SageMaker.
     :param data_uri: optional evaluation data (local dir or ``s3://`` prefix), exposed to the

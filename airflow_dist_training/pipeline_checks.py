@@ -234,13 +234,13 @@ def check_pipeline(
     )
     problems += member_problems(pipeline.training, pipeline.for_each)
     if pipeline.tuning is not None:
-        from airflow_dist_training.spec.pipeline import FSxStaging
+        from airflow_dist_training.spec.pipeline import staging_record
         from airflow_dist_training.spec.tuning import tuning_step_problems
 
         problems += tuning_step_problems(
             pipeline.training,
             pipeline.tuning,
-            fsx_staging=isinstance(pipeline.staging, FSxStaging),
+            staged_channel=pipeline.staging is not None and staging_record(pipeline.staging.kind).returns_channel,
             freshness=pipeline.checkpoints.freshness is not None,
             warm_start=pipeline.warm_start,
         )

@@ -298,19 +298,14 @@ def _plan_task(
 def _staging_step(
     g: _Group, plan_task: Any, staging: TypedStaging | None, data_asset: Any
 ) -> tuple[Any, dict[str, Any] | None]:
-    """The staging task after the plan (if any): (the task to chain next, the staged FSx channels)."""
+    """The staging task after the plan (if any): (the task to chain next, the channels it returns)."""
     if staging is None:
         return plan_task, None
-    from airflow_dist_training.spec.pipeline import DirectoryStaging
+    from airflow_dist_training.spec.pipeline import staging_record
 
-    local = isinstance(staging, DirectoryStaging)
-    kwargs = _asset_kwargs(g, data_asset, staging, local) if data_asset is not None else {}
-    channels: dict[str, Any] | None = None
-    if isinstance(staging, DirectoryStaging):
-        stage = _local_staging_task(g, staging, **kwargs)
-    else:  # FSx staging: the FSx channel the staging step returns
-        stage = _fsx_staging_task(g, staging, deferrable=g.defer, **kwargs)
-        channels = {staging.channel: stage.output}
+    record = staging_record(staging.kind)
+    stage = record.load_factory()(g, staging, data_asset)
+    channels = {staging.channel: stage.output} if record.returns_channel else None
     plan_task >> stage
     return stage, channels
 
@@ -330,14 +325,16 @@ def _check_changes_task(
     from airflow.providers.standard.operators.python import BranchPythonOperator
 
     from airflow_dist_training.retraining.warm_start import parse_warm_start
-    from airflow_dist_training.spec.pipeline import FSxStaging
+    from airflow_dist_training.spec.pipeline import staging_record
 
     warm_start = parse_warm_start(warm_start)
 
     registry_kind = registry.kind if registry is not None else None
     group = _group_name(registry, g.spec)
     promoted = None if checkpoints.promote_to is None else g.resolve(checkpoints.promote_to)
-    staged_sources = {staging.channel: staging.source} if isinstance(staging, FSxStaging) else None
+    staged_sources = None  # a channel the staging task returns holds the step's source
+    if staging is not None and staging_record(staging.kind).returns_channel:
+        staged_sources = {staging.channel: staging.source}
 
     judged_by = None  # what the evaluation reads: a new held-out set or script is a change too
     if evaluation is not None:
@@ -555,19 +552,20 @@ def _evaluation_task(
 
     from airflow_dist_training.mapped_groups import xcom_field
     from airflow_dist_training.operators.evaluation import EvaluationOperator
+    from airflow_dist_training.spec.evaluations import evaluation_record
 
     data_uri = evaluation.channel_source
-    sagemaker_kwargs: dict[str, Any] = {}
-    if g.record.evaluation == "processing_job":
+    job_kwargs: dict[str, Any] = {}
+    if evaluation_record(g.record.evaluation).on_aws:
         output = g.spec.output.s3_path.rstrip("/") if g.spec.output else ""
-        sagemaker_kwargs = {
+        job_kwargs = {
             "image_uri": g.planned_image,
             "role_arn": g.spec.role_arn,
             "output_uri": g.per_member(f"{output}/evaluation/{{{{ run_id }}}}", sep="/"),
         }
     evaluate = EvaluationOperator(
         task_id=task_id,
-        **sagemaker_kwargs,
+        **job_kwargs,
         script=g.resolve(evaluation.script),
         model_uri=model_uri or xcom_field(f"{g.prefix}train", "model_artifact_uri"),
         data_uri=g.resolve(data_uri) if data_uri else data_uri,
@@ -733,11 +731,13 @@ def _channel_dir(g: _Group, staging: TypedStaging) -> str:
     return str((g.base / target).resolve())
 
 
-def _asset_kwargs(g: _Group, asset: Any, staging: TypedStaging, local: bool) -> dict[str, Any]:
-    """The staging task updates ``asset``, with the staged data's fingerprint in the event's extra."""
+def asset_kwargs(g: _Group, asset: Any, source: str) -> dict[str, Any]:
+    """A staging task's arguments to update ``asset`` (none without one), with the fingerprint of
+    the staged data at ``source`` in the event's extra."""
+    if asset is None:
+        return {}
     from airflow_dist_training.operators.retraining import data_asset_emitter
 
-    source = _channel_dir(g, staging) if local else staging.source
     emitter = data_asset_emitter(asset, source, base_dir=str(g.base), **g.aws)
     return {"outlets": [asset], "post_execute": emitter}
 
@@ -761,7 +761,7 @@ def _local_registry_dir(registry: TypedRegistry | None, base: Path) -> str | Non
     return os.path.realpath(os.path.join(base, directory))
 
 
-def _fsx_staging_task(g: _Group, staging: FSxStaging, **operator_kwargs: Any) -> Any:
+def fsx_staging_task(g: _Group, staging: FSxStaging, data_asset: Any) -> Any:
     """FSx: import the S3 prefix into the file system (a scratch one created for the run, if asked)."""
     from airflow_dist_training.operators.fsx import FSxStagePrefixOperator
 
@@ -770,7 +770,8 @@ def _fsx_staging_task(g: _Group, staging: FSxStaging, **operator_kwargs: Any) ->
         create, file_system_id = _scratch_file_system(g, staging)
     stage = FSxStagePrefixOperator(
         task_id="stage",
-        **operator_kwargs,
+        deferrable=g.defer,
+        **asset_kwargs(g, data_asset, staging.source),
         s3_uri=staging.source,
         file_system_id=str(file_system_id),
         file_system_path=staging.file_system_path,
@@ -783,8 +784,8 @@ def _fsx_staging_task(g: _Group, staging: FSxStaging, **operator_kwargs: Any) ->
     return stage
 
 
-def _local_staging_task(g: _Group, staging: DirectoryStaging, **operator_kwargs: Any) -> Any:
-    """Local backend: copy the dataset into the channel's local directory."""
+def local_staging_task(g: _Group, staging: DirectoryStaging, data_asset: Any) -> Any:
+    """Copy the dataset into the channel's local directory (the data asset fingerprints the copy)."""
     from airflow_dist_training.operators.fsx import LocalStageOperator
 
     channel = g.spec.channels.get(staging.channel)
@@ -794,7 +795,7 @@ def _local_staging_task(g: _Group, staging: DirectoryStaging, **operator_kwargs:
     }
     return LocalStageOperator(
         task_id="stage",
-        **operator_kwargs,
+        **asset_kwargs(g, data_asset, _channel_dir(g, staging)),
         source=staging.source if "://" in staging.source else str((g.base / staging.source).resolve()),
         channel_dir=_channel_dir(g, staging),
         **{k: v for k, v in optional.items() if v},  # type: ignore[arg-type]

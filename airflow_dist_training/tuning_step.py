@@ -65,7 +65,7 @@ def tuning_train_task(
         g.spec,
         section,
         members=g.members is not None,
-        fsx_staging=bool(staged_channels),
+        staged_channel=bool(staged_channels),
         freshness=freshness is not None,
         warm_start=parse_warm_start(warm_start),
     )

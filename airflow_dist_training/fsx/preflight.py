@@ -1,15 +1,20 @@
-"""Pre-flight rules for an FSx for Lustre channel, over facts the hook has already fetched.
+"""Pre-flight of an FSx for Lustre channel: rules over facts the FSx hook fetches.
 
-Each problem names the field and the resources involved. Pure: no boto3, no Airflow.
+Each problem names the field and the resources involved. No boto3, no Airflow: the rules are pure,
+and ``run_fsx_preflight``/``preflight_training_spec`` read the facts through the hook they are given.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from airflow_dist_training.errors import Problem, SpecValidationError
+
+if TYPE_CHECKING:
+    from airflow_dist_training.spec.training import TrainingJobSpec
 
 # Lustre clients talk to the file servers on TCP 988 and 1018-1023.
 LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
@@ -199,3 +204,79 @@ def raise_for_problems(problems: list[Problem]) -> list[Problem]:
     if errors:
         raise SpecValidationError(errors)
     return [p for p in problems if p.severity != "error"]
+
+
+class FactsSource(Protocol):
+    """Where the facts come from: ``FSxHook`` (``hooks/fsx.py``), or a test's fake."""
+
+    def gather_preflight_facts(
+        self,
+        file_system_id: str,
+        *,
+        subnet_ids: list[str],
+        security_group_ids: list[str],
+        s3_uri: str | None = None,
+        file_system_security_group_ids: list[str] | None = None,
+    ) -> PreflightFacts: ...
+
+
+def run_fsx_preflight(
+    hook: FactsSource,
+    file_system_id: str,
+    *,
+    subnets: Sequence[str],
+    security_group_ids: Sequence[str],
+    s3_uri: str | None = None,
+    az_mismatch: Severity = "error",
+    file_system_security_group_ids: Sequence[str] | None = None,
+    log: Any = None,
+) -> tuple[PreflightFacts, list[Any]]:
+    """Read the facts and apply the rules; raises ``SpecValidationError`` on errors, returns warnings."""
+    facts = hook.gather_preflight_facts(
+        file_system_id,
+        subnet_ids=list(subnets),
+        security_group_ids=list(security_group_ids),
+        s3_uri=s3_uri,
+        file_system_security_group_ids=list(file_system_security_group_ids or []) or None,
+    )
+    warnings = raise_for_problems(evaluate(facts, az_mismatch))
+    for warning in warnings:
+        if log is not None:
+            log.warning("FSx pre-flight warning: %s", warning)
+    return facts, warnings
+
+
+def preflight_training_spec(
+    hook: FactsSource, spec: TrainingJobSpec, az_mismatch: Severity = "error"
+) -> list[Any]:
+    """Pre-flight every FSx channel of a training spec against its network; returns the warnings.
+
+    For the training operator to call before ``CreateTrainingJob``. Channel paths are prefixed
+    by the file system's mount name, which is checked too.
+    """
+    from airflow_dist_training.spec.training import FSxChannel
+
+    warnings: list[Any] = []
+    problems: list[Problem] = []
+    for name, channel in spec.channels.items():
+        if not isinstance(channel, FSxChannel):
+            continue
+        try:
+            facts, found = run_fsx_preflight(
+                hook,
+                channel.file_system_id,
+                subnets=spec.network.subnets,
+                security_group_ids=spec.network.security_group_ids,
+                az_mismatch=az_mismatch,
+            )
+        except SpecValidationError as exc:
+            problems.extend(Problem(f"channels.{name}.{p.path}", p.message) for p in exc.problems)
+            continue
+        warnings.extend(found)
+        mount = ((facts.file_system or {}).get("LustreConfiguration") or {}).get("MountName")
+        if mount and not (channel.directory_path + "/").startswith(f"/{mount}/"):
+            why = f"{channel.directory_path} must start with /{mount}, the mount name of {channel.file_system_id}"
+            problems.append(Problem(f"channels.{name}.directory_path", why))
+    if problems:
+        raise SpecValidationError(problems)
+    return warnings

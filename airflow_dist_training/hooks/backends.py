@@ -117,8 +117,8 @@ class SageMakerBackend(AwsConnectionMixin):
 
         if not any(isinstance(c, FSxChannel) for c in spec.channels.values()):
             return
+        from airflow_dist_training.fsx.preflight import preflight_training_spec
         from airflow_dist_training.hooks.fsx import FSxHook
-        from airflow_dist_training.operators.fsx import preflight_training_spec
 
         fsx = FSxHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         for warning in preflight_training_spec(fsx, spec):

@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-import shutil
-import tempfile
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from airflow.providers.standard.utils.skipmixin import SkipMixin
 from airflow.sdk import BaseOperator
 
-from airflow_dist_training.errors import Problem, SpecValidationError
+from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.evaluation.gate import (
     ChampionUnreadableError,
     check_thresholds_apply,
@@ -32,26 +27,45 @@ from airflow_dist_training.hooks.aws import AwsConnectionMixin
 from airflow_dist_training.lineage import evaluation_lineage, registration_lineage
 from airflow_dist_training.links.evaluation import EvaluationReportLink, RegistrationAuditLink
 from airflow_dist_training.operators import default_deferrable
-from airflow_dist_training.storage.location import split_uri, uri_scheme
+from airflow_dist_training.storage.location import uri_scheme
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_dist_training.hooks.evaluation import ArtifactStore, SageMakerEvaluationRunner
+    from airflow_dist_training.hooks.evaluation import ArtifactStore
 
 _XCOM_RETURN_KEY = "return_value"
-MAX_EVALUATION_JOBS = 10  # generations of one run's evaluation job (after Failed/Stopped ones)
 _EXTRA_EVALUATION_KEYS = {"evaluation_uri", "backend", "job_name", "job_arn"}
+
+
+class Evaluated(NamedTuple):
+    result: EvaluationResult
+    uri: str  # where its evaluation.json is
+    job: dict[str, Any]  # what the task's result adds: the job's name and ARN (none for a process)
+
+
+class EvaluationRunner(Protocol):
+    """How an evaluation kind (``spec/evaluations.py``) runs the operator's script over its model.
+
+    The kind's factory is called with the ``EvaluationOperator``, its templates rendered."""
+
+    def evaluate(self, context: Context) -> Evaluated:
+        """Run the evaluation to its end, or defer the task (``execute_complete`` then resumes)."""
+        ...
+
+    def resume(self, event: dict[str, Any], evaluation_uri: str) -> Evaluated:
+        """After a deferral: the evaluation, or the failure the trigger reported, raised."""
+        ...
+
+    def on_kill(self) -> None:
+        """The task was killed: stop what runs outside the task process, when it must stop."""
+        ...
 
 
 def _run_identity(context: Context) -> str:
     from airflow_dist_training.sagemaker.naming import identity_from_context
 
     return identity_from_context(context, context["ti"].task_id)
-
-
-def _safe(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._=-]+", "_", part).strip("_") or "_"
 
 
 def _store(aws_conn_id: str | None, region_name: str | None) -> ArtifactStore:
@@ -88,8 +102,8 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         (SageMaker; its folder is shipped so helper modules can sit next to it).
     :param model_uri: ``model.tar.gz`` (path, ``file://`` or ``s3://``) or a checkpoint directory /
         S3 prefix. Typically ``"{{ ti.xcom_pull('train')['model_artifact_uri'] }}"``.
-    :param backend: a registered backend; its ``evaluation`` capability decides how this runs: a
-        process on the worker (``local``) or a SageMaker processing job (``sagemaker``).
+    :param backend: a registered backend; its evaluation kind (``spec/evaluations.py``) decides how
+        this runs: a process on the worker (``local``) or a SageMaker processing job (``sagemaker``).
     :param output_uri: where ``evaluation.json`` goes: a local directory or an ``s3://`` prefix.
         Local default: ``$AIRFLOW_HOME/evaluation/<dag>/<run>/<task>``. Required for SageMaker.
     :param data_uri: optional evaluation data (local dir or ``s3://`` prefix), exposed to the
@@ -170,10 +184,10 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         super().__init__(**kwargs)
         self.deferrable = default_deferrable(deferrable)
         from airflow_dist_training.spec.backends import backend_record
+        from airflow_dist_training.spec.evaluations import evaluation_record
 
-        # how the evaluation runs is the backend's capability: a processing job, or a local process
-        self.processing_job = backend_record(backend).evaluation == "processing_job"
-        if self.processing_job:
+        # how the evaluation runs is the backend's evaluation kind: a job in the account, or on this machine
+        if evaluation_record(backend_record(backend).evaluation).on_aws:
             required = {"image_uri": image_uri, "role_arn": role_arn, "output_uri": output_uri}
             missing = [name for name, value in required.items() if not value]
             if missing:
@@ -202,26 +216,23 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         self.tags = dict(tags or {})
         self.poll_interval = poll_interval
         self._set_aws_connection(aws_conn_id, region_name)
-        self._runner: SageMakerEvaluationRunner | None = None
-        self._processing_job: str | None = None
+        self._runner: EvaluationRunner | None = None
         self._try: Any = None  # this try's task instance: on_kill reads its state
 
-    def _default_output_dir(self, context: Context) -> Path:
-        from airflow.configuration import AIRFLOW_HOME
+    def _new_runner(self) -> EvaluationRunner:
+        from airflow_dist_training.spec.backends import backend_record
+        from airflow_dist_training.spec.evaluations import evaluation_record
 
-        ti = context["ti"]
-        return Path(AIRFLOW_HOME) / "evaluation" / _safe(ti.dag_id) / _safe(ti.run_id) / _safe(ti.task_id)
+        runner: EvaluationRunner = evaluation_record(backend_record(self.backend).evaluation).load_factory()(self)
+        return runner
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_dist_training.retry import failing_fast_without_retry_policy
 
         self._try = context.get("ti")
-        store = _store(self.aws_conn_id, self.region_name)
+        self._runner = self._new_runner()
         with failing_fast_without_retry_policy():
-            if self.processing_job:
-                result, uri, job = self._run_sagemaker(context, store)
-            else:
-                result, uri, job = self._run_local(context, store)
+            result, uri, job = self._runner.evaluate(context)
         self._lineage_result = {"evaluation_uri": uri}
         return self._result(result, uri, job)
 
@@ -229,174 +240,18 @@ class EvaluationOperator(AwsConnectionMixin, BaseOperator):
         self.log.info("Evaluation metrics: %s", result.metrics)
         return {**result.model_dump(mode="json"), "evaluation_uri": uri, "backend": self.backend, **job}
 
-    def _run_local(
-        self, context: Context, store: ArtifactStore
-    ) -> tuple[EvaluationResult, str, dict[str, Any]]:
-        from airflow_dist_training.hooks.evaluation import LocalEvaluationRunner, join_uri
-
-        remote_output = self.output_uri if uri_scheme(self.output_uri) == "s3" else None
-        out_dir = (
-            Path(split_uri(self.output_uri)[2])
-            if self.output_uri and not remote_output
-            else self._default_output_dir(context)
-        )
-        work = Path(tempfile.mkdtemp(prefix="adt-eval-"))
-        try:
-            data_dir = self.data_uri
-            if data_dir and uri_scheme(data_dir) == "s3":
-                data_dir = str(store.download_prefix(data_dir, work / "data"))
-            path = LocalEvaluationRunner(store, python=self.python).run(
-                script=self.script,
-                model_uri=self.model_uri,
-                work_dir=work,
-                output_dir=out_dir,
-                data_dir=data_dir,
-                arguments=self.arguments,
-                env=self.env,
-                timeout=self.timeout,
-                dependencies=self.dependencies,
-            )
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        uri = str(path)
-        result = store.load_evaluation(uri)
-        if remote_output:
-            uri = store.write_bytes(
-                join_uri(remote_output, EVALUATION_FILE_NAME), path.read_bytes(), "application/json"
-            )
-        return result, uri, {}
-
-    def _run_sagemaker(
-        self, context: Context, store: ArtifactStore
-    ) -> tuple[EvaluationResult, str, dict[str, Any]]:
-        from airflow_dist_training.evaluation.processing import build_processing_job_request
-        from airflow_dist_training.hooks.evaluation import SageMakerEvaluationRunner
-        from airflow_dist_training.sagemaker.naming import generation_name, job_name
-
-        # deterministic per task run: a retry attaches to the run's job, or starts the next
-        # generation (-r2, ...) only when the earlier one ended Failed or Stopped
-        if self.job_name:
-            names = [generation_name(self.job_name, g) for g in range(1, MAX_EVALUATION_JOBS + 1)]
-        else:
-            identity = _run_identity(context)
-            names = [job_name(f"eval-{self.task_id}", identity, g) for g in range(1, MAX_EVALUATION_JOBS + 1)]
-        script_uri, data_uri = self._upload_local_inputs(store)
-        request = build_processing_job_request(
-            job_name=names[0],
-            role_arn=self.role_arn or "",
-            image_uri=self.image_uri or "",
-            script_uri=script_uri,
-            model_uri=self.model_uri,
-            output_uri=self.output_uri or "",
-            data_uri=data_uri,
-            instance_type=self.instance_type,
-            instance_count=self.instance_count,
-            volume_size_gb=self.volume_size_gb,
-            max_runtime_seconds=self.max_runtime_seconds,
-            arguments=self.arguments,
-            environment=self.env,
-            network_config=self.network_config,
-            tags=self.tags,
-        )
-        self._runner = SageMakerEvaluationRunner(
-            self.aws_conn_id, self.region_name, poll_interval=self.poll_interval
-        )
-        if self.deferrable:
-            self._defer_to_trigger(request, names[1:])
-        info, uri = self._runner.run(
-            request, timeout=self.timeout, retry_names=names[1:], on_start=self._started
-        )
-        return store.load_evaluation(uri), uri, {"job_name": info["job_name"], "job_arn": info["job_arn"]}
-
-    def _upload_local_inputs(self, store: ArtifactStore) -> tuple[str, str | None]:
-        """Put a local script with the code it ships (the ``*.py`` next to it and its
-        ``dependencies``) and local data under the run's S3 prefix."""
-        from airflow_dist_training.hooks.evaluation import evaluation_code_files, join_uri
-        from airflow_dist_training.storage import local_files
-        from airflow_dist_training.storage.location import file_uri_path
-
-        script, data = self.script, self.data_uri
-        inputs = join_uri(self.output_uri or "", "inputs")
-        if uri_scheme(script) != "s3":
-            path = file_uri_path(script)
-            files = evaluation_code_files(path, self.dependencies)  # every bad entry before any upload
-            count = store.upload_files(files, join_uri(inputs, "code"))
-            script = join_uri(join_uri(inputs, "code"), path.name)
-            self.log.info("Uploaded the evaluation script %s (%d file(s)) to %s", path, count, script)
-        if data and "://" not in data.replace("file://", ""):
-            folder = file_uri_path(data)
-            if not folder.is_dir():
-                raise SpecValidationError([Problem("data_uri", f"{data} is not a directory")])
-            data = join_uri(inputs, "data")
-            count = store.upload_files(local_files(folder), data)
-            self.log.info("Uploaded the evaluation data %s (%d file(s)) to %s", folder, count, data)
-        return script, data
-
-    def _defer_to_trigger(self, request: Mapping[str, Any], retry_names: Sequence[str]) -> None:
-        from airflow_dist_training.hooks.evaluation import evaluation_output_uri
-
-        assert self._runner is not None
-        name = self._runner.start(request, retry_names)
-        self._started(name)
-        self.defer(
-            trigger=self._runner.jobs.trigger(
-                name,
-                aws_conn_id=self.aws_conn_id,
-                region_name=self.region_name,
-                poll_interval=self.poll_interval,
-                deadline=time.time() + self.timeout if self.timeout else None,
-            ),
-            method_name="execute_complete",
-            kwargs={"evaluation_uri": evaluation_output_uri(request)},
-        )
-
     def execute_complete(
         self, context: Context, event: dict[str, Any] | None = None, evaluation_uri: str = ""
     ) -> dict[str, Any]:
-        """Resume after the processing job ended: its ``evaluation.json``, or the failure as an error."""
-        from airflow_dist_training.hooks.evaluation import (
-            EvaluationScriptError,
-            SageMakerEvaluationRunner,
-            evaluation_output_uri,
-            processing_failure,
-        )
-        from airflow_dist_training.retry import failing_fast_without_retry_policy
-
+        """Resume after the deferred evaluation ended: its ``evaluation.json``, or the failure as an error."""
         event = event or {"status": "error", "message": "no event from the trigger"}
-        name = str(event.get("job_name") or "")
-        runner = SageMakerEvaluationRunner(self.aws_conn_id, self.region_name)
-        if event.get("status") == "timeout":
-            runner.stop(name)  # a timed-out task must not leave the job billing
-            raise EvaluationScriptError(f"{event.get('message')} The job was stopped.")
-        if event.get("status") == "failed":
-            with failing_fast_without_retry_policy():
-                raise processing_failure(str(event.get("message")), event.get("failure_reason"))
-        if event.get("status") != "success":
-            raise EvaluationScriptError(str(event.get("message")))
-        # the job says where its evaluation.json is: defer kwargs do not survive every resume
-        # (dag.test() resumes with the event only)
-        job = runner.jobs.describe(name)
-        evaluation_uri = evaluation_uri or evaluation_output_uri(job)
-        result = _store(self.aws_conn_id, self.region_name).load_evaluation(evaluation_uri)
-        return self._result(result, evaluation_uri, {"job_name": name, "job_arn": job.get("ProcessingJobArn")})
-
-    def _started(self, name: str) -> None:
-        self._processing_job = name
+        result, uri, job = self._new_runner().resume(event, evaluation_uri)
+        return self._result(result, uri, job)
 
     def on_kill(self) -> None:
-        """Stop the processing job (the local backend's script dies with the task process)."""
-        if self._runner is None or self._processing_job is None:
-            return
-        from airflow_dist_training.task_kills import worker_kill_case
-
-        case = worker_kill_case(self._try)
-        if not case.stop:  # the next try attaches to the run's processing job
-            self.log.warning("Task killed: %s; %s is left running.", case.why, self._processing_job)
-            return
-        try:
-            self._runner.stop(self._processing_job)
-        except Exception as exc:  # on_kill must not raise
-            self.log.error("Could not stop processing job %s: %s", self._processing_job, exc)
+        """Stop what the evaluation runs outside the task process (a local script dies with it)."""
+        if self._runner is not None:
+            self._runner.on_kill()
 
     get_openlineage_facets_on_complete = evaluation_lineage  # the model in, evaluation.json out
 

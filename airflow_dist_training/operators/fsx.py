@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
     from airflow_dist_training.fsx import preflight as pf
     from airflow_dist_training.hooks.fsx import FSxHook
-    from airflow_dist_training.spec.training import TrainingJobSpec
 
 #: Seconds a data repository task may take when no limit is set (the synchronous wait's cap).
 TASK_WAIT_DEFAULT_SECONDS = 7 * 86400
@@ -62,73 +61,10 @@ def _token(context: Context, *parts: str) -> str:
     return "adt-" + hashlib.sha256(ident.encode()).hexdigest()[:40]
 
 
-def run_fsx_preflight(
-    hook: FSxHook,
-    file_system_id: str,
-    *,
-    subnets: Sequence[str],
-    security_group_ids: Sequence[str],
-    s3_uri: str | None = None,
-    az_mismatch: Literal["error", "warning"] = "error",
-    file_system_security_group_ids: Sequence[str] | None = None,
-    log: Any = None,
-) -> tuple[pf.PreflightFacts, list[Any]]:
-    """Read the facts and apply the rules; raises ``SpecValidationError`` on errors, returns warnings."""
-    from airflow_dist_training.fsx import preflight as pf  # the rules load when a task checks
-
-    facts = hook.gather_preflight_facts(
-        file_system_id,
-        subnet_ids=list(subnets),
-        security_group_ids=list(security_group_ids),
-        s3_uri=s3_uri,
-        file_system_security_group_ids=list(file_system_security_group_ids or []) or None,
-    )
-    warnings = pf.raise_for_problems(pf.evaluate(facts, az_mismatch))
-    for warning in warnings:
-        if log is not None:
-            log.warning("FSx pre-flight warning: %s", warning)
-    return facts, warnings
-
-
-def preflight_training_spec(
-    hook: FSxHook, spec: TrainingJobSpec, az_mismatch: Literal["error", "warning"] = "error"
-) -> list[Any]:
-    """Pre-flight every FSx channel of a training spec against its network; returns the warnings.
-
-    For the training operator to call before ``CreateTrainingJob``. Channel paths are prefixed
-    by the file system's mount name, which is checked too.
-    """
-    from airflow_dist_training.errors import Problem, SpecValidationError
-    from airflow_dist_training.spec.training import FSxChannel
-
-    warnings: list[Any] = []
-    problems: list[Problem] = []
-    for name, channel in spec.channels.items():
-        if not isinstance(channel, FSxChannel):
-            continue
-        try:
-            facts, found = run_fsx_preflight(
-                hook,
-                channel.file_system_id,
-                subnets=spec.network.subnets,
-                security_group_ids=spec.network.security_group_ids,
-                az_mismatch=az_mismatch,
-            )
-        except SpecValidationError as exc:
-            problems.extend(Problem(f"channels.{name}.{p.path}", p.message) for p in exc.problems)
-            continue
-        warnings.extend(found)
-        mount = ((facts.file_system or {}).get("LustreConfiguration") or {}).get("MountName")
-        if mount and not (channel.directory_path + "/").startswith(f"/{mount}/"):
-            why = f"{channel.directory_path} must start with /{mount}, the mount name of {channel.file_system_id}"
-            problems.append(Problem(f"channels.{name}.directory_path", why))
-    if problems:
-        raise SpecValidationError(problems)
-    return warnings
-
-
 def _operator_preflight(op: Any) -> tuple[pf.PreflightFacts, list[Any]]:
     """``run_fsx_preflight`` with the arguments of a pre-flight or staging operator."""
+    from airflow_dist_training.fsx.preflight import run_fsx_preflight  # the rules load when a task checks
+
     return run_fsx_preflight(
         op.hook,
         op.file_system_id,

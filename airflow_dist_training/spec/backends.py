@@ -11,18 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
 from airflow_dist_training.spec.records import Factory, Records
 
 ENTRY_POINT_GROUP = "airflow_dist_training.backends"
-
-#: how a pipeline's staging step puts a dataset where the job reads it
-StagingKind = Literal["directory", "fsx"]
-#: how the evaluation step runs: a process on the worker, or a SageMaker processing job
-EvaluationKind = Literal["process", "processing_job"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +28,10 @@ class BackendRecord(Factory):
     #: ``"module:attribute"`` (imported on first use) or a callable; called with ``aws_conn_id``,
     #: ``region_name``, ``hook_kwargs`` and ``record``, it returns the ``TrainingBackend``
     factory: str | Callable[..., Any]
-    staging: StagingKind
-    evaluation: EvaluationKind
+    #: the staging kind (``spec/pipeline.py``) a pipeline's staging step without ``kind`` is of
+    staging: str
+    #: the evaluation kind (``spec/evaluations.py``): how the evaluation step runs
+    evaluation: str
     #: the registry kind (``spec/registries.py``) a pipeline whose registry step names none uses
     default_registry: str
     #: the job outlives the worker: the task persists its name, reattaches after a crash, may

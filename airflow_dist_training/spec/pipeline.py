@@ -7,16 +7,19 @@ Pure (pydantic + stdlib). The DAG factory (``airflow_dist_training.dag_factory``
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PlainValidator, SerializeAsAny, field_validator, model_validator
 
 from airflow_dist_training.spec.backends import BackendName, BackendRecord, find_backend
+from airflow_dist_training.spec.evaluations import evaluation_record
 from airflow_dist_training.spec.gate import GateSpec
 from airflow_dist_training.spec.members import Member, MemberList
+from airflow_dist_training.spec.records import Factory, KindsSchema, Records, step_of_kind
 from airflow_dist_training.spec.registries import RegistryStep, RegistryStepModel, TypedRegistry
 from airflow_dist_training.spec.sweep import SweepSpec
 from airflow_dist_training.spec.training import ShippedDependencies, TrainingJobSpec, _Model
@@ -42,12 +45,15 @@ class ScratchFileSystem(_Model):
     deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = "SCRATCH_2"
 
 
-class _Staging(_Model):
+class StagingStepModel(_Model):
+    """The fields every staging step has; a kind's step model subclasses it with ``kind: Literal[...]``."""
+
     channel: str = Field(default="train", description="The training channel the staged data feeds.")
     source: str = Field(description="s3://, file:// or a local path")
+    kind: str
 
 
-class FSxStaging(_Staging):
+class FSxStaging(StagingStepModel):
     """Import an S3 prefix into an FSx for Lustre file system; the channel reads it there."""
 
     kind: Literal["fsx"] = "fsx"
@@ -66,7 +72,7 @@ class FSxStaging(_Staging):
         return self
 
 
-class DirectoryStaging(_Staging):
+class DirectoryStaging(StagingStepModel):
     """Copy the dataset into the channel's local folder (the job reads its local source)."""
 
     kind: Literal["directory"] = "directory"
@@ -74,27 +80,75 @@ class DirectoryStaging(_Staging):
     file_system_path: str | None = Field(default=None, description="The FSx path the channel names")
 
 
-STAGING_KINDS: dict[str, type[FSxStaging | DirectoryStaging]] = {"fsx": FSxStaging, "directory": DirectoryStaging}
-TypedStaging = Annotated[FSxStaging | DirectoryStaging, Field(discriminator="kind")]
+@dataclass(frozen=True)
+class StagingRecord(Factory):
+    """A staging kind: its pipeline step, what the job needs to read the staged data, and its task."""
+
+    name: str
+    step: type[StagingStepModel]
+    #: ``"module:attribute"`` (imported on first use) or a callable; called with the task group
+    #: being built (``task_groups.py``), the typed step and the data asset (or None), it adds and
+    #: returns the staging task
+    factory: str | Callable[..., Any]
+    #: the staging task returns the channel the job reads (it replaces the spec's channel, whose
+    #: data is then fingerprinted at the step's ``source``; a tuning job cannot read it)
+    returns_channel: bool = False
+    #: the job reaches the staged data over its VPC: the spec needs subnets and security groups
+    needs_vpc: bool = False
+    description: str = ""
 
 
-class StagingStep(_Staging):
+STAGINGS: Records[StagingRecord] = Records(StagingRecord, "staging kind", "kinds", "airflow_dist_training.staging")
+register_staging = STAGINGS.register
+forget_staging = STAGINGS.forget
+#: the record of a kind; ``SpecValidationError`` naming ``field`` and the registered kinds
+staging_record = partial(STAGINGS.get, field="staging")
+
+register_staging(
+    StagingRecord(
+        name="fsx",
+        step=FSxStaging,
+        factory="airflow_dist_training.task_groups:fsx_staging_task",
+        returns_channel=True,
+        needs_vpc=True,
+        description="import an S3 prefix into an FSx for Lustre file system",
+    )
+)
+register_staging(
+    StagingRecord(
+        name="directory",
+        step=DirectoryStaging,
+        factory="airflow_dist_training.task_groups:local_staging_task",
+        description="copy the dataset into the channel's local folder",
+    )
+)
+
+
+def _typed_staging(value: Any) -> StagingStepModel:
+    return step_of_kind(STAGINGS, value, "staging", typed=StagingStepModel, untyped=StagingStep)  # type: ignore[no-any-return]
+
+
+#: a pipeline's staging step, of a registered kind
+TypedStaging = Annotated[SerializeAsAny[StagingStepModel], PlainValidator(_typed_staging), KindsSchema(STAGINGS)]
+
+
+class StagingStep(StagingStepModel):
     """A staging step written for any backend: ``kind`` (default: how the backend stages data)
-    picks an ``FSxStaging`` or a ``DirectoryStaging``; fields of the other kind are not used."""
+    picks the kind's step model; fields the kind does not have are not used."""
 
-    kind: Literal["directory", "fsx"] | None = None
+    kind: str | None = None  # type: ignore[assignment]
     file_system_id: str | None = None
     file_system_path: str | None = None
     scratch_file_system: ScratchFileSystem | None = None
 
-    def for_backend(self, backend: BackendRecord) -> FSxStaging | DirectoryStaging:
+    def for_backend(self, backend: BackendRecord) -> StagingStepModel:
         """The typed staging step on ``backend``, its rules checked (``SpecValidationError``)."""
         from airflow_dist_training.spec.loading import validate_model
 
-        model = STAGING_KINDS[self.kind or backend.staging]
+        kind = self.kind or backend.staging
+        model = staging_record(kind, field="staging.kind").step
         kept = {k: v for k, v in self.model_dump(exclude_unset=True).items() if k in model.model_fields}
-        data = {**kept, "kind": model.model_fields["kind"].default}
-        return validate_model(model, data, prefix="staging", pipeline=True)
+        return validate_model(model, {**kept, "kind": kind}, prefix="staging", pipeline=True)
 
 
 class CheckpointFreshness(_Model):
@@ -156,7 +210,7 @@ def resolve_steps(
     backend: BackendRecord,
     staging: StagingStep | TypedStaging | None,
     registry: RegistryStep | TypedRegistry | None,
-) -> tuple[FSxStaging | DirectoryStaging | None, RegistryStepModel | None]:
+) -> tuple[StagingStepModel | None, RegistryStepModel | None]:
     """The staging and registry steps as they run on ``backend``: each kind decided, its rules checked."""
     if isinstance(registry, RegistryStep):
         registry = registry.for_backend(backend)
@@ -184,7 +238,7 @@ class PipelineSpec(_Model):
     tags: list[str] = Field(default_factory=list)
     training: TrainingJobSpec
     staging: TypedStaging | None = Field(
-        default=None, description="kind: directory | fsx (default: how the backend stages data)"
+        default=None, description="kind: a registered staging kind, e.g. directory or fsx (default: the backend's)"
     )
     checkpoints: CheckpointStep = Field(default_factory=CheckpointStep)
     evaluation: EvaluationStep | None = None
@@ -335,7 +389,7 @@ def step_problems(
         problems.append(Problem("gate", "needs an evaluation step (the gate reads its evaluation.json)"))
     if staging is not None:
         problems += _staging_problems(training, backend, staging)
-    if evaluation is not None and backend.evaluation == "processing_job":
+    if evaluation is not None and evaluation_record(backend.evaluation).on_aws:
         problems += _processing_job_problems(training)
     for step in (staging, registry):
         if isinstance(step, StagingStep | RegistryStep):
@@ -367,8 +421,8 @@ def _staging_problems(
                 "the staged data would never reach the job",
             )
         )
-    fsx = STAGING_KINDS[staging.kind or backend.staging] is FSxStaging
-    if fsx and not (training.network.subnets and training.network.security_group_ids):
+    kind = STAGINGS.find(staging.kind or backend.staging)
+    if kind is not None and kind.needs_vpc and not (training.network.subnets and training.network.security_group_ids):
         problems.append(
             Problem(
                 "training.network",
@@ -400,7 +454,7 @@ def _evaluation_problems(step: EvaluationStep, backend: BackendRecord) -> list[P
     script, data = step.script, step.channel_source
     if not script.endswith(".py"):
         problems.append(Problem("evaluation.script", f"must be a .py file, got {script!r}"))
-    if uri_scheme(script) not in (None, "file") and backend.evaluation == "process":
+    if uri_scheme(script) not in (None, "file") and not evaluation_record(backend.evaluation).on_aws:
         problems.append(
             Problem("evaluation.script", f"{script}: the {backend.name} backend runs a local script, not a URI")
         )

@@ -1,6 +1,8 @@
-"""Records by name: the one shape of the backends, registries, strategies, stores and job kinds.
+"""Records by name: the one shape of the backends, registries, strategies, stores, job kinds, and
+evaluation and staging kinds.
 
-Pure (stdlib only): a spec and a DAG parse validate a name without importing what it names.
+Pure (stdlib; pydantic where a step is validated): a spec and a DAG parse validate a name without
+importing what it names.
 """
 
 from __future__ import annotations
@@ -134,3 +136,34 @@ class Records(Generic[R]):
 
             raise SpecValidationError([Problem(field, self.unknown(name))])
         return record
+
+
+def step_of_kind(records: Records[Any], value: Any, title: str, *, typed: type[Any], untyped: type[Any]) -> Any:
+    """A pipeline step validated by the step model of the kind it names (its record in ``records``):
+    a dict, or a step written for any backend (``untyped``); a ``typed`` one is returned as it is.
+    An unknown kind is an error at ``kind``; the step model's errors keep their field paths."""
+    if isinstance(value, untyped):
+        value = value.model_dump(exclude_unset=True)
+    elif isinstance(value, typed):
+        return value
+    kind = value.get("kind") if isinstance(value, dict) else None
+    record = records.find(kind)
+    if record is None:
+        from pydantic import ValidationError
+        from pydantic_core import PydanticCustomError
+
+        message = records.unknown(kind).replace("{", "{{").replace("}", "}}")
+        error = PydanticCustomError(f"unknown_{title}", message)
+        raise ValidationError.from_exception_data(title, [{"type": error, "loc": ("kind",), "input": kind}])
+    return record.step.model_validate(value)  # type: ignore[attr-defined]
+
+
+class KindsSchema:
+    """The JSON schema of a pipeline step: one of the registered kinds' (read when it is asked for)."""
+
+    def __init__(self, records: Records[Any]) -> None:
+        self.records = records
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
+        # through ``handler``: a step's nested models land in the document's own ``$defs``
+        return {"oneOf": [handler(r.step.__pydantic_core_schema__) for r in self.records.records()]}

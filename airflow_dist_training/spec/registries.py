@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PlainValidator, SerializeAsAny, field_validator
 
 from airflow_dist_training.spec.backends import BackendRecord
-from airflow_dist_training.spec.records import Factory, Records
+from airflow_dist_training.spec.records import Factory, KindsSchema, Records, step_of_kind
 from airflow_dist_training.spec.training import _Model
 
 ENTRY_POINT_GROUP = "airflow_dist_training.registries"
@@ -80,34 +80,11 @@ registry_record = partial(REGISTRIES.get, field="registry")
 
 
 def _typed_step(value: Any) -> RegistryStepModel:
-    """A registry step validated by the model of the kind it names (errors keep their field paths)."""
-    if isinstance(value, RegistryStep):  # written for any backend: its kind must be given here
-        value = value.model_dump(exclude_unset=True)
-    elif isinstance(value, RegistryStepModel):
-        return value
-    kind = value.get("kind") if isinstance(value, dict) else None
-    record = find_registry(kind)
-    if record is None:
-        from pydantic import ValidationError
-        from pydantic_core import PydanticCustomError
-
-        message = REGISTRIES.unknown(kind).replace("{", "{{").replace("}", "}}")
-        error = PydanticCustomError("unknown_registry", message)
-        raise ValidationError.from_exception_data(
-            "registry", [{"type": error, "loc": ("kind",), "input": kind}]
-        )
-    return record.step.model_validate(value)
-
-
-class _StepsSchema:
-    """The JSON schema of a registry step: one of the registered kinds' (read when it is asked for)."""
-
-    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
-        return {"oneOf": [r.step.model_json_schema() for r in REGISTRIES.by_name.values()]}
+    return step_of_kind(REGISTRIES, value, "registry", typed=RegistryStepModel, untyped=RegistryStep)  # type: ignore[no-any-return]
 
 
 #: a pipeline's registry step, of a registered kind
-TypedRegistry = Annotated[SerializeAsAny[RegistryStepModel], PlainValidator(_typed_step), _StepsSchema()]
+TypedRegistry = Annotated[SerializeAsAny[RegistryStepModel], PlainValidator(_typed_step), KindsSchema(REGISTRIES)]
 
 
 class RegistryStep(RegistryStepModel):

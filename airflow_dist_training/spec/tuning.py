@@ -201,7 +201,7 @@ def tuning_step_problems(
     tuning: TuningSpec,
     *,
     members: bool = False,
-    fsx_staging: bool = False,
+    staged_channel: bool = False,
     freshness: bool = False,
     warm_start: str = "none",
 ) -> list[Problem]:
@@ -210,7 +210,7 @@ def tuning_step_problems(
         ("for_each", members, "a tuning job searches one model's hyperparameters"),
         (
             "staging",
-            fsx_staging,
+            staged_channel,
             "a tuning job's training jobs read their channels as the spec gives them, not a staged FSx channel",
         ),
         ("checkpoints.freshness", freshness, "the stall watch follows one training job; a tuning job runs many"),

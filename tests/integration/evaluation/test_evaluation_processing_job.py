@@ -181,7 +181,7 @@ def test_killing_the_task_stops_the_processing_job(
     thread = threading.Thread(target=run)
     thread.start()
     deadline = time.monotonic() + 30
-    while op._processing_job is None and time.monotonic() < deadline:
+    while getattr(op._runner, "job", None) is None and time.monotonic() < deadline:
         time.sleep(0.01)
     op.on_kill()
     thread.join(30)

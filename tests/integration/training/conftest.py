@@ -32,12 +32,12 @@ def fake(
 
     The spec's FSx channel names a file system moto cannot describe as AVAILABLE: the FSx
     pre-flight is recorded here instead (``fake.fsx_preflights``); its own test runs it for real."""
-    import airflow_dist_training.operators.fsx as fsx_ops
+    import airflow_dist_training.fsx.preflight as fsx_preflight
 
     lifecycle_fake.reset()
     lifecycle_fake.fsx_preflights = []  # type: ignore[attr-defined]
     monkeypatch.setattr(
-        fsx_ops,
+        fsx_preflight,
         "preflight_training_spec",
         lambda hook, spec, az_mismatch="error": lifecycle_fake.fsx_preflights.append(spec.name) or [],  # type: ignore[attr-defined]
     )

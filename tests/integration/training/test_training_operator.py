@@ -60,11 +60,11 @@ def test_fsx_channel_preflight_runs_before_create_training_job(
     make_op().execute(make_context())
     assert fake.fsx_preflights == ["llm-finetune"]  # type: ignore[attr-defined]
     # the real pre-flight: the spec's file system does not exist, so nothing is created
-    import airflow_dist_training.operators.fsx as fsx_ops
+    import airflow_dist_training.fsx.preflight as fsx_preflight
 
     monkeypatch.undo()
     creates = fake.total_creates
-    assert fsx_ops.preflight_training_spec.__name__ == "preflight_training_spec"
+    assert fsx_preflight.preflight_training_spec.__name__ == "preflight_training_spec"
     with pytest.raises(
         SpecValidationError,
         match=r"channels\.extra\.file_system_id: file system fs-0123456789abcdef0 does not exist",

@@ -10,12 +10,8 @@ from fake_fsx import FakeFSx
 
 from airflow_dist_training.errors import SpecValidationError
 from airflow_dist_training.fsx import requests as req
-from airflow_dist_training.fsx.preflight import missing_lustre_ports
-from airflow_dist_training.operators.fsx import (
-    FSxCreateFileSystemOperator,
-    FSxDeleteFileSystemOperator,
-    preflight_training_spec,
-)
+from airflow_dist_training.fsx.preflight import missing_lustre_ports, preflight_training_spec
+from airflow_dist_training.operators.fsx import FSxCreateFileSystemOperator, FSxDeleteFileSystemOperator
 from airflow_dist_training.spec.training import TrainingJobSpec
 
 

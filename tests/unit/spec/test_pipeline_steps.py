@@ -57,7 +57,7 @@ def test_a_registry_without_kind_is_the_backends_default_registry(tmp_path: Path
             "staging: {kind: fsx, source: 's3://b/train', file_system_path: /train}\n",
             "staging: give file_system_id or scratch_file_system",
         ),
-        ("staging: {kind: nfs, source: /data}\n", "staging: kind must be one of 'fsx', 'directory' (got 'nfs')"),
+        ("staging: {kind: nfs, source: /data}\n", "staging.kind: unknown staging kind 'nfs'; registered kinds: fsx, directory"),
     ],
 )
 def test_a_step_that_does_not_fit_its_kind_names_the_file_and_field(tmp_path: Path, body: str, message: str) -> None:

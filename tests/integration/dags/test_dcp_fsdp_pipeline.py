@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_dist_training.local import job_env
 from tests.dag_bundles import shipped_pipeline_copy
 
 PARTIAL = "step-000000000010"
@@ -83,7 +84,8 @@ def test_dcp_pipeline_prunes_promotes_and_warm_starts_from_the_promoted_checkpoi
             assert "warm start: initialised from /opt/ml/input/data/warm_start; training all 4 epochs" in out
             assert losses[0] < first_losses[0] - 0.3, (first_losses, losses)
         assert "resumed from" not in out  # each run's first job: nothing of its own to resume
-        assert "job-envs/pytorch/bin/python (the pytorch job environment: " in out  # what the image has
+        python = job_env.default_env_dir() / "bin" / "python"  # ADT_JOB_ENVS may put it anywhere
+        assert f"{python} (the pytorch job environment: " in out  # what the image has
         # 4 steps written (4, 8, 12, 16) and losses fall: keep_last 1 and keep_best 1 keep step 16; the
         # partial step (run 1) claims loss 0.0 but is incomplete and older than step 16: deleted
         assert kept == ["step-000000000016"], kept

@@ -75,6 +75,7 @@ async def test_success_after_secondary_transitions(
             "job_status": "Completed",
             "failure_reason": None,
             "message": "Training job job-ok completed.",
+            "last_lines": [],  # the job wrote no log lines
         }
     )
     timeline = [r.getMessage() for r in caplog.records if "(started " in r.getMessage()]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from tests.paths import REPO
 
@@ -88,3 +89,32 @@ HF_IMAGE = {
     "pytorch_version": "2.8.0",
     "py_version": "py312",
 }
+
+
+class _TaskInstance:
+    """What the training operator reads of its try: its identity, and the XComs it pushes."""
+
+    task_id, run_id, map_index = "train", "manual__1", -1
+
+    def __init__(self, dag_id: str, try_number: int) -> None:
+        self.dag_id, self.try_number = dag_id, try_number
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def run_training_try(spec: dict[str, Any], jobs_root: Path, dag_id: str, try_number: int, **kwargs: Any) -> Any:
+    """One try of a local-backend training task (``retries=1``), as the task runner calls it."""
+    from airflow_dist_training.operators.training import DistributedTrainingOperator
+
+    ti = _TaskInstance(dag_id, try_number)
+    op = DistributedTrainingOperator(
+        task_id="train",
+        spec=spec,
+        backend="local",
+        local_hook_kwargs={"root": str(jobs_root), "use_s3": False, "stop_grace_seconds": 5},
+        retries=1,
+        **kwargs,
+    )
+    return op.execute({"ti": ti, "run_id": ti.run_id})  # type: ignore[arg-type]

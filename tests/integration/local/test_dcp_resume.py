@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_dist_training.local.hosts import probe
-from airflow_dist_training.operators.training import DistributedTrainingOperator
-from tests.killed_mid_save import dcp_fsdp_source
+from tests.killed_mid_save import dcp_fsdp_source, run_training_try
 
 pytestmark = [
     pytest.mark.slow,
@@ -21,14 +20,6 @@ pytestmark = [
 ]
 
 
-class _TI:
-    dag_id, task_id, run_id, map_index, try_number = "dcp", "train", "manual__1", -1, 1
-
-    def __init__(self) -> None:
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
 
 
 def test_killed_mid_save_dcp_job_resumes_from_the_last_complete_checkpoint(
@@ -47,17 +38,7 @@ def test_killed_mid_save_dcp_job_resumes_from_the_last_complete_checkpoint(
     }
 
     def attempt(try_number: int) -> Any:
-        ti = _TI()
-        ti.try_number = try_number
-        op = DistributedTrainingOperator(
-            task_id="train",
-            spec=spec,
-            backend="local",
-            checkpoint_resume="latest",
-            local_hook_kwargs={"root": str(tmp_path / "jobs"), "use_s3": False, "stop_grace_seconds": 5},
-            retries=1,
-        )
-        return op.execute({"ti": ti, "run_id": _TI.run_id})
+        return run_training_try(spec, tmp_path / "jobs", "dcp", try_number, checkpoint_resume="latest")
 
     with pytest.raises(Exception):  # noqa: B017  the job's failure, whatever the backend calls it
         attempt(1)

@@ -23,22 +23,13 @@ from typing import Any
 import pytest
 
 from airflow_dist_training.local.hosts import probe
-from airflow_dist_training.operators.training import DistributedTrainingOperator
-from tests.killed_mid_save import HF_IMAGE, HYPERPARAMETERS, hf_trainer_source
+from tests.killed_mid_save import HF_IMAGE, HYPERPARAMETERS, hf_trainer_source, run_training_try
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not probe().namespaces, reason=f"no Linux namespaces here: {probe().why}"),
 ]
 
-class _TI:
-    dag_id, task_id, run_id, map_index, try_number = "hf", "train", "manual__1", -1, 1
-
-    def __init__(self) -> None:
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
 
 
 def test_a_trainer_killed_mid_save_resumes_from_the_last_complete_checkpoint(
@@ -64,17 +55,8 @@ def test_a_trainer_killed_mid_save_resumes_from_the_last_complete_checkpoint(
         "stopping": {"max_runtime_seconds": 600},
     }
 
-    def attempt(try_number: int) -> Any:
-        ti = _TI()
-        ti.try_number = try_number
-        op = DistributedTrainingOperator(
-            task_id="train",
-            spec=spec,
-            backend="local",  # the default resume policy: the spec's own checkpoint location
-            local_hook_kwargs={"root": str(tmp_path / "jobs"), "use_s3": False, "stop_grace_seconds": 5},
-            retries=1,
-        )
-        return op.execute({"ti": ti, "run_id": _TI.run_id})
+    def attempt(try_number: int) -> Any:  # the default resume policy: the spec's own checkpoint location
+        return run_training_try(spec, tmp_path / "jobs", "hf", try_number)
 
     with pytest.raises(Exception):  # noqa: B017  the job's failure, whatever the backend calls it
         attempt(1)
